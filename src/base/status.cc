@@ -1,0 +1,25 @@
+#include "base/status.h"
+
+namespace mt {
+
+const char* StatusCodeName(StatusCode code) {
+  switch (code) {
+    case StatusCode::kOk: return "ok";
+    case StatusCode::kInvalidArgument: return "invalid argument";
+    case StatusCode::kNotFound: return "not found";
+    case StatusCode::kCorrupt: return "corrupt";
+    case StatusCode::kIoError: return "I/O error";
+    case StatusCode::kOutOfRange: return "out of range";
+    case StatusCode::kResourceExhausted: return "resource exhausted";
+    case StatusCode::kUnimplemented: return "unimplemented";
+    case StatusCode::kCancelled: return "cancelled";
+  }
+  return "unknown";
+}
+
+Status Status::WithContext(std::string_view context) const {
+  if (ok()) return *this;
+  return Status(code_, fmt::format("{}: {}", context, message_));
+}
+
+}  // namespace mt
