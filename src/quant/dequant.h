@@ -1,0 +1,19 @@
+// Scalar reference dequantization: the definition of what each ggml block format means.
+// Fast kernels are tested against these. Pure functions, thread-safe.
+#pragma once
+
+#include <cstdint>
+
+#include "quant/ggml_type.h"
+
+namespace mt {
+
+// True for types with a reference dequantizer here: F32, F16, BF16, Q8_0, Q4_0, Q4_1,
+// Q5_0, Q5_1, Q4_K, Q5_K, Q6_K, MXFP4.
+bool CanDequantize(GgmlType type);
+
+// Writes `n` floats to `dst` from RowBytes(type, n) bytes at `src`. `n` must be a multiple
+// of the type's block size and the type must satisfy CanDequantize (checked).
+void DequantizeRow(GgmlType type, const void* src, float* dst, int64_t n);
+
+}  // namespace mt
