@@ -1,7 +1,55 @@
-// The moetier command line: one subcommand per file (cmd_*.cc), registered here.
+// The moetier command line: `moetier <command> [flags]`. Commands are listed in kCommands.
 #include <cstdio>
+#include <string>
+
+#include "command.h"
+
+namespace mt::cli {
+
+int ReportError(const Status& status) {
+  std::string line = status.message();
+  for (char& c : line) {
+    if (c == '\n') c = ' ';
+  }
+  std::fprintf(stderr, "moetier: error: %s\n", line.c_str());
+  return status.code() == StatusCode::kInvalidArgument ? kExitUsage : kExitError;
+}
+
+namespace {
+
+constexpr CommandDef kCommands[] = {
+    {"inspect", "Show a GGUF model: metadata, tensors, and the dense/expert memory plan",
+     SetupInspect},
+    {"synth", "Write a synthetic model in the exact GGUF layout of a real architecture",
+     SetupSynth},
+};
+
+}  // namespace
+}  // namespace mt::cli
 
 int main(int argc, char** argv) {
-  std::puts("moetier");
-  return 0;
+  using namespace mt::cli;
+  CLI::App app{"moetier: run Mixture-of-Experts GGUF models larger than memory", "moetier"};
+  app.require_subcommand(1);
+  app.set_version_flag("--version", "moetier 0.1.0");
+  CommandMain selected;
+  for (const CommandDef& def : kCommands) {
+    CLI::App* sub = app.add_subcommand(def.name, def.description);
+    CommandMain run = def.setup(*sub);
+    sub->callback([&selected, run] { selected = run; });
+  }
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::CallForHelp& e) {
+    return app.exit(e);
+  } catch (const CLI::CallForAllHelp& e) {
+    return app.exit(e);
+  } catch (const CLI::CallForVersion& e) {
+    return app.exit(e);
+  } catch (const CLI::ParseError& e) {
+    std::string what = e.what();
+    std::fprintf(stderr, "moetier: usage error: %s (see moetier --help)\n", what.c_str());
+    return kExitUsage;
+  }
+  return selected ? selected() : kExitUsage;
 }

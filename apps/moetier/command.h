@@ -1,0 +1,34 @@
+// The moetier CLI is a table of subcommands (main.cc). Each lives in cmd_<name>.cc and
+// exposes a Setup function: it adds its flags to `sub` and returns the function that runs
+// the command once the flags are parsed. Exit codes: 0 ok, 1 error, 2 usage error.
+#pragma once
+
+#include <functional>
+
+#include <CLI/CLI.hpp>
+
+#include "base/status.h"
+
+namespace mt::cli {
+
+inline constexpr int kExitOk = 0;
+inline constexpr int kExitError = 1;
+inline constexpr int kExitUsage = 2;
+
+using CommandMain = std::function<int()>;
+using CommandSetup = CommandMain (*)(CLI::App& sub);
+
+struct CommandDef {
+  const char* name;
+  const char* description;
+  CommandSetup setup;
+};
+
+// Prints "moetier: error: <message>" as one line on stderr and returns the exit code for
+// the status: 2 for invalid arguments, 1 otherwise.
+int ReportError(const Status& status);
+
+CommandMain SetupInspect(CLI::App& sub);
+CommandMain SetupSynth(CLI::App& sub);
+
+}  // namespace mt::cli

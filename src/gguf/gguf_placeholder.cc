@@ -1,1 +1,0 @@
-// gguf layer
