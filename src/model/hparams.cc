@@ -1,0 +1,156 @@
+#include "model/hparams.h"
+
+#include <cmath>
+
+#include "gguf/gguf.h"
+#include "model/arch.h"
+
+namespace mt {
+namespace {
+
+// Limits that keep a hostile file from asking for absurd allocations. They are far above
+// any released model (llama.cpp: at most 512 layers and 512 experts).
+constexpr uint64_t kMaxLayers = 512;
+constexpr uint64_t kMaxExperts = 1024;
+constexpr uint64_t kMaxDim = 1u << 20;
+
+class KeyReader {
+ public:
+  KeyReader(const GgufMetadata& md, std::string_view arch) : md_(md), arch_(arch) {}
+
+  std::string Key(std::string_view suffix) const { return fmt::format("{}.{}", arch_, suffix); }
+
+  // A scalar unsigned key, `fallback` if absent. Arrays (per-layer values) are refused.
+  Status Uint(std::string_view suffix, uint32_t& out, std::optional<uint32_t> fallback,
+              uint64_t max = kMaxDim) const {
+    std::string key = Key(suffix);
+    const GgufValue* v = md_.Find(key);
+    if (v == nullptr) {
+      if (!fallback) return NotFound("missing key {}", key);
+      out = *fallback;
+      return Status::Ok();
+    }
+    if (v->AsArray()) return Unimplemented("key {}: per-layer values are not supported", key);
+    std::optional<uint64_t> u = v->AsUint();
+    if (!u) return InvalidArgument("key {}: expected an unsigned integer, got {}", key,
+                                   GgufTypeName(v->type()));
+    if (*u > max) return OutOfRange("key {}: value {} is larger than {}", key, *u, max);
+    out = static_cast<uint32_t>(*u);
+    return Status::Ok();
+  }
+
+  Status Float(std::string_view suffix, float& out, std::optional<float> fallback) const {
+    std::string key = Key(suffix);
+    const GgufValue* v = md_.Find(key);
+    if (v == nullptr) {
+      if (!fallback) return NotFound("missing key {}", key);
+      out = *fallback;
+      return Status::Ok();
+    }
+    std::optional<double> d = v->AsDouble();
+    if (!d || !std::isfinite(*d)) return InvalidArgument("key {}: expected a finite number", key);
+    out = static_cast<float>(*d);
+    return Status::Ok();
+  }
+
+ private:
+  const GgufMetadata& md_;
+  std::string_view arch_;
+};
+
+}  // namespace
+
+Result<HParams> ReadHParams(const GgufMetadata& md) {
+  const std::string* arch_name = md.FindString("general.architecture");
+  if (arch_name == nullptr) return NotFound("missing key general.architecture");
+  const ArchDef* arch = FindArch(*arch_name);
+  if (arch == nullptr) {
+    return Unimplemented("unsupported architecture '{}' (supported: {})", *arch_name,
+                         SupportedArchNames());
+  }
+  HParams hp;
+  hp.arch = *arch_name;
+  KeyReader r(md, hp.arch);
+  MT_RETURN_IF_ERROR(r.Uint("context_length", hp.n_ctx_train, std::nullopt, 1ull << 31));
+  MT_RETURN_IF_ERROR(r.Uint("embedding_length", hp.n_embd, std::nullopt));
+  MT_RETURN_IF_ERROR(r.Uint("block_count", hp.n_layer, std::nullopt, kMaxLayers));
+  MT_RETURN_IF_ERROR(r.Uint("feed_forward_length", hp.n_ff, 0));
+  MT_RETURN_IF_ERROR(r.Uint("attention.head_count", hp.n_head, std::nullopt));
+  MT_RETURN_IF_ERROR(r.Uint("attention.head_count_kv", hp.n_head_kv, hp.n_head));
+  MT_RETURN_IF_ERROR(r.Uint("expert_count", hp.n_expert, 0, kMaxExperts));
+  MT_RETURN_IF_ERROR(r.Uint("expert_used_count", hp.n_expert_used, 0, kMaxExperts));
+  MT_RETURN_IF_ERROR(r.Float("attention.layer_norm_rms_epsilon", hp.rms_eps, std::nullopt));
+  MT_RETURN_IF_ERROR(r.Float("rope.freq_base", hp.rope_freq_base, 10000.0f));
+  float rope_scale = 0;
+  MT_RETURN_IF_ERROR(r.Float("rope.scaling.factor", rope_scale, 0.0f));
+  hp.rope_freq_scale = rope_scale == 0 ? 1.0f : 1.0f / rope_scale;
+
+  if (hp.n_embd == 0 || hp.n_layer == 0 || hp.n_head == 0) {
+    return InvalidArgument("{}: embedding_length, block_count and attention.head_count must be > 0",
+                           hp.arch);
+  }
+  if (hp.n_head_kv == 0 || hp.n_head % hp.n_head_kv != 0) {
+    return InvalidArgument("{}: attention.head_count {} is not a multiple of head_count_kv {}",
+                           hp.arch, hp.n_head, hp.n_head_kv);
+  }
+  MT_RETURN_IF_ERROR(r.Uint("attention.key_length", hp.head_dim_k, hp.n_embd / hp.n_head));
+  MT_RETURN_IF_ERROR(r.Uint("attention.value_length", hp.head_dim_v, hp.n_embd / hp.n_head));
+  MT_RETURN_IF_ERROR(r.Uint("rope.dimension_count", hp.n_rot, hp.head_dim_k));
+  if (hp.head_dim_k == 0 || hp.head_dim_v == 0 || hp.n_rot > hp.head_dim_k || hp.n_rot % 2 != 0) {
+    return InvalidArgument("{}: bad head sizes (key_length {}, value_length {}, rope dims {})",
+                           hp.arch, hp.head_dim_k, hp.head_dim_v, hp.n_rot);
+  }
+
+  if (hp.n_expert == 0 || hp.n_expert_used == 0) {
+    return Unimplemented("{}: this is a dense model ({} = {}, {} = {}); moetier runs "
+                         "Mixture-of-Experts models only",
+                         hp.arch, r.Key("expert_count"), hp.n_expert, r.Key("expert_used_count"),
+                         hp.n_expert_used);
+  }
+  if (hp.n_expert_used > hp.n_expert) {
+    return InvalidArgument("{}: expert_used_count {} exceeds expert_count {}", hp.arch,
+                           hp.n_expert_used, hp.n_expert);
+  }
+  if (arch->expert_ff_key) {
+    MT_RETURN_IF_ERROR(r.Uint("expert_feed_forward_length", hp.n_ff_exp, hp.n_ff / hp.n_expert_used));
+  } else {
+    hp.n_ff_exp = hp.n_ff;
+  }
+  if (hp.n_ff_exp == 0) return InvalidArgument("{}: the experts' hidden size is 0", hp.arch);
+  if (arch->shared_expert != SharedExpert::kNone) {
+    MT_RETURN_IF_ERROR(r.Uint("expert_shared_feed_forward_length", hp.n_ff_shexp, hp.n_ff));
+    if (hp.n_ff_shexp == 0) return InvalidArgument("{}: the shared expert's size is 0", hp.arch);
+  }
+
+  if (const GgufArray* tokens = md.FindArray("tokenizer.ggml.tokens")) {
+    hp.n_vocab = static_cast<uint32_t>(tokens->items.size());
+  } else {
+    MT_RETURN_IF_ERROR(r.Uint("vocab_size", hp.n_vocab, 0, 1u << 24));
+  }
+  return hp;
+}
+
+void WriteHParams(const HParams& hp, GgufMetadata& md) {
+  const ArchDef* arch = FindArch(hp.arch);
+  auto key = [&](std::string_view suffix) { return fmt::format("{}.{}", hp.arch, suffix); };
+  md.Set("general.architecture", GgufValue::String(hp.arch));
+  md.Set(key("block_count"), GgufValue::Uint32(hp.n_layer));
+  md.Set(key("context_length"), GgufValue::Uint32(hp.n_ctx_train));
+  md.Set(key("embedding_length"), GgufValue::Uint32(hp.n_embd));
+  md.Set(key("feed_forward_length"), GgufValue::Uint32(hp.n_ff));
+  md.Set(key("attention.head_count"), GgufValue::Uint32(hp.n_head));
+  md.Set(key("attention.head_count_kv"), GgufValue::Uint32(hp.n_head_kv));
+  md.Set(key("rope.freq_base"), GgufValue::Float32(hp.rope_freq_base));
+  md.Set(key("attention.layer_norm_rms_epsilon"), GgufValue::Float32(hp.rms_eps));
+  md.Set(key("expert_count"), GgufValue::Uint32(hp.n_expert));
+  md.Set(key("expert_used_count"), GgufValue::Uint32(hp.n_expert_used));
+  // The converter writes key/value lengths only when the config names a head_dim that is
+  // not n_embd / n_head (Qwen3).
+  if (hp.head_dim_k != hp.n_embd / hp.n_head || hp.head_dim_v != hp.n_embd / hp.n_head) {
+    md.Set(key("attention.key_length"), GgufValue::Uint32(hp.head_dim_k));
+    md.Set(key("attention.value_length"), GgufValue::Uint32(hp.head_dim_v));
+  }
+  if (arch != nullptr) arch->write_extra_keys(hp, md);
+}
+
+}  // namespace mt

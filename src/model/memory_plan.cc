@@ -1,0 +1,52 @@
+#include "model/memory_plan.h"
+
+#include <algorithm>
+
+#include "gguf/gguf.h"
+#include "model/tensor_names.h"
+
+namespace mt {
+
+Result<MemoryPlan> ComputeMemoryPlan(const GgufModel& model) {
+  MemoryPlan plan;
+  const GgufMetadata& md = model.metadata();
+  if (const std::string* arch = md.FindString("general.architecture")) {
+    plan.n_expert_used =
+        static_cast<uint32_t>(md.FindUint(fmt::format("{}.expert_used_count", *arch)).value_or(0));
+  }
+  auto layer = [&](int il) -> LayerMemory& {
+    if (static_cast<size_t>(il) >= plan.layers.size()) plan.layers.resize(il + 1);
+    return plan.layers[il];
+  };
+  bool has_output = model.FindTensor("output.weight") != nullptr;
+  for (const GgufTensor& t : model.tensors()) {
+    plan.total_bytes += t.n_bytes;
+    int il = LayerOfTensorName(t.name);
+    if (IsRoutedExpertTensorName(t.name) && il >= 0) {
+      if (t.shape.size() != 3 || t.shape[2] == 0) {
+        return InvalidArgument("tensor {}: routed experts must be stacked in a 3-D tensor", t.name);
+      }
+      LayerMemory& lm = layer(il);
+      lm.expert_bytes += t.n_bytes;
+      lm.n_expert = static_cast<uint32_t>(std::max<uint64_t>(lm.n_expert, t.shape[2]));
+      lm.bytes_per_expert += t.n_bytes / t.shape[2];
+      plan.expert_bytes += t.n_bytes;
+      continue;
+    }
+    plan.dense_bytes += t.n_bytes;
+    if (il >= 0) {
+      layer(il).dense_bytes += t.n_bytes;
+    } else {
+      plan.global_dense_bytes += t.n_bytes;
+    }
+    bool embedding_row_only = t.name == "token_embd.weight" && has_output && t.rows() > 0;
+    plan.dense_bytes_per_token += embedding_row_only ? t.n_bytes / t.rows() : t.n_bytes;
+  }
+  for (const LayerMemory& lm : plan.layers) {
+    plan.expert_bytes_per_token +=
+        uint64_t{std::min(plan.n_expert_used, lm.n_expert)} * lm.bytes_per_expert;
+  }
+  return plan;
+}
+
+}  // namespace mt

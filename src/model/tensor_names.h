@@ -1,0 +1,45 @@
+// GGUF tensor names, from one table. The names are llama.cpp's (blk.N.ffn_down_exps...),
+// so a reader who knows llama.cpp finds their way.
+#pragma once
+
+#include <string>
+#include <string_view>
+
+namespace mt {
+
+// What a tensor is, independent of architecture.
+enum class TensorRole {
+  kTokenEmbd,        // token_embd            (n_embd, n_vocab)
+  kOutputNorm,       // output_norm           (n_embd)
+  kOutput,           // output                (n_embd, n_vocab)
+  kAttnNorm,         // blk.N.attn_norm       (n_embd)
+  kAttnQ,            // blk.N.attn_q          (n_embd, n_head*head_dim_k)
+  kAttnK,            // blk.N.attn_k          (n_embd, n_head_kv*head_dim_k)
+  kAttnV,            // blk.N.attn_v          (n_embd, n_head_kv*head_dim_v)
+  kAttnOutput,       // blk.N.attn_output     (n_head*head_dim_v, n_embd)
+  kAttnQNorm,        // blk.N.attn_q_norm     (head_dim_k) or (n_embd)
+  kAttnKNorm,        // blk.N.attn_k_norm     (head_dim_k) or (n_kv)
+  kFfnNorm,          // blk.N.ffn_norm        (n_embd)
+  kFfnGateInp,       // blk.N.ffn_gate_inp    (n_embd, n_expert)  the router
+  kFfnGateExps,      // blk.N.ffn_gate_exps   (n_embd, n_ff_exp, n_expert)
+  kFfnUpExps,        // blk.N.ffn_up_exps     (n_embd, n_ff_exp, n_expert)
+  kFfnDownExps,      // blk.N.ffn_down_exps   (n_ff_exp, n_embd, n_expert)
+  kFfnGateInpShexp,  // blk.N.ffn_gate_inp_shexp (n_embd)  shared-expert gate
+  kFfnGateShexp,     // blk.N.ffn_gate_shexp  (n_embd, n_ff_shexp)
+  kFfnUpShexp,       // blk.N.ffn_up_shexp    (n_embd, n_ff_shexp)
+  kFfnDownShexp,     // blk.N.ffn_down_shexp  (n_ff_shexp, n_embd)
+};
+
+enum class TensorSuffix { kWeight, kBias };
+
+// "blk.3.ffn_down_exps.weight". `layer` is ignored for non-layer tensors.
+std::string TensorName(TensorRole role, int layer, TensorSuffix suffix = TensorSuffix::kWeight);
+
+// True for the stacked routed-expert tensors (ffn_{gate,up,down}_exps, ffn_gate_up_exps),
+// judged by name so it holds for architectures moetier cannot run yet.
+bool IsRoutedExpertTensorName(std::string_view name);
+
+// The layer of a "blk.N." tensor name, or -1.
+int LayerOfTensorName(std::string_view name);
+
+}  // namespace mt

@@ -1,0 +1,31 @@
+// Synthetic model presets: the shapes of real MoE models (and tiny ones for tests).
+#pragma once
+
+#include <span>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "model/hparams.h"
+
+namespace mt {
+
+enum class PresetTokenizer {
+  kQwen3,        // Qwen3's tokenizer.json when installed, else built-in BPE (pre qwen2)
+  kBuiltinBpe,   // built-in byte-level BPE
+  kBuiltinSpm,   // built-in SentencePiece-style vocab
+};
+
+struct SynthPreset {
+  std::string_view name;
+  std::string_view description;
+  HParams hp;  // n_vocab included; it sets the padded vocab size
+  PresetTokenizer tokenizer;
+  std::string_view bpe_pre;  // tokenizer.ggml.pre for the built-in BPE
+};
+
+std::span<const SynthPreset> SynthPresets();
+const SynthPreset* FindSynthPreset(std::string_view name);
+std::string SynthPresetNames();
+
+}  // namespace mt

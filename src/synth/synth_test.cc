@@ -1,0 +1,162 @@
+// Tests of the synth building blocks: llama.cpp's q4_k_m type mix, weight generation and
+// the router skew calibration.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <map>
+
+#include "model/arch.h"
+#include "synth/file_type.h"
+#include "synth/presets.h"
+#include "synth/weight_init.h"
+
+namespace mt {
+namespace {
+
+// Types chosen for every tensor of a preset, by tensor name.
+std::map<std::string, GgmlType> Mix(std::string_view preset, std::string_view type) {
+  const SynthPreset* p = FindSynthPreset(preset);
+  const FileType* ft = FindFileType(type);
+  EXPECT_TRUE(p && ft);
+  TensorTypeMixer mixer(*ft, p->hp);
+  std::map<std::string, GgmlType> out;
+  for (const TensorDesc& d : ArchTensors(*FindArch(p->hp.arch), p->hp)) {
+    std::string name = TensorName(d.role, d.layer, d.suffix);
+    std::string error;
+    std::optional<GgmlType> t = mixer.Next(d, name, &error);
+    EXPECT_TRUE(t.has_value()) << error;
+    out[name] = t.value_or(GgmlType::kF32);
+  }
+  return out;
+}
+
+TEST(FileTypeTest, Q4KMOnQwen3_30B_FollowsLlamaCppRules) {
+  auto m = Mix("qwen3-30b-a3b", "q4_k_m");
+  EXPECT_EQ(m["token_embd.weight"], GgmlType::kQ4_K);
+  EXPECT_EQ(m["output.weight"], GgmlType::kQ6_K);
+  EXPECT_EQ(m["output_norm.weight"], GgmlType::kF32);
+  EXPECT_EQ(m["blk.0.ffn_gate_inp.weight"], GgmlType::kF32);
+  EXPECT_EQ(m["blk.0.attn_q_norm.weight"], GgmlType::kF32);
+  // use_more_bits(i, 48): i < 6, i >= 42, or (i - 6) % 3 == 2 (layers 8, 11, ..., 41).
+  for (int il : {0, 5, 8, 11, 41, 42, 47}) {
+    EXPECT_EQ(m[fmt::format("blk.{}.ffn_down_exps.weight", il)], GgmlType::kQ6_K) << il;
+    EXPECT_EQ(m[fmt::format("blk.{}.attn_v.weight", il)], GgmlType::kQ6_K) << il;
+  }
+  for (int il : {6, 7, 9, 10, 40}) {
+    EXPECT_EQ(m[fmt::format("blk.{}.ffn_down_exps.weight", il)], GgmlType::kQ4_K) << il;
+    EXPECT_EQ(m[fmt::format("blk.{}.attn_v.weight", il)], GgmlType::kQ4_K) << il;
+  }
+  EXPECT_EQ(m["blk.6.ffn_gate_exps.weight"], GgmlType::kQ4_K);
+  EXPECT_EQ(m["blk.6.ffn_up_exps.weight"], GgmlType::kQ4_K);
+  EXPECT_EQ(m["blk.6.attn_k.weight"], GgmlType::kQ4_K);
+  EXPECT_EQ(m["blk.6.attn_output.weight"], GgmlType::kQ4_K);
+}
+
+TEST(FileTypeTest, EightExpertModelsGetLlamaCppsBumps) {
+  auto m = Mix("tiny", "q4_k_m");
+  EXPECT_EQ(m["blk.0.attn_v.weight"], GgmlType::kQ8_0);
+  EXPECT_EQ(m["blk.0.attn_k.weight"], GgmlType::kQ8_0);
+  EXPECT_EQ(m["blk.0.attn_output.weight"], GgmlType::kQ5_K);
+  EXPECT_EQ(m["blk.0.attn_q.weight"], GgmlType::kQ4_K);
+  // use_more_bits(i, 4) is true for i = 2 ((2 - 0) % 3 == 2) and i = 3 (>= 7 * 4 / 8).
+  EXPECT_EQ(m["blk.0.ffn_down_exps.weight"], GgmlType::kQ4_K);
+  EXPECT_EQ(m["blk.1.ffn_down_exps.weight"], GgmlType::kQ4_K);
+  EXPECT_EQ(m["blk.2.ffn_down_exps.weight"], GgmlType::kQ6_K);
+  EXPECT_EQ(m["blk.3.ffn_down_exps.weight"], GgmlType::kQ6_K);
+}
+
+TEST(FileTypeTest, Mxfp4MoePutsExpertsInMxfp4AndTheRestInQ8_0) {
+  auto m = Mix("olmoe-tiny", "mxfp4");
+  EXPECT_EQ(m["blk.1.ffn_up_exps.weight"], GgmlType::kMXFP4);
+  EXPECT_EQ(m["blk.1.ffn_down_exps.weight"], GgmlType::kMXFP4);
+  EXPECT_EQ(m["blk.1.attn_q.weight"], GgmlType::kQ8_0);
+  EXPECT_EQ(m["token_embd.weight"], GgmlType::kQ8_0);
+  EXPECT_EQ(m["output.weight"], GgmlType::kQ8_0);
+  EXPECT_EQ(m["blk.1.ffn_gate_inp.weight"], GgmlType::kF32);
+}
+
+TEST(FileTypeTest, FloatTypesKeepRoutersAndNormsInF32) {
+  auto m = Mix("qwen2moe-tiny", "bf16");
+  EXPECT_EQ(m["blk.0.attn_q.weight"], GgmlType::kBF16);
+  EXPECT_EQ(m["blk.0.attn_q.bias"], GgmlType::kF32);
+  EXPECT_EQ(m["blk.0.ffn_gate_inp.weight"], GgmlType::kF32);
+  EXPECT_EQ(m["blk.0.ffn_gate_inp_shexp.weight"], GgmlType::kF32);
+  EXPECT_EQ(m["blk.0.ffn_down_shexp.weight"], GgmlType::kBF16);
+  auto q8 = Mix("tiny", "q8_0");
+  EXPECT_EQ(q8["output.weight"], GgmlType::kQ8_0);  // Q8_0 outputs stay Q8_0
+  auto q4 = Mix("tiny", "q4_0");
+  EXPECT_EQ(q4["output.weight"], GgmlType::kQ6_K);  // other types get a Q6_K head
+}
+
+TEST(FileTypeTest, RowsNotMultipleOf256FallBackLikeLlamaCpp) {
+  HParams hp = FindSynthPreset("tiny")->hp;
+  hp.n_ff_exp = 96;  // ffn_down rows of 96: Q4_K -> Q5_0, Q6_K -> Q8_0
+  TensorTypeMixer mixer(*FindFileType("q4_k_m"), hp);
+  std::string err;
+  for (const TensorDesc& d : ArchTensors(*FindArch("qwen3moe"), hp)) {
+    std::optional<GgmlType> t = mixer.Next(d, "x", &err);
+    if (d.role != TensorRole::kFfnDownExps) continue;
+    EXPECT_EQ(*t, d.layer >= 2 ? GgmlType::kQ8_0 : GgmlType::kQ5_0) << d.layer;
+  }
+  hp.n_ff_exp = 48;  // not a multiple of 32 either: f16
+  TensorTypeMixer mixer2(*FindFileType("q4_k_m"), hp);
+  for (const TensorDesc& d : ArchTensors(*FindArch("qwen3moe"), hp)) {
+    std::optional<GgmlType> t = mixer2.Next(d, "x", &err);
+    if (d.role == TensorRole::kFfnDownExps) EXPECT_EQ(*t, GgmlType::kF16);
+  }
+}
+
+TEST(WeightInitTest, RowsDoNotDependOnChunking) {
+  WeightInit init;
+  init.stddev = 0.5f;
+  std::vector<float> all(10 * 33), one(33);
+  GenerateRows(init, 42, 0, 10, 33, all.data());
+  for (int r = 0; r < 10; ++r) {
+    GenerateRows(init, 42, r, 1, 33, one.data());
+    for (int c = 0; c < 33; ++c) ASSERT_EQ(one[c], all[r * 33 + c]);
+  }
+  EXPECT_NE(TensorSeed(1, "a"), TensorSeed(1, "b"));
+  EXPECT_NE(TensorSeed(1, "a"), TensorSeed(2, "a"));
+}
+
+TEST(WeightInitTest, MomentsMatchTheSpec) {
+  WeightInit init;
+  init.mean = 1.0f;
+  init.stddev = 0.25f;
+  constexpr int kN = 1 << 18;
+  std::vector<float> v(kN);
+  GenerateRows(init, 7, 0, 1, kN, v.data());
+  double sum = 0, sq = 0;
+  for (float x : v) sum += x;
+  double mean = sum / kN;
+  for (float x : v) sq += (x - mean) * (x - mean);
+  double sd = std::sqrt(sq / kN);
+  // Standard error of the mean is 0.25 / 512 ~ 5e-4; of the sd ~ 3.5e-4.
+  EXPECT_NEAR(mean, 1.0, 3e-3);
+  EXPECT_NEAR(sd, 0.25, 3e-3);
+}
+
+TEST(WeightInitTest, ResidualBranchesAreScaledDown) {
+  HParams hp = FindSynthPreset("qwen3-30b-a3b")->hp;
+  TensorDesc down{TensorRole::kFfnDownExps, 0, TensorSuffix::kWeight, {768, 2048, 128}, true};
+  TensorDesc up{TensorRole::kFfnUpExps, 0, TensorSuffix::kWeight, {2048, 768, 128}, true};
+  TensorDesc embd{TensorRole::kTokenEmbd, -1, TensorSuffix::kWeight, {2048, 151936}, true};
+  EXPECT_FLOAT_EQ(InitFor(embd, hp, 1, 0).stddev, 1.0f);
+  EXPECT_FLOAT_EQ(InitFor(up, hp, 1, 0).stddev, 1.0f / std::sqrt(2048.0f));
+  EXPECT_FLOAT_EQ(InitFor(down, hp, 1, 0).stddev,
+                  1.0f / std::sqrt(768.0f) / std::sqrt(2.0f * 48));
+}
+
+TEST(WeightInitTest, SkewCalibration) {
+  EXPECT_EQ(CalibrateRouterSpread(0, 128, 8), 0.0f);
+  // Uniform: the top 20 % (26 of 128) take about 26/128 of the activations.
+  EXPECT_NEAR(SimulatedTopShare(0, 128, 8, 0.2), 26.0 / 128, 0.03);
+  float s1 = CalibrateRouterSpread(1, 128, 8);
+  EXPECT_GT(s1, 0.1f);
+  EXPECT_NEAR(SimulatedTopShare(s1, 128, 8, 0.2), 0.5, 0.02);
+  float s2 = CalibrateRouterSpread(2, 64, 8);
+  EXPECT_GT(SimulatedTopShare(s2, 64, 8, 0.2), 0.7);
+}
+
+}  // namespace
+}  // namespace mt

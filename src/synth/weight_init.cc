@@ -1,0 +1,161 @@
+#include "synth/weight_init.h"
+
+#include <algorithm>
+#include <cmath>
+#include <numeric>
+
+namespace mt {
+namespace {
+
+uint64_t SplitMix64(uint64_t x) {
+  x += 0x9E3779B97F4A7C15ull;
+  x = (x ^ (x >> 30)) * 0xBF58476D1CE4E5B9ull;
+  x = (x ^ (x >> 27)) * 0x94D049BB133111EBull;
+  return x ^ (x >> 31);
+}
+
+// An approximately standard normal value from one 64-bit hash: the Irwin-Hall sum of four
+// 16-bit uniforms, centred and scaled to unit variance. Cheap enough for 30 B weights.
+float NormalFromHash(uint64_t h) {
+  constexpr float kInv = 1.0f / 65536.0f;
+  float s = static_cast<float>(h & 0xFFFF) + static_cast<float>((h >> 16) & 0xFFFF) +
+            static_cast<float>((h >> 32) & 0xFFFF) + static_cast<float>(h >> 48);
+  return (s * kInv + 2.0f * kInv - 2.0f) * 1.7320508f;  // (sum - 2) * sqrt(12 / 4)
+}
+
+// Standard normal quantiles of n evenly spaced probabilities, shuffled per (seed, layer)
+// so that each layer has different hot experts.
+std::vector<float> ShuffledNormalQuantiles(uint32_t n, uint64_t seed) {
+  std::vector<float> q(n);
+  for (uint32_t i = 0; i < n; ++i) {
+    double p = (i + 0.5) / n;
+    // Inverse normal CDF by Newton's method on erfc; n is at most a few hundred.
+    double x = 0;
+    for (int it = 0; it < 50; ++it) {
+      double cdf = 0.5 * std::erfc(-x / std::sqrt(2.0));
+      double pdf = std::exp(-0.5 * x * x) / std::sqrt(2 * M_PI);
+      x -= (cdf - p) / std::max(pdf, 1e-12);
+    }
+    q[i] = static_cast<float>(x);
+  }
+  for (uint32_t i = n; i > 1; --i) {  // Fisher-Yates with a hash stream
+    uint64_t j = SplitMix64(seed + i) % i;
+    std::swap(q[i - 1], q[j]);
+  }
+  return q;
+}
+
+}  // namespace
+
+uint64_t TensorSeed(uint64_t seed, const std::string& tensor_name) {
+  uint64_t h = SplitMix64(seed);
+  for (unsigned char c : tensor_name) h = SplitMix64(h ^ c);
+  return h;
+}
+
+WeightInit InitFor(const TensorDesc& desc, const HParams& hp, uint64_t seed, float router_spread) {
+  using R = TensorRole;
+  const float residual = 1.0f / std::sqrt(2.0f * static_cast<float>(hp.n_layer));
+  auto inv_sqrt = [](uint64_t n) { return 1.0f / std::sqrt(static_cast<float>(n)); };
+  WeightInit w;
+  if (desc.suffix == TensorSuffix::kBias) {
+    w.stddev = 0.02f;
+    return w;
+  }
+  switch (desc.role) {
+    case R::kTokenEmbd:
+      w.stddev = 1.0f;
+      break;
+    case R::kOutputNorm:
+    case R::kAttnNorm:
+    case R::kFfnNorm:
+    case R::kAttnQNorm:
+    case R::kAttnKNorm:
+      w.mean = 1.0f;
+      w.stddev = 0.02f;
+      break;
+    case R::kOutput:
+      w.stddev = 3.0f * inv_sqrt(hp.n_embd);  // logits with std ~3: peaked, not degenerate
+      break;
+    case R::kAttnQ:
+    case R::kAttnK:
+    case R::kAttnV:
+    case R::kFfnGateExps:
+    case R::kFfnUpExps:
+    case R::kFfnGateShexp:
+    case R::kFfnUpShexp:
+    case R::kFfnGateInpShexp:
+      w.stddev = inv_sqrt(hp.n_embd);
+      break;
+    case R::kAttnOutput:
+      w.stddev = inv_sqrt(uint64_t{hp.n_head} * hp.head_dim_v) * residual;
+      break;
+    case R::kFfnDownExps:
+      w.stddev = inv_sqrt(hp.n_ff_exp) * residual;
+      break;
+    case R::kFfnDownShexp:
+      w.stddev = inv_sqrt(hp.n_ff_shexp) * residual;
+      break;
+    case R::kFfnGateInp: {
+      // Router logits with std ~1.5 per expert, times a per-expert log-normal factor.
+      w.stddev = 1.5f * inv_sqrt(hp.n_embd);
+      if (router_spread > 0) {
+        std::vector<float> z = ShuffledNormalQuantiles(hp.n_expert, SplitMix64(seed ^ (desc.layer + 1)));
+        w.row_scale.resize(hp.n_expert);
+        for (uint32_t e = 0; e < hp.n_expert; ++e) w.row_scale[e] = std::exp(router_spread * z[e]);
+      }
+      break;
+    }
+  }
+  return w;
+}
+
+void GenerateRows(const WeightInit& init, uint64_t tensor_seed, uint64_t first_row,
+                  uint64_t n_rows, uint64_t row_len, float* out) {
+  for (uint64_t r = 0; r < n_rows; ++r) {
+    uint64_t row = first_row + r;
+    float sd = init.stddev * (init.row_scale.empty() ? 1.0f : init.row_scale[row]);
+    uint64_t base = tensor_seed + row * row_len * 0x9E3779B97F4A7C15ull;
+    float* dst = out + r * row_len;
+    for (uint64_t c = 0; c < row_len; ++c) {
+      dst[c] = init.mean + sd * NormalFromHash(SplitMix64(base + c));
+    }
+  }
+}
+
+double SimulatedTopShare(float spread, uint32_t n_expert, uint32_t n_expert_used,
+                         double top_fraction) {
+  constexpr int kSamples = 4000;
+  std::vector<float> scale(n_expert);
+  std::vector<float> z = ShuffledNormalQuantiles(n_expert, 12345);
+  for (uint32_t e = 0; e < n_expert; ++e) scale[e] = std::exp(spread * z[e]);
+  std::vector<uint64_t> count(n_expert, 0);
+  std::vector<std::pair<float, uint32_t>> logits(n_expert);
+  for (int s = 0; s < kSamples; ++s) {
+    for (uint32_t e = 0; e < n_expert; ++e) {
+      logits[e] = {scale[e] * NormalFromHash(SplitMix64(s * 1000003ull + e)), e};
+    }
+    std::partial_sort(logits.begin(), logits.begin() + n_expert_used, logits.end(),
+                      [](auto& a, auto& b) { return a.first > b.first; });
+    for (uint32_t k = 0; k < n_expert_used; ++k) ++count[logits[k].second];
+  }
+  std::sort(count.begin(), count.end(), std::greater<>());
+  uint32_t n_top = std::max<uint32_t>(1, static_cast<uint32_t>(std::ceil(top_fraction * n_expert)));
+  uint64_t top = std::accumulate(count.begin(), count.begin() + n_top, uint64_t{0});
+  return static_cast<double>(top) / (double(kSamples) * n_expert_used);
+}
+
+float CalibrateRouterSpread(float skew, uint32_t n_expert, uint32_t n_expert_used) {
+  if (skew <= 0 || n_expert_used >= n_expert) return 0;
+  // Target share of the top 20 %: 0.2 (uniform) at skew 0, 0.5 at skew 1, then onward.
+  double uniform = std::ceil(0.2 * n_expert) / n_expert;
+  double target = std::min(0.97, uniform + (0.5 - uniform) * skew);
+  float lo = 0, hi = 6;
+  for (int it = 0; it < 30; ++it) {
+    float mid = 0.5f * (lo + hi);
+    if (SimulatedTopShare(mid, n_expert, n_expert_used, 0.2) < target) lo = mid; else hi = mid;
+  }
+  return 0.5f * (lo + hi);
+}
+
+}  // namespace mt

@@ -1,0 +1,49 @@
+// Deterministic synthetic weights at realistic scales.
+//
+// Element (row, col) of a tensor depends only on (seed, tensor name, row, col), so the
+// bytes of a synthetic model never depend on chunking or thread count. Scales keep
+// activations finite and routing healthy: token embeddings have std 1, every projection
+// keeps unit variance, and the residual branches (attention output, expert down) are
+// scaled by 1/sqrt(2 n_layer) so a token's identity survives all the layers. Without
+// that, routing collapses onto a few experts and offloading looks far better than it is.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "model/arch.h"
+
+namespace mt {
+
+struct WeightInit {
+  float mean = 0;    // 1 for norm weights
+  float stddev = 0;  // of the Gaussian part
+  // (rows) per-row multipliers of stddev, empty for none. Routers use it for skew: an
+  // expert whose router row is longer wins top-k more often.
+  std::vector<float> row_scale;
+};
+
+// `router_spread` is the log-normal spread of router row lengths (0 = uniform routing),
+// see CalibrateRouterSpread.
+WeightInit InitFor(const TensorDesc& desc, const HParams& hp, uint64_t seed, float router_spread);
+
+// A seed for one tensor, mixing the model seed with the tensor's name.
+uint64_t TensorSeed(uint64_t seed, const std::string& tensor_name);
+
+// Writes rows [first_row, first_row + n_rows) of length `row_len` into `out`.
+void GenerateRows(const WeightInit& init, uint64_t tensor_seed, uint64_t first_row,
+                  uint64_t n_rows, uint64_t row_len, float* out);
+
+// The router spread for a skew in [0, 3]: 0 gives uniform routing; 1 makes the top 20 % of
+// a layer's experts take about half of its activations, as in published traces of
+// trained MoE models. Found by bisection on a Monte Carlo model of top-k routing over
+// isotropic hidden states; deterministic.
+float CalibrateRouterSpread(float skew, uint32_t n_expert, uint32_t n_expert_used);
+
+// The share of activations the top `top_fraction` of experts take under that model, for
+// reporting and tests.
+double SimulatedTopShare(float spread, uint32_t n_expert, uint32_t n_expert_used,
+                         double top_fraction);
+
+}  // namespace mt
