@@ -30,5 +30,7 @@ int ReportError(const Status& status);
 
 CommandMain SetupInspect(CLI::App& sub);
 CommandMain SetupSynth(CLI::App& sub);
+CommandMain SetupRun(CLI::App& sub);
+CommandMain SetupTokenize(CLI::App& sub);
 
 }  // namespace mt::cli

@@ -1,6 +1,8 @@
 // The moetier command line: `moetier <command> [flags]`. Commands are listed in kCommands.
+#include <algorithm>
 #include <cstdio>
 #include <string>
+#include <string_view>
 
 #include "command.h"
 
@@ -22,6 +24,8 @@ constexpr CommandDef kCommands[] = {
      SetupInspect},
     {"synth", "Write a synthetic model in the exact GGUF layout of a real architecture",
      SetupSynth},
+    {"run", "Generate text from a prompt", SetupRun},
+    {"tokenize", "Show the tokens of a text", SetupTokenize},
 };
 
 }  // namespace
@@ -33,6 +37,21 @@ int main(int argc, char** argv) {
   app.require_subcommand(1);
   app.set_version_flag("--version", "moetier 0.1.0");
   CommandMain selected;
+  std::string names;
+  for (const CommandDef& def : kCommands) names += (names.empty() ? "" : ", ") + std::string(def.name);
+  if (argc == 1) {
+    std::fprintf(stderr, "moetier: usage error: a command is required (%s; see moetier --help)\n",
+                 names.c_str());
+    return kExitUsage;
+  }
+  if (argv[1][0] != '-' && !std::any_of(std::begin(kCommands), std::end(kCommands),
+                                                    [&](const CommandDef& d) {
+                                                      return std::string_view(argv[1]) == d.name;
+                                                    })) {
+    std::fprintf(stderr, "moetier: usage error: unknown command '%s' (commands: %s)\n", argv[1],
+                 names.c_str());
+    return kExitUsage;
+  }
   for (const CommandDef& def : kCommands) {
     CLI::App* sub = app.add_subcommand(def.name, def.description);
     CommandMain run = def.setup(*sub);

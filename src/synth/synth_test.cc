@@ -141,10 +141,25 @@ TEST(WeightInitTest, ResidualBranchesAreScaledDown) {
   TensorDesc down{TensorRole::kFfnDownExps, 0, TensorSuffix::kWeight, {768, 2048, 128}, true};
   TensorDesc up{TensorRole::kFfnUpExps, 0, TensorSuffix::kWeight, {2048, 768, 128}, true};
   TensorDesc embd{TensorRole::kTokenEmbd, -1, TensorSuffix::kWeight, {2048, 151936}, true};
-  EXPECT_FLOAT_EQ(InitFor(embd, hp, 1, 0).stddev, 1.0f);
-  EXPECT_FLOAT_EQ(InitFor(up, hp, 1, 0).stddev, 1.0f / std::sqrt(2048.0f));
-  EXPECT_FLOAT_EQ(InitFor(down, hp, 1, 0).stddev,
+  InitContext ctx{hp};
+  EXPECT_FLOAT_EQ(InitFor(embd, ctx).stddev, 1.0f);
+  EXPECT_FLOAT_EQ(InitFor(up, ctx).stddev, 1.0f / std::sqrt(2048.0f));
+  EXPECT_FLOAT_EQ(InitFor(down, ctx).stddev,
                   1.0f / std::sqrt(768.0f) / std::sqrt(2.0f * 48));
+}
+
+TEST(WeightInitTest, UnusedTokensGetNearZeroOutputRows) {
+  HParams hp = FindSynthPreset("tiny")->hp;
+  hp.n_vocab = 4;
+  std::vector<int32_t> types = {1, 5, 3, 5};  // normal, unused, control, unused
+  InitContext ctx{hp, 1, 0, types};
+  TensorDesc out{TensorRole::kOutput, -1, TensorSuffix::kWeight, {256, 4}, true};
+  WeightInit w = InitFor(out, ctx);
+  ASSERT_EQ(w.row_scale.size(), 4u);
+  EXPECT_EQ(w.row_scale[0], 1.0f);
+  EXPECT_LT(w.row_scale[1], 0.1f);
+  EXPECT_EQ(w.row_scale[2], 1.0f);
+  EXPECT_LT(w.row_scale[3], 0.1f);
 }
 
 TEST(WeightInitTest, SkewCalibration) {

@@ -7,6 +7,8 @@
 namespace mt {
 namespace {
 
+constexpr int32_t kUnusedTokenType = 5;  // TokenType::kUnused in tokenizer/vocab_spec.h
+
 uint64_t SplitMix64(uint64_t x) {
   x += 0x9E3779B97F4A7C15ull;
   x = (x ^ (x >> 30)) * 0xBF58476D1CE4E5B9ull;
@@ -53,8 +55,9 @@ uint64_t TensorSeed(uint64_t seed, const std::string& tensor_name) {
   return h;
 }
 
-WeightInit InitFor(const TensorDesc& desc, const HParams& hp, uint64_t seed, float router_spread) {
+WeightInit InitFor(const TensorDesc& desc, const InitContext& ctx) {
   using R = TensorRole;
+  const HParams& hp = ctx.hp;
   const float residual = 1.0f / std::sqrt(2.0f * static_cast<float>(hp.n_layer));
   auto inv_sqrt = [](uint64_t n) { return 1.0f / std::sqrt(static_cast<float>(n)); };
   WeightInit w;
@@ -76,6 +79,12 @@ WeightInit InitFor(const TensorDesc& desc, const HParams& hp, uint64_t seed, flo
       break;
     case R::kOutput:
       w.stddev = 3.0f * inv_sqrt(hp.n_embd);  // logits with std ~3: peaked, not degenerate
+      if (!ctx.token_types.empty()) {
+        w.row_scale.assign(ctx.token_types.size(), 1.0f);
+        for (size_t i = 0; i < ctx.token_types.size(); ++i) {
+          if (ctx.token_types[i] == kUnusedTokenType) w.row_scale[i] = 0.01f;
+        }
+      }
       break;
     case R::kAttnQ:
     case R::kAttnK:
@@ -99,10 +108,13 @@ WeightInit InitFor(const TensorDesc& desc, const HParams& hp, uint64_t seed, flo
     case R::kFfnGateInp: {
       // Router logits with std ~1.5 per expert, times a per-expert log-normal factor.
       w.stddev = 1.5f * inv_sqrt(hp.n_embd);
-      if (router_spread > 0) {
-        std::vector<float> z = ShuffledNormalQuantiles(hp.n_expert, SplitMix64(seed ^ (desc.layer + 1)));
+      if (ctx.router_spread > 0) {
+        std::vector<float> z =
+            ShuffledNormalQuantiles(hp.n_expert, SplitMix64(ctx.seed ^ (desc.layer + 1)));
         w.row_scale.resize(hp.n_expert);
-        for (uint32_t e = 0; e < hp.n_expert; ++e) w.row_scale[e] = std::exp(router_spread * z[e]);
+        for (uint32_t e = 0; e < hp.n_expert; ++e) {
+          w.row_scale[e] = std::exp(ctx.router_spread * z[e]);
+        }
       }
       break;
     }

@@ -9,6 +9,7 @@
 #pragma once
 
 #include <cstdint>
+#include <span>
 #include <string>
 #include <vector>
 
@@ -24,9 +25,16 @@ struct WeightInit {
   std::vector<float> row_scale;
 };
 
-// `router_spread` is the log-normal spread of router row lengths (0 = uniform routing),
-// see CalibrateRouterSpread.
-WeightInit InitFor(const TensorDesc& desc, const HParams& hp, uint64_t seed, float router_spread);
+struct InitContext {
+  const HParams& hp;
+  uint64_t seed = 0;
+  float router_spread = 0;  // log-normal spread of router row lengths, see CalibrateRouterSpread
+  // (n_vocab) tokenizer.ggml.token_type; unused (padding) tokens get near-zero output rows,
+  // as untrained rows of real checkpoints do, so sampling never lands on them. May be empty.
+  std::span<const int32_t> token_types;
+};
+
+WeightInit InitFor(const TensorDesc& desc, const InitContext& ctx);
 
 // A seed for one tensor, mixing the model seed with the tensor's name.
 uint64_t TensorSeed(uint64_t seed, const std::string& tensor_name);

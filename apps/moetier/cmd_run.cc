@@ -1,0 +1,262 @@
+// moetier run -m MODEL [-p PROMPT | -f FILE] [-n N] [-c CTX] [-t THREADS] [--temp T] ...
+// Generates text, streaming tokens to stdout; a closing line on stderr gives the speeds.
+#include <unistd.h>
+
+#include <chrono>
+#include <cstdio>
+#include <fstream>
+#include <sstream>
+
+#include "command.h"
+#include "engine/context.h"
+#include "engine/model.h"
+#include "sampler/sampler.h"
+#include "tokenizer/chat_template.h"
+
+namespace mt::cli {
+namespace {
+
+struct RunFlags {
+  std::string model;
+  std::string prompt;
+  std::string prompt_file;
+  std::string system_prompt;
+  int n_predict = -1;
+  uint32_t n_ctx = 0;  // 0: 4096, or the model's training context if smaller
+  uint32_t n_batch = 512;
+  int n_threads = 0;
+  SamplerParams sampling;
+  int64_t seed = -1;
+  bool chat = false;
+  std::string chat_template;
+  std::vector<std::string> stops;
+  bool ignore_eos = false;
+  bool no_display_prompt = false;
+  std::string kv_type = "f16";
+  std::string dump_logits;
+};
+
+Result<std::string> ReadFile(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) return IoError("{}: cannot read", path);
+  std::ostringstream ss;
+  ss << in.rdbuf();
+  return ss.str();
+}
+
+// Writes a float32 .npy file (format 1.0) of the given shape.
+Status WriteNpy(const std::string& path, const std::vector<float>& data, size_t rows, size_t cols) {
+  std::string header = fmt::format("{{'descr': '<f4', 'fortran_order': False, 'shape': ({}, {}), }}",
+                                   rows, cols);
+  const size_t total = 10 + header.size() + 1;
+  header.append((64 - total % 64) % 64, ' ');
+  header.push_back('\n');
+  std::string tmp = path + ".tmp";
+  std::ofstream out(tmp, std::ios::binary);
+  if (!out) return IoError("{}: cannot create", tmp);
+  const uint16_t len = static_cast<uint16_t>(header.size());
+  out.write("\x93NUMPY\x01\x00", 8);
+  out.write(reinterpret_cast<const char*>(&len), 2);
+  out << header;
+  out.write(reinterpret_cast<const char*>(data.data()),
+            static_cast<std::streamsize>(rows * cols * sizeof(float)));
+  out.close();
+  if (!out) return IoError("{}: write failed", tmp);
+  if (std::rename(tmp.c_str(), path.c_str()) != 0) return IoError("{}: cannot rename", path);
+  return Status::Ok();
+}
+
+// Emits generated text, holding back any tail that could still become a stop string.
+class StopFilter {
+ public:
+  explicit StopFilter(const std::vector<std::string>& stops) : stops_(stops) {}
+  // Adds text; returns what can be printed now; sets *stopped when a stop string appears
+  // (the stop string and anything after it are dropped).
+  std::string Push(const std::string& text, bool* stopped) {
+    held_ += text;
+    for (const std::string& s : stops_) {
+      size_t at = held_.find(s);
+      if (!s.empty() && at != std::string::npos) {
+        *stopped = true;
+        std::string out = held_.substr(0, at);
+        held_.clear();
+        return out;
+      }
+    }
+    size_t keep = 0;  // longest suffix of held_ that is a proper prefix of a stop string
+    for (const std::string& s : stops_) {
+      for (size_t n = std::min(s.size() - 1, held_.size()); n > keep; --n) {
+        if (held_.compare(held_.size() - n, n, s, 0, n) == 0) {
+          keep = n;
+          break;
+        }
+      }
+    }
+    std::string out = held_.substr(0, held_.size() - keep);
+    held_.erase(0, held_.size() - keep);
+    return out;
+  }
+  std::string Flush() { return std::exchange(held_, {}); }
+
+ private:
+  const std::vector<std::string>& stops_;
+  std::string held_;
+};
+
+void Print(const std::string& s) {
+  std::fwrite(s.data(), 1, s.size(), stdout);
+  std::fflush(stdout);
+}
+
+int Run(const RunFlags& f) {
+  if (f.prompt.empty() == f.prompt_file.empty()) {
+    return ReportError(InvalidArgument("give the prompt with exactly one of -p or -f"));
+  }
+  std::string prompt = f.prompt;
+  if (!f.prompt_file.empty()) {
+    Result<std::string> text = ReadFile(f.prompt_file);
+    if (!text.ok()) return ReportError(text.status());
+    prompt = text.value();
+  }
+  if (prompt.empty()) return ReportError(InvalidArgument("the prompt is empty"));
+
+  Result<std::unique_ptr<Model>> model = Model::Load(f.model, LoadOptions{});
+  if (!model.ok()) return ReportError(model.status());
+  const Model& m = *model.value();
+  const Tokenizer& tok = *m.tokenizer();
+
+  ContextOptions copt;
+  copt.n_ctx = f.n_ctx != 0 ? f.n_ctx : std::min<uint32_t>(4096, m.hparams().n_ctx_train);
+  copt.n_batch = f.n_batch;
+  copt.n_threads = f.n_threads;
+  if (f.kv_type != "f16" && f.kv_type != "f32") {
+    return ReportError(InvalidArgument("--kv-type must be f16 or f32, not '{}'", f.kv_type));
+  }
+  copt.kv_type = f.kv_type == "f32" ? KvType::kF32 : KvType::kF16;
+  Result<std::unique_ptr<Context>> ctx = Context::Create(m, copt);
+  if (!ctx.ok()) return ReportError(ctx.status().WithContext(f.model));
+
+  std::string text = prompt;
+  bool add_bos = tok.add_bos();
+  bool parse_special = true;
+  if (f.chat) {
+    const std::string* jinja = m.gguf().metadata().FindString("tokenizer.chat_template");
+    std::optional<int32_t> eos = tok.eos_id();
+    std::string eos_text = eos ? std::string(tok.token_text(*eos)) : "";
+    Result<ChatTemplate> tmpl =
+        f.chat_template.empty()
+            ? ChatTemplate::ForModel(jinja ? *jinja : "", m.hparams().arch, eos_text)
+            : ChatTemplate::ByName(f.chat_template).ok()
+                  ? Result<ChatTemplate>(ChatTemplate(
+                        ChatTemplate::ByName(f.chat_template).value(), eos_text, "--chat-template"))
+                  : Result<ChatTemplate>(ChatTemplate::ByName(f.chat_template).status());
+    if (!tmpl.ok()) return ReportError(tmpl.status());
+    std::vector<ChatMessage> messages;
+    if (!f.system_prompt.empty()) messages.push_back({"system", f.system_prompt});
+    messages.push_back({"user", prompt});
+    Result<ChatPrompt> rendered = tmpl->Render(messages, true);
+    if (!rendered.ok()) return ReportError(rendered.status());
+    text = rendered->text;
+    add_bos = rendered->add_bos;
+    std::fprintf(stderr, "moetier: chat template %s (from %s)\n",
+                 std::string(tmpl->name()).c_str(), tmpl->origin().c_str());
+  }
+  Result<std::vector<int32_t>> encoded = tok.Encode(text, add_bos, parse_special);
+  if (!encoded.ok()) return ReportError(encoded.status());
+  std::vector<int32_t> tokens = encoded.value();
+  if (tokens.empty()) return ReportError(InvalidArgument("the prompt has no tokens"));
+  if (tokens.size() >= (*ctx)->n_ctx()) {
+    return ReportError(InvalidArgument("the prompt has {} tokens, more than the context of {} "
+                                       "(raise -c)",
+                                       tokens.size(), (*ctx)->n_ctx()));
+  }
+
+  using Clock = std::chrono::steady_clock;
+  std::vector<float> logits;
+  auto t0 = Clock::now();
+  const LogitsFor which = f.dump_logits.empty() ? LogitsFor::kLast : LogitsFor::kAll;
+  if (Status s = (*ctx)->Eval(tokens, which, &logits); !s.ok()) return ReportError(s);
+  auto t1 = Clock::now();
+  const size_t n_vocab = (*ctx)->n_vocab();
+  if (!f.dump_logits.empty()) {
+    if (Status s = WriteNpy(f.dump_logits, logits, tokens.size(), n_vocab); !s.ok()) {
+      return ReportError(s);
+    }
+    logits.erase(logits.begin(), logits.end() - static_cast<std::ptrdiff_t>(n_vocab));
+  }
+  if (!f.no_display_prompt) Print(prompt);
+
+  SamplerParams sp = f.sampling;
+  sp.seed = f.seed >= 0 ? static_cast<uint64_t>(f.seed)
+                        : static_cast<uint64_t>(Clock::now().time_since_epoch().count());
+  Sampler sampler(sp);
+  StreamDecoder decoder(tok, /*special=*/false);
+  StopFilter stop_filter(f.stops);
+  int n_generated = 0;
+  bool stopped = false;
+  std::vector<int32_t> history = tokens;
+  while ((f.n_predict < 0 || n_generated < f.n_predict) && !stopped &&
+         (*ctx)->n_past() < (*ctx)->n_ctx()) {
+    const int32_t id = sampler.Sample(logits, history);
+    ++n_generated;
+    history.push_back(id);
+    if (!f.ignore_eos && tok.IsEndOfGeneration(id)) break;
+    Print(stop_filter.Push(decoder.Push(id), &stopped));
+    if (stopped || (f.n_predict >= 0 && n_generated >= f.n_predict)) break;
+    if ((*ctx)->n_past() >= (*ctx)->n_ctx()) break;
+    const int32_t next[1] = {id};
+    if (Status s = (*ctx)->Eval(next, LogitsFor::kLast, &logits); !s.ok()) {
+      Print("\n");
+      return ReportError(s);
+    }
+  }
+  if (!stopped) Print(stop_filter.Push(decoder.Flush(), &stopped) + stop_filter.Flush());
+  Print("\n");
+  auto t2 = Clock::now();
+  const double prompt_s = std::chrono::duration<double>(t1 - t0).count();
+  const double gen_s = std::chrono::duration<double>(t2 - t1).count();
+  std::fprintf(stderr,
+               "moetier: prompt %zu tokens in %.2f s (%.1f tok/s), generation %d tokens in %.2f s "
+               "(%.1f tok/s)\n",
+               tokens.size(), prompt_s, tokens.size() / std::max(prompt_s, 1e-9), n_generated,
+               gen_s, n_generated / std::max(gen_s, 1e-9));
+  return kExitOk;
+}
+
+}  // namespace
+
+CommandMain SetupRun(CLI::App& sub) {
+  auto f = std::make_shared<RunFlags>();
+  sub.add_option("-m,--model", f->model, "GGUF model (or the first shard of a split set)")
+      ->required();
+  sub.add_option("-p,--prompt", f->prompt, "Prompt text");
+  sub.add_option("-f,--file", f->prompt_file, "Read the prompt from a file");
+  sub.add_option("-n,--n-predict", f->n_predict, "Tokens to generate (-1: until end of text)")
+      ->default_str("-1");
+  sub.add_option("-c,--ctx-size", f->n_ctx, "Context size (default 4096, at most the model's)");
+  sub.add_option("-b,--batch-size", f->n_batch, "Prompt tokens per forward pass")
+      ->default_str("512");
+  sub.add_option("-t,--threads", f->n_threads, "Threads (default: all cores)");
+  sub.add_option("--temp", f->sampling.temperature, "Temperature (0: greedy)")->default_str("0.8");
+  sub.add_option("--top-k", f->sampling.top_k, "Top-k (0: off)")->default_str("40");
+  sub.add_option("--top-p", f->sampling.top_p, "Top-p (1: off)")->default_str("0.95");
+  sub.add_option("--min-p", f->sampling.min_p, "Min-p (0: off)")->default_str("0.05");
+  sub.add_option("--repeat-penalty", f->sampling.repeat_penalty, "Repetition penalty (1: off)")
+      ->default_str("1.0");
+  sub.add_option("--repeat-last-n", f->sampling.repeat_last_n, "Tokens the penalty looks at")
+      ->default_str("64");
+  sub.add_option("-s,--seed", f->seed, "Sampling seed (-1: random)")->default_str("-1");
+  sub.add_flag("--chat", f->chat, "Apply the model's chat template to the prompt");
+  sub.add_option("--chat-template", f->chat_template,
+                 "Built-in template to use with --chat: chatml, tulu, llama2");
+  sub.add_option("--system-prompt", f->system_prompt, "System message for --chat");
+  sub.add_option("-r,--reverse-prompt,--stop", f->stops, "Stop when this text is generated");
+  sub.add_flag("--ignore-eos", f->ignore_eos, "Keep generating after end-of-text tokens");
+  sub.add_flag("--no-display-prompt", f->no_display_prompt, "Do not echo the prompt");
+  sub.add_option("--kv-type", f->kv_type, "KV cache type: f16 or f32")->default_str("f16");
+  sub.add_option("--dump-logits", f->dump_logits,
+                 "Write the logits of every prompt token to a float32 .npy file");
+  return [f]() { return Run(*f); };
+}
+
+}  // namespace mt::cli

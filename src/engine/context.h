@@ -1,0 +1,58 @@
+// A Context evaluates tokens of one sequence against a Model: it owns the KV cache and
+// all scratch memory (sized once, at Create), and the thread pool. Not thread-safe; use
+// one Context per sequence. Results are bit-identical for any thread count.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <span>
+#include <vector>
+
+#include "base/status.h"
+#include "engine/model.h"
+
+namespace mt {
+
+enum class KvType { kF16, kF32 };
+
+struct ContextOptions {
+  uint32_t n_ctx = 4096;   // positions in the KV cache; 0 = the model's training context
+  uint32_t n_batch = 512;  // most tokens per forward pass (prefill is split into batches)
+  int n_threads = 0;       // 0 = all cores
+  KvType kv_type = KvType::kF16;
+};
+
+enum class LogitsFor { kLast, kAll };
+
+class Context {
+ public:
+  // Errors: n_ctx larger than the model's training context (naming both), bad options.
+  static Result<std::unique_ptr<Context>> Create(const Model& model, const ContextOptions& options);
+  ~Context();
+
+  // Appends `tokens` at positions [n_past(), n_past() + tokens.size()) and evaluates them,
+  // in batches of n_batch. Writes logits (n_vocab floats per token) for the last token or
+  // for every token into `logits` (resized). Errors: a token id outside the vocab, the
+  // context filling up (naming n_ctx), an empty span.
+  Status Eval(std::span<const int32_t> tokens, LogitsFor which, std::vector<float>* logits);
+
+  uint32_t n_past() const { return n_past_; }
+  uint32_t n_ctx() const { return n_ctx_; }
+  uint32_t n_vocab() const;
+  // Forgets every position >= n_past (n_past <= n_past()).
+  void TruncateKv(uint32_t n_past) { if (n_past < n_past_) n_past_ = n_past; }
+  void ClearKv() { n_past_ = 0; }
+
+  const Model& model() const { return model_; }
+
+ private:
+  struct Impl;
+  Context(const Model& model, uint32_t n_ctx);
+
+  const Model& model_;
+  uint32_t n_ctx_ = 0;
+  uint32_t n_past_ = 0;
+  std::unique_ptr<Impl> impl_;
+};
+
+}  // namespace mt

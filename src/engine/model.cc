@@ -1,0 +1,152 @@
+#include "engine/model.h"
+
+#include "quant/dequant.h"
+
+namespace mt {
+namespace {
+
+std::string ShapeString(const std::vector<uint64_t>& shape) {
+  std::string s;
+  for (uint64_t d : shape) s += (s.empty() ? "" : "x") + std::to_string(d);
+  return s;
+}
+
+WeightMatrix MatrixOf(const GgufTensor& t) {
+  WeightMatrix w;
+  w.type = t.type;
+  w.data = t.data;
+  w.cols = static_cast<int64_t>(t.shape[0]);
+  w.rows = static_cast<int64_t>(t.n_elements / t.shape[0]);
+  w.row_bytes = RowBytes(t.type, t.shape[0]);
+  return w;
+}
+
+WeightMatrix ExpertSlice(const GgufTensor& t, int e) {
+  WeightMatrix w;
+  w.type = t.type;
+  w.cols = static_cast<int64_t>(t.shape[0]);
+  w.rows = static_cast<int64_t>(t.shape[1]);
+  w.row_bytes = RowBytes(t.type, t.shape[0]);
+  w.data = t.data + static_cast<uint64_t>(e) * w.row_bytes * t.shape[1];
+  return w;
+}
+
+// Finds the tensors the architecture needs and checks their shapes and types.
+class TensorBinder {
+ public:
+  explicit TensorBinder(const GgufModel& gguf) : gguf_(gguf) {}
+
+  // The tensor for `desc`, or nullptr when it is optional and absent.
+  Result<const GgufTensor*> Find(const TensorDesc& desc) const {
+    std::string name = TensorName(desc.role, desc.layer, desc.suffix);
+    const GgufTensor* t = gguf_.FindTensor(name);
+    if (t == nullptr) {
+      if (!desc.required) return static_cast<const GgufTensor*>(nullptr);
+      return NotFound("missing tensor {}", name);
+    }
+    if (t->shape != desc.shape) {
+      return InvalidArgument("tensor {} has shape {}, expected {}", name, ShapeString(t->shape),
+                             ShapeString(desc.shape));
+    }
+    if (!CanDequantize(t->type)) {
+      return Unimplemented("tensor {} has type {}, which moetier cannot compute with yet", name,
+                           TypeName(t->type));
+    }
+    return t;
+  }
+
+ private:
+  const GgufModel& gguf_;
+};
+
+std::vector<float> ToFloats(const GgufTensor* t) {
+  if (t == nullptr) return {};
+  std::vector<float> v(t->n_elements);
+  const uint64_t row = t->shape[0];
+  const uint64_t row_bytes = RowBytes(t->type, row);
+  for (uint64_t r = 0; r < t->n_elements / row; ++r) {
+    DequantizeRow(t->type, t->data + r * row_bytes, v.data() + r * row, static_cast<int64_t>(row));
+  }
+  return v;
+}
+
+}  // namespace
+
+WeightMatrix ExpertWeights::Gate(int e) const { return ExpertSlice(*gate, e); }
+WeightMatrix ExpertWeights::Up(int e) const { return ExpertSlice(*up, e); }
+WeightMatrix ExpertWeights::Down(int e) const { return ExpertSlice(*down, e); }
+
+Model::Model(std::string path, GgufModel gguf) : path_(std::move(path)), gguf_(std::move(gguf)) {}
+Model::~Model() = default;
+
+Result<std::unique_ptr<Model>> Model::Load(const std::string& path, const LoadOptions& options) {
+  Result<GgufModel> gguf = GgufModel::Open(path);
+  if (!gguf.ok()) return gguf.status();
+  std::unique_ptr<Model> m(new Model(path, std::move(gguf.value())));
+  auto fail = [&](const Status& s) { return s.WithContext(path); };
+
+  Result<HParams> hp = ReadHParams(m->gguf_.metadata());
+  if (!hp.ok()) return fail(hp.status());
+  m->hp_ = hp.value();
+  m->arch_ = FindArch(m->hp_.arch);
+  const GgufTensor* embd = m->gguf_.FindTensor("token_embd.weight");
+  if (embd == nullptr || embd->shape.size() != 2) {
+    return fail(NotFound("missing tensor token_embd.weight"));
+  }
+  if (m->hp_.n_vocab == 0) m->hp_.n_vocab = static_cast<uint32_t>(embd->shape[1]);
+
+  const GgufMetadata& md = m->gguf_.metadata();
+  if (md.Contains("tokenizer.ggml.tokens")) {
+    Result<Tokenizer> tok = Tokenizer::FromMetadata(md);
+    if (!tok.ok()) return fail(tok.status());
+    if (tok->n_vocab() != static_cast<int32_t>(m->hp_.n_vocab)) {
+      return fail(InvalidArgument("the tokenizer has {} tokens but token_embd has {} rows",
+                                  tok->n_vocab(), m->hp_.n_vocab));
+    }
+    m->tokenizer_ = std::make_unique<Tokenizer>(std::move(tok.value()));
+  } else if (options.require_tokenizer) {
+    return fail(NotFound("the file has no tokenizer (tokenizer.ggml.tokens is missing)"));
+  }
+
+  TensorBinder binder(m->gguf_);
+  m->layers_.resize(m->hp_.n_layer);
+  for (const TensorDesc& desc : ArchTensors(*m->arch_, m->hp_)) {
+    Result<const GgufTensor*> found = binder.Find(desc);
+    if (!found.ok()) return fail(found.status());
+    const GgufTensor* t = found.value();
+    using R = TensorRole;
+    const bool bias = desc.suffix == TensorSuffix::kBias;
+    if (desc.layer < 0) {
+      switch (desc.role) {
+        case R::kTokenEmbd: m->token_embd_ = MatrixOf(*t); break;
+        case R::kOutputNorm: m->output_norm_ = ToFloats(t); break;
+        case R::kOutput: m->output_ = t ? MatrixOf(*t) : m->token_embd_; break;
+        default: break;
+      }
+      continue;
+    }
+    LayerWeights& L = m->layers_[desc.layer];
+    switch (desc.role) {
+      case R::kAttnNorm: L.attn_norm = ToFloats(t); break;
+      case R::kAttnQ: bias ? void(L.bq = ToFloats(t)) : void(L.wq = MatrixOf(*t)); break;
+      case R::kAttnK: bias ? void(L.bk = ToFloats(t)) : void(L.wk = MatrixOf(*t)); break;
+      case R::kAttnV: bias ? void(L.bv = ToFloats(t)) : void(L.wv = MatrixOf(*t)); break;
+      case R::kAttnOutput: L.wo = MatrixOf(*t); break;
+      case R::kAttnQNorm: L.attn_q_norm = ToFloats(t); break;
+      case R::kAttnKNorm: L.attn_k_norm = ToFloats(t); break;
+      case R::kFfnNorm: L.ffn_norm = ToFloats(t); break;
+      case R::kFfnGateInp: L.router = ToFloats(t); break;
+      case R::kFfnGateExps: L.experts.gate = t; break;
+      case R::kFfnUpExps: L.experts.up = t; break;
+      case R::kFfnDownExps: L.experts.down = t; break;
+      case R::kFfnGateInpShexp: L.shexp_gate_inp = ToFloats(t); break;
+      case R::kFfnGateShexp: L.shexp_gate = MatrixOf(*t); break;
+      case R::kFfnUpShexp: L.shexp_up = MatrixOf(*t); break;
+      case R::kFfnDownShexp: L.shexp_down = MatrixOf(*t); break;
+      default: break;
+    }
+  }
+  return m;
+}
+
+}  // namespace mt

@@ -1,0 +1,45 @@
+// Token sampling, in llama.cpp's order: repetition penalty -> top-k -> top-p -> min-p ->
+// temperature -> draw. Seeded: the same seed and inputs give the same tokens on any
+// machine (the generator and the draw are implemented here, not taken from <random>'s
+// unspecified distributions). Not thread-safe; one Sampler per sequence.
+#pragma once
+
+#include <cstdint>
+#include <span>
+#include <utility>
+#include <vector>
+
+namespace mt {
+
+struct SamplerParams {
+  float temperature = 0.8f;   // <= 0: greedy (argmax; ties go to the lowest id)
+  int32_t top_k = 40;         // <= 0: off
+  float top_p = 0.95f;        // >= 1: off
+  float min_p = 0.05f;        // <= 0: off
+  float repeat_penalty = 1.0f;  // 1: off; > 1 discourages tokens seen in the last n
+  int32_t repeat_last_n = 64;   // tokens of history the penalty looks at; -1: all
+  uint64_t seed = 0;
+};
+
+class Sampler {
+ public:
+  explicit Sampler(const SamplerParams& params);
+
+  // Picks the next token from `logits` (n_vocab). `history` is the sequence so far (prompt
+  // and generated tokens), used by the repetition penalty; ids outside the vocab are
+  // ignored. The generator is SplitMix64 started from `seed`; each non-greedy call takes one
+  // output x, u = (x >> 11) * 2^-53 in [0, 1), and returns the first remaining candidate (in
+  // descending-logit order when top-k or top-p ran, else in id order) whose running softmax
+  // sum reaches u * total. Greedy calls use no randomness. `logits` must not be empty.
+  int32_t Sample(std::span<const float> logits, std::span<const int32_t> history);
+
+  const SamplerParams& params() const { return params_; }
+
+ private:
+  SamplerParams params_;
+  uint64_t rng_state_;
+  std::vector<std::pair<float, int32_t>> candidates_;  // (n_vocab) scratch: (logit, id)
+  std::vector<uint8_t> in_window_;  // (n_vocab) scratch: token seen in the penalty window
+};
+
+}  // namespace mt
