@@ -107,6 +107,11 @@ class GgufMetadata {
   void Set(std::string key, GgufValue value);
   // Removes `key` if present.
   void Erase(std::string_view key);
+  // Appends `key` without searching (O(1), unlike Set). The caller guarantees `key` is not
+  // present yet; parsers use it after their own duplicate check.
+  void AppendNew(std::string key, GgufValue value) {
+    entries_.push_back({std::move(key), std::move(value)});
+  }
 
   // Typed lookups for model loading: nullopt if missing or of an incompatible type.
   std::optional<uint64_t> FindUint(std::string_view key) const;
@@ -154,6 +159,8 @@ class GgufModel {
   // for format errors, the byte offset: bad magic or version, truncation, duplicate keys or
   // tensor names, unknown value or tensor types, absurd counts or lengths, a misaligned
   // data offset, a tensor past the end of its file, a missing, extra or mismatched shard.
+  // Like llama.cpp, a set opens from its first shard only: a later shard is refused with an
+  // error naming the first. split.count 0 or 1 is a single file.
   static Result<GgufModel> Open(const std::string& path);
 
   // Parses one GGUF image already in memory (no split handling). `name` is used in
@@ -193,7 +200,9 @@ struct GgufWriterOptions {
 // shards), call Begin, then Write the tensors' bytes in declaration order, in chunks of
 // any size, then Finish. Files are written as "<final>.tmp" and renamed only by Finish
 // after fsync, so an error, a crash or a destructor without Finish never leaves a partial
-// file at the final path. Not thread-safe.
+// file at the final path. The writer owns the split.* keys (written on every shard of a set,
+// dropped from a single file) and writes general.alignment when it is not 32 (a value already
+// in metadata() must agree). Not thread-safe.
 class GgufWriter {
  public:
   // `path` is the final path. For a split set it must end in ".gguf"; shards are named
@@ -205,8 +214,9 @@ class GgufWriter {
 
   GgufMetadata& metadata() { return metadata_; }
 
-  // Declares the next tensor. Fails on a duplicate name, an empty or oversized shape, or a
-  // row length that is not a multiple of the type's block size.
+  // Declares the next tensor. Fails on a duplicate name, a name that is empty or longer than
+  // llama.cpp's 63 bytes, an empty or oversized shape, a zero dimension, or a row length that
+  // is not a multiple of the type's block size.
   Status AddTensor(std::string name, GgmlType type, std::vector<uint64_t> shape);
 
   // Creates the temporary file(s) and writes headers. No AddTensor after this.
