@@ -135,8 +135,9 @@ Status WriteTensor(GgufWriter& writer, const PlannedTensor& t, const WeightInit&
       GenerateRows(init, tensor_seed, first + begin, end - begin, row_len,
                    values.data() + begin * row_len);
       for (uint64_t r = begin; r < end; ++r) {
+        // Random weights gain nothing from a search for the best scales.
         QuantizeRow(t.type, values.data() + r * row_len, bytes.data() + r * row_bytes,
-                    static_cast<int64_t>(row_len));
+                    static_cast<int64_t>(row_len), QuantEffort::kFast);
       }
     };
     const uint64_t n_workers = std::min<uint64_t>(std::max(n_threads, 1), rows);
