@@ -1,0 +1,168 @@
+// Engine tests on synthetic models: load errors, determinism across thread counts, and
+// batch invariance (a token's logits do not depend on what else is in its batch).
+#include <gtest/gtest.h>
+#include <unistd.h>
+
+#include <filesystem>
+
+#include "engine/context.h"
+#include "engine/model.h"
+#include "gguf/gguf.h"
+#include "synth/synth.h"
+
+namespace mt {
+namespace {
+
+namespace fs = std::filesystem;
+
+class EngineTest : public ::testing::Test {
+ protected:
+  static void SetUpTestSuite() {
+    dir_ = fs::temp_directory_path() / ("moetier-engine-test-" + std::to_string(getpid()));
+    fs::create_directories(dir_);
+  }
+  static void TearDownTestSuite() { fs::remove_all(dir_); }
+
+  // Synthesizes `preset` at `type` once per test binary run.
+  static std::string Synth(const std::string& preset, const std::string& type) {
+    std::string path = (dir_ / (preset + "-" + type + ".gguf")).string();
+    if (!fs::exists(path)) {
+      SynthOptions o;
+      o.output_path = path;
+      o.preset = preset;
+      o.file_type = type;
+      o.seed = 7;
+      Result<SynthResult> r = Synthesize(o);
+      EXPECT_TRUE(r.ok()) << r.status().message();
+    }
+    return path;
+  }
+
+  static std::vector<float> Logits(const Model& m, std::span<const int32_t> tokens, int threads,
+                                   uint32_t n_batch, KvType kv = KvType::kF16) {
+    ContextOptions o;
+    o.n_ctx = 64;
+    o.n_threads = threads;
+    o.n_batch = n_batch;
+    o.kv_type = kv;
+    Result<std::unique_ptr<Context>> ctx = Context::Create(m, o);
+    EXPECT_TRUE(ctx.ok());
+    std::vector<float> logits;
+    Status s = (*ctx)->Eval(tokens, LogitsFor::kAll, &logits);
+    EXPECT_TRUE(s.ok()) << s.message();
+    return logits;
+  }
+
+  static fs::path dir_;
+};
+
+fs::path EngineTest::dir_;
+
+const std::vector<int32_t> kTokens = {1, 17, 300, 2, 45, 999, 5, 60, 61, 62, 700, 3};
+
+TEST_F(EngineTest, LogitsAreIdenticalForOneAndTwoThreads) {
+  for (const char* preset : {"olmoe-tiny", "mixtral-tiny", "qwen2moe-tiny"}) {
+    auto m = Model::Load(Synth(preset, "q8_0"), LoadOptions{});
+    ASSERT_TRUE(m.ok()) << m.status().message();
+    std::vector<float> one = Logits(*m.value(), kTokens, 1, 512);
+    std::vector<float> two = Logits(*m.value(), kTokens, 2, 512);
+    ASSERT_EQ(one.size(), kTokens.size() * m.value()->hparams().n_vocab);
+    EXPECT_TRUE(one == two) << preset;  // bit for bit
+  }
+}
+
+TEST_F(EngineTest, LogitsDoNotDependOnBatching) {
+  auto m = Model::Load(Synth("olmoe-tiny", "q4_k_m"), LoadOptions{});
+  ASSERT_TRUE(m.ok()) << m.status().message();
+  std::vector<float> whole = Logits(*m.value(), kTokens, 2, 512);
+  std::vector<float> by3 = Logits(*m.value(), kTokens, 2, 3);
+  std::vector<float> by1 = Logits(*m.value(), kTokens, 2, 1);
+  EXPECT_TRUE(whole == by3);
+  EXPECT_TRUE(whole == by1);
+}
+
+TEST_F(EngineTest, LogitsAreFiniteAndNotDegenerate) {
+  auto m = Model::Load(Synth("mixtral-tiny", "q4_k_m"), LoadOptions{});
+  ASSERT_TRUE(m.ok());
+  const uint32_t V = m.value()->hparams().n_vocab;
+  std::vector<float> l = Logits(*m.value(), kTokens, 2, 512, KvType::kF32);
+  for (size_t t = 0; t < kTokens.size(); ++t) {
+    double sum = 0, sq = 0;
+    for (uint32_t i = 0; i < V; ++i) {
+      float x = l[t * V + i];
+      ASSERT_TRUE(std::isfinite(x));
+      sum += x;
+      sq += double(x) * x;
+    }
+    double sd = std::sqrt(sq / V - (sum / V) * (sum / V));
+    EXPECT_GT(sd, 0.5) << "token " << t;  // synth's head gives logits with std ~3
+  }
+}
+
+TEST_F(EngineTest, ContextLongerThanTrainingIsRefused) {
+  auto m = Model::Load(Synth("olmoe-tiny", "q8_0"), LoadOptions{});
+  ASSERT_TRUE(m.ok());
+  ContextOptions o;
+  o.n_ctx = 100000;
+  Result<std::unique_ptr<Context>> ctx = Context::Create(*m.value(), o);
+  ASSERT_FALSE(ctx.ok());
+  EXPECT_EQ(ctx.status().message(),
+            "context size 100000 is longer than the model's training context 4096 (use -c 4096 "
+            "or less)");
+}
+
+TEST_F(EngineTest, EvalRejectsBadTokensAndAFullContext) {
+  auto m = Model::Load(Synth("olmoe-tiny", "q8_0"), LoadOptions{});
+  ASSERT_TRUE(m.ok());
+  ContextOptions o;
+  o.n_ctx = 4;
+  auto ctx = Context::Create(*m.value(), o);
+  std::vector<float> logits;
+  const int32_t bad[] = {1, 50304};
+  EXPECT_EQ((*ctx)->Eval(bad, LogitsFor::kLast, &logits).code(), StatusCode::kInvalidArgument);
+  EXPECT_EQ((*ctx)->n_past(), 0u);
+  const int32_t three[] = {1, 2, 3};
+  EXPECT_TRUE((*ctx)->Eval(three, LogitsFor::kLast, &logits).ok());
+  EXPECT_EQ((*ctx)->Eval(three, LogitsFor::kLast, &logits).code(), StatusCode::kResourceExhausted);
+  EXPECT_FALSE((*ctx)->Eval({}, LogitsFor::kLast, &logits).ok());
+}
+
+// Writes a GGUF with the given metadata and no tensors.
+std::string WriteMetadataOnly(const fs::path& dir, const std::string& name, const GgufMetadata& md) {
+  std::string path = (dir / name).string();
+  GgufWriter w(path);
+  w.metadata() = md;
+  EXPECT_TRUE(w.Begin().ok());
+  EXPECT_TRUE(w.Finish().ok());
+  return path;
+}
+
+TEST_F(EngineTest, LoadErrorsNameWhatIsWrong) {
+  GgufMetadata md;
+  md.Set("general.architecture", GgufValue::String("gpt2"));
+  std::string gpt2 = WriteMetadataOnly(dir_, "gpt2.gguf", md);
+  auto r = Model::Load(gpt2, LoadOptions{});
+  ASSERT_FALSE(r.ok());
+  EXPECT_EQ(r.status().message(),
+            gpt2 + ": unsupported architecture 'gpt2' (supported: qwen3moe, olmoe, llama, qwen2moe)");
+
+  // A real model's metadata without its tensors: the first missing tensor is named.
+  auto good = GgufModel::Open(Synth("olmoe-tiny", "q8_0"));
+  ASSERT_TRUE(good.ok());
+  std::string no_tensors = WriteMetadataOnly(dir_, "no-tensors.gguf", good->metadata());
+  r = Model::Load(no_tensors, LoadOptions{});
+  EXPECT_EQ(r.status().message(), no_tensors + ": missing tensor token_embd.weight");
+
+  // The same without tokenizer keys: refused before tensors are looked at.
+  GgufMetadata no_vocab;
+  for (const auto& e : good->metadata().entries()) {
+    if (!e.key.starts_with("tokenizer.")) no_vocab.Set(e.key, e.value);
+  }
+  std::string no_tok = WriteMetadataOnly(dir_, "no-tokenizer.gguf", no_vocab);
+  r = Model::Load(no_tok, LoadOptions{});
+  ASSERT_FALSE(r.ok());
+  EXPECT_NE(r.status().message().find("token_embd"), std::string::npos);
+}
+
+}  // namespace
+}  // namespace mt
