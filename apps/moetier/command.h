@@ -32,5 +32,6 @@ CommandMain SetupInspect(CLI::App& sub);
 CommandMain SetupSynth(CLI::App& sub);
 CommandMain SetupRun(CLI::App& sub);
 CommandMain SetupTokenize(CLI::App& sub);
+CommandMain SetupPerplexity(CLI::App& sub);
 
 }  // namespace mt::cli

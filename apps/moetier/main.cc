@@ -26,6 +26,7 @@ constexpr CommandDef kCommands[] = {
      SetupSynth},
     {"run", "Generate text from a prompt", SetupRun},
     {"tokenize", "Show the tokens of a text", SetupTokenize},
+    {"perplexity", "Perplexity and KL divergence, as llama-perplexity", SetupPerplexity},
 };
 
 }  // namespace

@@ -1,0 +1,136 @@
+#include "sampler/sampler.h"
+
+#include <algorithm>
+#include <cmath>
+
+#include "base/check.h"
+
+namespace mt {
+namespace {
+
+using Candidate = std::pair<float, int32_t>;  // (logit, token id)
+
+// SplitMix64 (Steele, Lea, Flood 2014): one 64-bit add and a bijective mix per output.
+// Fully specified here, so a seed gives the same stream on every machine and compiler.
+uint64_t NextRandom(uint64_t& state) {
+  uint64_t z = (state += 0x9E3779B97F4A7C15ull);
+  z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
+  z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
+  return z ^ (z >> 31);
+}
+
+// Uniform in [0, 1): the top 53 bits scaled by 2^-53, exact in a double.
+double NextUniform(uint64_t& state) {
+  return static_cast<double>(NextRandom(state) >> 11) * 0x1.0p-53;
+}
+
+// Descending logit; ties go to the lower id so the order is total and deterministic.
+bool HigherLogit(const Candidate& a, const Candidate& b) {
+  return a.first > b.first || (a.first == b.first && a.second < b.second);
+}
+
+// Repetition penalty (CTRL, as llama.cpp applies it): every distinct token of the last
+// `last_n` history entries gets logit / penalty when its logit is positive and
+// logit * penalty otherwise, once however often it occurs.
+void ApplyRepetitionPenalty(std::span<const int32_t> history, int32_t last_n, float penalty,
+                            std::vector<uint8_t>& in_window, std::span<Candidate> cands) {
+  if (penalty == 1.0f || last_n == 0 || history.empty()) return;
+  size_t n = last_n < 0 ? history.size() : std::min(history.size(), static_cast<size_t>(last_n));
+  std::span<const int32_t> window = history.last(n);
+  in_window.assign(cands.size(), 0);
+  for (int32_t id : window) {
+    if (id >= 0 && static_cast<size_t>(id) < in_window.size()) in_window[id] = 1;
+  }
+  // Candidates are still indexed by id here (the penalty runs first).
+  for (Candidate& c : cands) {
+    if (!in_window[c.second]) continue;
+    c.first = c.first <= 0.0f ? c.first * penalty : c.first / penalty;
+  }
+}
+
+int32_t Argmax(std::span<const Candidate> cands) {
+  size_t best = 0;
+  for (size_t i = 1; i < cands.size(); ++i) {
+    if (HigherLogit(cands[i], cands[best])) best = i;
+  }
+  return cands[best].second;
+}
+
+// Top-p (nucleus): of the candidates sorted by descending probability, keeps the shortest
+// prefix whose cumulative probability reaches p (at least one token). Probabilities are a
+// softmax over the current candidates [0, n), accumulated in float as llama.cpp does.
+// Leaves the kept prefix sorted; returns its size.
+size_t TopP(std::vector<Candidate>& cands, size_t n, bool sorted, float p) {
+  float max_l = cands[0].first;
+  for (size_t i = 1; i < n; ++i) max_l = std::max(max_l, cands[i].first);
+  float sum = 0.0f;
+  for (size_t i = 0; i < n; ++i) sum += std::exp(cands[i].first - max_l);
+  // Most of the mass is usually in a few hundred tokens: sort those first, the rest on a miss.
+  size_t n_sorted = sorted ? n : std::min<size_t>(n, 256);
+  if (!sorted) {
+    std::partial_sort(cands.begin(), cands.begin() + n_sorted, cands.begin() + n, HigherLogit);
+  }
+  float cum = 0.0f;
+  for (size_t i = 0; i < n; ++i) {
+    if (i == n_sorted) {
+      std::sort(cands.begin() + i, cands.begin() + n, HigherLogit);
+      n_sorted = n;
+    }
+    cum += std::exp(cands[i].first - max_l) / sum;
+    if (cum >= p) return i + 1;
+  }
+  return n;
+}
+
+}  // namespace
+
+Sampler::Sampler(const SamplerParams& params) : params_(params), rng_state_(params.seed) {}
+
+int32_t Sampler::Sample(std::span<const float> logits, std::span<const int32_t> history) {
+  MT_CHECK_MSG(!logits.empty(), "Sample needs at least one logit");
+  const SamplerParams& p = params_;
+  candidates_.resize(logits.size());
+  for (size_t i = 0; i < logits.size(); ++i) candidates_[i] = {logits[i], static_cast<int32_t>(i)};
+
+  ApplyRepetitionPenalty(history, p.repeat_last_n, p.repeat_penalty, in_window_, candidates_);
+  if (p.temperature <= 0.0f) return Argmax(candidates_);
+
+  size_t n = candidates_.size();
+  bool sorted = false;  // whether candidates_[0, n) is in HigherLogit order
+  if (p.top_k > 0) {
+    n = std::min(n, static_cast<size_t>(p.top_k));
+    std::partial_sort(candidates_.begin(), candidates_.begin() + n, candidates_.end(), HigherLogit);
+    sorted = true;
+  }
+  if (p.top_p < 1.0f) n = TopP(candidates_, n, sorted, p.top_p);  // the draw ignores order
+  if (p.min_p > 0.0f) {
+    // p_i >= min_p * p_max  <=>  logit_i >= max_logit + log(min_p); the max always stays.
+    float max_l = candidates_[0].first;
+    for (size_t i = 1; i < n; ++i) max_l = std::max(max_l, candidates_[i].first);
+    const float min_logit = max_l + std::log(p.min_p);
+    size_t kept = 0;
+    for (size_t i = 0; i < n; ++i) {
+      if (candidates_[i].first >= min_logit) candidates_[kept++] = candidates_[i];
+    }
+    n = kept;
+  }
+
+  // Temperature, then the draw: softmax of logit / T (exp in float, summed in double) and
+  // the first candidate whose running sum reaches u * total, u uniform in [0, 1).
+  float max_l = candidates_[0].first / p.temperature;
+  for (size_t i = 0; i < n; ++i) {
+    candidates_[i].first /= p.temperature;
+    max_l = std::max(max_l, candidates_[i].first);
+  }
+  double total = 0.0;
+  for (size_t i = 0; i < n; ++i) total += std::exp(candidates_[i].first - max_l);
+  const double target = total * NextUniform(rng_state_);
+  double running = 0.0;
+  for (size_t i = 0; i < n; ++i) {
+    running += std::exp(candidates_[i].first - max_l);
+    if (running >= target) return candidates_[i].second;
+  }
+  return candidates_[n - 1].second;  // rounding left target just above the last sum
+}
+
+}  // namespace mt
