@@ -18,7 +18,8 @@
 namespace {
 
 struct Tokenizers {
-  mt::Tokenizer qwen = Build(mt::BuiltinBpeVocab(4096, "qwen2", {"<|endoftext|>", "<|im_start|>", "<|im_end|>"}));
+  mt::Tokenizer qwen =
+      Build(mt::BuiltinBpeVocab(4096, "qwen2", {"<|endoftext|>", "<|im_start|>", "<|im_end|>"}));
   mt::Tokenizer olmo = Build(mt::BuiltinBpeVocab(2048, "olmo", {"<|endoftext|>", "<|padding|>"}));
   mt::Tokenizer spm = Build(mt::BuiltinSpmVocab(2048));
 
@@ -64,7 +65,8 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   // The whole input as a chat template, and as message content.
   const std::string_view all(reinterpret_cast<const char*>(data), size);
   (void)mt::ChatTemplate::Detect(all);
-  for (auto kind : {mt::ChatTemplate::Kind::kChatml, mt::ChatTemplate::Kind::kTulu, mt::ChatTemplate::Kind::kLlama2}) {
+  for (auto kind : {mt::ChatTemplate::Kind::kChatml, mt::ChatTemplate::Kind::kTulu,
+                    mt::ChatTemplate::Kind::kLlama2}) {
     mt::ChatTemplate tmpl(kind, "<|endoftext|>", "fuzz");
     const mt::ChatMessage messages[] = {{"system", std::string(text)}, {"user", std::string(text)}};
     mt::Result<mt::ChatPrompt> p = tmpl.Render(messages, true);

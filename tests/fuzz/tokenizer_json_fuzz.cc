@@ -19,7 +19,8 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   MT_CHECK(vocab->size() == 4096);
   mt::Result<mt::Tokenizer> tok = mt::Tokenizer::Create(std::move(*vocab));
   if (!tok.ok()) return 0;
-  mt::Result<std::vector<int32_t>> ids = tok->Encode("Hello, world! 123 \xE4\xBD\xA0\xFF", true, true);
+  mt::Result<std::vector<int32_t>> ids =
+      tok->Encode("Hello, world! 123 \xE4\xBD\xA0\xFF", true, true);
   MT_CHECK(ids.ok());
   for (int32_t id : *ids) MT_CHECK(id >= 0 && id < tok->n_vocab());
   (void)tok->Decode(*ids);

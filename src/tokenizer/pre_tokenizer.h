@@ -1,0 +1,58 @@
+// The regex pre-tokenizers of byte-level BPE vocabularies, chosen by tokenizer.ggml.pre.
+//
+// Each pre-tokenizer is a list of regexes applied in turn: every regex splits each piece
+// of the previous step into its matches plus the unmatched text between them (Hugging
+// Face's Split with behavior "Isolated"). The regexes are the ones in the models'
+// tokenizer.json, matched with PCRE2 (UTF + UCP), where `\s` is spelled out as the class
+// Oniguruma (which Hugging Face tokenizers uses) gives it: U+0009..U+000D, U+0085 and the
+// Unicode separators \p{Z}.
+//
+// Invalid UTF-8 bytes never match a regex item, so they end up in pieces of their own (or
+// with other unmatched bytes); no byte of the input is ever dropped or changed.
+#pragma once
+
+#include <memory>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "base/status.h"
+
+namespace mt {
+
+class PreTokenizer {
+ public:
+  // Supported names (llama.cpp's tokenizer.ggml.pre):
+  //   qwen2 (also deepseek-r1-qwen, stablelm2): the Qwen2/Qwen3 regex, single digits.
+  //   llama-bpe (also llama3, llama-v3, dbrx, smaug-bpe): the Llama 3 regex, digits in
+  //     runs of up to 3; the BPE ignores merges for whole words found in the vocabulary.
+  //   gpt-2 (also olmo, mpt, phi-2, jais): the GPT-2 regex.
+  //   default or "": llama.cpp's default list for BPE without a named pre-tokenizer.
+  // Any other name is an Unimplemented error naming it.
+  static Result<PreTokenizer> ForName(std::string_view name);
+
+  PreTokenizer(PreTokenizer&&) noexcept;
+  PreTokenizer& operator=(PreTokenizer&&) noexcept;
+  ~PreTokenizer();
+
+  // Appends the pieces of `text` to `pieces`; they are views into `text`, in order, and
+  // together cover it exactly. Thread-safe. Fails only on a PCRE2 matching error.
+  Status Split(std::string_view text, std::vector<std::string_view>& pieces) const;
+
+  // Whether the BPE should emit a whole pre-token directly when it is a vocabulary token
+  // (Hugging Face's ignore_merges; llama.cpp sets it for the Llama 3 family).
+  bool ignore_merges() const { return ignore_merges_; }
+  // Whether the model's Hugging Face tokenizer NFC-normalizes text (Qwen2/Qwen3).
+  bool nfc() const { return nfc_; }
+  const std::string& name() const { return name_; }
+
+ private:
+  struct Regex;
+  PreTokenizer();
+  std::string name_;
+  bool ignore_merges_ = false;
+  bool nfc_ = false;
+  std::vector<std::unique_ptr<Regex>> regexes_;  // applied in order
+};
+
+}  // namespace mt

