@@ -1,0 +1,45 @@
+#!/usr/bin/env bash
+# moetier's logits against the independent numpy reference (tests/reference/forward.py), for
+# qwen3moe (tiny) and llama-with-experts (mixtral-tiny) at f32 and at quantized types, with an
+# f32 KV cache (float32 arithmetic only) and with the default f16 KV cache. The tolerances and
+# the measurements behind them are in tests/reference/compare_logits.py.
+source "$(dirname "$0")/common.bash"
+export PYTHONDONTWRITEBYTECODE=1  # keep the source tree clean
+REF="${MT_SOURCE_DIR:-$(dirname "$0")/../..}/tests/reference"
+# A prompt whose top-k router choices are all clear (relative gap >= 3.5e-3 in every layer and
+# position of the four models below), so that f16 KV rounding cannot flip an expert.
+PROMPT="My grandmother grew tomatoes, beans and sunflowers behind the red barn."
+
+# The reference's own dequantizers first: hand-built blocks with hand-derived values.
+if $PY "$REF/dequant_test.py" > "$WORK/dq.txt"; then pass "reference dequantizers"
+else fail "reference dequantizers: $(cat "$WORK/dq.txt")"; fi
+
+# preset:type pairs; the quantized types cover Q8_0 and the K-quant mix (Q4_K, Q5_K, Q6_K).
+for case in tiny:f32 tiny:q8_0 mixtral-tiny:f32 mixtral-tiny:q4_k_m; do
+  preset=${case%%:*} type=${case##*:}
+  model="$WORK/$preset-$type.gguf"
+  if ! "$MOETIER" synth --preset "$preset" --type "$type" --seed 1 -q -o "$model" > /dev/null; then
+    fail "synth $preset $type"; continue
+  fi
+  if ! ids=$("$MOETIER" tokenize -m "$model" -p "$PROMPT" --ids); then
+    fail "tokenize $preset $type"; continue
+  fi
+  ok=1
+  for kv in f32 f16; do
+    if ! "$MOETIER" run -m "$model" -p "$PROMPT" -n 0 --kv-type "$kv" \
+         --dump-logits "$WORK/$preset-$type-$kv.npy" > /dev/null 2> "$WORK/err"; then
+      fail "run $preset $type kv $kv: $(head -c 300 "$WORK/err")"; ok=0
+    fi
+  done
+  [ "$ok" = 1 ] || continue
+  if out=$($PY "$REF/compare_logits.py" --model "$model" --ids "$ids" \
+             --check "f32=$WORK/$preset-$type-f32.npy" \
+             --check "f16=$WORK/$preset-$type-f16.npy"); then
+    pass "$preset $type matches the reference"; echo "$out"
+  else
+    fail "$preset $type differs from the reference"; echo "$out"
+  fi
+  rm -f "$model"
+done
+
+finish
