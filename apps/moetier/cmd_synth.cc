@@ -32,9 +32,9 @@ void PrintSynthResult(const SynthResult& r, const SynthOptions& o) {
   auto mean = [](const std::vector<double>& v) {
     return v.empty() ? 0.0 : std::accumulate(v.begin(), v.end(), 0.0) / v.size();
   };
-  fmt::print("  routing (skew {}, router spread {:.3f}; {} sampled tokens, routers applied to the "
-             "normalised embeddings):\n",
-             o.router_skew, r.router_spread, rt.n_tokens);
+  fmt::print("  routing (skew {}, router offset scale {:.3f}; {} sampled tokens, routers applied "
+             "to the normalised embeddings):\n",
+             o.router_skew, r.router_offset_scale, rt.n_tokens);
   fmt::print("    experts used per layer: {}..{} of {}\n", *min_used, *max_used, r.hp.n_expert);
   fmt::print("    share of the top 10% of experts: {:.1f}%  (top 20%: {:.1f}%)\n",
              100 * mean(rt.top10_share), 100 * mean(rt.top20_share));

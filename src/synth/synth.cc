@@ -281,7 +281,8 @@ Result<SynthResult> Synthesize(const SynthOptions& opt) {
   md.Set("moetier.synth.router_skew", GgufValue::Float32(opt.router_skew));
   WriteVocabToMetadata(*vocab, md);
 
-  result.router_spread = CalibrateRouterSpread(opt.router_skew, hp.n_expert, hp.n_expert_used);
+  result.router_offset_scale =
+      CalibrateRouterOffsets(opt.router_skew, hp.n_expert, hp.n_expert_used);
   TensorTypeMixer mixer(*ft, hp);
   std::vector<PlannedTensor> planned;
   uint64_t total_bytes = 0;
@@ -301,7 +302,7 @@ Result<SynthResult> Synthesize(const SynthOptions& opt) {
   int n_threads = opt.n_threads > 0 ? opt.n_threads
                                     : std::max(1u, std::thread::hardware_concurrency());
   ProgressLine progress(opt.show_progress, total_bytes);
-  InitContext init_ctx{hp, opt.seed, result.router_spread, vocab->token_types};
+  InitContext init_ctx{hp, opt.seed, result.router_offset_scale, vocab->token_types};
   for (const PlannedTensor& t : planned) {
     WeightInit init = InitFor(t.desc, init_ctx);
     MT_RETURN_IF_ERROR(

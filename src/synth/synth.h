@@ -39,7 +39,7 @@ struct SynthResult {
   std::vector<std::string> paths;  // written files
   uint64_t bytes = 0;              // total file bytes
   std::string tokenizer_source;    // "tokenizer.json path" or "built-in BPE (pre qwen2)"
-  float router_spread = 0;         // see CalibrateRouterSpread
+  float router_offset_scale = 0;   // see CalibrateRouterOffsets
   RoutingReport routing;
 };
 

@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <algorithm>
 #include <map>
 
 #include "model/arch.h"
@@ -163,14 +164,39 @@ TEST(WeightInitTest, UnusedTokensGetNearZeroOutputRows) {
 }
 
 TEST(WeightInitTest, SkewCalibration) {
-  EXPECT_EQ(CalibrateRouterSpread(0, 128, 8), 0.0f);
+  EXPECT_EQ(CalibrateRouterOffsets(0, 128, 8), 0.0f);
   // Uniform: the top 20 % (26 of 128) take about 26/128 of the activations.
   EXPECT_NEAR(SimulatedTopShare(0, 128, 8, 0.2), 26.0 / 128, 0.03);
-  float s1 = CalibrateRouterSpread(1, 128, 8);
-  EXPECT_GT(s1, 0.1f);
-  EXPECT_NEAR(SimulatedTopShare(s1, 128, 8, 0.2), 0.5, 0.02);
-  float s2 = CalibrateRouterSpread(2, 64, 8);
-  EXPECT_GT(SimulatedTopShare(s2, 64, 8, 0.2), 0.7);
+  for (auto [n, k] : {std::pair{128u, 8u}, {64u, 8u}, {16u, 4u}, {8u, 2u}}) {
+    float s1 = CalibrateRouterOffsets(1, n, k);
+    EXPECT_GT(s1, 0.1f);
+    EXPECT_NEAR(SimulatedTopShare(s1, n, k, 0.2), 0.5, 0.02) << n;
+    // Skew 2 goes further: 0.2 + 0.3 * 2 = 0.8 for 128 experts (26 >= k: reachable).
+    float s2 = CalibrateRouterOffsets(2, n, k);
+    EXPECT_GT(SimulatedTopShare(s2, n, k, 0.2), 0.65) << n;
+  }
+}
+
+TEST(WeightInitTest, SkewAddsTheSharedDirectionToEmbeddingsAndRouters) {
+  HParams hp = FindSynthPreset("olmoe-tiny")->hp;
+  InitContext flat{hp, 3, 0};
+  InitContext skewed{hp, 3, 1.0f};
+  TensorDesc embd{TensorRole::kTokenEmbd, -1, TensorSuffix::kWeight, {256, hp.n_vocab}, true};
+  TensorDesc router{TensorRole::kFfnGateInp, 1, TensorSuffix::kWeight, {256, 16}, true};
+  EXPECT_TRUE(InitFor(embd, flat).direction.empty());
+  EXPECT_TRUE(InitFor(router, flat).direction.empty());
+  WeightInit e = InitFor(embd, skewed), r = InitFor(router, skewed);
+  ASSERT_EQ(e.direction.size(), 256u);
+  EXPECT_EQ(e.direction, r.direction);  // the same u
+  double norm = 0;
+  for (float x : e.direction) norm += double(x) * x;
+  EXPECT_NEAR(norm, 1.0, 1e-5);
+  EXPECT_FLOAT_EQ(e.direction_coef[5], 0.5f * 16.0f);  // share * sqrt(256)
+  ASSERT_EQ(r.direction_coef.size(), 16u);
+  float lo = *std::min_element(r.direction_coef.begin(), r.direction_coef.end());
+  float hi = *std::max_element(r.direction_coef.begin(), r.direction_coef.end());
+  EXPECT_LT(lo, 0.0f);  // some experts pushed down, some up
+  EXPECT_GT(hi, 0.0f);
 }
 
 }  // namespace

@@ -47,6 +47,18 @@ std::vector<float> ShuffledNormalQuantiles(uint32_t n, uint64_t seed) {
   return q;
 }
 
+// A seeded unit vector of length n (shared by embeddings and routers).
+std::vector<float> SkewDirection(uint32_t n, uint64_t seed) {
+  std::vector<float> u(n);
+  double norm = 0;
+  for (uint32_t i = 0; i < n; ++i) {
+    u[i] = NormalFromHash(SplitMix64(SplitMix64(seed ^ 0x5EED) + i));
+    norm += double(u[i]) * u[i];
+  }
+  for (float& x : u) x = static_cast<float>(x / std::sqrt(norm));
+  return u;
+}
+
 }  // namespace
 
 uint64_t TensorSeed(uint64_t seed, const std::string& tensor_name) {
@@ -68,6 +80,11 @@ WeightInit InitFor(const TensorDesc& desc, const InitContext& ctx) {
   switch (desc.role) {
     case R::kTokenEmbd:
       w.stddev = 1.0f;
+      if (ctx.router_offset_scale > 0) {
+        // |component along u| = share * |random part| = share * sqrt(n_embd).
+        w.direction = SkewDirection(hp.n_embd, ctx.seed);
+        w.direction_coef.assign(hp.n_vocab, kSkewEmbeddingShare * std::sqrt(float(hp.n_embd)));
+      }
       break;
     case R::kOutputNorm:
     case R::kAttnNorm:
@@ -106,14 +123,21 @@ WeightInit InitFor(const TensorDesc& desc, const InitContext& ctx) {
       w.stddev = inv_sqrt(hp.n_ff_shexp) * residual;
       break;
     case R::kFfnGateInp: {
-      // Router logits with std ~1.5 per expert, times a per-expert log-normal factor.
+      // Router logits with std ~1.5 per expert over normalised hidden states.
       w.stddev = 1.5f * inv_sqrt(hp.n_embd);
-      if (ctx.router_spread > 0) {
-        std::vector<float> z =
+      if (ctx.router_offset_scale > 0) {
+        // A normalised hidden state h = (g + a u) / rms, |g| ~ sqrt(n), a = share sqrt(n):
+        // h . u ~ share sqrt(n) / sqrt(1 + share^2), and the random part of the logit has
+        // std 1.5 / sqrt(1 + share^2).
+        const float share2 = kSkewEmbeddingShare * kSkewEmbeddingShare;
+        const float proj = kSkewEmbeddingShare * std::sqrt(float(hp.n_embd)) / std::sqrt(1 + share2);
+        const float sigma = 1.5f / std::sqrt(1 + share2);
+        std::vector<float> q =
             ShuffledNormalQuantiles(hp.n_expert, SplitMix64(ctx.seed ^ (desc.layer + 1)));
-        w.row_scale.resize(hp.n_expert);
+        w.direction = SkewDirection(hp.n_embd, ctx.seed);
+        w.direction_coef.resize(hp.n_expert);
         for (uint32_t e = 0; e < hp.n_expert; ++e) {
-          w.row_scale[e] = std::exp(ctx.router_spread * z[e]);
+          w.direction_coef[e] = ctx.router_offset_scale * sigma * q[e] / proj;
         }
       }
       break;
@@ -132,20 +156,23 @@ void GenerateRows(const WeightInit& init, uint64_t tensor_seed, uint64_t first_r
     for (uint64_t c = 0; c < row_len; ++c) {
       dst[c] = init.mean + sd * NormalFromHash(SplitMix64(base + c));
     }
+    if (!init.direction_coef.empty()) {
+      const float a = init.direction_coef[row];
+      for (uint64_t c = 0; c < row_len; ++c) dst[c] += a * init.direction[c];
+    }
   }
 }
 
-double SimulatedTopShare(float spread, uint32_t n_expert, uint32_t n_expert_used,
+double SimulatedTopShare(float offset_scale, uint32_t n_expert, uint32_t n_expert_used,
                          double top_fraction) {
   constexpr int kSamples = 4000;
-  std::vector<float> scale(n_expert);
-  std::vector<float> z = ShuffledNormalQuantiles(n_expert, 12345);
-  for (uint32_t e = 0; e < n_expert; ++e) scale[e] = std::exp(spread * z[e]);
+  std::vector<float> offset = ShuffledNormalQuantiles(n_expert, 12345);
+  for (float& o : offset) o *= offset_scale;
   std::vector<uint64_t> count(n_expert, 0);
   std::vector<std::pair<float, uint32_t>> logits(n_expert);
   for (int s = 0; s < kSamples; ++s) {
     for (uint32_t e = 0; e < n_expert; ++e) {
-      logits[e] = {scale[e] * NormalFromHash(SplitMix64(s * 1000003ull + e)), e};
+      logits[e] = {offset[e] + NormalFromHash(SplitMix64(s * 1000003ull + e)), e};
     }
     std::partial_sort(logits.begin(), logits.begin() + n_expert_used, logits.end(),
                       [](auto& a, auto& b) { return a.first > b.first; });
@@ -157,12 +184,15 @@ double SimulatedTopShare(float spread, uint32_t n_expert, uint32_t n_expert_used
   return static_cast<double>(top) / (double(kSamples) * n_expert_used);
 }
 
-float CalibrateRouterSpread(float skew, uint32_t n_expert, uint32_t n_expert_used) {
+float CalibrateRouterOffsets(float skew, uint32_t n_expert, uint32_t n_expert_used) {
   if (skew <= 0 || n_expert_used >= n_expert) return 0;
-  // Target share of the top 20 %: 0.2 (uniform) at skew 0, 0.5 at skew 1, then onward.
-  double uniform = std::ceil(0.2 * n_expert) / n_expert;
-  double target = std::min(0.97, uniform + (0.5 - uniform) * skew);
-  float lo = 0, hi = 6;
+  // Target share of the top 20 %: uniform at skew 0, 0.5 at skew 1, linear beyond, and
+  // below the share top-k routing can give (all of it, when the top 20 % are >= k experts).
+  const uint32_t n_top = static_cast<uint32_t>(std::ceil(0.2 * n_expert));
+  const double uniform = double(n_top) / n_expert;
+  const double most = std::min(1.0, double(n_top) / n_expert_used);
+  const double target = std::min(0.97 * most, uniform + (0.5 - uniform) * skew);
+  float lo = 0, hi = 16;
   for (int it = 0; it < 30; ++it) {
     float mid = 0.5f * (lo + hi);
     if (SimulatedTopShare(mid, n_expert, n_expert_used, 0.2) < target) lo = mid; else hi = mid;

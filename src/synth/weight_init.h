@@ -1,4 +1,4 @@
-// Deterministic synthetic weights at realistic scales.
+// Deterministic synthetic weights at realistic scales, and routing skew.
 //
 // Element (row, col) of a tensor depends only on (seed, tensor name, row, col), so the
 // bytes of a synthetic model never depend on chunking or thread count. Scales keep
@@ -17,18 +17,28 @@
 
 namespace mt {
 
+// Routing skew. Trained MoE hidden states share a large common component, and routers
+// favour some experts along it. Synth does the same: token embeddings get a component of
+// relative size kSkewEmbeddingShare along a seeded unit direction u, and expert e's router
+// row gets offset_e / p * u, where p is the projection of a normalised hidden state on u.
+// Expert e's logit is then its token-dependent part plus offset_e.
+inline constexpr float kSkewEmbeddingShare = 0.5f;
+
 struct WeightInit {
   float mean = 0;    // 1 for norm weights
   float stddev = 0;  // of the Gaussian part
-  // (rows) per-row multipliers of stddev, empty for none. Routers use it for skew: an
-  // expert whose router row is longer wins top-k more often.
+  // (rows) per-row multipliers of stddev, empty for none. Zeroes the head rows of unused
+  // tokens.
   std::vector<float> row_scale;
+  // Row r gets direction_coef[r] * direction added (both empty for none).
+  std::vector<float> direction;       // (row_len) unit vector shared by embeddings and routers
+  std::vector<float> direction_coef;  // (rows)
 };
 
 struct InitContext {
   const HParams& hp;
   uint64_t seed = 0;
-  float router_spread = 0;  // log-normal spread of router row lengths, see CalibrateRouterSpread
+  float router_offset_scale = 0;  // see CalibrateRouterOffsets; 0 = uniform routing
   // (n_vocab) tokenizer.ggml.token_type; unused (padding) tokens get near-zero output rows,
   // as untrained rows of real checkpoints do, so sampling never lands on them. May be empty.
   std::span<const int32_t> token_types;
@@ -43,15 +53,17 @@ uint64_t TensorSeed(uint64_t seed, const std::string& tensor_name);
 void GenerateRows(const WeightInit& init, uint64_t tensor_seed, uint64_t first_row,
                   uint64_t n_rows, uint64_t row_len, float* out);
 
-// The router spread for a skew in [0, 3]: 0 gives uniform routing; 1 makes the top 20 % of
-// a layer's experts take about half of its activations, as in published traces of
-// trained MoE models. Found by bisection on a Monte Carlo model of top-k routing over
-// isotropic hidden states; deterministic.
-float CalibrateRouterSpread(float skew, uint32_t n_expert, uint32_t n_expert_used);
+// The scale s of the per-expert router offsets for a skew in [0, 3]: expert e's logit
+// offset is s * sigma * q_e, with q_e shuffled normal quantiles and sigma the std of the
+// token-dependent part. 0 gives uniform routing; skew 1 makes the top 20 % of a layer's
+// experts take about half of its activations, as in published traces of trained MoE
+// models; higher skews go further. Found by bisection on a Monte Carlo model of top-k
+// routing; deterministic.
+float CalibrateRouterOffsets(float skew, uint32_t n_expert, uint32_t n_expert_used);
 
 // The share of activations the top `top_fraction` of experts take under that model, for
 // reporting and tests.
-double SimulatedTopShare(float spread, uint32_t n_expert, uint32_t n_expert_used,
+double SimulatedTopShare(float offset_scale, uint32_t n_expert, uint32_t n_expert_used,
                          double top_fraction);
 
 }  // namespace mt
