@@ -20,6 +20,7 @@ struct RunFlags {
   std::string model;
   std::string prompt;
   std::string prompt_file;
+  bool prompt_given = false;  // -p was passed, even if empty
   std::string system_prompt;
   int n_predict = -1;
   uint32_t n_ctx = 0;  // 0: 4096, or the model's training context if smaller
@@ -109,7 +110,7 @@ void Print(const std::string& s) {
 }
 
 int Run(const RunFlags& f) {
-  if (f.prompt.empty() == f.prompt_file.empty()) {
+  if (f.prompt_given == !f.prompt_file.empty()) {
     return ReportError(InvalidArgument("give the prompt with exactly one of -p or -f"));
   }
   std::string prompt = f.prompt;
@@ -229,7 +230,7 @@ CommandMain SetupRun(CLI::App& sub) {
   auto f = std::make_shared<RunFlags>();
   sub.add_option("-m,--model", f->model, "GGUF model (or the first shard of a split set)")
       ->required();
-  sub.add_option("-p,--prompt", f->prompt, "Prompt text");
+  CLI::Option* prompt = sub.add_option("-p,--prompt", f->prompt, "Prompt text");
   sub.add_option("-f,--file", f->prompt_file, "Read the prompt from a file");
   sub.add_option("-n,--n-predict", f->n_predict, "Tokens to generate (-1: until end of text)")
       ->default_str("-1");
@@ -256,7 +257,10 @@ CommandMain SetupRun(CLI::App& sub) {
   sub.add_option("--kv-type", f->kv_type, "KV cache type: f16 or f32")->default_str("f16");
   sub.add_option("--dump-logits", f->dump_logits,
                  "Write the logits of every prompt token to a float32 .npy file");
-  return [f]() { return Run(*f); };
+  return [f, prompt]() {
+    f->prompt_given = prompt->count() > 0;
+    return Run(*f);
+  };
 }
 
 }  // namespace mt::cli

@@ -1,0 +1,60 @@
+#!/usr/bin/env bash
+# moetier run: chat, stop strings, seeds, and one-line errors for bad input.
+source "$(dirname "$0")/common.bash"
+
+model="$WORK/olmoe.gguf"
+"$MOETIER" synth --preset olmoe-tiny --type q8_0 -q -o "$model" > /dev/null || { fail "synth"; finish; }
+
+# Seeded sampling reproduces; another seed differs.
+a=$("$MOETIER" run -m "$model" -p "Once upon a time" -n 16 --seed 5 --ignore-eos 2> /dev/null)
+b=$("$MOETIER" run -m "$model" -p "Once upon a time" -n 16 --seed 5 --ignore-eos 2> /dev/null)
+c=$("$MOETIER" run -m "$model" -p "Once upon a time" -n 16 --seed 6 --ignore-eos 2> /dev/null)
+[ "$a" = "$b" ] && pass "same seed, same text" || fail "same seed gave different text"
+[ "$a" != "$c" ] && pass "other seed, other text" || fail "seed has no effect"
+
+# The closing line on stderr reports both speeds.
+"$MOETIER" run -m "$model" -p "Hello" -n 4 --temp 0 --ignore-eos > /dev/null 2> "$WORK/err"
+grep -Eq '^moetier: prompt [0-9]+ tokens in .* tok/s\), generation 4 tokens in .* tok/s\)$' "$WORK/err" &&
+  pass "speed line" || fail "speed line: $(cat "$WORK/err")"
+
+# -n bounds the generation; --no-display-prompt hides the prompt.
+out=$("$MOETIER" run -m "$model" -p "PROMPTTEXT" -n 3 --temp 0 --ignore-eos --no-display-prompt 2> /dev/null)
+case "$out" in *PROMPTTEXT*) fail "prompt displayed" ;; *) pass "prompt hidden" ;; esac
+
+# A stop string ends the output before it: stop at the first character the greedy run emits.
+full=$("$MOETIER" run -m "$model" -p "Hello" -n 8 --temp 0 --ignore-eos --no-display-prompt 2> /dev/null)
+stop=${full:2:1}
+if [ -n "$stop" ]; then
+  cut=$("$MOETIER" run -m "$model" -p "Hello" -n 8 --temp 0 --ignore-eos --no-display-prompt -r "$stop" 2> /dev/null)
+  [ "$cut" = "${full%%"$stop"*}" ] && pass "stop string cuts the text" || fail "stop: '$cut' vs '$full'"
+fi
+
+# --chat announces the template it used.
+"$MOETIER" run -m "$model" -p "Hi" --chat -n 2 --temp 0 > /dev/null 2> "$WORK/err"
+grep -q "chat template tulu" "$WORK/err" && pass "chat template announced" || fail "chat: $(cat "$WORK/err")"
+
+# Bad input: one line, non-zero exit, no crash.
+expect_error 2 "empty prompt" -- "$MOETIER" run -m "$model" -p ""
+grep -q "prompt is empty" "$WORK/err" && pass "says the prompt is empty" || fail "empty prompt message"
+expect_error 2 "no prompt" -- "$MOETIER" run -m "$model"
+expect_error 2 "context longer than the model's" -- "$MOETIER" run -m "$model" -p "Hi" -c 100000
+expect_error 1 "missing model" -- "$MOETIER" run -m "$WORK/none.gguf" -p "Hi"
+echo "plain text" > "$WORK/text.gguf"
+expect_error 1 "not a GGUF file" -- "$MOETIER" run -m "$WORK/text.gguf" -p "Hi"
+expect_error 1 "missing prompt file" -- "$MOETIER" run -m "$model" -f "$WORK/none.txt"
+expect_error 2 "bad kv type" -- "$MOETIER" run -m "$model" -p "Hi" --kv-type q8
+head -c 3000000 "$model" > "$WORK/trunc.gguf"
+expect_error 1 "truncated model" -- "$MOETIER" run -m "$WORK/trunc.gguf" -p "Hi"
+
+# A model whose architecture moetier does not know: patch the architecture string.
+/usr/bin/python3 - "$model" "$WORK/arch.gguf" <<'PY'
+import sys
+data = bytearray(open(sys.argv[1], "rb").read())
+i = data.find(b"olmoe")            # general.architecture's value comes first
+data[i:i + 5] = b"gpt2x"
+open(sys.argv[2], "wb").write(data)
+PY
+expect_error 1 "unknown architecture" -- "$MOETIER" run -m "$WORK/arch.gguf" -p "Hi"
+grep -q "supported: qwen3moe, olmoe, llama, qwen2moe" "$WORK/err" && pass "names the supported ones" ||
+  fail "supported list missing: $(cat "$WORK/err")"
+finish
