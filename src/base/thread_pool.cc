@@ -1,6 +1,14 @@
 #include "base/thread_pool.h"
 
 #include <algorithm>
+#include <chrono>
+
+#if defined(__x86_64__) || defined(__i386__)
+#include <immintrin.h>
+#define MT_CPU_RELAX() _mm_pause()
+#else
+#define MT_CPU_RELAX() std::this_thread::yield()
+#endif
 
 namespace mt {
 namespace {
@@ -10,6 +18,12 @@ std::pair<int64_t, int64_t> PartRange(int64_t n, int64_t grain, int i, int parts
   int64_t blocks = (n + grain - 1) / grain;
   int64_t b0 = blocks * i / parts, b1 = blocks * (i + 1) / parts;
   return {std::min(n, b0 * grain), std::min(n, b1 * grain)};
+}
+
+int64_t NowNanos() {
+  return std::chrono::duration_cast<std::chrono::nanoseconds>(
+             std::chrono::steady_clock::now().time_since_epoch())
+      .count();
 }
 
 }  // namespace
@@ -26,31 +40,36 @@ ThreadPool::~ThreadPool() {
   {
     std::lock_guard<std::mutex> lock(mu_);
     stop_ = true;
+    generation_.fetch_add(1);
   }
-  start_cv_.notify_all();
+  wake_cv_.notify_all();
   for (std::thread& t : workers_) t.join();
 }
 
 void ThreadPool::WorkerLoop(int index) {
   uint64_t seen = 0;
   for (;;) {
-    const std::function<void(int64_t, int64_t, int)>* job;
-    int64_t n, grain;
-    {
-      std::unique_lock<std::mutex> lock(mu_);
-      start_cv_.wait(lock, [&] { return stop_ || generation_ != seen; });
-      if (stop_) return;
-      seen = generation_;
-      job = job_;
-      n = job_n_;
-      grain = job_grain_;
+    // Spin briefly: the next job usually follows within microseconds.
+    const int64_t deadline = NowNanos() + kSpinNanos;
+    uint64_t gen = generation_.load(std::memory_order_acquire);
+    for (int spins = 0; gen == seen; ++spins) {
+      MT_CPU_RELAX();
+      gen = generation_.load(std::memory_order_acquire);
+      if (gen == seen && (spins & 255) == 0 && NowNanos() > deadline) {
+        std::unique_lock<std::mutex> lock(mu_);
+        sleeping_.fetch_add(1);
+        wake_cv_.wait(lock, [&] {
+          return generation_.load() != seen;
+        });
+        sleeping_.fetch_sub(1);
+        gen = generation_.load(std::memory_order_acquire);
+      }
     }
-    auto [begin, end] = PartRange(n, grain, index, n_threads_);
-    if (begin < end) (*job)(begin, end, index);
-    {
-      std::lock_guard<std::mutex> lock(mu_);
-      if (--pending_ == 0) done_cv_.notify_one();
-    }
+    seen = gen;
+    if (stop_.load()) return;
+    auto [begin, end] = PartRange(job_n_, job_grain_, index, n_threads_);
+    if (begin < end) (*job_)(begin, end, index);
+    pending_.fetch_sub(1, std::memory_order_acq_rel);
   }
 }
 
@@ -62,19 +81,25 @@ void ThreadPool::ParallelFor(int64_t n, const std::function<void(int64_t, int64_
     fn(0, n, 0);
     return;
   }
-  {
+  job_ = &fn;
+  job_n_ = n;
+  job_grain_ = grain;
+  pending_.store(n_threads_ - 1, std::memory_order_relaxed);
+  if (sleeping_.load() > 0) {
     std::lock_guard<std::mutex> lock(mu_);
-    job_ = &fn;
-    job_n_ = n;
-    job_grain_ = grain;
-    pending_ = n_threads_ - 1;
-    ++generation_;
+    generation_.fetch_add(1);
+    wake_cv_.notify_all();
+  } else {
+    generation_.fetch_add(1);
+    // A worker may have gone to sleep just before the bump: notify under the lock too.
+    if (sleeping_.load() > 0) {
+      std::lock_guard<std::mutex> lock(mu_);
+      wake_cv_.notify_all();
+    }
   }
-  start_cv_.notify_all();
   auto [begin, end] = PartRange(n, grain, 0, n_threads_);
   if (begin < end) fn(begin, end, 0);
-  std::unique_lock<std::mutex> lock(mu_);
-  done_cv_.wait(lock, [&] { return pending_ == 0; });
+  while (pending_.load(std::memory_order_acquire) != 0) MT_CPU_RELAX();
 }
 
 }  // namespace mt

@@ -1,12 +1,17 @@
 // A persistent pool of worker threads for data-parallel loops. Threads are created once;
-// each ParallelFor wakes them, splits [0, n) into one contiguous range per thread, and
-// returns when all are done. The caller's thread takes the first range.
+// each ParallelFor hands every thread one contiguous range of [0, n) and returns when all
+// are done. The caller's thread takes the first range.
+//
+// A forward pass issues hundreds of ParallelFor calls per token, so waking workers must be
+// cheap: workers spin on an atomic for a short while (kSpinNanos) before sleeping on a
+// condition variable, and the caller spins for the last workers to finish.
 //
 // Splitting is by range only, so a loop whose items are independent (e.g. output rows)
 // gives bit-identical results for any thread count. ParallelFor is not reentrant and the
 // pool is not thread-safe: one owner drives it.
 #pragma once
 
+#include <atomic>
 #include <condition_variable>
 #include <cstdint>
 #include <functional>
@@ -34,19 +39,22 @@ class ThreadPool {
   static int DefaultThreads();
 
  private:
+  static constexpr int64_t kSpinNanos = 200000;  // 0.2 ms of spinning before sleeping
+
   void WorkerLoop(int index);
 
   int n_threads_;
   std::vector<std::thread> workers_;
   std::mutex mu_;
-  std::condition_variable start_cv_;
-  std::condition_variable done_cv_;
+  std::condition_variable wake_cv_;
+  // The current job; published by bumping generation_ (release), read after acquiring it.
   const std::function<void(int64_t, int64_t, int)>* job_ = nullptr;
   int64_t job_n_ = 0;
   int64_t job_grain_ = 1;
-  uint64_t generation_ = 0;
-  int pending_ = 0;
-  bool stop_ = false;
+  std::atomic<uint64_t> generation_{0};
+  std::atomic<int> pending_{0};
+  std::atomic<int> sleeping_{0};
+  std::atomic<bool> stop_{false};
 };
 
 }  // namespace mt

@@ -1,12 +1,21 @@
 #include "kernels/matmul.h"
 
+#include <algorithm>
+#include <cstring>
+#include <new>
+#include <string>
 #include <vector>
 
+#include "base/check.h"
+#include "kernels/matmul_internal.h"
 #include "quant/dequant.h"
 
 namespace mt {
 
 bool MatMulSupports(GgmlType type) { return CanDequantize(type); }
+
+// ---------------------------------------------------------------------------------------
+// Float reference path.
 
 float DotF32(const float* a, const float* b, int64_t n) {
   // 16 independent partial sums (vectorisable), combined in a fixed tree order.
@@ -36,6 +45,211 @@ void MatMulRows(const WeightMatrix& w, const float* x, int64_t x_stride, int64_t
     }
     for (int64_t t = 0; t < n_tok; ++t) y[t * y_stride + r] = DotF32(wr, x + t * x_stride, w.cols);
   }
+}
+
+// ---------------------------------------------------------------------------------------
+// Fast path: activations.
+
+namespace {
+
+int64_t RoundUp(int64_t n, int64_t m) { return (n + m - 1) / m * m; }
+
+// Bytes of one token row of `cols` columns (a multiple of 64).
+int64_t TokenStride(ActFormat format, int64_t cols) {
+  switch (format) {
+    case ActFormat::kF32:
+      return RoundUp(cols, 16) * 4;
+    case ActFormat::kQ8_0: {
+      const int64_t nbp = kernels::Q8_0PaddedBlocks(cols);
+      return RoundUp(kernels::Q8_0ScaleOffset(nbp) + nbp * 4, 64);
+    }
+    case ActFormat::kQ8_K:
+      return cols / 256 * static_cast<int64_t>(sizeof(kernels::ActBlockQ8K));
+  }
+  return 0;
+}
+
+const kernels::KernelTable& Table(Isa isa) {
+  MT_CHECK_MSG(IsaSupported(isa), "matmul variant not supported by this CPU or build");
+  switch (isa) {
+    case Isa::kScalar:
+      return kernels::ScalarKernels();
+#ifdef MT_KERNELS_X86
+    case Isa::kAvx2:
+      return kernels::Avx2Kernels();
+    case Isa::kAvx512:
+      return kernels::Avx512Kernels();
+#endif
+    default:
+      break;
+  }
+  MT_CHECK_MSG(false, "matmul variant not compiled in");
+  return kernels::ScalarKernels();
+}
+
+}  // namespace
+
+ActFormat ActFormatFor(GgmlType weight_type) {
+  switch (weight_type) {
+    case GgmlType::kQ4_K:
+    case GgmlType::kQ5_K:
+    case GgmlType::kQ6_K:
+      return ActFormat::kQ8_K;
+    case GgmlType::kQ8_0:
+    case GgmlType::kQ4_0:
+    case GgmlType::kMXFP4:
+      return ActFormat::kQ8_0;
+    case GgmlType::kF32:
+    case GgmlType::kF16:
+    case GgmlType::kBF16:
+    case GgmlType::kQ4_1:
+    case GgmlType::kQ5_0:
+    case GgmlType::kQ5_1:
+      return ActFormat::kF32;
+    default:
+      break;
+  }
+  MT_CHECK_MSG(false, "ActFormatFor: weight type not supported by MatMul");
+  return ActFormat::kF32;
+}
+
+int64_t ActBlockSize(ActFormat format) {
+  switch (format) {
+    case ActFormat::kF32:
+      return 1;
+    case ActFormat::kQ8_0:
+      return 32;
+    case ActFormat::kQ8_K:
+      return 256;
+  }
+  return 1;
+}
+
+void Activations::Free::operator()(uint8_t* p) const {
+  ::operator delete[](p, std::align_val_t{64});
+}
+
+Activations::Activations() = default;
+Activations::~Activations() = default;
+Activations::Activations(Activations&&) noexcept = default;
+Activations& Activations::operator=(Activations&&) noexcept = default;
+
+void Activations::Reserve(int64_t max_tok, int64_t max_cols) {
+  MT_CHECK(max_tok >= 0 && max_cols >= 0);
+  const int64_t cols = RoundUp(max_cols, 256);
+  int64_t stride = 0;
+  for (ActFormat f : {ActFormat::kF32, ActFormat::kQ8_0, ActFormat::kQ8_K}) {
+    stride = std::max(stride, TokenStride(f, cols));
+  }
+  const size_t bytes = static_cast<size_t>(max_tok * stride);
+  if (bytes <= capacity_) return;
+  buffer_.reset(static_cast<uint8_t*>(::operator new[](bytes, std::align_val_t{64})));
+  capacity_ = bytes;
+  data_ = buffer_.get();
+  n_tok_ = 0;
+}
+
+void Activations::Prepare(ActFormat format, int64_t n_tok, int64_t cols) {
+  MT_CHECK(n_tok >= 0 && cols >= 0);
+  MT_CHECK_MSG(cols % ActBlockSize(format) == 0, "Activations: cols not a multiple of the block");
+  const int64_t stride = TokenStride(format, cols);
+  if (static_cast<size_t>(n_tok * stride) > capacity_) Reserve(n_tok, cols);
+  format_ = format;
+  n_tok_ = n_tok;
+  cols_ = cols;
+  token_stride_ = stride;
+}
+
+void Activations::QuantizeTokens(const float* x, int64_t x_stride, int64_t t0, int64_t t1) {
+  QuantizeTokens(ActiveIsa(), x, x_stride, t0, t1);
+}
+
+void Activations::QuantizeTokens(Isa isa, const float* x, int64_t x_stride, int64_t t0,
+                                 int64_t t1) {
+  MT_CHECK(0 <= t0 && t0 <= t1 && t1 <= n_tok_);
+  const kernels::KernelTable& k = Table(isa);
+  for (int64_t t = t0; t < t1; ++t) {
+    const float* src = x + t * x_stride;
+    uint8_t* dst = data_ + t * token_stride_;
+    switch (format_) {
+      case ActFormat::kF32:
+        std::memcpy(dst, src, static_cast<size_t>(cols_) * 4);
+        std::memset(dst + cols_ * 4, 0, static_cast<size_t>(token_stride_ - cols_ * 4));
+        break;
+      case ActFormat::kQ8_0:
+        k.quantize_q8_0(src, cols_, dst);
+        break;
+      case ActFormat::kQ8_K:
+        k.quantize_q8_k(src, cols_, dst);
+        break;
+    }
+  }
+}
+
+void Activations::Quantize(ActFormat format, const float* x, int64_t x_stride, int64_t n_tok,
+                           int64_t cols) {
+  Prepare(format, n_tok, cols);
+  QuantizeTokens(x, x_stride, 0, n_tok);
+}
+
+float Activations::Scale(int64_t t, int64_t c) const {
+  MT_CHECK(0 <= t && t < n_tok_ && 0 <= c && c < cols_);
+  const uint8_t* row = token(t);
+  switch (format_) {
+    case ActFormat::kF32:
+      return 0.0f;
+    case ActFormat::kQ8_0: {
+      float d;
+      std::memcpy(&d, row + kernels::Q8_0ScaleOffset(kernels::Q8_0PaddedBlocks(cols_)) + c / 32 * 4,
+                  4);
+      return d;
+    }
+    case ActFormat::kQ8_K:
+      return reinterpret_cast<const kernels::ActBlockQ8K*>(row)[c / 256].d;
+  }
+  return 0.0f;
+}
+
+int Activations::Code(int64_t t, int64_t c) const {
+  MT_CHECK(0 <= t && t < n_tok_ && 0 <= c && c < cols_);
+  MT_CHECK(format_ != ActFormat::kF32);
+  const uint8_t* row = token(t);
+  if (format_ == ActFormat::kQ8_0) return static_cast<int8_t>(row[c]);
+  return reinterpret_cast<const kernels::ActBlockQ8K*>(row)[c / 256].qs[c % 256];
+}
+
+float Activations::Value(int64_t t, int64_t c) const {
+  MT_CHECK(0 <= t && t < n_tok_ && 0 <= c && c < cols_);
+  if (format_ == ActFormat::kF32) return reinterpret_cast<const float*>(token(t))[c];
+  return static_cast<float>(Code(t, c)) * Scale(t, c);
+}
+
+// ---------------------------------------------------------------------------------------
+// Fast path: dispatch.
+
+void MatMul(Isa isa, const WeightMatrix& w, const Activations& a, float* y, int64_t y_stride,
+            int64_t r0, int64_t r1) {
+  MT_CHECK_MSG(MatMulSupports(w.type), "MatMul: weight type not supported");
+  MT_CHECK_MSG(a.format() == ActFormatFor(w.type), "MatMul: activations in the wrong format");
+  MT_CHECK_MSG(a.cols() == w.cols, "MatMul: activation columns != weight columns");
+  MT_CHECK(0 <= r0 && r0 <= r1 && r1 <= w.rows);
+  if (r0 == r1 || a.n_tok() == 0) return;
+  const kernels::WeightView wv{w.type, w.data, w.rows, w.cols, w.row_bytes};
+  const kernels::ActView av{a.token(0), a.token_stride(), a.n_tok(), a.cols()};
+  Table(isa).matmul(wv, av, y, y_stride, r0, r1);
+}
+
+void MatMul(const WeightMatrix& w, const Activations& a, float* y, int64_t y_stride, int64_t r0,
+            int64_t r1) {
+  static const kernels::KernelTable& table = Table(ActiveIsa());
+  MT_CHECK_MSG(MatMulSupports(w.type), "MatMul: weight type not supported");
+  MT_CHECK_MSG(a.format() == ActFormatFor(w.type), "MatMul: activations in the wrong format");
+  MT_CHECK_MSG(a.cols() == w.cols, "MatMul: activation columns != weight columns");
+  MT_CHECK(0 <= r0 && r0 <= r1 && r1 <= w.rows);
+  if (r0 == r1 || a.n_tok() == 0) return;
+  const kernels::WeightView wv{w.type, w.data, w.rows, w.cols, w.row_bytes};
+  const kernels::ActView av{a.token(0), a.token_stride(), a.n_tok(), a.cols()};
+  table.matmul(wv, av, y, y_stride, r0, r1);
 }
 
 }  // namespace mt

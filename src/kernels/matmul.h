@@ -1,20 +1,42 @@
 // Matrix products of quantized weights with float activations.
 //
-// Semantics (the definition every variant must match within its tolerance):
+// Semantics (the definition every path must match within its tolerance):
 //   y[t * y_stride + r] = sum_c W[r][c] * x[t * x_stride + c]
-// for tokens t in [0, n_tok) and weight rows r in [row_begin, row_end). Each output is
-// computed by one call with a fixed summation order, so splitting rows across threads never
-// changes a bit.
+// for tokens t and weight rows r, W[r][c] being the value quant/dequant.h gives the weight.
+//
+// Two paths:
+//  - MatMulRows: the float reference (dequantize a row, float dot). Slow; kept for the engine
+//    until it switches, and as a second opinion.
+//  - MatMul: the fast kernels. The input is first put into an Activations object (once per
+//    input, reused by every weight that reads it). For K-quant weights the activations are
+//    quantized to int8 per block of 256 (Q8_K-like), for Q8_0/Q4_0/MXFP4 per block of 32
+//    (Q8_0-like); the weight x activation products are then exact integer sums, scaled in
+//    float per block, as llama.cpp does. F32/F16/BF16 weights, and the Q4_1/Q5_0/Q5_1
+//    fallbacks, read float activations (weights converted to f32 exactly, f32 FMA).
+//
+// Batch invariance: for a given ISA variant (kernels/isa.h) the value of y for (row r,
+// token t) depends only on row r of W and on token t of the input: it is bit-identical
+// whatever the number of tokens, the other tokens, and however [r0, r1) is split.
+//
+// Tolerances (derived in matmul_test.cc, measured in the benchmark notes):
+//  - vs the definition with the *quantized* activations (q * d, as Activations holds them):
+//    float rounding only, |err| <= 1e-5 * sum_c |W[r][c] * xq[c]|.
+//  - vs the definition with the float input: plus the activation rounding, which is at most
+//    half a step per element: |err| <= sum_c |W[r][c]| * d_block(c) / 2 (+ the above).
 #pragma once
 
+#include <cstddef>
 #include <cstdint>
+#include <memory>
 
+#include "kernels/isa.h"
 #include "quant/ggml_type.h"
 
 namespace mt {
 
 // A 2-D weight in GGUF layout: `rows` rows of `cols` elements of `type`; row r starts at
-// data + r * row_bytes. Views into a mapping or a cache slot; owns nothing.
+// data + r * row_bytes. Views into a mapping or a cache slot; owns nothing. Rows may sit at
+// any byte address (no alignment needed).
 struct WeightMatrix {
   GgmlType type = GgmlType::kF32;
   const uint8_t* data = nullptr;
@@ -25,13 +47,107 @@ struct WeightMatrix {
   const uint8_t* row(int64_t r) const { return data + static_cast<uint64_t>(r) * row_bytes; }
 };
 
-// True if MatMulRows can read `type`.
+// True if MatMulRows and MatMul can read `type`: F32, F16, BF16, Q8_0, Q4_0, Q4_1, Q5_0,
+// Q5_1, Q4_K, Q5_K, Q6_K, MXFP4.
 bool MatMulSupports(GgmlType type);
+
+// ---------------------------------------------------------------------------------------
+// Float reference path.
 
 void MatMulRows(const WeightMatrix& w, const float* x, int64_t x_stride, int64_t n_tok, float* y,
                 int64_t y_stride, int64_t row_begin, int64_t row_end);
 
 // Dot product of two float vectors with the fixed summation order MatMulRows uses.
 float DotF32(const float* a, const float* b, int64_t n);
+
+// ---------------------------------------------------------------------------------------
+// Fast path.
+
+// How an input is stored for the kernels. One format per weight type (ActFormatFor).
+//  kF32:  the floats themselves.
+//  kQ8_0: per block of 32 elements: d = amax / 127, q = round_half_even(x * (127 / amax)),
+//         q in [-127, 127] (all zero, d = 0, when amax = 0). x ~ q * d.
+//  kQ8_K: the same per block of 256 elements (plus the sums of q over each 16, for the
+//         sub-block minimums of the K-quants).
+// The quantization is a function of the token's own values only, and every ISA variant
+// produces the same bytes (for finite input).
+enum class ActFormat : uint8_t { kF32, kQ8_0, kQ8_K };
+
+// The activation format MatMul needs for weights of `weight_type` (which must satisfy
+// MatMulSupports; checked).
+ActFormat ActFormatFor(GgmlType weight_type);
+
+// Elements per activation block: 1, 32, 256. The number of columns of an input must be a
+// multiple of it (it is for every weight of that format: a row is whole blocks).
+int64_t ActBlockSize(ActFormat format);
+
+// An input of n_tok tokens x cols columns in one ActFormat. Owns 64-byte aligned memory.
+//
+// Sizing: Reserve(max tokens of a batch, max columns of any input) once; Prepare/Quantize
+// then never allocate. (They grow the buffer if asked for more, which allocates.)
+// Memory per token, rounded up to 64 bytes: kF32 4 * cols; kQ8_0 ~1.13 * cols;
+// kQ8_K 1.5 * cols.
+//
+// Thread-safety: Prepare/Quantize mutate; QuantizeTokens on disjoint token ranges may run
+// concurrently after one Prepare; MatMul only reads, from any number of threads.
+class Activations {
+ public:
+  Activations();
+  ~Activations();
+  Activations(Activations&&) noexcept;
+  Activations& operator=(Activations&&) noexcept;
+
+  void Reserve(int64_t max_tok, int64_t max_cols);
+
+  // Quantizes n_tok rows of `cols` floats (row t at x + t * x_stride) into `format`, with the
+  // ActiveIsa() variant. = Prepare + QuantizeTokens(0, n_tok).
+  void Quantize(ActFormat format, const float* x, int64_t x_stride, int64_t n_tok, int64_t cols);
+
+  // Sets the shape (may grow the buffer), without filling anything.
+  void Prepare(ActFormat format, int64_t n_tok, int64_t cols);
+  // Fills tokens [t0, t1) from x (token t at x + t * x_stride; x points at token 0).
+  void QuantizeTokens(const float* x, int64_t x_stride, int64_t t0, int64_t t1);
+  // The same with an explicit variant (tests, benchmarks). The isa must be supported.
+  void QuantizeTokens(Isa isa, const float* x, int64_t x_stride, int64_t t0, int64_t t1);
+
+  ActFormat format() const { return format_; }
+  int64_t n_tok() const { return n_tok_; }
+  int64_t cols() const { return cols_; }
+
+  // The value the kernels use for element (t, c): q * d, or the float itself (kF32).
+  float Value(int64_t t, int64_t c) const;
+  // The block scale d of element (t, c) (kQ8_0, kQ8_K); 0 for kF32.
+  float Scale(int64_t t, int64_t c) const;
+  // The int8 code of element (t, c) (kQ8_0, kQ8_K).
+  int Code(int64_t t, int64_t c) const;
+
+  // Raw layout for the kernels (kernels/matmul_internal.h describes it).
+  const uint8_t* token(int64_t t) const { return data_ + t * token_stride_; }
+  int64_t token_stride() const { return token_stride_; }
+
+ private:
+  struct Free {
+    void operator()(uint8_t* p) const;
+  };
+  std::unique_ptr<uint8_t, Free> buffer_;
+  size_t capacity_ = 0;  // bytes
+  uint8_t* data_ = nullptr;
+  ActFormat format_ = ActFormat::kF32;
+  int64_t n_tok_ = 0;
+  int64_t cols_ = 0;
+  int64_t token_stride_ = 0;  // bytes, a multiple of 64
+};
+
+// y[t * y_stride + r] = sum_c W[r][c] * a[t][c] for rows r in [r0, r1) and all a.n_tok()
+// tokens, with the ActiveIsa() variant. Requirements (checked): MatMulSupports(w.type),
+// a.format() == ActFormatFor(w.type), a.cols() == w.cols, 0 <= r0 <= r1 <= w.rows.
+// No heap allocation; uses about 30 KiB of stack. Thread-safe: calls on disjoint row ranges
+// (or different outputs) may run concurrently.
+void MatMul(const WeightMatrix& w, const Activations& a, float* y, int64_t y_stride, int64_t r0,
+            int64_t r1);
+
+// The same with an explicit variant (tests, benchmarks). The isa must be supported.
+void MatMul(Isa isa, const WeightMatrix& w, const Activations& a, float* y, int64_t y_stride,
+            int64_t r0, int64_t r1);
 
 }  // namespace mt

@@ -1,0 +1,222 @@
+// Microbenchmark of the matmul kernels (kernels/matmul.h). Not a test: it measures.
+//
+//   gemv/<isa>/<type>/<rows>x<cols>[/t2]  one token; the weights cycle through copies
+//       filling >= 256 MiB, so they stream from DRAM as in decode. Counter GB/s = weight
+//       bytes read per second of CPU time (the machine may be shared); /t2: rows split over
+//       2 threads (mt::ThreadPool), per second of wall time.
+//   gemv_hot/...                           the same on one copy (cache-resident): the
+//       kernel's compute roof.
+//   gemm<n>/<isa>/<type>/<rows>x<cols>     n tokens (16: a typical expert batch in prefill;
+//       128). Counter GOP/s = 2 * rows * cols * n / s (one multiply-add = 2 ops).
+//   quantize/<isa>/<fmt>/<cols>            activation quantization, GB/s of float input.
+//   read_bandwidth[/t2]                    plain sum over a 1 GiB buffer (the DRAM roof).
+// Shapes: rows x cols of gate/up experts (n_ff x n_embd) 768x2048, 1024x2048, 1536x4096,
+// 2048x7168 and the transposed down shapes.
+//
+// Run e.g.: kernels_bench --benchmark_filter='gemv/avx512/q4_K' --benchmark_repetitions=5
+//           --benchmark_report_aggregates_only=true
+#include <benchmark/benchmark.h>
+
+#include <cstdint>
+#include <cstring>
+#include <map>
+#include <memory>
+#include <random>
+#include <string>
+#include <tuple>
+#include <vector>
+
+#include "base/thread_pool.h"
+#include "kernels/matmul.h"
+#include "quant/quantize.h"
+
+namespace mt {
+namespace {
+
+constexpr uint64_t kWorkingSet = 256ull << 20;
+
+const GgmlType kTypes[] = {GgmlType::kQ4_K, GgmlType::kQ5_K,  GgmlType::kQ6_K, GgmlType::kQ8_0,
+                           GgmlType::kQ4_0, GgmlType::kMXFP4, GgmlType::kF16,  GgmlType::kBF16,
+                           GgmlType::kF32,  GgmlType::kQ4_1,  GgmlType::kQ5_0, GgmlType::kQ5_1};
+
+const std::pair<int64_t, int64_t> kShapes[] = {{768, 2048},  {1024, 2048}, {1536, 4096},
+                                               {2048, 7168}, {2048, 768},  {2048, 1024},
+                                               {4096, 1536}, {7168, 2048}};
+
+// One quantized matrix per (type, rows, cols), made once.
+const std::vector<uint8_t>& Matrix(GgmlType type, int64_t rows, int64_t cols) {
+  static std::map<std::tuple<GgmlType, int64_t, int64_t>, std::vector<uint8_t>> cache;
+  auto& m = cache[{type, rows, cols}];
+  if (m.empty()) {
+    std::mt19937 rng(1);
+    std::normal_distribution<float> g(0.0f, 0.02f);
+    std::vector<float> row(cols);
+    const uint64_t rb = RowBytes(type, cols);
+    m.resize(rows * rb);
+    for (int64_t r = 0; r < rows; ++r) {
+      for (auto& v : row) v = g(rng);
+      QuantizeRow(type, row.data(), m.data() + r * rb, cols, QuantEffort::kFast);
+    }
+  }
+  return m;
+}
+
+std::vector<float> Input(int64_t n_tok, int64_t cols) {
+  std::mt19937 rng(2);
+  std::normal_distribution<float> g(0.0f, 1.0f);
+  std::vector<float> x(n_tok * cols);
+  for (auto& v : x) v = g(rng);
+  return x;
+}
+
+struct AlignedBytes {
+  struct Free {
+    void operator()(uint8_t* p) const { ::operator delete[](p, std::align_val_t{64}); }
+  };
+  explicit AlignedBytes(size_t n)
+      : p(static_cast<uint8_t*>(::operator new[](n, std::align_val_t{64}))) {}
+  std::unique_ptr<uint8_t, Free> p;
+};
+
+void Gemv(benchmark::State& state, Isa isa, GgmlType type, int64_t rows, int64_t cols, int threads,
+          bool hot) {
+  const std::vector<uint8_t>& m = Matrix(type, rows, cols);
+  const uint64_t bytes = m.size();
+  const int64_t copies = hot ? 1 : std::max<int64_t>(2, (kWorkingSet + bytes - 1) / bytes);
+  AlignedBytes ws(copies * bytes);
+  for (int64_t i = 0; i < copies; ++i) std::memcpy(ws.p.get() + i * bytes, m.data(), bytes);
+  const std::vector<float> x = Input(1, cols);
+  Activations a;
+  a.Prepare(ActFormatFor(type), 1, cols);
+  a.QuantizeTokens(isa, x.data(), cols, 0, 1);
+  std::vector<float> y(rows);
+  ThreadPool pool(threads);
+  WeightMatrix w{type, nullptr, rows, cols, RowBytes(type, cols)};
+  int64_t i = 0;
+  for (auto _ : state) {
+    w.data = ws.p.get() + (i++ % copies) * bytes;
+    if (threads == 1) {
+      MatMul(isa, w, a, y.data(), rows, 0, rows);
+    } else {
+      pool.ParallelFor(
+          rows, [&](int64_t r0, int64_t r1, int) { MatMul(isa, w, a, y.data(), rows, r0, r1); },
+          16);
+    }
+    benchmark::DoNotOptimize(y.data());
+  }
+  state.counters["GB/s"] = benchmark::Counter(static_cast<double>(bytes) * state.iterations() / 1e9,
+                                              benchmark::Counter::kIsRate);
+}
+
+void Gemm(benchmark::State& state, Isa isa, GgmlType type, int64_t rows, int64_t cols,
+          int64_t n_tok) {
+  const std::vector<uint8_t>& m = Matrix(type, rows, cols);
+  const std::vector<float> x = Input(n_tok, cols);
+  Activations a;
+  a.Prepare(ActFormatFor(type), n_tok, cols);
+  a.QuantizeTokens(isa, x.data(), cols, 0, n_tok);
+  std::vector<float> y(n_tok * rows);
+  const WeightMatrix w{type, m.data(), rows, cols, RowBytes(type, cols)};
+  for (auto _ : state) {
+    MatMul(isa, w, a, y.data(), rows, 0, rows);
+    benchmark::DoNotOptimize(y.data());
+  }
+  state.counters["GOP/s"] = benchmark::Counter(2.0 * rows * cols * n_tok * state.iterations() / 1e9,
+                                               benchmark::Counter::kIsRate);
+}
+
+void QuantizeBench(benchmark::State& state, Isa isa, ActFormat f, int64_t cols) {
+  const int64_t n_tok = 64;
+  const std::vector<float> x = Input(n_tok, cols);
+  Activations a;
+  a.Prepare(f, n_tok, cols);
+  for (auto _ : state) {
+    a.QuantizeTokens(isa, x.data(), cols, 0, n_tok);
+    benchmark::ClobberMemory();
+  }
+  state.counters["GB/s"] = benchmark::Counter(4.0 * n_tok * cols * state.iterations() / 1e9,
+                                              benchmark::Counter::kIsRate);
+}
+
+// The DRAM roof: a plain sum of 64-bit words (4 chains) over 1 GiB.
+void ReadBandwidth(benchmark::State& state, int threads) {
+  const size_t n = (1ull << 30) / 8;
+  AlignedBytes buf(n * 8);
+  auto* v = reinterpret_cast<uint64_t*>(buf.p.get());
+  for (size_t i = 0; i < n; ++i) v[i] = i;
+  ThreadPool pool(threads);
+  std::vector<uint64_t> sums(threads);
+  for (auto _ : state) {
+    pool.ParallelFor(
+        static_cast<int64_t>(n),
+        [&](int64_t b, int64_t e, int th) {
+          uint64_t s0 = 0, s1 = 0, s2 = 0, s3 = 0;
+          for (int64_t i = b; i + 4 <= e; i += 4) {
+            s0 += v[i];
+            s1 += v[i + 1];
+            s2 += v[i + 2];
+            s3 += v[i + 3];
+          }
+          sums[th] = s0 + s1 + s2 + s3;
+        },
+        4096);
+    benchmark::DoNotOptimize(sums.data());
+  }
+  state.counters["GB/s"] =
+      benchmark::Counter(8.0 * n * state.iterations() / 1e9, benchmark::Counter::kIsRate);
+}
+
+std::string Shape(int64_t rows, int64_t cols) {
+  return std::to_string(rows) + "x" + std::to_string(cols);
+}
+
+void RegisterAll() {
+  for (int threads : {1, 2}) {
+    auto* b = benchmark::RegisterBenchmark(threads == 1 ? "read_bandwidth" : "read_bandwidth/t2",
+                                           ReadBandwidth, threads);
+    b->Unit(benchmark::kMillisecond);
+    if (threads > 1) b->UseRealTime();
+  }
+  for (Isa isa : kAllIsas) {
+    if (!IsaSupported(isa)) continue;
+    const std::string in(IsaName(isa));
+    for (ActFormat f : {ActFormat::kQ8_0, ActFormat::kQ8_K}) {
+      const std::string fn = f == ActFormat::kQ8_0 ? "q8_0" : "q8_K";
+      benchmark::RegisterBenchmark(("quantize/" + in + "/" + fn + "/2048").c_str(), QuantizeBench,
+                                   isa, f, 2048);
+    }
+    for (GgmlType type : kTypes) {
+      const std::string tn(TypeName(type));
+      for (auto [rows, cols] : kShapes) {
+        const std::string sh = Shape(rows, cols);
+        benchmark::RegisterBenchmark(("gemv/" + in + "/" + tn + "/" + sh).c_str(), Gemv, isa, type,
+                                     rows, cols, 1, false)
+            ->Unit(benchmark::kMicrosecond);
+        benchmark::RegisterBenchmark(("gemv/" + in + "/" + tn + "/" + sh + "/t2").c_str(), Gemv,
+                                     isa, type, rows, cols, 2, false)
+            ->Unit(benchmark::kMicrosecond)
+            ->UseRealTime();
+        benchmark::RegisterBenchmark(("gemv_hot/" + in + "/" + tn + "/" + sh).c_str(), Gemv, isa,
+                                     type, rows, cols, 1, true)
+            ->Unit(benchmark::kMicrosecond);
+        for (int64_t n : {16, 128}) {
+          benchmark::RegisterBenchmark(
+              ("gemm" + std::to_string(n) + "/" + in + "/" + tn + "/" + sh).c_str(), Gemm, isa,
+              type, rows, cols, n)
+              ->Unit(benchmark::kMicrosecond);
+        }
+      }
+    }
+  }
+}
+
+}  // namespace
+}  // namespace mt
+
+int main(int argc, char** argv) {
+  benchmark::Initialize(&argc, argv);
+  mt::RegisterAll();
+  benchmark::RunSpecifiedBenchmarks();
+  benchmark::Shutdown();
+  return 0;
+}

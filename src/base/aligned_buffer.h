@@ -1,0 +1,34 @@
+// An owned, page-aligned (4 KiB) block of anonymous memory. Pages are populated lazily on
+// first touch, so a large buffer costs nothing until used. Movable, not copyable.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <utility>
+
+#include "base/status.h"
+
+namespace mt {
+
+class AlignedBuffer {
+ public:
+  AlignedBuffer() = default;
+  // Errors (kResourceExhausted) name the size that could not be mapped.
+  static Result<AlignedBuffer> Allocate(size_t bytes);
+
+  AlignedBuffer(AlignedBuffer&& o) noexcept { *this = std::move(o); }
+  AlignedBuffer& operator=(AlignedBuffer&& o) noexcept;
+  AlignedBuffer(const AlignedBuffer&) = delete;
+  AlignedBuffer& operator=(const AlignedBuffer&) = delete;
+  ~AlignedBuffer();
+
+  uint8_t* data() { return data_; }
+  const uint8_t* data() const { return data_; }
+  size_t size() const { return size_; }
+
+ private:
+  uint8_t* data_ = nullptr;
+  size_t size_ = 0;
+};
+
+}  // namespace mt

@@ -1,0 +1,488 @@
+// AVX2 variant (AVX2 + FMA + F16C; no VNNI, so it runs on Haswell / Zen 1 and later).
+// Compiled with its own -m flags; keeps the rules of matmul_internal.h (everything in an
+// anonymous namespace, nothing shared inline).
+//
+// The loops are in matmul_driver.h; this file has the per-format traits. Steps: 256 columns
+// for the K-quants, 32 (one block) for Q8_0/Q4_0/MXFP4 and the dequantized fallbacks, 8 for
+// F32/F16/BF16. Integer products use vpmaddubsw (u8 x s8, pairs summed to int16) and
+// vpmaddwd (int16 pairs summed to int32); the code ranges keep vpmaddubsw from saturating
+// (noted at each use). Per (row, token) and step the float ops are fixed (listed at each
+// Step) into one 8-lane accumulator, summed in a fixed tree at the end (Reduce8).
+#include <immintrin.h>
+
+#include <cstdint>
+#include <cstring>
+
+#include "kernels/matmul_driver.h"
+#include "kernels/matmul_internal.h"
+#include "quant/dequant.h"
+
+namespace mt::kernels {
+namespace {
+
+// ---- Small helpers ------------------------------------------------------------------------
+
+float F16(const uint8_t* p) {
+  uint16_t h;
+  std::memcpy(&h, p, 2);
+  return _cvtsh_ss(h);
+}
+
+uint32_t Load32(const uint8_t* p) {
+  uint32_t v;
+  std::memcpy(&v, p, 4);
+  return v;
+}
+
+__m256i LoadU256(const uint8_t* p) {
+  return _mm256_loadu_si256(reinterpret_cast<const __m256i*>(p));
+}
+
+// Fixed-order sum of the 8 lanes: halves, then pairs.
+float Reduce8(__m256 v) {
+  const __m128 s4 = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
+  const __m128 s2 = _mm_add_ps(s4, _mm_movehl_ps(s4, s4));
+  const __m128 s1 = _mm_add_ss(s2, _mm_movehdup_ps(s2));
+  return _mm_cvtss_f32(s1);
+}
+
+// Sum of 8 int32 lanes (exact, order-free).
+int32_t HSum8(__m256i v) {
+  __m128i s = _mm_add_epi32(_mm256_castsi256_si128(v), _mm256_extracti128_si256(v, 1));
+  s = _mm_add_epi32(s, _mm_shuffle_epi32(s, 0x4E));
+  s = _mm_add_epi32(s, _mm_shuffle_epi32(s, 0xB1));
+  return _mm_cvtsi128_si32(s);
+}
+
+struct Acc256 {
+  using Acc = __m256;
+  static __m256 Zero() { return _mm256_setzero_ps(); }
+  static float Reduce(__m256 v) { return Reduce8(v); }
+};
+
+// ---- Activation quantization (bit-identical to the scalar variant) ------------------------
+
+// Codes of 8 floats times id, clamped like the scalar Code() and rounded half to even, as
+// int32 lanes.
+__m256i Codes8(__m256 x, __m256 id) {
+  __m256 v = _mm256_mul_ps(x, id);
+  v = _mm256_max_ps(v, _mm256_set1_ps(-127.0f));  // (v > -127) ? v : -127
+  v = _mm256_min_ps(v, _mm256_set1_ps(127.0f));   // (v < 127) ? v : 127
+  return _mm256_cvtps_epi32(v);
+}
+
+// 32 codes as bytes in element order.
+__m256i Codes32(const float* x, __m256 id) {
+  const __m256i a = Codes8(_mm256_loadu_ps(x), id), b = Codes8(_mm256_loadu_ps(x + 8), id);
+  const __m256i c = Codes8(_mm256_loadu_ps(x + 16), id), d = Codes8(_mm256_loadu_ps(x + 24), id);
+  // packs work within 128-bit lanes: the bytes come out as a0 b0 c0 d0 a1 b1 c1 d1 (4 each);
+  // the dword permute puts them back in order. Values are in [-127, 127]: no saturation.
+  const __m256i ab = _mm256_packs_epi32(a, b), cd = _mm256_packs_epi32(c, d);
+  return _mm256_permutevar8x32_epi32(_mm256_packs_epi16(ab, cd),
+                                     _mm256_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7));
+}
+
+float AbsMax(const float* x, int n) {
+  const __m256 sign = _mm256_set1_ps(-0.0f);
+  __m256 m = _mm256_setzero_ps();
+  for (int i = 0; i < n; i += 8)
+    m = _mm256_max_ps(m, _mm256_andnot_ps(sign, _mm256_loadu_ps(x + i)));
+  __m128 r = _mm_max_ps(_mm256_castps256_ps128(m), _mm256_extractf128_ps(m, 1));
+  r = _mm_max_ps(r, _mm_movehl_ps(r, r));
+  r = _mm_max_ss(r, _mm_movehdup_ps(r));
+  return _mm_cvtss_f32(r);  // order-free: max is exact
+}
+
+void QuantizeQ8_0(const float* x, int64_t cols, uint8_t* dst) {
+  const int64_t nb = cols / 32, nbp = Q8_0PaddedBlocks(cols);
+  auto* d = reinterpret_cast<float*>(dst + Q8_0ScaleOffset(nbp));
+  for (int64_t b = 0; b < nb; ++b) {
+    const float* xb = x + 32 * b;
+    const float amax = AbsMax(xb, 32);
+    d[b] = amax / 127.0f;
+    const __m256 id = _mm256_set1_ps(amax > 0.0f ? 127.0f / amax : 0.0f);
+    _mm256_storeu_si256(reinterpret_cast<__m256i*>(dst + 32 * b), Codes32(xb, id));
+  }
+  for (int64_t b = nb; b < nbp; ++b) {
+    std::memset(dst + 32 * b, 0, 32);
+    d[b] = 0.0f;
+  }
+}
+
+void QuantizeQ8_K(const float* x, int64_t cols, uint8_t* dst) {
+  auto* blocks = reinterpret_cast<ActBlockQ8K*>(dst);
+  for (int64_t b = 0; b < cols / 256; ++b) {
+    const float* xb = x + 256 * b;
+    ActBlockQ8K& o = blocks[b];
+    const float amax = AbsMax(xb, 256);
+    o.d = amax / 127.0f;
+    const __m256 id = _mm256_set1_ps(amax > 0.0f ? 127.0f / amax : 0.0f);
+    for (int j = 0; j < 8; ++j) {
+      const __m256i q = Codes32(xb + 32 * j, id);
+      _mm256_store_si256(reinterpret_cast<__m256i*>(o.qs + 32 * j), q);
+      for (int h = 0; h < 2; ++h) {
+        const __m128i q16 = h == 0 ? _mm256_castsi256_si128(q) : _mm256_extracti128_si256(q, 1);
+        const int s = HSum8(_mm256_madd_epi16(_mm256_cvtepi8_epi16(q16), _mm256_set1_epi16(1)));
+        o.bsum[2 * j + h] = static_cast<int16_t>(s);
+        o.bd[2 * j + h] = o.d * static_cast<float>(s);
+      }
+    }
+  }
+}
+
+// ---- Format traits ------------------------------------------------------------------------
+
+// Q4_K and Q5_K: x = d * sc[s] * q - dmin * m[s], sub-blocks s of 32 (one vector each).
+// Per (row, token) and super-block:
+//   S (8 x int32, exact) = sum_s madd(maddubs(q_s, a_s), set1(sc[s]))   (pairs <= 2*31*127)
+//   f = fma(float(S), set1(d * da), f)
+//   f = fnmadd(mdm[0..7], bd[0..7], f);  f = fnmadd(mdm[8..15], bd[8..15], f)
+//     mdm[j] = dmin * m[j / 2], bd[j] = da * bsum[j]   (16 groups j of 16)
+struct alignas(32) UnpackedK4 {
+  __m256i q[8];   // codes, sub-block s in q[s]
+  __m256 mdm[2];  // dmin * m[j / 2]
+  int16_t sc[8];  // sub-block scales
+  float d;
+};
+
+template <bool kFifthBit>
+struct K4Traits : Acc256 {
+  static constexpr int64_t kStep = 256;
+  static constexpr int kRows = 3, kToks = 2;
+  static constexpr int kDirectRows = 1;
+  static constexpr bool kPrefetch = false;
+  using Unpacked = UnpackedK4;
+
+  static void Unpack(const RowRef& rr, int64_t s, Unpacked* u) {
+    constexpr int64_t kBytes = kFifthBit ? 176 : 144;
+    const uint8_t* p = rr.row + s * kBytes;
+    const uint8_t* qs = p + (kFifthBit ? 48 : 16);
+    u->d = F16(p);
+    const float dmin = F16(p + 2);
+    // The 12 scale bytes -> 8 six-bit scales and mins (see BlockQ4_K and the AVX-512 file).
+    const uint32_t u0 = Load32(p + 4), u1 = Load32(p + 8), u2 = Load32(p + 12);
+    const uint64_t sc8 =
+        (u0 & 0x3F3F3F3Fu) | uint64_t{(u2 & 0x0F0F0F0Fu) | ((u0 >> 2) & 0x30303030u)} << 32;
+    const uint64_t m8 =
+        (u1 & 0x3F3F3F3Fu) | uint64_t{((u2 >> 4) & 0x0F0F0F0Fu) | ((u1 >> 2) & 0x30303030u)} << 32;
+    _mm_storeu_si128(reinterpret_cast<__m128i*>(u->sc),
+                     _mm_cvtepu8_epi16(_mm_cvtsi64_si128(static_cast<long long>(sc8))));
+    const __m128i m128 = _mm_cvtsi64_si128(static_cast<long long>(m8));
+    const __m128i m16 = _mm_unpacklo_epi8(m128, m128);  // m[j / 2] for j = 0..15
+    const __m256 vdmin = _mm256_set1_ps(dmin);
+    u->mdm[0] = _mm256_mul_ps(_mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(m16)), vdmin);
+    u->mdm[1] =
+        _mm256_mul_ps(_mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(_mm_srli_si128(m16, 8))), vdmin);
+    const __m256i low4 = _mm256_set1_epi8(0x0F);
+    __m256i qh = _mm256_setzero_si256();
+    if (kFifthBit) qh = LoadU256(p + 16);
+    for (int c = 0; c < 4; ++c) {
+      // 32 bytes: low nibbles = sub-block 2c, high nibbles = sub-block 2c + 1.
+      const __m256i v = LoadU256(qs + 32 * c);
+      __m256i lo = _mm256_and_si256(v, low4);
+      __m256i hi = _mm256_and_si256(_mm256_srli_epi16(v, 4), low4);
+      if (kFifthBit) {
+        // Fifth bit of sub-block s: bit s of qh[l].
+        const __m256i one = _mm256_set1_epi8(1);
+        const __m256i h0 = _mm256_and_si256(_mm256_srl_epi16(qh, _mm_cvtsi32_si128(2 * c)), one);
+        const __m256i h1 =
+            _mm256_and_si256(_mm256_srl_epi16(qh, _mm_cvtsi32_si128(2 * c + 1)), one);
+        lo = _mm256_or_si256(lo, _mm256_slli_epi16(h0, 4));
+        hi = _mm256_or_si256(hi, _mm256_slli_epi16(h1, 4));
+      }
+      u->q[2 * c] = lo;
+      u->q[2 * c + 1] = hi;
+    }
+  }
+
+  template <int R, int T>
+  [[gnu::always_inline]] static void Step(const Unpacked* const* u, const Toks& k, int64_t s,
+                                          __m256 (&f)[R][T]) {
+    const ActBlockQ8K* a[T];
+    for (int t = 0; t < T; ++t) a[t] = k.q8k(t, s);
+    __m256i acc[R][T];
+    for (int c = 0; c < 8; ++c) {
+      __m256i av[T];
+      for (int t = 0; t < T; ++t) av[t] = _mm256_load_si256((const __m256i*)(a[t]->qs + 32 * c));
+      for (int i = 0; i < R; ++i) {
+        const __m256i sc = _mm256_set1_epi16(u[i]->sc[c]);
+        for (int t = 0; t < T; ++t) {
+          const __m256i p = _mm256_madd_epi16(_mm256_maddubs_epi16(u[i]->q[c], av[t]), sc);
+          acc[i][t] = c == 0 ? p : _mm256_add_epi32(acc[i][t], p);
+        }
+      }
+    }
+    for (int t = 0; t < T; ++t) {
+      const __m256 bd0 = _mm256_load_ps(a[t]->bd), bd1 = _mm256_load_ps(a[t]->bd + 8);
+      for (int i = 0; i < R; ++i) {
+        const float dd = u[i]->d * a[t]->d;
+        f[i][t] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(acc[i][t]), _mm256_set1_ps(dd), f[i][t]);
+        f[i][t] = _mm256_fnmadd_ps(u[i]->mdm[0], bd0, f[i][t]);
+        f[i][t] = _mm256_fnmadd_ps(u[i]->mdm[1], bd1, f[i][t]);
+      }
+    }
+  }
+};
+
+// Q6_K: x = d * sc[j] * (q - 32), sub-blocks j of 16, sc signed.
+// Per (row, token) and super-block:
+//   S (exact) = sum_c madd(maddubs(q_c, a_c), sc_c) + madd(bsum, -32 * sc)  (pairs <= 2*63*127)
+//   f = fma(float(S), set1(d * da), f)
+struct alignas(32) UnpackedQ6K {
+  __m256i q[8];   // codes 0..63, elements 32c .. 32c + 31 in q[c]
+  __m256i sc[8];  // int16 lanes 0..7: sc[2c], lanes 8..15: sc[2c + 1]
+  __m256i m32;    // int16: -32 * sc[j]
+  float d;
+};
+
+struct Q6KTraits : Acc256 {
+  static constexpr int64_t kStep = 256;
+  static constexpr int kRows = 2, kToks = 2;
+  static constexpr int kDirectRows = 1;
+  static constexpr bool kPrefetch = false;
+  using Unpacked = UnpackedQ6K;
+
+  static void Unpack(const RowRef& rr, int64_t s, Unpacked* u) {
+    const uint8_t* p = rr.row + s * 210;
+    u->d = F16(p + 208);
+    const __m256i low4 = _mm256_set1_epi8(0x0F), three = _mm256_set1_epi8(3);
+    for (int h = 0; h < 2; ++h) {
+      // Half h, l in 0..31: element 128h + 32k + l has low 4 bits from ql[64h + l + 32 (k & 1)]
+      // (low nibble for k < 2, high for k >= 2) and high 2 bits from qh[32h + l] >> 2k.
+      const __m256i ql0 = LoadU256(p + 64 * h), ql1 = LoadU256(p + 64 * h + 32);
+      const __m256i qh = LoadU256(p + 128 + 32 * h);
+      const __m256i lows[4] = {_mm256_and_si256(ql0, low4), _mm256_and_si256(ql1, low4),
+                               _mm256_and_si256(_mm256_srli_epi16(ql0, 4), low4),
+                               _mm256_and_si256(_mm256_srli_epi16(ql1, 4), low4)};
+      for (int kq = 0; kq < 4; ++kq) {
+        const __m256i hi = _mm256_and_si256(_mm256_srl_epi16(qh, _mm_cvtsi32_si128(2 * kq)), three);
+        u->q[4 * h + kq] = _mm256_or_si256(lows[kq], _mm256_slli_epi16(hi, 4));
+      }
+    }
+    int8_t sc8[16];
+    std::memcpy(sc8, p + 192, 16);
+    for (int c = 0; c < 8; ++c) {
+      u->sc[c] = _mm256_set_m128i(_mm_set1_epi16(sc8[2 * c + 1]), _mm_set1_epi16(sc8[2 * c]));
+    }
+    const __m256i sc16 = _mm256_cvtepi8_epi16(_mm_loadu_si128((const __m128i*)(p + 192)));
+    u->m32 = _mm256_mullo_epi16(sc16, _mm256_set1_epi16(-32));
+  }
+
+  template <int R, int T>
+  [[gnu::always_inline]] static void Step(const Unpacked* const* u, const Toks& k, int64_t s,
+                                          __m256 (&f)[R][T]) {
+    const ActBlockQ8K* a[T];
+    for (int t = 0; t < T; ++t) a[t] = k.q8k(t, s);
+    __m256i acc[R][T];
+    for (int c = 0; c < 8; ++c) {
+      __m256i av[T];
+      for (int t = 0; t < T; ++t) av[t] = _mm256_load_si256((const __m256i*)(a[t]->qs + 32 * c));
+      for (int i = 0; i < R; ++i) {
+        for (int t = 0; t < T; ++t) {
+          const __m256i p = _mm256_madd_epi16(_mm256_maddubs_epi16(u[i]->q[c], av[t]), u[i]->sc[c]);
+          acc[i][t] = c == 0 ? p : _mm256_add_epi32(acc[i][t], p);
+        }
+      }
+    }
+    for (int t = 0; t < T; ++t) {
+      const __m256i bs = _mm256_load_si256((const __m256i*)a[t]->bsum);
+      for (int i = 0; i < R; ++i) {
+        acc[i][t] = _mm256_add_epi32(acc[i][t], _mm256_madd_epi16(bs, u[i]->m32));
+        const float dd = u[i]->d * a[t]->d;
+        f[i][t] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(acc[i][t]), _mm256_set1_ps(dd), f[i][t]);
+      }
+    }
+  }
+};
+
+// Q8_0, Q4_0, MXFP4: signed codes w per block of 32, w * dw. One block per step.
+// vpmaddubsw needs one unsigned side: |w| times a with w's sign (|w| <= 128, |a| <= 127, so
+// pairs stay within int16).
+//   S (8 x int32, exact) = madd(maddubs(|w|, sign(a, w)), 1)
+//   f = fma(float(S), set1(dw * da), f)
+struct alignas(32) Unpacked32 {
+  __m256i w;     // signed codes
+  __m256i absw;  // |w| (as unsigned bytes: |-128| = 128)
+  float dw;
+};
+
+enum class Kind32 { kQ8_0, kQ4_0, kMxfp4 };
+
+// 2^(e - 128): the E8M0 scale halved, to pair with the doubled e2m1 values.
+float Mxfp4HalfScale(uint8_t e) {
+  const uint32_t bits = e < 2 ? (0x00200000u << e) : (static_cast<uint32_t>(e - 1) << 23);
+  float f;
+  std::memcpy(&f, &bits, 4);
+  return f;
+}
+
+// The 32 nibbles of 16 bytes in element order: low nibbles, then high nibbles.
+__m256i Nibbles(const uint8_t* p) {
+  const __m128i b = _mm_loadu_si128(reinterpret_cast<const __m128i*>(p));
+  const __m256i v = _mm256_set_m128i(_mm_srli_epi16(b, 4), b);
+  return _mm256_and_si256(v, _mm256_set1_epi8(0x0F));
+}
+
+template <Kind32 kKind>
+struct Traits32 : Acc256 {
+  static constexpr int64_t kStep = 32;
+  static constexpr int kRows = 3, kToks = 3;
+  static constexpr int kDirectRows = 1;
+  static constexpr bool kPrefetch = false;
+  using Unpacked = Unpacked32;
+
+  static void Unpack(const RowRef& rr, int64_t s, Unpacked* u) {
+    constexpr int64_t kBytes = kKind == Kind32::kQ8_0 ? 34 : kKind == Kind32::kQ4_0 ? 18 : 17;
+    const uint8_t* b = rr.row + s * kBytes;
+    if (kKind == Kind32::kQ8_0) {
+      u->w = LoadU256(b + 2);
+      u->dw = F16(b);
+    } else if (kKind == Kind32::kQ4_0) {
+      u->w = _mm256_sub_epi8(Nibbles(b + 2), _mm256_set1_epi8(8));
+      u->dw = F16(b);
+    } else {
+      const __m256i table = _mm256_broadcastsi128_si256(
+          _mm_setr_epi8(0, 1, 2, 3, 4, 6, 8, 12, 0, -1, -2, -3, -4, -6, -8, -12));
+      u->w = _mm256_shuffle_epi8(table, Nibbles(b + 1));
+      u->dw = Mxfp4HalfScale(b[0]);
+    }
+    u->absw = _mm256_abs_epi8(u->w);
+  }
+
+  template <int R, int T>
+  [[gnu::always_inline]] static void Step(const Unpacked* const* u, const Toks& k, int64_t s,
+                                          __m256 (&f)[R][T]) {
+    const __m256i ones = _mm256_set1_epi16(1);
+    __m256i av[T];
+    float da[T];
+    for (int t = 0; t < T; ++t) {
+      av[t] = _mm256_load_si256((const __m256i*)(k.row(t) + 32 * s));
+      da[t] = k.scales(t)[s];
+    }
+    for (int i = 0; i < R; ++i) {
+      for (int t = 0; t < T; ++t) {
+        const __m256i p = _mm256_maddubs_epi16(u[i]->absw, _mm256_sign_epi8(av[t], u[i]->w));
+        const __m256i sum = _mm256_madd_epi16(p, ones);
+        const float dd = u[i]->dw * da[t];
+        f[i][t] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(sum), _mm256_set1_ps(dd), f[i][t]);
+      }
+    }
+  }
+};
+
+// F32, F16, BF16: 8 weights per step converted exactly to f32 (zero past the row's end).
+//   f = fma(w, x, f)
+struct alignas(32) UnpackedF {
+  __m256 w;
+};
+
+template <GgmlType kType>
+struct FloatTraits : Acc256 {
+  static constexpr int64_t kStep = 8;
+  static constexpr int kRows = 3, kToks = 4;
+  static constexpr int kDirectRows = 4;
+  static constexpr bool kPrefetch = true;
+  using Unpacked = UnpackedF;
+
+  static constexpr int kSize = kType == GgmlType::kF32 ? 4 : 2;  // bytes per weight
+
+  static __m256 Convert(const uint8_t* src) {
+    if (kType == GgmlType::kF32) return _mm256_loadu_ps(reinterpret_cast<const float*>(src));
+    const __m128i h = _mm_loadu_si128(reinterpret_cast<const __m128i*>(src));
+    if (kType == GgmlType::kF16) return _mm256_cvtph_ps(h);
+    return _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_cvtepu16_epi32(h), 16));
+  }
+
+  // The row's last, partial step: the weights that exist, zeros after.
+  [[gnu::noinline]] static __m256 ConvertTail(const uint8_t* src, int64_t left) {
+    alignas(32) uint8_t tail[32] = {};
+    std::memcpy(tail, src, static_cast<size_t>(left) * kSize);
+    return Convert(tail);
+  }
+
+  static void Unpack(const RowRef& rr, int64_t s, Unpacked* u) {
+    const int64_t left = rr.cols - 8 * s;
+    const uint8_t* src = rr.row + 8 * kSize * s;
+    u->w = left >= 8 ? Convert(src) : ConvertTail(src, left);
+  }
+
+  template <int R, int T>
+  [[gnu::always_inline]] static void Step(const Unpacked* const* u, const Toks& k, int64_t s,
+                                          __m256 (&f)[R][T]) {
+    __m256 x[T];
+    for (int t = 0; t < T; ++t) x[t] = _mm256_load_ps(k.f32(t) + 8 * s);
+    for (int i = 0; i < R; ++i) {
+      for (int t = 0; t < T; ++t) f[i][t] = _mm256_fmadd_ps(u[i]->w, x[t], f[i][t]);
+    }
+  }
+};
+
+// Q4_1, Q5_0, Q5_1 (fallback formats): one block of 32 dequantized by the reference code.
+//   f = fma(w[8h .. 8h + 7], x[8h .. 8h + 7], f) for h = 0..3
+struct alignas(32) UnpackedG {
+  __m256 w[4];
+};
+
+struct GenericTraits : Acc256 {
+  static constexpr int64_t kStep = 32;
+  static constexpr int kRows = 3, kToks = 4;
+  static constexpr int kDirectRows = 4;
+  static constexpr bool kPrefetch = true;
+  using Unpacked = UnpackedG;
+
+  static void Unpack(const RowRef& rr, int64_t s, Unpacked* u) {
+    const uint64_t block_bytes = rr.type == GgmlType::kQ4_1   ? 20
+                                 : rr.type == GgmlType::kQ5_0 ? 22
+                                                              : 24;
+    alignas(32) float w[32];
+    DequantizeRow(rr.type, rr.row + s * block_bytes, w, 32);
+    for (int h = 0; h < 4; ++h) u->w[h] = _mm256_load_ps(w + 8 * h);
+  }
+
+  template <int R, int T>
+  [[gnu::always_inline]] static void Step(const Unpacked* const* u, const Toks& k, int64_t s,
+                                          __m256 (&f)[R][T]) {
+    for (int h = 0; h < 4; ++h) {
+      __m256 x[T];
+      for (int t = 0; t < T; ++t) x[t] = _mm256_load_ps(k.f32(t) + 32 * s + 8 * h);
+      for (int i = 0; i < R; ++i) {
+        for (int t = 0; t < T; ++t) f[i][t] = _mm256_fmadd_ps(u[i]->w[h], x[t], f[i][t]);
+      }
+    }
+  }
+};
+
+void MatMulAvx2(const WeightView& w, const ActView& a, float* y, int64_t y_stride, int64_t r0,
+                int64_t r1) {
+  switch (w.type) {
+    case GgmlType::kQ4_K:
+      return Run<K4Traits<false>>(w, a, y, y_stride, r0, r1);
+    case GgmlType::kQ5_K:
+      return Run<K4Traits<true>>(w, a, y, y_stride, r0, r1);
+    case GgmlType::kQ6_K:
+      return Run<Q6KTraits>(w, a, y, y_stride, r0, r1);
+    case GgmlType::kQ8_0:
+      return Run<Traits32<Kind32::kQ8_0>>(w, a, y, y_stride, r0, r1);
+    case GgmlType::kQ4_0:
+      return Run<Traits32<Kind32::kQ4_0>>(w, a, y, y_stride, r0, r1);
+    case GgmlType::kMXFP4:
+      return Run<Traits32<Kind32::kMxfp4>>(w, a, y, y_stride, r0, r1);
+    case GgmlType::kF32:
+      return Run<FloatTraits<GgmlType::kF32>>(w, a, y, y_stride, r0, r1);
+    case GgmlType::kF16:
+      return Run<FloatTraits<GgmlType::kF16>>(w, a, y, y_stride, r0, r1);
+    case GgmlType::kBF16:
+      return Run<FloatTraits<GgmlType::kBF16>>(w, a, y, y_stride, r0, r1);
+    default:  // Q4_1, Q5_0, Q5_1
+      return Run<GenericTraits>(w, a, y, y_stride, r0, r1);
+  }
+}
+
+}  // namespace
+
+const KernelTable& Avx2Kernels() {
+  static const KernelTable table{QuantizeQ8_0, QuantizeQ8_K, MatMulAvx2};
+  return table;
+}
+
+}  // namespace mt::kernels

@@ -1,0 +1,192 @@
+// The blocking driver shared by the per-ISA matmul files. Include it ONLY from a per-ISA
+// file (matmul_avx2.cc, matmul_avx512.cc), after <immintrin.h>: everything here is in an
+// anonymous namespace, so each file gets its own copy compiled with its own flags (see the
+// ODR note in matmul_internal.h).
+//
+// A format's traits class F provides:
+//   using Acc = the vector type of one float accumulator (__m256 / __m512);
+//   static Acc Zero();  static float Reduce(Acc);   fixed-order horizontal sum
+//   kStep                 columns per step (a run of columns with one set of weight scales)
+//   kRows, kToks          register tile: rows x tokens
+//   kDirectRows           rows interleaved in the few-token path
+//   kPrefetch             software prefetch in the few-token path
+// (kDirectRows and kPrefetch were chosen by measurement on DRAM-resident weights: 1 row and
+// no prefetch stream best for the quantized formats, 4 rows with prefetch for the float
+// ones, whose single FMA chain per row would otherwise be latency-bound.)
+//   Unpacked              one row's step, unpacked (codes in element order, scale vectors)
+//   Unpack(RowRef, s, Unpacked*)
+//   Step<R, T>(u[R], Toks, s, f[R][T])   accumulate step s of R rows x T tokens
+//
+// Loop structure, per call (rows [r0, r1), all tokens):
+//  - n_tok <= kDirectMaxTok (decode): row by row, each step unpacked into registers and used
+//    at once by all tokens (Direct).
+//  - otherwise: panels of kRows rows; for each block of kTokBlock tokens, up to kPanelSteps
+//    steps of the panel are unpacked into an L1-resident buffer and register tiles of
+//    kRows x kToks (then 1-token tiles for the rest) run over them (Tile). A token block's
+//    accumulators live in a small array between panels of steps.
+// Either way each (row, token) gets one accumulator and the same Step ops in the same order,
+// so its result does not depend on n_tok, on the other tokens, or on [r0, r1).
+#pragma once
+
+#include <cstdint>
+
+#include "kernels/matmul_internal.h"
+
+namespace mt::kernels {
+namespace {
+
+// Where a row's bytes are and what they hold.
+struct RowRef {
+  const uint8_t* row;
+  int64_t cols;
+  GgmlType type;
+};
+
+// The tokens of a tile: token t's row at base + t * stride; for kQ8_0 rows the block scales
+// start at d_off (matmul_internal.h).
+struct Toks {
+  const uint8_t* base;
+  int64_t stride;
+  int64_t d_off;
+  const uint8_t* row(int t) const { return base + t * stride; }
+  const ActBlockQ8K* q8k(int t, int64_t s) const {
+    return reinterpret_cast<const ActBlockQ8K*>(row(t)) + s;
+  }
+  const float* f32(int t) const { return reinterpret_cast<const float*>(row(t)); }
+  const float* scales(int t) const { return reinterpret_cast<const float*>(row(t) + d_off); }
+};
+
+constexpr int64_t kPanelBytes = 24 * 1024;  // unpacked weights of a panel: half of L1
+constexpr int kTokBlock = 16;               // tokens whose accumulators live at once
+constexpr int kDirectMaxTok = 4;
+constexpr int64_t kPrefetchBytes = 512;  // software prefetch distance (F::kPrefetch)
+
+// Steps [0, n) of R rows (row i at panel + i * panel_stride) x T tokens.
+// acc[i * kTokBlock + t] holds the accumulator of (row i, token t).
+template <class F, int R, int T>
+[[gnu::noinline]] void Tile(const typename F::Unpacked* panel, int64_t panel_stride, int64_t n,
+                            const Toks& k, int64_t s0, typename F::Acc* acc) {
+  typename F::Acc f[R][T];
+  for (int i = 0; i < R; ++i) {
+    for (int t = 0; t < T; ++t) f[i][t] = acc[i * kTokBlock + t];
+  }
+  for (int64_t s = 0; s < n; ++s) {
+    const typename F::Unpacked* u[R];
+    for (int i = 0; i < R; ++i) u[i] = panel + i * panel_stride + s;
+    F::template Step<R, T>(u, k, s0 + s, f);
+  }
+  for (int i = 0; i < R; ++i) {
+    for (int t = 0; t < T; ++t) acc[i * kTokBlock + t] = f[i][t];
+  }
+}
+
+// nt tokens: tiles of F::kToks tokens, then single tokens.
+template <class F, int R>
+void Tokens(const typename F::Unpacked* panel, int64_t panel_stride, int64_t n, const Toks& k,
+            int nt, int64_t s0, typename F::Acc* acc) {
+  constexpr int T = F::kToks;
+  int t = 0;
+  for (; t + T <= nt; t += T) {
+    Tile<F, R, T>(panel, panel_stride, n, Toks{k.row(t), k.stride, k.d_off}, s0, acc + t);
+  }
+  for (; t < nt; ++t) {
+    Tile<F, R, 1>(panel, panel_stride, n, Toks{k.row(t), k.stride, k.d_off}, s0, acc + t);
+  }
+}
+
+// Few tokens: each row's step is unpacked into registers and used at once by all T tokens.
+// R rows at a time (independent accumulator chains for the out-of-order core).
+template <class F, int R, int T>
+void DirectRows(const WeightView& w, const Toks& k, float* y, int64_t y_stride, int64_t r) {
+  const int64_t steps = (w.cols + F::kStep - 1) / F::kStep;
+  RowRef rr[R];
+  for (int i = 0; i < R; ++i) rr[i] = RowRef{w.data + (r + i) * w.row_bytes, w.cols, w.type};
+  typename F::Acc f[R][T];
+  for (int i = 0; i < R; ++i) {
+    for (int t = 0; t < T; ++t) f[i][t] = F::Zero();
+  }
+  // Weight bytes per step (exact: a step is whole blocks; F32 has row_bytes = 4 * cols).
+  const int64_t step_bytes = static_cast<int64_t>(w.row_bytes) * F::kStep / w.cols;
+  for (int64_t s = 0; s < steps; ++s) {
+    typename F::Unpacked u[R];
+    const typename F::Unpacked* up[R];
+    for (int i = 0; i < R; ++i) {
+      if (F::kPrefetch) {
+        _mm_prefetch(reinterpret_cast<const char*>(rr[i].row + s * step_bytes + kPrefetchBytes),
+                     _MM_HINT_T0);
+      }
+      F::Unpack(rr[i], s, &u[i]);
+      up[i] = &u[i];
+    }
+    F::template Step<R, T>(up, k, s, f);
+  }
+  for (int i = 0; i < R; ++i) {
+    for (int t = 0; t < T; ++t) y[t * y_stride + r + i] = F::Reduce(f[i][t]);
+  }
+}
+
+template <class F, int T>
+[[gnu::noinline]] void Direct(const WeightView& w, const Toks& k, float* y, int64_t y_stride,
+                              int64_t r0, int64_t r1) {
+  constexpr int R = F::kDirectRows;
+  int64_t r = r0;
+  for (; r + R <= r1; r += R) DirectRows<F, R, T>(w, k, y, y_stride, r);
+  for (; r < r1; ++r) DirectRows<F, 1, T>(w, k, y, y_stride, r);
+}
+
+template <class F>
+void Run(const WeightView& w, const ActView& a, float* y, int64_t y_stride, int64_t r0,
+         int64_t r1) {
+  const int64_t d_off = Q8_0ScaleOffset(Q8_0PaddedBlocks(w.cols));
+  if (a.n_tok <= kDirectMaxTok) {
+    const Toks k{a.data, a.token_stride, d_off};
+    switch (a.n_tok) {
+      case 1:
+        return Direct<F, 1>(w, k, y, y_stride, r0, r1);
+      case 2:
+        return Direct<F, 2>(w, k, y, y_stride, r0, r1);
+      case 3:
+        return Direct<F, 3>(w, k, y, y_stride, r0, r1);
+      default:
+        return Direct<F, 4>(w, k, y, y_stride, r0, r1);
+    }
+  }
+  using U = typename F::Unpacked;
+  constexpr int R = F::kRows;
+  constexpr int64_t KS = kPanelBytes / (R * sizeof(U)) > 0 ? kPanelBytes / (R * sizeof(U)) : 1;
+  const int64_t steps = (w.cols + F::kStep - 1) / F::kStep;
+  alignas(64) U panel[R * KS];
+  typename F::Acc acc[R * kTokBlock];
+  for (int64_t r = r0; r < r1; r += R) {
+    const int nr = static_cast<int>(r1 - r < R ? r1 - r : R);
+    for (int64_t t0 = 0; t0 < a.n_tok; t0 += kTokBlock) {
+      const int nt = static_cast<int>(a.n_tok - t0 < kTokBlock ? a.n_tok - t0 : kTokBlock);
+      for (int i = 0; i < nr; ++i) {
+        for (int t = 0; t < nt; ++t) acc[i * kTokBlock + t] = F::Zero();
+      }
+      const Toks k{a.data + t0 * a.token_stride, a.token_stride, d_off};
+      for (int64_t s0 = 0; s0 < steps; s0 += KS) {
+        const int64_t ks = steps - s0 < KS ? steps - s0 : KS;
+        for (int i = 0; i < nr; ++i) {
+          const RowRef rr{w.data + (r + i) * w.row_bytes, w.cols, w.type};
+          for (int64_t s = 0; s < ks; ++s) F::Unpack(rr, s0 + s, &panel[i * KS + s]);
+        }
+        if (nr == R) {
+          Tokens<F, R>(panel, KS, ks, k, nt, s0, acc);
+        } else {
+          for (int i = 0; i < nr; ++i) {
+            Tokens<F, 1>(panel + i * KS, KS, ks, k, nt, s0, acc + i * kTokBlock);
+          }
+        }
+      }
+      for (int i = 0; i < nr; ++i) {
+        for (int t = 0; t < nt; ++t) {
+          y[(t0 + t) * y_stride + r + i] = F::Reduce(acc[i * kTokBlock + t]);
+        }
+      }
+    }
+  }
+}
+
+}  // namespace
+}  // namespace mt::kernels

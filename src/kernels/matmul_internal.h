@@ -1,0 +1,71 @@
+// Internal interface between the dispatcher (matmul.cc) and the per-ISA kernel files
+// (matmul_scalar.cc, matmul_avx2.cc, matmul_avx512.cc).
+//
+// The per-ISA files are compiled with their own -m flags. To keep their code out of the
+// other files (ODR: an inline function or template instantiated in two files with
+// different flags may be merged into one, which might use an instruction the CPU lacks),
+// they use only what this header declares: plain structs, constants, function
+// declarations; and they keep all their own code in anonymous namespaces. They must not
+// call inline functions of other headers (WeightMatrix::row, Activations accessors, std
+// templates shared with other files).
+#pragma once
+
+#include <cstdint>
+
+#include "kernels/isa.h"
+#include "quant/ggml_type.h"
+
+namespace mt::kernels {
+
+// A weight matrix as the kernels see it (see WeightMatrix).
+struct WeightView {
+  GgmlType type;
+  const uint8_t* data;  // row r at data + r * row_bytes
+  int64_t rows;
+  int64_t cols;
+  uint64_t row_bytes;
+};
+
+// Activation layouts, one token row at base + t * token_stride (64-byte aligned).
+//
+// kF32:  float x[PadCols(cols, 16)]; the padding is zero.
+// kQ8_0: int8 qs[nbp * 32] then float d[nbp], nbp = blocks rounded up to even (so that a
+//        64-element step of two blocks always exists); padding blocks have qs = 0, d = 0.
+//        The d array starts at Q8_0ScaleOffset(nbp).
+// kQ8_K: ActBlockQ8K per super-block of 256.
+struct alignas(64) ActBlockQ8K {
+  int8_t qs[256];    // codes, in element order
+  float bd[16];      // d * bsum[j]: the block sums pre-scaled (K-quant minimum term)
+  int16_t bsum[16];  // sum of qs[16j .. 16j + 15]
+  float d;           // scale: x ~ qs * d
+};
+static_assert(sizeof(ActBlockQ8K) == 384);
+
+inline constexpr int64_t kQ8_0ScaleAlign = 64;
+constexpr int64_t Q8_0PaddedBlocks(int64_t cols) { return (cols / 32 + 1) / 2 * 2; }
+constexpr int64_t Q8_0ScaleOffset(int64_t nbp) { return nbp * 32; }  // a multiple of 64
+
+struct ActView {
+  const uint8_t* data;   // token 0
+  int64_t token_stride;  // bytes
+  int64_t n_tok;
+  int64_t cols;
+};
+
+// One variant's entry points.
+struct KernelTable {
+  // Quantizes one token of `cols` floats into the kQ8_0 / kQ8_K layout at dst (64-byte
+  // aligned). All variants produce identical bytes for finite input.
+  void (*quantize_q8_0)(const float* x, int64_t cols, uint8_t* dst);
+  void (*quantize_q8_k)(const float* x, int64_t cols, uint8_t* dst);
+  // y[t * y_stride + r] for r in [r0, r1), t in [0, a.n_tok). The activation format is the
+  // one ActFormatFor(w.type) names; the dispatcher has checked everything.
+  void (*matmul)(const WeightView& w, const ActView& a, float* y, int64_t y_stride, int64_t r0,
+                 int64_t r1);
+};
+
+const KernelTable& ScalarKernels();
+const KernelTable& Avx2Kernels();    // only in x86 builds
+const KernelTable& Avx512Kernels();  // only in x86 builds
+
+}  // namespace mt::kernels
