@@ -12,6 +12,7 @@
 #include <sstream>
 
 #include "command.h"
+#include "storage_flags.h"
 #include "engine/context.h"
 #include "engine/model.h"
 #include "engine/perplexity.h"
@@ -29,6 +30,7 @@ struct PerplexityFlags {
   int n_threads = 0;
   std::string kl_base;
   bool kl_divergence = false;
+  StorageFlags storage;
 };
 
 Result<std::string> ReadText(const std::string& path) {
@@ -67,7 +69,10 @@ Result<std::unique_ptr<Context>> MakeContext(const Model& model, const Perplexit
   o.n_ctx = static_cast<uint32_t>(n_ctx);
   o.n_batch = static_cast<uint32_t>(std::min(f.n_batch, n_ctx));
   o.n_threads = f.n_threads;
-  return Context::Create(model, o);
+  MT_RETURN_IF_ERROR(ResolveStorageFlags(f.storage, &o.storage));
+  Result<std::unique_ptr<Context>> ctx = Context::Create(model, o);
+  if (ctx.ok()) PrintStoragePlan(**ctx);
+  return ctx;
 }
 
 int RunPerplexityMode(const Model& model, const Tokenizer& tok, const PerplexityFlags& f) {
@@ -143,6 +148,7 @@ CommandMain SetupPerplexity(CLI::App& sub) {
                  "--kl-divergence (llama.cpp's format)");
   sub.add_flag("--kl-divergence", f.kl_divergence,
                "Compute the KL divergence to the log-probabilities in --kl-divergence-base");
+  AddStorageFlags(sub, &flags->storage);
   return [flags]() { return Run(*flags); };
 }
 

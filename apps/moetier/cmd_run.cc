@@ -8,6 +8,7 @@
 #include <sstream>
 
 #include "command.h"
+#include "storage_flags.h"
 #include "engine/context.h"
 #include "engine/model.h"
 #include "sampler/sampler.h"
@@ -35,6 +36,7 @@ struct RunFlags {
   bool no_display_prompt = false;
   std::string kv_type = "f16";
   std::string dump_logits;
+  StorageFlags storage;
 };
 
 Result<std::string> ReadFile(const std::string& path) {
@@ -134,8 +136,10 @@ int Run(const RunFlags& f) {
     return ReportError(InvalidArgument("--kv-type must be f16 or f32, not '{}'", f.kv_type));
   }
   copt.kv_type = f.kv_type == "f32" ? KvType::kF32 : KvType::kF16;
+  if (Status s = ResolveStorageFlags(f.storage, &copt.storage); !s.ok()) return ReportError(s);
   Result<std::unique_ptr<Context>> ctx = Context::Create(m, copt);
   if (!ctx.ok()) return ReportError(ctx.status().WithContext(f.model));
+  PrintStoragePlan(**ctx);
 
   std::string text = prompt;
   bool add_bos = tok.add_bos();
@@ -221,6 +225,10 @@ int Run(const RunFlags& f) {
                "(%.1f tok/s)\n",
                tokens.size(), prompt_s, tokens.size() / std::max(prompt_s, 1e-9), n_generated,
                gen_s, n_generated / std::max(gen_s, 1e-9));
+  if (Status s = ReportTierStats(f.storage, **ctx, prompt_s + gen_s, tokens.size() + n_generated);
+      !s.ok()) {
+    return ReportError(s);
+  }
   return kExitOk;
 }
 
@@ -257,6 +265,7 @@ CommandMain SetupRun(CLI::App& sub) {
   sub.add_option("--kv-type", f->kv_type, "KV cache type: f16 or f32")->default_str("f16");
   sub.add_option("--dump-logits", f->dump_logits,
                  "Write the logits of every prompt token to a float32 .npy file");
+  AddStorageFlags(sub, &f->storage);
   return [f, prompt]() {
     f->prompt_given = prompt->count() > 0;
     return Run(*f);

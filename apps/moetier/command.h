@@ -33,5 +33,6 @@ CommandMain SetupSynth(CLI::App& sub);
 CommandMain SetupRun(CLI::App& sub);
 CommandMain SetupTokenize(CLI::App& sub);
 CommandMain SetupPerplexity(CLI::App& sub);
+CommandMain SetupBench(CLI::App& sub);
 
 }  // namespace mt::cli

@@ -27,6 +27,7 @@ constexpr CommandDef kCommands[] = {
     {"run", "Generate text from a prompt", SetupRun},
     {"tokenize", "Show the tokens of a text", SetupTokenize},
     {"perplexity", "Perplexity and KL divergence, as llama-perplexity", SetupPerplexity},
+    {"bench", "Prefill and decode speed, as llama-bench, with the memory roofline", SetupBench},
 };
 
 }  // namespace

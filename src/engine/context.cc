@@ -1,11 +1,12 @@
 // The forward pass: embeddings -> per layer (attention, MoE) -> output norm -> logits.
-// Every buffer is sized in Create; Eval allocates nothing but the caller's logits.
+// Buffers are sized in Create; Eval allocates nothing but the caller's logits.
 #include "engine/context.h"
 
 #include <algorithm>
 #include <cmath>
 #include <numeric>
 
+#include "base/aligned_buffer.h"
 #include "base/thread_pool.h"
 #include "kernels/matmul.h"
 #include "kernels/ops.h"
@@ -13,27 +14,71 @@
 #include "quant/float16.h"
 
 namespace mt {
+namespace {
+
+// One input of several matrix products (e.g. the normed hidden state read by q, k and v),
+// quantized once per activation format on first use.
+class Input {
+ public:
+  void Reserve(int64_t max_tok, int64_t max_cols) {
+    for (Activations& a : acts_) a.Reserve(max_tok, max_cols);
+  }
+  void Set(const float* x, int64_t stride, int64_t n_tok, int64_t cols) {
+    x_ = x;
+    stride_ = stride;
+    n_tok_ = n_tok;
+    cols_ = cols;
+    ready_ = {false, false, false};
+  }
+  const Activations& For(GgmlType weight_type, ThreadPool& pool) {
+    const ActFormat f = ActFormatFor(weight_type);
+    const int i = static_cast<int>(f);
+    if (!ready_[i]) {
+      acts_[i].Prepare(f, n_tok_, cols_);
+      pool.ParallelFor(n_tok_, [&](int64_t t0, int64_t t1, int) {
+        acts_[i].QuantizeTokens(x_, stride_, t0, t1);
+      });
+      ready_[i] = true;
+    }
+    return acts_[i];
+  }
+
+ private:
+  const float* x_ = nullptr;
+  int64_t stride_ = 0, n_tok_ = 0, cols_ = 0;
+  std::array<Activations, 3> acts_;  // indexed by ActFormat
+  std::array<bool, 3> ready_{};
+};
+
+}  // namespace
 
 struct Context::Impl {
   Impl(const Model& m, uint32_t n_ctx, const ContextOptions& o);
 
-  // Runs the batch at positions pos0...; writes logits of tokens [first_logit, n) to
-  // `logits` (n_vocab each), or none when first_logit == n.
-  void Forward(std::span<const int32_t> tokens, uint32_t pos0, int first_logit, float* logits);
-  void Attention(int il, int n, uint32_t pos0);
-  void MoE(int il, int n);
+  // The bytes Allocate will take, for the memory plan.
+  uint64_t kv_bytes() const;
+  uint64_t scratch_bytes() const;
+  Status Allocate();
+
+  // Runs a batch of at most n_batch tokens; writes the logits of the tokens that want them,
+  // in batch order, to `logits` (n_vocab each).
+  Status Forward(std::span<const BatchToken> batch, float* logits);
+  void Attention(int il, std::span<const BatchToken> batch);
+  Status MoE(int il, int n);
   void SharedExpert(int il, int n);
-  // Y (n rows) = X (n rows) * W^T, rows of W split across threads.
-  void MatMul(const WeightMatrix& w, const float* x, int64_t x_stride, int n, float* y,
-              int64_t y_stride);
+  // y (n rows, stride y_stride) = in * W^T, rows of W split across threads.
+  void Project(const WeightMatrix& w, Input& in, float* y, int64_t y_stride);
 
   const Model& model;
   const HParams& hp;
   const ArchDef& arch;
   const uint32_t n_ctx;
+  const uint32_t n_seq;
   const uint32_t n_batch;
   const KvType kv_type;
   ThreadPool pool;
+  StoragePlan plan;
+  std::unique_ptr<ExpertStore> store;
 
   // Activations, one row per token of the batch.
   std::vector<float> x;        // (n_batch, n_embd) residual stream
@@ -43,22 +88,28 @@ struct Context::Impl {
   std::vector<float> v;        // (n_batch, n_head_kv * head_dim_v)
   std::vector<float> attn;     // (n_batch, n_head * head_dim_v) attention output per head
   std::vector<float> scores;   // (n_threads, n_ctx) attention probabilities scratch
+  std::vector<float> kv_row;   // (n_threads, 2 * max(head_dim_k, head_dim_v)) f16 -> f32
   std::vector<float> probs;    // (n_batch, n_expert) router probabilities
-  std::vector<int32_t> topk_id;    // (n_batch, n_expert_used) chosen experts, best first
-  std::vector<float> topk_weight;  // (n_batch, n_expert_used) their weights
-  std::vector<int32_t> expert_rows;  // (n_batch * n_expert_used) (token * k + slot) grouped by expert
-  std::vector<int32_t> expert_count;  // (n_expert) tokens routed to each expert
+  std::vector<int32_t> order;  // (n_expert) router sort scratch
+  std::vector<int32_t> topk_id;      // (n_batch, n_expert_used) chosen experts, best first
+  std::vector<float> topk_weight;    // (n_batch, n_expert_used) their weights
+  std::vector<int32_t> expert_rows;  // (n_batch * n_expert_used) token*k+slot grouped by expert
+  std::vector<int32_t> expert_start;  // (n_expert + 1) where each expert's rows begin
+  std::vector<int32_t> expert_fill;   // (n_expert) fill cursor
+  std::vector<int32_t> used_experts;  // (n_expert) distinct experts of the batch
   std::vector<float> ex_in;    // (n_batch, n_embd) gathered inputs of one expert
-  std::vector<float> ex_gate;  // (n_batch, n_ff_exp) gate projection, then SwiGLU output
-  std::vector<float> ex_up;    // (n_batch, n_ff_exp) up projection
+  std::vector<float> ex_gate;  // (n_batch, max(n_ff_exp, n_ff_shexp)) gate, then SwiGLU out
+  std::vector<float> ex_up;    // (n_batch, max(n_ff_exp, n_ff_shexp)) up projection
   std::vector<float> ex_out;   // (n_batch, n_embd) one expert's outputs
   std::vector<float> slot_out;  // (n_batch, n_expert_used, n_embd) weighted expert outputs
-  std::vector<float> sh_gate;  // (n_batch, n_ff_shexp) shared expert
-  std::vector<float> sh_up;    // (n_batch, n_ff_shexp)
-  std::vector<float> ffn_out;  // (n_batch, n_embd)
-  // KV cache, per layer, position-major: (n_ctx, n_head_kv * head_dim).
-  std::vector<std::vector<float>> k_cache_f32, v_cache_f32;
-  std::vector<std::vector<uint16_t>> k_cache_f16, v_cache_f16;
+  std::vector<float> ffn_out;   // (n_batch, n_embd)
+  Input in_main;  // the current block input (xn, attn) for dense projections
+  Input in_exp;   // an expert's gathered input
+  Input in_hid;   // an expert's hidden (SwiGLU) output
+  std::vector<int32_t> logit_rows;  // (n_batch) batch indices of the tokens that want logits
+  // KV cache, per layer, sequence- then position-major (n_seq, n_ctx, n_head_kv * head_dim),
+  // f16 or f32; pages are touched as positions fill.
+  std::vector<AlignedBuffer> k_cache, v_cache;  // (n_layer)
 };
 
 Context::Impl::Impl(const Model& m, uint32_t n_ctx_, const ContextOptions& o)
@@ -66,71 +117,106 @@ Context::Impl::Impl(const Model& m, uint32_t n_ctx_, const ContextOptions& o)
       hp(m.hparams()),
       arch(m.arch()),
       n_ctx(n_ctx_),
-      n_batch(std::min(std::max(o.n_batch, 1u), n_ctx_)),
+      n_seq(std::max(o.n_seq_max, 1u)),
+      n_batch(std::max(o.n_batch, 1u)),
       kv_type(o.kv_type),
-      pool(o.n_threads) {
-  const size_t B = n_batch, K = hp.n_expert_used;
-  x.resize(B * hp.n_embd);
-  xn.resize(B * hp.n_embd);
+      pool(o.n_threads) {}
+
+uint64_t Context::Impl::kv_bytes() const {
+  const uint64_t elt = kv_type == KvType::kF16 ? 2 : 4;
+  return uint64_t{hp.n_layer} * n_seq * n_ctx * (hp.n_embd_k_gqa() + hp.n_embd_v_gqa()) * elt;
+}
+
+uint64_t Context::Impl::scratch_bytes() const {
+  const uint64_t B = n_batch, K = hp.n_expert_used, D = hp.n_embd;
+  const uint64_t F = std::max(hp.n_ff_exp, hp.n_ff_shexp);
+  const uint64_t floats = B * (3 * D + hp.n_embd_q() + hp.n_embd_k_gqa() + hp.n_embd_v_gqa() +
+                               uint64_t{hp.n_head} * hp.head_dim_v + hp.n_expert + 2 * D + 2 * F +
+                               K * D + D) +
+                          uint64_t(pool.size()) * (n_ctx + 2 * std::max(hp.head_dim_k, hp.head_dim_v));
+  // Three quantized copies of up to three inputs (largest: f32 of the widest input).
+  const uint64_t widest = std::max<uint64_t>({D, F, uint64_t{hp.n_head} * hp.head_dim_v});
+  return floats * 4 + 3 * B * widest * (4 + 2 + 2);
+}
+
+Status Context::Impl::Allocate() {
+  const size_t B = n_batch, K = hp.n_expert_used, D = hp.n_embd;
+  const size_t F = std::max(hp.n_ff_exp, hp.n_ff_shexp);
+  x.resize(B * D);
+  xn.resize(B * D);
   q.resize(B * hp.n_embd_q());
   k.resize(B * hp.n_embd_k_gqa());
   v.resize(B * hp.n_embd_v_gqa());
   attn.resize(B * hp.n_head * hp.head_dim_v);
   scores.resize(static_cast<size_t>(pool.size()) * n_ctx);
+  kv_row.resize(static_cast<size_t>(pool.size()) * 2 * std::max(hp.head_dim_k, hp.head_dim_v));
   probs.resize(B * hp.n_expert);
+  order.resize(hp.n_expert);
   topk_id.resize(B * K);
   topk_weight.resize(B * K);
   expert_rows.resize(B * K);
-  expert_count.resize(hp.n_expert);
-  ex_in.resize(B * hp.n_embd);
-  ex_gate.resize(B * hp.n_ff_exp);
-  ex_up.resize(B * hp.n_ff_exp);
-  ex_out.resize(B * hp.n_embd);
-  slot_out.resize(B * K * hp.n_embd);
-  sh_gate.resize(B * hp.n_ff_shexp);
-  sh_up.resize(B * hp.n_ff_shexp);
-  ffn_out.resize(B * hp.n_embd);
-  const size_t kv_k = size_t{n_ctx} * hp.n_embd_k_gqa(), kv_v = size_t{n_ctx} * hp.n_embd_v_gqa();
-  if (kv_type == KvType::kF32) {
-    k_cache_f32.assign(hp.n_layer, std::vector<float>(kv_k));
-    v_cache_f32.assign(hp.n_layer, std::vector<float>(kv_v));
-  } else {
-    k_cache_f16.assign(hp.n_layer, std::vector<uint16_t>(kv_k));
-    v_cache_f16.assign(hp.n_layer, std::vector<uint16_t>(kv_v));
+  expert_start.resize(hp.n_expert + 1);
+  expert_fill.resize(hp.n_expert);
+  used_experts.reserve(hp.n_expert);
+  ex_in.resize(B * D);
+  ex_gate.resize(B * F);
+  ex_up.resize(B * F);
+  ex_out.resize(B * D);
+  slot_out.resize(B * K * D);
+  ffn_out.resize(B * D);
+  logit_rows.reserve(B);
+  const int64_t widest = std::max<int64_t>({static_cast<int64_t>(D), static_cast<int64_t>(F),
+                                            int64_t{hp.n_head} * hp.head_dim_v});
+  in_main.Reserve(B, widest);
+  in_exp.Reserve(B, D);
+  in_hid.Reserve(B, F);
+  const uint64_t elt = kv_type == KvType::kF16 ? 2 : 4;
+  for (uint32_t il = 0; il < hp.n_layer; ++il) {
+    const uint64_t positions = uint64_t{n_seq} * n_ctx;
+    Result<AlignedBuffer> kb = AlignedBuffer::Allocate(positions * hp.n_embd_k_gqa() * elt);
+    Result<AlignedBuffer> vb = AlignedBuffer::Allocate(positions * hp.n_embd_v_gqa() * elt);
+    if (!kb.ok()) return kb.status().WithContext("KV cache");
+    if (!vb.ok()) return vb.status().WithContext("KV cache");
+    k_cache.push_back(std::move(kb.value()));
+    v_cache.push_back(std::move(vb.value()));
   }
+  return Status::Ok();
 }
 
-void Context::Impl::MatMul(const WeightMatrix& w, const float* xin, int64_t x_stride, int n,
-                           float* y, int64_t y_stride) {
+void Context::Impl::Project(const WeightMatrix& w, Input& in, float* y, int64_t y_stride) {
+  const Activations& a = in.For(w.type, pool);
   pool.ParallelFor(
-      w.rows,
-      [&](int64_t r0, int64_t r1, int) { MatMulRows(w, xin, x_stride, n, y, y_stride, r0, r1); },
-      16);
+      w.rows, [&](int64_t r0, int64_t r1, int) { MatMul(w, a, y, y_stride, r0, r1); }, 16);
 }
 
-void Context::Impl::Attention(int il, int n, uint32_t pos0) {
+void Context::Impl::Attention(int il, std::span<const BatchToken> batch) {
+  const int n = static_cast<int>(batch.size());
   const int n_head = static_cast<int>(hp.n_head), n_kv = static_cast<int>(hp.n_head_kv);
   const int dk = static_cast<int>(hp.head_dim_k), dv = static_cast<int>(hp.head_dim_v);
   const int group = n_head / n_kv;
   const int64_t k_stride = hp.n_embd_k_gqa(), v_stride = hp.n_embd_v_gqa();
   const float scale = 1.0f / std::sqrt(static_cast<float>(dk));
   const bool f16 = kv_type == KvType::kF16;
+  const uint16_t* k16 = reinterpret_cast<const uint16_t*>(k_cache[il].data());
+  const uint16_t* v16 = reinterpret_cast<const uint16_t*>(v_cache[il].data());
+  const float* k32 = reinterpret_cast<const float*>(k_cache[il].data());
+  const float* v32 = reinterpret_cast<const float*>(v_cache[il].data());
+  const int64_t row_floats = 2 * std::max(dk, dv);
   pool.ParallelFor(int64_t{n} * n_head, [&](int64_t begin, int64_t end, int thread) {
     float* p = scores.data() + static_cast<size_t>(thread) * n_ctx;
-    std::vector<float> key(dk), val(dv);  // small; reused across the range
+    float* row = kv_row.data() + thread * row_floats;
     for (int64_t item = begin; item < end; ++item) {
       const int t = static_cast<int>(item / n_head), h = static_cast<int>(item % n_head);
       const int kvh = h / group;
-      const uint32_t n_pos = pos0 + t + 1;  // causal: positions 0..pos0+t
+      const uint32_t n_pos = batch[t].pos + 1;  // causal: positions 0..pos of its sequence
+      const int64_t first = int64_t{batch[t].seq} * n_ctx;  // the sequence's first position
       const float* qh = q.data() + int64_t{t} * hp.n_embd_q() + int64_t{h} * dk;
       for (uint32_t j = 0; j < n_pos; ++j) {
-        const float* kj;
+        const float* kj = k32 + (first + j) * k_stride + int64_t{kvh} * dk;
         if (f16) {
-          const uint16_t* src = k_cache_f16[il].data() + j * k_stride + int64_t{kvh} * dk;
-          for (int d = 0; d < dk; ++d) key[d] = Fp16ToFp32(src[d]);
-          kj = key.data();
-        } else {
-          kj = k_cache_f32[il].data() + j * k_stride + int64_t{kvh} * dk;
+          const uint16_t* src = k16 + (first + j) * k_stride + int64_t{kvh} * dk;
+          for (int d = 0; d < dk; ++d) row[d] = Fp16ToFp32(src[d]);
+          kj = row;
         }
         p[j] = DotF32(qh, kj, dk) * scale;
       }
@@ -139,10 +225,10 @@ void Context::Impl::Attention(int il, int n, uint32_t pos0) {
       std::fill(out, out + dv, 0.0f);
       for (uint32_t j = 0; j < n_pos; ++j) {
         if (f16) {
-          const uint16_t* src = v_cache_f16[il].data() + j * v_stride + int64_t{kvh} * dv;
+          const uint16_t* src = v16 + (first + j) * v_stride + int64_t{kvh} * dv;
           for (int d = 0; d < dv; ++d) out[d] += p[j] * Fp16ToFp32(src[d]);
         } else {
-          const float* src = v_cache_f32[il].data() + j * v_stride + int64_t{kvh} * dv;
+          const float* src = v32 + (first + j) * v_stride + int64_t{kvh} * dv;
           for (int d = 0; d < dv; ++d) out[d] += p[j] * src[d];
         }
       }
@@ -150,10 +236,11 @@ void Context::Impl::Attention(int il, int n, uint32_t pos0) {
   });
 }
 
-// Routes each token to its top-k experts, then runs every expert once over all the tokens
-// routed to it. Each token's output is the sum of its slots in slot order, so the result
-// never depends on which expert ran first.
-void Context::Impl::MoE(int il, int n) {
+// Routes each token to its top-k experts, asks the store for the distinct experts, and
+// runs each over all the tokens routed to it as it arrives (cached experts first). Each
+// token's output is the sum of its k slots in slot order, so the result never depends on
+// which expert arrived first.
+Status Context::Impl::MoE(int il, int n) {
   const LayerWeights& L = model.layer(il);
   const int E = static_cast<int>(hp.n_expert), K = static_cast<int>(hp.n_expert_used);
   const int64_t D = hp.n_embd, F = hp.n_ff_exp;
@@ -162,13 +249,12 @@ void Context::Impl::MoE(int il, int n) {
     float* pr = probs.data() + int64_t{t} * E;
     for (int e = 0; e < E; ++e) pr[e] = DotF32(L.router.data() + e * D, xn.data() + t * D, D);
     SoftmaxInPlace(pr, E);
-    int32_t* ids = topk_id.data() + t * K;
-    float* w = topk_weight.data() + t * K;
-    std::vector<int32_t> order(E);  // small (n_expert); not a hot-path allocation per row
     std::iota(order.begin(), order.end(), 0);
     std::partial_sort(order.begin(), order.begin() + K, order.end(), [&](int a, int b) {
       return pr[a] > pr[b] || (pr[a] == pr[b] && a < b);
     });
+    int32_t* ids = topk_id.data() + t * K;
+    float* w = topk_weight.data() + t * K;
     float sum = 0;
     for (int s = 0; s < K; ++s) {
       ids[s] = order[s];
@@ -180,30 +266,40 @@ void Context::Impl::MoE(int il, int n) {
     }
   }
   // Group (token, slot) pairs by expert, in token order within an expert.
-  std::fill(expert_count.begin(), expert_count.end(), 0);
-  for (int i = 0; i < n * K; ++i) ++expert_count[topk_id[i]];
-  std::vector<int32_t> start(E + 1, 0);  // n_expert + 1 ints
-  for (int e = 0; e < E; ++e) start[e + 1] = start[e] + expert_count[e];
-  std::vector<int32_t> fill(start.begin(), start.end() - 1);
-  for (int i = 0; i < n * K; ++i) expert_rows[fill[topk_id[i]]++] = i;
-
+  std::fill(expert_start.begin(), expert_start.end(), 0);
+  for (int i = 0; i < n * K; ++i) ++expert_start[topk_id[i] + 1];
+  used_experts.clear();
   for (int e = 0; e < E; ++e) {
-    const int m = expert_count[e];
-    if (m == 0) continue;
-    const int32_t* rows = expert_rows.data() + start[e];
+    if (expert_start[e + 1] > 0) used_experts.push_back(e);
+    expert_start[e + 1] += expert_start[e];
+  }
+  std::copy(expert_start.begin(), expert_start.end() - 1, expert_fill.begin());
+  for (int i = 0; i < n * K; ++i) expert_rows[expert_fill[topk_id[i]]++] = i;
+
+  store->BeginLayer(static_cast<uint32_t>(il), used_experts);
+  for (;;) {
+    Result<std::optional<ReadyExpert>> next = store->NextReady();
+    if (!next.ok()) return next.status();
+    if (!next.value()) break;
+    const int e = next.value()->expert;
+    const ExpertMatrices& w = next.value()->lease.matrices();
+    const int m = expert_start[e + 1] - expert_start[e];
+    const int32_t* rows = expert_rows.data() + expert_start[e];
     for (int r = 0; r < m; ++r) {
       const int t = rows[r] / K;
       std::copy_n(xn.data() + t * D, D, ex_in.data() + r * D);
     }
-    MatMul(L.experts.Gate(e), ex_in.data(), D, m, ex_gate.data(), F);
-    MatMul(L.experts.Up(e), ex_in.data(), D, m, ex_up.data(), F);
+    in_exp.Set(ex_in.data(), D, m, D);
+    Project(w.gate, in_exp, ex_gate.data(), F);
+    Project(w.up, in_exp, ex_up.data(), F);
     SwiGlu(ex_gate.data(), ex_up.data(), int64_t{m} * F, ex_gate.data());
-    MatMul(L.experts.Down(e), ex_gate.data(), F, m, ex_out.data(), D);
+    in_hid.Set(ex_gate.data(), F, m, F);
+    Project(w.down, in_hid, ex_out.data(), D);
     for (int r = 0; r < m; ++r) {
-      const float w = topk_weight[rows[r]];
+      const float wt = topk_weight[rows[r]];
       float* dst = slot_out.data() + int64_t{rows[r]} * D;
       const float* src = ex_out.data() + r * D;
-      for (int64_t d = 0; d < D; ++d) dst[d] = src[d] * w;
+      for (int64_t d = 0; d < D; ++d) dst[d] = src[d] * wt;
     }
   }
   for (int t = 0; t < n; ++t) {
@@ -214,30 +310,35 @@ void Context::Impl::MoE(int il, int n) {
       for (int64_t d = 0; d < D; ++d) out[d] += src[d];
     }
   }
+  return Status::Ok();
 }
 
 // qwen2moe: ffn_out += sigmoid(xn . gate_inp_shexp) * down(silu(gate(xn)) * up(xn)).
 void Context::Impl::SharedExpert(int il, int n) {
   const LayerWeights& L = model.layer(il);
   const int64_t D = hp.n_embd, F = hp.n_ff_shexp;
-  MatMul(L.shexp_gate, xn.data(), D, n, sh_gate.data(), F);
-  MatMul(L.shexp_up, xn.data(), D, n, sh_up.data(), F);
-  SwiGlu(sh_gate.data(), sh_up.data(), int64_t{n} * F, sh_gate.data());
-  MatMul(L.shexp_down, sh_gate.data(), F, n, ex_out.data(), D);
+  in_main.Set(xn.data(), D, n, D);
+  Project(L.shexp_gate, in_main, ex_gate.data(), F);
+  Project(L.shexp_up, in_main, ex_up.data(), F);
+  SwiGlu(ex_gate.data(), ex_up.data(), int64_t{n} * F, ex_gate.data());
+  in_hid.Set(ex_gate.data(), F, n, F);
+  Project(L.shexp_down, in_hid, ex_out.data(), D);
   for (int t = 0; t < n; ++t) {
-    const float g = 1.0f / (1.0f + std::exp(-DotF32(L.shexp_gate_inp.data(), xn.data() + t * D, D)));
+    const float g =
+        1.0f / (1.0f + std::exp(-DotF32(L.shexp_gate_inp.data(), xn.data() + t * D, D)));
     for (int64_t d = 0; d < D; ++d) ffn_out[t * D + d] += g * ex_out[t * D + d];
   }
 }
 
-void Context::Impl::Forward(std::span<const int32_t> tokens, uint32_t pos0, int first_logit,
-                            float* logits) {
-  const int n = static_cast<int>(tokens.size());
+Status Context::Impl::Forward(std::span<const BatchToken> batch, float* logits) {
+  MT_RETURN_IF_ERROR(store->CheckFiles());
+  const int n = static_cast<int>(batch.size());
   const int64_t D = hp.n_embd;
   const int64_t QD = hp.n_embd_q(), KD = hp.n_embd_k_gqa(), VD = hp.n_embd_v_gqa();
+  const int64_t AD = int64_t{hp.n_head} * hp.head_dim_v;
   const WeightMatrix& embd = model.token_embd();
   for (int t = 0; t < n; ++t) {
-    DequantizeRow(embd.type, embd.row(tokens[t]), x.data() + t * D, D);
+    DequantizeRow(embd.type, embd.row(batch[t].token), x.data() + t * D, D);
   }
   const RopeMode rope = arch.rope_type == RopeType::kNeox ? RopeMode::kNeox : RopeMode::kNorm;
   for (int il = 0; il < static_cast<int>(hp.n_layer); ++il) {
@@ -245,9 +346,10 @@ void Context::Impl::Forward(std::span<const int32_t> tokens, uint32_t pos0, int 
     for (int t = 0; t < n; ++t) {
       RmsNorm(x.data() + t * D, L.attn_norm.data(), D, hp.rms_eps, xn.data() + t * D);
     }
-    MatMul(L.wq, xn.data(), D, n, q.data(), QD);
-    MatMul(L.wk, xn.data(), D, n, k.data(), KD);
-    MatMul(L.wv, xn.data(), D, n, v.data(), VD);
+    in_main.Set(xn.data(), D, n, D);
+    Project(L.wq, in_main, q.data(), QD);
+    Project(L.wk, in_main, k.data(), KD);
+    Project(L.wv, in_main, v.data(), VD);
     for (int t = 0; t < n; ++t) {
       float* qt = q.data() + t * QD;
       float* kt = k.data() + t * KD;
@@ -268,43 +370,56 @@ void Context::Impl::Forward(std::span<const int32_t> tokens, uint32_t pos0, int 
         RmsNorm(qt, L.attn_q_norm.data(), QD, hp.rms_eps, qt);
         RmsNorm(kt, L.attn_k_norm.data(), KD, hp.rms_eps, kt);
       }
-      const int pos = static_cast<int>(pos0) + t;
+      const int pos = static_cast<int>(batch[t].pos);
       Rope(qt, hp.n_head, hp.head_dim_k, hp.n_rot, pos, hp.rope_freq_base, hp.rope_freq_scale,
            rope);
       Rope(kt, hp.n_head_kv, hp.head_dim_k, hp.n_rot, pos, hp.rope_freq_base,
            hp.rope_freq_scale, rope);
-      const size_t kc = size_t{pos0 + t} * KD, vc = size_t{pos0 + t} * VD;
+      const size_t cell = size_t{batch[t].seq} * n_ctx + batch[t].pos;
+      const size_t kc = cell * KD, vc = cell * VD;
       if (kv_type == KvType::kF16) {
-        for (int64_t i = 0; i < KD; ++i) k_cache_f16[il][kc + i] = Fp32ToFp16(kt[i]);
-        for (int64_t i = 0; i < VD; ++i) v_cache_f16[il][vc + i] = Fp32ToFp16(vt[i]);
+        uint16_t* kd = reinterpret_cast<uint16_t*>(k_cache[il].data()) + kc;
+        uint16_t* vd = reinterpret_cast<uint16_t*>(v_cache[il].data()) + vc;
+        for (int64_t i = 0; i < KD; ++i) kd[i] = Fp32ToFp16(kt[i]);
+        for (int64_t i = 0; i < VD; ++i) vd[i] = Fp32ToFp16(vt[i]);
       } else {
-        std::copy_n(kt, KD, k_cache_f32[il].data() + kc);
-        std::copy_n(vt, VD, v_cache_f32[il].data() + vc);
+        std::copy_n(kt, KD, reinterpret_cast<float*>(k_cache[il].data()) + kc);
+        std::copy_n(vt, VD, reinterpret_cast<float*>(v_cache[il].data()) + vc);
       }
     }
-    Attention(il, n, pos0);
-    MatMul(L.wo, attn.data(), int64_t{hp.n_head} * hp.head_dim_v, n, xn.data(), D);
+    Attention(il, batch);
+    in_main.Set(attn.data(), AD, n, AD);
+    Project(L.wo, in_main, xn.data(), D);
     for (int64_t i = 0; i < int64_t{n} * D; ++i) x[i] += xn[i];
 
     for (int t = 0; t < n; ++t) {
       RmsNorm(x.data() + t * D, L.ffn_norm.data(), D, hp.rms_eps, xn.data() + t * D);
     }
-    MoE(il, n);
+    MT_RETURN_IF_ERROR(MoE(il, n));
     if (arch.shared_expert == SharedExpert::kSigmoidGated) SharedExpert(il, n);
     for (int64_t i = 0; i < int64_t{n} * D; ++i) x[i] += ffn_out[i];
   }
-  const int first = first_logit;
-  if (first >= n) return;
-  for (int t = first; t < n; ++t) {
-    RmsNorm(x.data() + t * D, model.output_norm().data(), D, hp.rms_eps, xn.data() + t * D);
+  // The head runs only for the tokens that want logits, gathered into consecutive rows.
+  logit_rows.clear();
+  for (int t = 0; t < n; ++t) {
+    if (batch[t].logits) logit_rows.push_back(t);
   }
-  MatMul(model.output(), xn.data() + first * D, D, n - first, logits, hp.n_vocab);
+  if (logit_rows.empty()) return Status::Ok();
+  for (size_t i = 0; i < logit_rows.size(); ++i) {
+    RmsNorm(x.data() + logit_rows[i] * D, model.output_norm().data(), D, hp.rms_eps,
+            xn.data() + i * D);
+  }
+  in_main.Set(xn.data(), D, static_cast<int64_t>(logit_rows.size()), D);
+  Project(model.output(), in_main, logits, hp.n_vocab);
+  return Status::Ok();
 }
 
 Context::Context(const Model& model, uint32_t n_ctx) : model_(model), n_ctx_(n_ctx) {}
 Context::~Context() = default;
 
 uint32_t Context::n_vocab() const { return model_.hparams().n_vocab; }
+const StoragePlan& Context::storage_plan() const { return impl_->plan; }
+ExpertStore& Context::expert_store() { return *impl_->store; }
 
 Result<std::unique_ptr<Context>> Context::Create(const Model& model,
                                                  const ContextOptions& options) {
@@ -316,38 +431,66 @@ Result<std::unique_ptr<Context>> Context::Create(const Model& model,
                            n_ctx, n_train, n_train);
   }
   if (n_ctx < 1) return InvalidArgument("context size must be at least 1");
+  if (options.n_seq_max > 1024) return InvalidArgument("at most 1024 sequences per context");
   std::unique_ptr<Context> ctx(new Context(model, n_ctx));
   ctx->impl_ = std::make_unique<Impl>(model, n_ctx, options);
+  Impl& impl = *ctx->impl_;
+  Result<StoragePlan> plan =
+      PlanStorage(model, impl.kv_bytes(), impl.scratch_bytes(), options.storage);
+  if (!plan.ok()) return plan.status();
+  impl.plan = plan.value();
+  Result<std::unique_ptr<ExpertStore>> store = CreateExpertStore(model, impl.plan, options.storage);
+  if (!store.ok()) return store.status();
+  impl.store = std::move(store.value());
+  MT_RETURN_IF_ERROR(impl.Allocate());
   return ctx;
 }
 
 Status Context::Eval(std::span<const int32_t> tokens, LogitsFor which, std::vector<float>* logits) {
   if (tokens.empty()) return InvalidArgument("nothing to evaluate: no tokens");
-  const uint32_t n_vocab = model_.hparams().n_vocab;
-  for (int32_t id : tokens) {
-    if (id < 0 || static_cast<uint32_t>(id) >= n_vocab) {
-      return InvalidArgument("token id {} is outside the vocabulary (0..{})", id, n_vocab - 1);
-    }
-  }
   if (n_past_ + tokens.size() > n_ctx_) {
     return Status(StatusCode::kResourceExhausted,
                   fmt::format("the context is full: {} + {} tokens do not fit in {} positions "
                               "(raise -c)",
                               n_past_, tokens.size(), n_ctx_));
   }
-  const size_t n_out = which == LogitsFor::kAll ? tokens.size() : 1;
-  logits->resize(n_out * n_vocab);
-  const uint32_t B = impl_->n_batch;
-  for (size_t i = 0; i < tokens.size(); i += B) {
-    const size_t n = std::min<size_t>(B, tokens.size() - i);
-    const bool last_batch = i + n == tokens.size();
-    if (which == LogitsFor::kAll) {
-      impl_->Forward(tokens.subspan(i, n), n_past_, 0, logits->data() + i * n_vocab);
-    } else {
-      impl_->Forward(tokens.subspan(i, n), n_past_, last_batch ? static_cast<int>(n) - 1 : n,
-                     logits->data());
+  std::vector<BatchToken> batch(tokens.size());
+  for (size_t i = 0; i < tokens.size(); ++i) {
+    batch[i] = {tokens[i], 0, n_past_ + static_cast<uint32_t>(i),
+                which == LogitsFor::kAll || i + 1 == tokens.size()};
+  }
+  MT_RETURN_IF_ERROR(Decode(batch, logits));
+  n_past_ += static_cast<uint32_t>(tokens.size());
+  return Status::Ok();
+}
+
+Status Context::Decode(std::span<const BatchToken> batch, std::vector<float>* logits) {
+  if (batch.empty()) return InvalidArgument("nothing to evaluate: no tokens");
+  const uint32_t n_vocab = model_.hparams().n_vocab;
+  size_t n_out = 0;
+  for (const BatchToken& b : batch) {
+    if (b.token < 0 || static_cast<uint32_t>(b.token) >= n_vocab) {
+      return InvalidArgument("token id {} is outside the vocabulary (0..{})", b.token, n_vocab - 1);
     }
-    n_past_ += static_cast<uint32_t>(n);
+    if (b.seq >= impl_->n_seq) {
+      return InvalidArgument("sequence {} is out of range (the context has {})", b.seq,
+                             impl_->n_seq);
+    }
+    if (b.pos >= n_ctx_) {
+      return Status(StatusCode::kResourceExhausted,
+                    fmt::format("the context is full: position {} does not fit in {} positions "
+                                "(raise -c)",
+                                b.pos, n_ctx_));
+    }
+    n_out += b.logits;
+  }
+  logits->resize(n_out * n_vocab);
+  const size_t B = impl_->n_batch;
+  float* out = logits->data();
+  for (size_t i = 0; i < batch.size(); i += B) {
+    std::span<const BatchToken> part = batch.subspan(i, std::min(B, batch.size() - i));
+    MT_RETURN_IF_ERROR(impl_->Forward(part, out));
+    for (const BatchToken& b : part) out += b.logits ? n_vocab : 0;
   }
   return Status::Ok();
 }

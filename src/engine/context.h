@@ -10,6 +10,7 @@
 
 #include "base/status.h"
 #include "engine/model.h"
+#include "engine/storage.h"
 
 namespace mt {
 
@@ -20,21 +21,44 @@ struct ContextOptions {
   uint32_t n_batch = 512;  // most tokens per forward pass (prefill is split into batches)
   int n_threads = 0;       // 0 = all cores
   KvType kv_type = KvType::kF16;
+  uint32_t n_seq_max = 1;  // sequences with their own KV cache (n_ctx positions each)
+  StorageOptions storage;  // where the routed experts come from
+};
+
+// One token of a batch: which sequence it belongs to, its position there, and whether its
+// logits are wanted.
+struct BatchToken {
+  int32_t token = 0;
+  uint32_t seq = 0;
+  uint32_t pos = 0;
+  bool logits = false;
 };
 
 enum class LogitsFor { kLast, kAll };
 
 class Context {
  public:
-  // Errors: n_ctx larger than the model's training context (naming both), bad options.
+  // Plans memory (see storage.h) and creates the expert store. Errors: n_ctx larger than
+  // the model's training context (naming both), a memory plan that does not fit.
   static Result<std::unique_ptr<Context>> Create(const Model& model, const ContextOptions& options);
   ~Context();
 
   // Appends `tokens` at positions [n_past(), n_past() + tokens.size()) and evaluates them,
   // in batches of n_batch. Writes logits (n_vocab floats per token) for the last token or
   // for every token into `logits` (resized). Errors: a token id outside the vocab, the
-  // context filling up (naming n_ctx), an empty span.
+  // context filling up (naming n_ctx), an empty span, and expert read failures (naming the
+  // file, layer, expert and offset) or a model file changed under the process. After an
+  // error the context is as before the call and can evaluate again.
   Status Eval(std::span<const int32_t> tokens, LogitsFor which, std::vector<float>* logits);
+
+  // Evaluates tokens of any sequences together: tokens routed to the same expert share one
+  // expert load and one grouped product. A token at position p of sequence s attends to
+  // positions 0..p of s, which must be in the cache or earlier in this batch. Writes the
+  // logits of the tokens that want them, in batch order. A token's logits do not depend on
+  // the other tokens of the batch (bit for bit). Single-sequence callers use Eval, which
+  // tracks n_past(); Decode leaves n_past() alone. Errors as for Eval, plus a sequence id
+  // out of range.
+  Status Decode(std::span<const BatchToken> batch, std::vector<float>* logits);
 
   uint32_t n_past() const { return n_past_; }
   uint32_t n_ctx() const { return n_ctx_; }
@@ -44,6 +68,8 @@ class Context {
   void ClearKv() { n_past_ = 0; }
 
   const Model& model() const { return model_; }
+  const StoragePlan& storage_plan() const;
+  ExpertStore& expert_store();
 
  private:
   struct Impl;

@@ -1,5 +1,8 @@
 #include "engine/model.h"
 
+#include <cstring>
+
+#include "model/expert_layout_gguf.h"
 #include "quant/dequant.h"
 
 namespace mt {
@@ -18,16 +21,6 @@ WeightMatrix MatrixOf(const GgufTensor& t) {
   w.cols = static_cast<int64_t>(t.shape[0]);
   w.rows = static_cast<int64_t>(t.n_elements / t.shape[0]);
   w.row_bytes = RowBytes(t.type, t.shape[0]);
-  return w;
-}
-
-WeightMatrix ExpertSlice(const GgufTensor& t, int e) {
-  WeightMatrix w;
-  w.type = t.type;
-  w.cols = static_cast<int64_t>(t.shape[0]);
-  w.rows = static_cast<int64_t>(t.shape[1]);
-  w.row_bytes = RowBytes(t.type, t.shape[0]);
-  w.data = t.data + static_cast<uint64_t>(e) * w.row_bytes * t.shape[1];
   return w;
 }
 
@@ -71,10 +64,6 @@ std::vector<float> ToFloats(const GgufTensor* t) {
 }
 
 }  // namespace
-
-WeightMatrix ExpertWeights::Gate(int e) const { return ExpertSlice(*gate, e); }
-WeightMatrix ExpertWeights::Up(int e) const { return ExpertSlice(*up, e); }
-WeightMatrix ExpertWeights::Down(int e) const { return ExpertSlice(*down, e); }
 
 Model::Model(std::string path, GgufModel gguf) : path_(std::move(path)), gguf_(std::move(gguf)) {}
 Model::~Model() = default;
@@ -136,9 +125,6 @@ Result<std::unique_ptr<Model>> Model::Load(const std::string& path, const LoadOp
       case R::kAttnKNorm: L.attn_k_norm = ToFloats(t); break;
       case R::kFfnNorm: L.ffn_norm = ToFloats(t); break;
       case R::kFfnGateInp: L.router = ToFloats(t); break;
-      case R::kFfnGateExps: L.experts.gate = t; break;
-      case R::kFfnUpExps: L.experts.up = t; break;
-      case R::kFfnDownExps: L.experts.down = t; break;
       case R::kFfnGateInpShexp: L.shexp_gate_inp = ToFloats(t); break;
       case R::kFfnGateShexp: L.shexp_gate = MatrixOf(*t); break;
       case R::kFfnUpShexp: L.shexp_up = MatrixOf(*t); break;
@@ -146,7 +132,47 @@ Result<std::unique_ptr<Model>> Model::Load(const std::string& path, const LoadOp
       default: break;
     }
   }
+  Result<ExpertLayout> layout = ExpertLayoutFromGguf(m->gguf_, m->hp_.n_layer);
+  if (!layout.ok()) return fail(layout.status());
+  m->expert_layout_ = std::make_unique<ExpertLayout>(std::move(layout.value()));
+  if (Status s = m->CopyDenseWeights(); !s.ok()) return fail(s);
   return m;
+}
+
+// Moves every dense matrix out of the mapping into its own buffer (vectors are already
+// copies). The tied head shares token_embd's copy.
+Status Model::CopyDenseWeights() {
+  auto copy = [&](WeightMatrix& w) -> Status {
+    if (w.data == nullptr) return Status::Ok();
+    const uint64_t bytes = w.row_bytes * static_cast<uint64_t>(w.rows);
+    Result<AlignedBuffer> buf = AlignedBuffer::Allocate(bytes);
+    if (!buf.ok()) return buf.status().WithContext("dense weights");
+    std::memcpy(buf->data(), w.data, bytes);
+    w.data = buf->data();
+    dense_copies_.push_back(std::move(buf.value()));
+    dense_bytes_ += bytes;
+    return Status::Ok();
+  };
+  const bool tied = output_.data == token_embd_.data;
+  MT_RETURN_IF_ERROR(copy(token_embd_));
+  if (tied) {
+    output_.data = token_embd_.data;
+  } else {
+    MT_RETURN_IF_ERROR(copy(output_));
+  }
+  for (LayerWeights& L : layers_) {
+    for (WeightMatrix* w : {&L.wq, &L.wk, &L.wv, &L.wo, &L.shexp_gate, &L.shexp_up,
+                            &L.shexp_down}) {
+      MT_RETURN_IF_ERROR(copy(*w));
+    }
+    for (const std::vector<float>* v : {&L.attn_norm, &L.bq, &L.bk, &L.bv, &L.attn_q_norm,
+                                        &L.attn_k_norm, &L.ffn_norm, &L.router,
+                                        &L.shexp_gate_inp}) {
+      dense_bytes_ += v->size() * sizeof(float);
+    }
+  }
+  dense_bytes_ += output_norm_.size() * sizeof(float);
+  return Status::Ok();
 }
 
 }  // namespace mt

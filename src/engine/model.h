@@ -8,6 +8,8 @@
 #include <vector>
 
 #include "base/status.h"
+#include "base/aligned_buffer.h"
+#include "experts/expert_layout.h"
 #include "gguf/gguf.h"
 #include "kernels/matmul.h"
 #include "model/arch.h"
@@ -17,17 +19,6 @@
 
 namespace mt {
 
-
-// The routed experts of one layer: three stacked tensors, expert e at index e.
-struct ExpertWeights {
-  const GgufTensor* gate = nullptr;  // (n_embd, n_ff_exp, n_expert)
-  const GgufTensor* up = nullptr;    // (n_embd, n_ff_exp, n_expert)
-  const GgufTensor* down = nullptr;  // (n_ff_exp, n_embd, n_expert)
-
-  WeightMatrix Gate(int e) const;  // (n_ff_exp rows of n_embd)
-  WeightMatrix Up(int e) const;    // (n_ff_exp rows of n_embd)
-  WeightMatrix Down(int e) const;  // (n_embd rows of n_ff_exp)
-};
 
 struct LayerWeights {
   std::vector<float> attn_norm;       // (n_embd)
@@ -40,7 +31,6 @@ struct LayerWeights {
   std::vector<float> attn_k_norm;     // (head_dim_k) or (n_embd_k_gqa), or empty
   std::vector<float> ffn_norm;        // (n_embd)
   std::vector<float> router;          // (n_expert, n_embd) ffn_gate_inp, row-major
-  ExpertWeights experts;
   std::vector<float> shexp_gate_inp;  // (n_embd) or empty
   WeightMatrix shexp_gate, shexp_up;  // (n_ff_shexp rows of n_embd)
   WeightMatrix shexp_down;            // (n_embd rows of n_ff_shexp)
@@ -50,11 +40,17 @@ struct LoadOptions {
   bool require_tokenizer = true;  // refuse a file without tokenizer.ggml.* keys
 };
 
+// Routed experts are not part of the Model's weights: they are reached through an
+// ExpertStore (src/experts/) built from expert_layout(), so the same forward pass runs
+// whatever tier serves them.
+
 class Model {
  public:
   // Opens the GGUF (or split set), checks the architecture, every tensor's presence,
-  // shape and type against the architecture's table, and builds the tokenizer. Small
-  // f32 vectors (norms, routers, biases) are copied; matrices stay in the mapping.
+  // shape and type against the architecture's table, and builds the tokenizer. The dense
+  // weights are copied into anonymous memory (resident whatever the expert tier: the page
+  // cache may drop mapped pages under memory pressure); the routed experts stay in the
+  // read-only mapping and are described by expert_layout().
   // Errors are one line naming the file and the tensor or key.
   static Result<std::unique_ptr<Model>> Load(const std::string& path, const LoadOptions& options);
 
@@ -70,9 +66,13 @@ class Model {
   const std::vector<float>& output_norm() const { return output_norm_; }  // (n_embd)
   const WeightMatrix& output() const { return output_; }  // (n_vocab rows of n_embd)
   const LayerWeights& layer(int il) const { return layers_[il]; }
+  const ExpertLayout& expert_layout() const { return *expert_layout_; }
+  // Bytes of the resident dense weights (everything but routed experts).
+  uint64_t dense_bytes() const { return dense_bytes_; }
 
  private:
   Model(std::string path, GgufModel gguf);
+  Status CopyDenseWeights();
 
   std::string path_;
   GgufModel gguf_;
@@ -83,6 +83,9 @@ class Model {
   std::vector<float> output_norm_;
   WeightMatrix output_;
   std::vector<LayerWeights> layers_;  // (n_layer)
+  std::unique_ptr<ExpertLayout> expert_layout_;
+  std::vector<AlignedBuffer> dense_copies_;  // owned bytes of the dense matrices
+  uint64_t dense_bytes_ = 0;
 };
 
 }  // namespace mt

@@ -1,0 +1,164 @@
+// moetier bench -m MODEL [-p 128] [-n 32] [-r 3] [-t N] [--seqs 1,8] [--json]
+// Prints a llama-bench style markdown table (test pp<N> / tg<N>, t/s as mean ± sd) and the
+// roofline measured in the same run.
+#include <cstdio>
+#include <sstream>
+
+#include <nlohmann/json.hpp>
+
+#include "base/cpu_features.h"
+#include "base/units.h"
+#include "command.h"
+#include "engine/bench.h"
+#include "engine/context.h"
+#include "engine/model.h"
+#include "kernels/isa.h"
+#include "storage_flags.h"
+
+namespace mt::cli {
+namespace {
+
+struct BenchFlags {
+  std::string model;
+  int n_prompt = 128;
+  int n_gen = 32;
+  int reps = 3;
+  int n_threads = 0;
+  std::string seqs = "1";
+  bool json = false;
+  uint64_t seed = 1;
+  StorageFlags storage;
+};
+
+// llama.cpp's names for the file types synth writes (general.file_type).
+std::string FileTypeLabel(uint64_t ftype) {
+  switch (ftype) {
+    case 0: return "all F32";
+    case 1: return "F16";
+    case 2: return "Q4_0";
+    case 7: return "Q8_0";
+    case 15: return "Q4_K - Medium";
+    case 18: return "Q6_K";
+    case 32: return "BF16";
+    case 38: return "MXFP4 MoE";
+    default: return fmt::format("ftype {}", ftype);
+  }
+}
+
+int Run(const BenchFlags& f) {
+  std::vector<int> seqs;
+  {
+    std::stringstream ss(f.seqs);
+    std::string item;
+    while (std::getline(ss, item, ',')) {
+      try {
+        int v = std::stoi(item);
+        if (v < 1 || v > 256) throw std::out_of_range(item);
+        seqs.push_back(v);
+      } catch (const std::exception&) {
+        return ReportError(InvalidArgument("--seqs: '{}' is not a list of counts 1..256", f.seqs));
+      }
+    }
+  }
+  if (f.reps < 1 || f.n_prompt < 0 || f.n_gen < 0) {
+    return ReportError(InvalidArgument("-r must be >= 1, -p and -n >= 0"));
+  }
+  Result<std::unique_ptr<Model>> model = Model::Load(f.model, LoadOptions{});
+  if (!model.ok()) return ReportError(model.status());
+  const Model& m = *model.value();
+  ContextOptions o;
+  o.n_ctx = static_cast<uint32_t>(std::max({f.n_prompt, f.n_gen, 1}));
+  o.n_batch = static_cast<uint32_t>(std::max(f.n_prompt, 1));
+  o.n_threads = f.n_threads;
+  o.n_seq_max = static_cast<uint32_t>(*std::max_element(seqs.begin(), seqs.end()));
+  if (Status s = ResolveStorageFlags(f.storage, &o.storage); !s.ok()) return ReportError(s);
+  Result<std::unique_ptr<Context>> ctx = Context::Create(m, o);
+  if (!ctx.ok()) return ReportError(ctx.status().WithContext(f.model));
+  if (!f.json) PrintStoragePlan(**ctx);
+
+  std::vector<BenchSample> samples;
+  if (f.n_prompt > 0) {
+    Result<BenchSample> s = BenchPrefill(**ctx, f.n_prompt, f.reps, f.seed);
+    if (!s.ok()) return ReportError(s.status());
+    samples.push_back(s.value());
+  }
+  if (f.n_gen > 0) {
+    for (int n_seq : seqs) {
+      Result<BenchSample> s = BenchDecode(**ctx, f.n_gen, n_seq, f.reps, f.seed);
+      if (!s.ok()) return ReportError(s.status());
+      samples.push_back(s.value());
+    }
+  }
+  ThreadPool pool(f.n_threads);
+  const double membw = MeasureReadBandwidth(pool, uint64_t{1} << 30, 5);
+  const TokenCost cost = TokenCostOf(m);
+
+  uint64_t n_params = 0;
+  for (const GgufTensor& t : m.gguf().tensors()) n_params += t.n_elements;
+  const std::string label = fmt::format(
+      "{} {}", m.hparams().arch,
+      FileTypeLabel(m.gguf().metadata().FindUint("general.file_type").value_or(999)));
+  const int threads = pool.size();
+
+  if (f.json) {
+    nlohmann::json j = nlohmann::json::array();
+    for (const BenchSample& s : samples) {
+      j.push_back({{"model", label}, {"model_bytes", m.gguf().total_file_bytes()},
+                   {"params", n_params}, {"threads", threads}, {"test", s.test},
+                   {"n_prompt", s.n_prompt}, {"n_gen", s.n_gen}, {"n_seq", s.n_seq},
+                   {"tps", s.tps}, {"avg_ts", s.mean}, {"stddev_ts", s.sd},
+                   {"weight_bytes_per_token", cost.bytes}, {"mem_read_gbps", membw},
+                   {"isa", IsaName(ActiveIsa())},
+                   {"expert_tier", (*ctx)->expert_store().name()}});
+    }
+    fmt::print("{}\n", j.dump(2));
+    return kExitOk;
+  }
+  fmt::print("| {:<30} | {:>10} | {:>10} | {:<7} | {:>7} | {:>8} | {:>16} |\n", "model", "size",
+             "params", "backend", "threads", "test", "t/s");
+  fmt::print("| {:-<30} | {:->10}: | {:->9}: | {:-<7} | {:->6}: | {:->7}: | {:->15}: |\n", "",
+             "", "", "", "", "", "");
+  for (const BenchSample& s : samples) {
+    fmt::print("| {:<30} | {:>10} | {:>8.2f} B | {:<7} | {:>7} | {:>8} | {:>16} |\n", label,
+               HumanBytes(m.gguf().total_file_bytes()), n_params / 1e9, "CPU", threads, s.test,
+               fmt::format("{:.2f} ± {:.2f}", s.mean, s.sd));
+  }
+  fmt::print("\n");
+  for (const BenchSample& s : samples) {
+    if (s.n_gen > 0 && s.n_seq == 1) {
+      const double gbps = cost.bytes * s.mean / 1e9;
+      fmt::print("roofline: {} reads {} of weights per token; achieved {:.1f} GB/s; memory read "
+                 "bandwidth measured now {:.1f} GB/s ({} threads); ratio {:.0f} %\n",
+                 s.test, HumanBytes(cost.bytes), gbps, membw, threads, 100 * gbps / membw);
+    }
+    if (s.n_prompt > 0) {
+      const double ops = 2.0 * (double(cost.macs_per_token) * s.n_prompt + cost.macs_head);
+      fmt::print("prefill: {} achieves {:.0f} GOP/s ({:.2f} G multiply-adds per token; int8 for "
+                 "quantized weights)\n",
+                 s.test, ops * s.mean / s.n_prompt / 1e9, cost.macs_per_token / 1e9);
+    }
+  }
+  fmt::print("kernels: {} ({}), experts: {}\n", IsaName(ActiveIsa()),
+             GetCpuFeatures().ToString(), (*ctx)->expert_store().name());
+  return kExitOk;
+}
+
+}  // namespace
+
+CommandMain SetupBench(CLI::App& sub) {
+  auto f = std::make_shared<BenchFlags>();
+  sub.add_option("-m,--model", f->model, "GGUF model")->required();
+  sub.add_option("-p,--n-prompt", f->n_prompt, "Prompt tokens for the pp test (0: skip)")
+      ->default_str("128");
+  sub.add_option("-n,--n-gen", f->n_gen, "Generated tokens for the tg test (0: skip)")
+      ->default_str("32");
+  sub.add_option("-r,--repetitions", f->reps, "Repetitions of each test")->default_str("3");
+  sub.add_option("-t,--threads", f->n_threads, "Threads (default: all cores)");
+  sub.add_option("--seqs", f->seqs, "Sequences decoded together in the tg tests, e.g. 1,8")
+      ->default_str("1");
+  sub.add_flag("--json", f->json, "Print JSON");
+  AddStorageFlags(sub, &f->storage);
+  return [f]() { return Run(*f); };
+}
+
+}  // namespace mt::cli

@@ -1,0 +1,38 @@
+// The storage flags every model-running command shares (--moe-storage, --mem-budget,
+// --expert-cache, --io, --direct, --warm, --stats, --stats-json), and the reports they ask
+// for: the memory plan at start-up and the tier statistics at the end.
+#pragma once
+
+#include <string>
+
+#include <CLI/CLI.hpp>
+
+#include "base/status.h"
+#include "engine/context.h"
+
+namespace mt::cli {
+
+struct StorageFlags {
+  std::string moe_storage = "auto";
+  std::string mem_budget;
+  std::string expert_cache;
+  std::string io = "auto";
+  std::string direct = "auto";
+  bool warm = false;
+  bool stats = false;
+  std::string stats_json;
+};
+
+void AddStorageFlags(CLI::App& sub, StorageFlags* flags);
+
+// Checks the flag values and fills `out`. Errors name the flag.
+Status ResolveStorageFlags(const StorageFlags& flags, StorageOptions* out);
+
+// "moetier: memory plan: ..." on stderr.
+void PrintStoragePlan(const Context& ctx);
+
+// Prints the tier statistics (with --stats) and writes them as JSON (with --stats-json).
+Status ReportTierStats(const StorageFlags& flags, Context& ctx, double wall_seconds,
+                       uint64_t tokens);
+
+}  // namespace mt::cli

@@ -1,0 +1,128 @@
+#include "engine/bench.h"
+
+#include <chrono>
+#include <cmath>
+#include <numeric>
+
+#include "base/aligned_buffer.h"
+
+namespace mt {
+namespace {
+
+double Seconds(std::chrono::steady_clock::time_point a, std::chrono::steady_clock::time_point b) {
+  return std::chrono::duration<double>(b - a).count();
+}
+
+void Summarize(BenchSample* s) {
+  const double n = static_cast<double>(s->tps.size());
+  s->mean = std::accumulate(s->tps.begin(), s->tps.end(), 0.0) / n;
+  double var = 0;
+  for (double x : s->tps) var += (x - s->mean) * (x - s->mean);
+  s->sd = s->tps.size() > 1 ? std::sqrt(var / (n - 1)) : 0.0;
+}
+
+int32_t RandomToken(uint64_t& state, uint32_t n_vocab) {
+  state = state * 6364136223846793005ull + 1442695040888963407ull;
+  return static_cast<int32_t>((state >> 33) % n_vocab);
+}
+
+}  // namespace
+
+Result<BenchSample> BenchPrefill(Context& ctx, int n_prompt, int reps, uint64_t seed) {
+  BenchSample s;
+  s.test = fmt::format("pp{}", n_prompt);
+  s.n_prompt = n_prompt;
+  uint64_t state = seed;
+  std::vector<int32_t> tokens(n_prompt);
+  std::vector<float> logits;
+  for (int r = -1; r < reps; ++r) {  // r = -1: warm-up, not counted
+    for (int32_t& t : tokens) t = RandomToken(state, ctx.n_vocab());
+    ctx.ClearKv();
+    auto t0 = std::chrono::steady_clock::now();
+    MT_RETURN_IF_ERROR(ctx.Eval(tokens, LogitsFor::kLast, &logits));
+    auto t1 = std::chrono::steady_clock::now();
+    if (r >= 0) s.tps.push_back(n_prompt / Seconds(t0, t1));
+  }
+  ctx.ClearKv();
+  Summarize(&s);
+  return s;
+}
+
+Result<BenchSample> BenchDecode(Context& ctx, int n_gen, int n_seq, int reps, uint64_t seed) {
+  BenchSample s;
+  s.test = n_seq == 1 ? fmt::format("tg{}", n_gen) : fmt::format("tg{}-b{}", n_gen, n_seq);
+  s.n_gen = n_gen;
+  s.n_seq = n_seq;
+  uint64_t state = seed;
+  std::vector<BatchToken> step(n_seq);
+  std::vector<float> logits;
+  for (int r = -1; r < reps; ++r) {
+    auto t0 = std::chrono::steady_clock::now();
+    for (int i = 0; i < n_gen; ++i) {
+      for (int q = 0; q < n_seq; ++q) {
+        step[q] = {RandomToken(state, ctx.n_vocab()), static_cast<uint32_t>(q),
+                   static_cast<uint32_t>(i), true};
+      }
+      MT_RETURN_IF_ERROR(ctx.Decode(step, &logits));
+    }
+    auto t1 = std::chrono::steady_clock::now();
+    if (r >= 0) s.tps.push_back(double(n_gen) * n_seq / Seconds(t0, t1));
+  }
+  Summarize(&s);
+  return s;
+}
+
+double MeasureReadBandwidth(ThreadPool& pool, uint64_t bytes, int reps) {
+  Result<AlignedBuffer> buf = AlignedBuffer::Allocate(bytes);
+  if (!buf.ok()) return 0;
+  uint64_t* words = reinterpret_cast<uint64_t*>(buf->data());
+  const int64_t n = static_cast<int64_t>(bytes / 8);
+  pool.ParallelFor(n, [&](int64_t b, int64_t e, int) {
+    for (int64_t i = b; i < e; ++i) words[i] = static_cast<uint64_t>(i);
+  });
+  double best = 0;
+  std::vector<uint64_t> sinks(pool.size() * 8);
+  for (int r = 0; r < reps; ++r) {
+    auto t0 = std::chrono::steady_clock::now();
+    pool.ParallelFor(n, [&](int64_t b, int64_t e, int thread) {
+      // Eight independent lanes so the loads are not serialised by one add chain.
+      uint64_t acc[8] = {};
+      int64_t i = b;
+      for (; i + 8 <= e; i += 8) {
+        for (int j = 0; j < 8; ++j) acc[j] ^= words[i + j];
+      }
+      for (; i < e; ++i) acc[0] ^= words[i];
+      for (int j = 0; j < 8; ++j) sinks[thread * 8 + j] = acc[j];
+    }, 4096);
+    auto t1 = std::chrono::steady_clock::now();
+    best = std::max(best, double(bytes) / Seconds(t0, t1) / 1e9);
+  }
+  return best;
+}
+
+TokenCost TokenCostOf(const Model& m) {
+  const HParams& hp = m.hparams();
+  TokenCost c;
+  auto bytes = [](const WeightMatrix& w) { return w.row_bytes * static_cast<uint64_t>(w.rows); };
+  auto macs = [](const WeightMatrix& w) { return static_cast<uint64_t>(w.rows) * w.cols; };
+  c.bytes += m.token_embd().row_bytes;  // one row of the embedding
+  for (uint32_t il = 0; il < hp.n_layer; ++il) {
+    const LayerWeights& L = m.layer(il);
+    for (const WeightMatrix* w : {&L.wq, &L.wk, &L.wv, &L.wo, &L.shexp_gate, &L.shexp_up,
+                                  &L.shexp_down}) {
+      if (w->data == nullptr) continue;
+      c.bytes += bytes(*w);
+      c.macs_per_token += macs(*w);
+    }
+    c.bytes += L.router.size() * sizeof(float);
+    c.macs_per_token += L.router.size();
+    const ExpertSpec& spec = m.expert_layout().spec(il);
+    c.bytes += uint64_t{hp.n_expert_used} * spec.bytes();
+    c.macs_per_token += uint64_t{hp.n_expert_used} * 3 * spec.n_embd * spec.n_ff;
+  }
+  c.bytes += bytes(m.output());
+  c.macs_head = macs(m.output());
+  return c;
+}
+
+}  // namespace mt

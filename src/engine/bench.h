@@ -1,0 +1,45 @@
+// `moetier bench`: prefill (pp) and decode (tg) speeds in llama-bench's spirit, with a
+// roofline measured in the same run: the bytes of weights one decoded token reads, the
+// bandwidth that achieves, and the machine's memory read bandwidth measured right then.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "base/status.h"
+#include "base/thread_pool.h"
+#include "engine/context.h"
+
+namespace mt {
+
+struct BenchSample {
+  std::string test;          // "pp128", "tg32", "tg32-b8"
+  int n_prompt = 0;          // tokens per prefill
+  int n_gen = 0;             // tokens generated per sequence
+  int n_seq = 1;             // sequences decoded together
+  std::vector<double> tps;   // tokens/s of each repetition
+  double mean = 0, sd = 0;   // of tps
+};
+
+// Prefill of `n_prompt` seeded random tokens from an empty cache, logits of the last only.
+Result<BenchSample> BenchPrefill(Context& ctx, int n_prompt, int reps, uint64_t seed);
+
+// Decode of `n_gen` tokens per sequence, one token per sequence per step, `n_seq`
+// sequences together, from an empty cache (as llama-bench's tg).
+Result<BenchSample> BenchDecode(Context& ctx, int n_gen, int n_seq, int reps, uint64_t seed);
+
+// Reads `bytes` of (already touched) memory with all threads of `pool`, `reps` times;
+// returns the best GB/s (1e9 bytes/s).
+double MeasureReadBandwidth(ThreadPool& pool, uint64_t bytes, int reps);
+
+// Weight bytes and multiply-adds one token needs: every dense matrix but the embedding
+// (one row of it), the head, and top-k experts of every layer.
+struct TokenCost {
+  uint64_t bytes = 0;          // decode: weight bytes read per token
+  uint64_t macs_per_token = 0; // prefill: multiply-adds per token, without the head
+  uint64_t macs_head = 0;      // the head, once per sequence
+};
+TokenCost TokenCostOf(const Model& model);
+
+}  // namespace mt

@@ -1,0 +1,178 @@
+#include "engine/storage.h"
+
+#include <algorithm>
+#include <cmath>
+
+#include "base/memory_info.h"
+#include "base/units.h"
+#include "engine/model.h"
+#include "experts/simple_stores.h"
+#include "experts/stream_store.h"
+
+namespace mt {
+
+const char* MoeStorageName(MoeStorage m) {
+  switch (m) {
+    case MoeStorage::kAuto: return "auto";
+    case MoeStorage::kResident: return "resident";
+    case MoeStorage::kMmap: return "mmap";
+    case MoeStorage::kStream: return "stream";
+  }
+  return "?";
+}
+
+Result<MoeStorage> ParseMoeStorage(const std::string& s) {
+  for (MoeStorage m : {MoeStorage::kAuto, MoeStorage::kResident, MoeStorage::kMmap,
+                       MoeStorage::kStream}) {
+    if (s == MoeStorageName(m)) return m;
+  }
+  return InvalidArgument("--moe-storage: '{}' is not one of auto, resident, mmap, stream", s);
+}
+
+Result<IoBackend> ParseIoBackend(const std::string& s) {
+  if (s == "auto") return IoBackend::kAuto;
+  if (s == "uring") return IoBackend::kUring;
+  if (s == "pread") return IoBackend::kPread;
+  return InvalidArgument("--io: '{}' is not one of auto, uring, pread", s);
+}
+
+Result<DirectMode> ParseDirectMode(const std::string& s) {
+  if (s == "auto") return DirectMode::kAuto;
+  if (s == "on") return DirectMode::kOn;
+  if (s == "off") return DirectMode::kOff;
+  return InvalidArgument("--direct: '{}' is not one of auto, on, off", s);
+}
+
+Status ParseExpertCache(const std::string& s, StorageOptions* options) {
+  if (!s.empty() && s.back() == '%') {
+    double pct = 0;
+    try {
+      size_t used = 0;
+      pct = std::stod(s.substr(0, s.size() - 1), &used);
+      if (used != s.size() - 1) throw std::invalid_argument(s);
+    } catch (const std::exception&) {
+      return InvalidArgument("--expert-cache: '{}' is not a percentage", s);
+    }
+    if (!(pct > 0 && pct <= 100)) return InvalidArgument("--expert-cache: {} is not in (0, 100]", s);
+    options->expert_cache_pct = pct;
+    options->expert_cache.reset();
+    return Status::Ok();
+  }
+  Result<uint64_t> bytes = ParseBytes(s);
+  if (!bytes.ok()) return bytes.status().WithContext("--expert-cache");
+  options->expert_cache = bytes.value();
+  options->expert_cache_pct.reset();
+  return Status::Ok();
+}
+
+std::string StoragePlan::ToString() const {
+  return fmt::format(
+      "memory plan: budget {} ({}), reserve {}, dense weights {}, KV cache {}, scratch {}, "
+      "experts {} in {} mode{}",
+      HumanBytes(budget), budget_source, HumanBytes(reserve), HumanBytes(dense),
+      HumanBytes(kv_cache), HumanBytes(scratch), HumanBytes(experts_total), MoeStorageName(mode),
+      mode == MoeStorage::kStream ? fmt::format(" (cache {})", HumanBytes(expert_cache))
+      : mode == MoeStorage::kResident ? std::string(" (all in RAM)")
+                                      : std::string(" (page cache)"));
+}
+
+Result<StoragePlan> PlanStorage(const Model& model, uint64_t kv_bytes, uint64_t scratch_bytes,
+                                const StorageOptions& o) {
+  StoragePlan p;
+  if (o.mem_budget) {
+    p.budget = *o.mem_budget;
+    p.budget_source = "--mem-budget";
+  } else {
+    Result<MemoryInfo> mi = ReadMemoryInfo();
+    if (!mi.ok()) return mi.status();
+    p.budget = mi->available();
+    p.budget_source = mi->cgroup_limit && *mi->cgroup_limit < mi->mem_available
+                          ? fmt::format("cgroup limit in {}", mi->cgroup_limit_file)
+                          : std::string("MemAvailable");
+    // Leave room for the allocator, thread stacks, libraries and the page cache's needs.
+    p.reserve = std::max<uint64_t>(uint64_t{256} << 20, p.budget / 20);
+  }
+  p.dense = model.dense_bytes();
+  p.kv_cache = kv_bytes;
+  p.scratch = scratch_bytes;
+  p.experts_total = model.expert_layout().total_bytes();
+  const uint64_t fixed = p.dense + p.kv_cache + p.scratch + p.reserve;
+  if (fixed > p.budget) {
+    return Status(StatusCode::kResourceExhausted,
+                  fmt::format("dense weights {} + KV cache {} + scratch {} + reserve {} = {} exceed "
+                              "the memory budget of {} ({}): lower -c, or raise --mem-budget",
+                              HumanBytes(p.dense), HumanBytes(p.kv_cache), HumanBytes(p.scratch),
+                              HumanBytes(p.reserve), HumanBytes(fixed), HumanBytes(p.budget),
+                              p.budget_source));
+  }
+  const uint64_t room = p.budget - fixed;
+  p.mode = o.mode;
+  if (p.mode == MoeStorage::kAuto) {
+    p.mode = p.experts_total <= room ? MoeStorage::kResident : MoeStorage::kStream;
+  }
+  switch (p.mode) {
+    case MoeStorage::kResident:
+      if (p.experts_total > room) {
+        return Status(StatusCode::kResourceExhausted,
+                      fmt::format("--moe-storage resident needs {} for the experts but the budget "
+                                  "leaves {}: use --moe-storage stream or mmap",
+                                  HumanBytes(p.experts_total), HumanBytes(room)));
+      }
+      p.expert_cache = p.experts_total;
+      break;
+    case MoeStorage::kMmap:
+      p.expert_cache = 0;
+      break;
+    case MoeStorage::kStream:
+      if (o.expert_cache) {
+        p.expert_cache = *o.expert_cache;
+      } else if (o.expert_cache_pct) {
+        p.expert_cache = static_cast<uint64_t>(std::llround(p.experts_total * *o.expert_cache_pct / 100));
+      } else {
+        p.expert_cache = std::min(room, p.experts_total);
+      }
+      if (p.expert_cache > room && !o.mem_budget) {
+        return Status(StatusCode::kResourceExhausted,
+                      fmt::format("--expert-cache {} is more than the {} the budget leaves",
+                                  HumanBytes(p.expert_cache), HumanBytes(room)));
+      }
+      break;
+    case MoeStorage::kAuto:
+      break;
+  }
+  return p;
+}
+
+Result<std::unique_ptr<ExpertStore>> CreateExpertStore(const Model& model, const StoragePlan& plan,
+                                                       const StorageOptions& o) {
+  const ExpertLayout& layout = model.expert_layout();
+  switch (plan.mode) {
+    case MoeStorage::kResident: {
+      Result<std::unique_ptr<ResidentStore>> s = ResidentStore::Create(layout);
+      if (!s.ok()) return s.status();
+      return std::unique_ptr<ExpertStore>(std::move(s.value()));
+    }
+    case MoeStorage::kMmap: {
+      Result<std::unique_ptr<MmapStore>> s = MmapStore::Create(layout, o.warm);
+      if (!s.ok()) return s.status();
+      return std::unique_ptr<ExpertStore>(std::move(s.value()));
+    }
+    case MoeStorage::kStream:
+    case MoeStorage::kAuto: {
+      Result<std::unique_ptr<IoEngine>> io =
+          o.make_io ? o.make_io() : CreateIoEngine(o.io, o.io_queue_depth);
+      if (!io.ok()) return io.status();
+      StreamOptions so;
+      so.cache_bytes = plan.expert_cache;
+      if (o.expert_cache_pct) so.cache_fraction = *o.expert_cache_pct / 100;
+      so.min_slots = model.hparams().n_expert_used;
+      so.direct = o.direct;
+      Result<std::unique_ptr<StreamStore>> s = StreamStore::Create(layout, std::move(io.value()), so);
+      if (!s.ok()) return s.status();
+      return std::unique_ptr<ExpertStore>(std::move(s.value()));
+    }
+  }
+  return InvalidArgument("unknown storage mode");
+}
+
+}  // namespace mt

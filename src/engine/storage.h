@@ -1,0 +1,72 @@
+// Where the routed experts live (--moe-storage), and the memory plan that decides it.
+//
+// The budget is --mem-budget, or what the machine really has (the cgroup limit and
+// MemAvailable) minus a reserve. Dense weights, the KV cache and scratch are placed first;
+// the expert cache gets the rest (or --expert-cache). auto picks resident when every
+// expert fits, else stream; mmap is chosen explicitly.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <optional>
+#include <string>
+
+#include "base/status.h"
+#include "experts/expert_store.h"
+#include "io/io_engine.h"
+
+namespace mt {
+
+class Model;
+
+enum class MoeStorage { kAuto, kResident, kMmap, kStream };
+
+struct StorageOptions {
+  MoeStorage mode = MoeStorage::kAuto;
+  std::optional<uint64_t> mem_budget;     // bytes; default from the machine
+  std::optional<uint64_t> expert_cache;   // bytes; default: what the budget leaves
+  std::optional<double> expert_cache_pct; // N% of all expert bytes (instead of bytes)
+  IoBackend io = IoBackend::kAuto;
+  DirectMode direct = DirectMode::kAuto;
+  bool warm = false;        // mmap: pre-fault experts in the background
+  int io_queue_depth = 16;  // reads in flight
+  // Tests only: builds the stream tier's I/O engine (e.g. a fault-injecting one) instead of
+  // CreateIoEngine(io, io_queue_depth).
+  std::function<Result<std::unique_ptr<IoEngine>>()> make_io;
+};
+
+// Parses "auto|resident|mmap|stream", "auto|uring|pread", "auto|on|off" and
+// "BYTES|N%" (--expert-cache). Errors name the flag value.
+Result<MoeStorage> ParseMoeStorage(const std::string& s);
+Result<IoBackend> ParseIoBackend(const std::string& s);
+Result<DirectMode> ParseDirectMode(const std::string& s);
+Status ParseExpertCache(const std::string& s, StorageOptions* options);
+
+struct StoragePlan {
+  MoeStorage mode = MoeStorage::kAuto;  // the mode chosen (never kAuto)
+  uint64_t budget = 0;          // bytes the process may use
+  std::string budget_source;    // "--mem-budget", "cgroup limit (file)", "MemAvailable"
+  uint64_t reserve = 0;         // kept free for the allocator, stacks, libraries
+  uint64_t dense = 0;           // resident dense weights
+  uint64_t kv_cache = 0;
+  uint64_t scratch = 0;
+  uint64_t experts_total = 0;   // all routed experts
+  uint64_t expert_cache = 0;    // RAM for experts: all of them (resident), the cache (stream), 0 (mmap)
+
+  // One line per item, for start-up and --stats.
+  std::string ToString() const;
+};
+
+// Decides the plan. Errors: dense + KV + scratch over the budget (with the numbers and what
+// to change); an explicit resident mode that does not fit.
+Result<StoragePlan> PlanStorage(const Model& model, uint64_t kv_bytes, uint64_t scratch_bytes,
+                                const StorageOptions& options);
+
+// Creates the store the plan asks for.
+Result<std::unique_ptr<ExpertStore>> CreateExpertStore(const Model& model, const StoragePlan& plan,
+                                                       const StorageOptions& options);
+
+const char* MoeStorageName(MoeStorage m);
+
+}  // namespace mt

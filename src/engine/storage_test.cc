@@ -1,0 +1,252 @@
+// The tiers give bit-identical logits, and the stream tier fails closed: a failed, short or
+// corrupt read is an error naming the file, layer, expert and offset, never a wrong number,
+// and the same context evaluates correctly afterwards.
+#include <gtest/gtest.h>
+#include <unistd.h>
+
+#include <filesystem>
+#include <fstream>
+
+#include "engine/context.h"
+#include "engine/model.h"
+#include "experts/stream_store.h"
+#include "io/fault_injecting_engine.h"
+#include "synth/synth.h"
+
+namespace mt {
+namespace {
+
+namespace fs = std::filesystem;
+
+class StorageTest : public ::testing::Test {
+ protected:
+  static void SetUpTestSuite() {
+    // On the build's filesystem rather than /tmp (often tmpfs, which refuses O_DIRECT).
+    dir_ = fs::current_path() / ("storage-test-" + std::to_string(getpid()));
+    fs::create_directories(dir_);
+    SynthOptions o;
+    o.output_path = (dir_ / "olmoe.gguf").string();
+    o.preset = "olmoe-tiny";
+    o.file_type = "q4_k_m";
+    o.seed = 11;
+    ASSERT_TRUE(Synthesize(o).ok());
+    model_path_ = o.output_path;
+  }
+  static void TearDownTestSuite() { fs::remove_all(dir_); }
+
+  static std::unique_ptr<Model> Load(const std::string& path = model_path_) {
+    auto m = Model::Load(path, LoadOptions{});
+    EXPECT_TRUE(m.ok()) << m.status().message();
+    return std::move(m.value());
+  }
+
+  static std::vector<float> Logits(const Model& m, StorageOptions s, int threads = 2,
+                                   Status* status = nullptr) {
+    ContextOptions o;
+    o.n_ctx = 64;
+    o.n_threads = threads;
+    o.storage = std::move(s);
+    auto ctx = Context::Create(m, o);
+    EXPECT_TRUE(ctx.ok()) << ctx.status().message();
+    std::vector<float> logits;
+    Status st = (*ctx)->Eval(kTokens, LogitsFor::kAll, &logits);
+    if (status) *status = st;
+    else EXPECT_TRUE(st.ok()) << st.message();
+    return logits;
+  }
+
+  static StorageOptions Stream(const std::string& cache, IoBackend io = IoBackend::kAuto) {
+    StorageOptions s;
+    s.mode = MoeStorage::kStream;
+    s.io = io;
+    EXPECT_TRUE(ParseExpertCache(cache, &s).ok());
+    return s;
+  }
+
+  static inline const std::vector<int32_t> kTokens = {5, 1000, 77, 4242, 9, 31000, 12, 640,
+                                                      33, 1, 2, 3, 4, 5, 6};
+  static fs::path dir_;
+  static std::string model_path_;
+};
+
+fs::path StorageTest::dir_;
+std::string StorageTest::model_path_;
+
+TEST_F(StorageTest, EveryTierGivesTheSameBits) {
+  auto m = Load();
+  StorageOptions resident;
+  resident.mode = MoeStorage::kResident;
+  StorageOptions mmap;
+  mmap.mode = MoeStorage::kMmap;
+  const std::vector<float> want = Logits(*m, resident);
+  EXPECT_TRUE(Logits(*m, mmap) == want);
+  EXPECT_TRUE(Logits(*m, mmap, 1) == want);
+  // An 8 % cache holds just top-k = 4 experts: eviction on every token.
+  for (const char* cache : {"100%", "30%", "8%"}) {
+    for (IoBackend io : {IoBackend::kUring, IoBackend::kPread}) {
+      for (int threads : {1, 2}) {
+        EXPECT_TRUE(Logits(*m, Stream(cache, io), threads) == want)
+            << cache << " io " << int(io) << " threads " << threads;
+      }
+    }
+  }
+}
+
+TEST_F(StorageTest, TooSmallACacheIsRefused) {
+  auto m = Load();
+  ContextOptions o;
+  o.n_ctx = 64;
+  o.storage = Stream("3%");  // under 4 experts
+  auto ctx = Context::Create(*m, o);
+  ASSERT_FALSE(ctx.ok());
+  EXPECT_NE(ctx.status().message().find("but one layer needs 4"), std::string::npos)
+      << ctx.status().message();
+}
+
+TEST_F(StorageTest, StreamCountsHitsMissesAndBytes) {
+  auto m = Load();
+  ContextOptions o;
+  o.n_ctx = 64;
+  o.storage = Stream("100%");
+  auto ctx = Context::Create(*m, o);
+  ASSERT_TRUE(ctx.ok());
+  std::vector<float> logits;
+  ASSERT_TRUE((*ctx)->Eval(kTokens, LogitsFor::kLast, &logits).ok());
+  const TierStats& s = (*ctx)->expert_store().stats();
+  EXPECT_EQ(s.total.requests, s.total.hits + s.total.misses);
+  EXPECT_GT(s.total.misses, 0u);
+  EXPECT_EQ(s.total.evictions, 0u);  // everything fits
+  // Every miss read the three parts of one expert (q4_k_m sizes experts per layer).
+  uint64_t payload = 0;
+  for (size_t il = 0; il < s.layers.size(); ++il) {
+    payload += s.layers[il].misses * m->expert_layout().spec(il).bytes();
+  }
+  EXPECT_EQ(s.total.bytes_payload, payload);
+  EXPECT_GE(s.total.bytes_physical, s.total.bytes_payload);
+  EXPECT_EQ(s.total.reads, 3 * s.total.misses);
+  // A second pass over the same tokens hits the cache only.
+  (*ctx)->ClearKv();
+  const uint64_t misses = s.total.misses;
+  ASSERT_TRUE((*ctx)->Eval(kTokens, LogitsFor::kLast, &logits).ok());
+  EXPECT_EQ(s.total.misses, misses);
+}
+
+// Builds a stream context whose reads go through a fault-injecting engine.
+std::unique_ptr<Context> FaultyContext(const Model& m, FaultPlan plan) {
+  ContextOptions o;
+  o.n_ctx = 64;
+  o.storage.mode = MoeStorage::kStream;
+  EXPECT_TRUE(ParseExpertCache("8%", &o.storage).ok());
+  auto shared_plan = std::make_shared<FaultPlan>(std::move(plan));
+  o.storage.make_io = [shared_plan]() -> Result<std::unique_ptr<IoEngine>> {
+    Result<std::unique_ptr<IoEngine>> inner = CreatePreadEngine(2);
+    if (!inner.ok()) return inner.status();
+    auto f = std::make_unique<FaultInjectingEngine>(std::move(inner.value()), *shared_plan);
+    return std::unique_ptr<IoEngine>(std::move(f));
+  };
+  auto ctx = Context::Create(m, o);
+  EXPECT_TRUE(ctx.ok()) << ctx.status().message();
+  return std::move(ctx.value());
+}
+
+TEST_F(StorageTest, FailedReadsFailClosedAndTheContextRecovers) {
+  auto m = Load();
+  StorageOptions resident;
+  resident.mode = MoeStorage::kResident;
+  const std::vector<float> want = Logits(*m, resident);
+  for (FaultKind kind : {FaultKind::kError, FaultKind::kShortRead}) {
+    FaultPlan plan;
+    FaultRule rule;
+    rule.kind = kind;
+    rule.every_nth = 7;
+    rule.max_faults = 1;
+    rule.short_bytes = 1000;  // well inside the payload (a short read past it is harmless)
+    plan.rules.push_back(rule);
+    auto ctx = FaultyContext(*m, plan);
+    std::vector<float> logits;
+    Status s = ctx->Eval(kTokens, LogitsFor::kAll, &logits);
+    ASSERT_FALSE(s.ok());
+    EXPECT_EQ(s.code(), StatusCode::kIoError);
+    // file, layer, expert and offset are named
+    EXPECT_NE(s.message().find("olmoe.gguf: layer "), std::string::npos) << s.message();
+    EXPECT_NE(s.message().find(" expert "), std::string::npos) << s.message();
+    EXPECT_NE(s.message().find("offset "), std::string::npos) << s.message();
+    EXPECT_EQ(ctx->n_past(), 0u);
+    // The next prompt runs on the same context and gives exactly the right numbers.
+    ASSERT_TRUE(ctx->Eval(kTokens, LogitsFor::kAll, &logits).ok());
+    EXPECT_TRUE(logits == want);
+  }
+}
+
+TEST_F(StorageTest, CorruptBytesAfterThePayloadAreNeverUsed) {
+  // A read that comes back short, but past the payload's end, loses only alignment padding:
+  // the expert is complete and the numbers are right.
+  auto m = Load();
+  StorageOptions resident;
+  resident.mode = MoeStorage::kResident;
+  const std::vector<float> want = Logits(*m, resident);
+  FaultPlan plan;
+  FaultRule rule;
+  rule.kind = FaultKind::kShortRead;
+  rule.probability = 0.5;
+  rule.match = [](const ReadOp& op) { return op.length > 8192; };
+  rule.short_bytes = -1;  // seeded; the store must judge each against the payload
+  plan.rules.push_back(rule);
+  auto ctx = FaultyContext(*m, plan);
+  std::vector<float> logits;
+  for (int attempt = 0; attempt < 20; ++attempt) {
+    ctx->ClearKv();
+    Status s = ctx->Eval(kTokens, LogitsFor::kAll, &logits);
+    if (s.ok()) {
+      EXPECT_TRUE(logits == want);
+    } else {
+      EXPECT_NE(s.message().find("short read"), std::string::npos) << s.message();
+    }
+  }
+}
+
+TEST_F(StorageTest, SlowReadsOnlyCostTime) {
+  auto m = Load();
+  StorageOptions resident;
+  resident.mode = MoeStorage::kResident;
+  const std::vector<float> want = Logits(*m, resident);
+  FaultPlan plan;
+  FaultRule rule;
+  rule.kind = FaultKind::kDelay;
+  rule.every_nth = 3;
+  rule.delay_ms = 2;
+  plan.rules.push_back(rule);
+  auto ctx = FaultyContext(*m, plan);
+  std::vector<float> logits;
+  ASSERT_TRUE(ctx->Eval(kTokens, LogitsFor::kAll, &logits).ok());
+  EXPECT_TRUE(logits == want);
+}
+
+TEST_F(StorageTest, AFileTruncatedOrReplacedUnderARunningProcessIsDetected) {
+  const std::string copy = (dir_ / "victim.gguf").string();
+  for (MoeStorage mode : {MoeStorage::kMmap, MoeStorage::kStream}) {
+    for (bool replace : {false, true}) {
+      fs::copy_file(model_path_, copy, fs::copy_options::overwrite_existing);
+      auto m = Load(copy);
+      ContextOptions o;
+      o.n_ctx = 64;
+      o.storage.mode = mode;
+      auto ctx = Context::Create(*m, o);
+      ASSERT_TRUE(ctx.ok());
+      std::vector<float> logits;
+      ASSERT_TRUE((*ctx)->Eval(std::span(kTokens).first(3), LogitsFor::kLast, &logits).ok());
+      if (replace) {
+        fs::copy_file(model_path_, copy + ".new");
+        fs::rename(copy + ".new", copy);
+      } else {
+        fs::resize_file(copy, fs::file_size(copy) / 2);
+      }
+      Status s = (*ctx)->Eval(std::span(kTokens).subspan(3, 3), LogitsFor::kLast, &logits);
+      ASSERT_FALSE(s.ok()) << MoeStorageName(mode);
+      EXPECT_NE(s.message().find("victim.gguf: the model file"), std::string::npos) << s.message();
+    }
+  }
+}
+
+}  // namespace
+}  // namespace mt

@@ -1,0 +1,69 @@
+// The two stores without a cache: resident (all experts copied into RAM once) and mmap
+// (kernels read experts straight from the read-only file mapping; the page cache is the
+// cache).
+#pragma once
+
+#include <atomic>
+#include <memory>
+#include <thread>
+#include <vector>
+
+#include "base/aligned_buffer.h"
+#include "experts/expert_store.h"
+#include "io/file_watch.h"
+
+namespace mt {
+
+// Hands out experts in request order; every request is a hit.
+class InMemoryStore : public ExpertStore {
+ public:
+  void BeginLayer(uint32_t layer, std::span<const int32_t> experts) override;
+  Result<std::optional<ReadyExpert>> NextReady() override;
+  const TierStats& stats() const override { return stats_; }
+  void ResetStats() override;
+
+ protected:
+  InMemoryStore(const ExpertLayout& layout, std::string tier);
+  virtual ExpertMatrices Matrices(uint32_t layer, uint32_t expert) const = 0;
+
+  const ExpertLayout& layout_;
+  TierStats stats_;
+  uint32_t layer_ = 0;
+  std::vector<int32_t> pending_;  // (<= n_expert) experts of the layer not handed out yet
+  size_t next_ = 0;
+};
+
+// Copies every expert into anonymous memory at creation (the speed baseline).
+class ResidentStore final : public InMemoryStore {
+ public:
+  // Reads the experts from the mapping; memory is the layout's total_bytes().
+  static Result<std::unique_ptr<ResidentStore>> Create(const ExpertLayout& layout);
+  std::string name() const override { return "resident"; }
+
+ private:
+  explicit ResidentStore(const ExpertLayout& layout) : InMemoryStore(layout, "resident") {}
+  ExpertMatrices Matrices(uint32_t layer, uint32_t expert) const override;
+  std::vector<std::array<AlignedBuffer, 3>> copies_;  // (n_layer) gate/up/down of all experts
+};
+
+// Points kernels into the file mapping. Expert ranges get MADV_RANDOM (no readahead of
+// neighbours). With `warm`, a background thread pre-faults every expert page at low
+// priority, without delaying the first token.
+class MmapStore final : public InMemoryStore {
+ public:
+  static Result<std::unique_ptr<MmapStore>> Create(const ExpertLayout& layout, bool warm);
+  ~MmapStore() override;
+  Status CheckFiles() override;
+  std::string name() const override { return "mmap"; }
+
+ private:
+  explicit MmapStore(const ExpertLayout& layout) : InMemoryStore(layout, "mmap") {}
+  ExpertMatrices Matrices(uint32_t layer, uint32_t expert) const override;
+  void Warm();
+
+  FileWatch watch_;  // a truncated file would fault (SIGBUS) in the mapping: check first
+  std::atomic<bool> stop_warm_{false};
+  std::thread warm_thread_;
+};
+
+}  // namespace mt

@@ -1,0 +1,363 @@
+#include "experts/stream_store.h"
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <cstring>
+
+#include "base/log.h"
+
+namespace mt {
+namespace {
+
+constexpr uint64_t kAlign = kDirectIoAlignment;
+
+uint64_t RoundUp(uint64_t x, uint64_t a) { return (x + a - 1) / a * a; }
+
+// A part of `len` payload bytes at any file offset needs at most this much aligned room.
+uint64_t StagedBytes(uint64_t len) { return RoundUp(len, kAlign) + kAlign; }
+
+// Where part p starts inside a slot for a layer's spec.
+std::array<uint64_t, 3> StagedOffsets(const ExpertSpec& s) {
+  const uint64_t g = StagedBytes(s.gate_bytes()), u = StagedBytes(s.up_bytes());
+  return {0, g, g + u};
+}
+
+uint64_t NowNs() {
+  return static_cast<uint64_t>(std::chrono::duration_cast<std::chrono::nanoseconds>(
+                                   std::chrono::steady_clock::now().time_since_epoch())
+                                   .count());
+}
+
+}  // namespace
+
+StreamStore::StreamStore(const ExpertLayout& layout, std::unique_ptr<IoEngine> io)
+    : layout_(layout), io_(std::move(io)) {}
+
+StreamStore::~StreamStore() {
+  // The device may still be writing into the pool: wait for every read before freeing it.
+  while (in_flight_ > 0) Reap(true);
+}
+
+Result<std::unique_ptr<StreamStore>> StreamStore::Create(const ExpertLayout& layout,
+                                                         std::unique_ptr<IoEngine> io,
+                                                         const StreamOptions& options) {
+  std::unique_ptr<StreamStore> s(new StreamStore(layout, std::move(io)));
+  for (uint32_t il = 0; il < layout.n_layer(); ++il) {
+    const ExpertSpec& spec = layout.spec(il);
+    s->slot_bytes_ = std::max(s->slot_bytes_, StagedBytes(spec.gate_bytes()) +
+                                                  StagedBytes(spec.up_bytes()) +
+                                                  StagedBytes(spec.down_bytes()));
+  }
+  const uint64_t all = uint64_t{layout.n_layer()} * layout.n_expert();
+  const uint64_t n_slots =
+      options.cache_fraction
+          ? std::min<uint64_t>(all, static_cast<uint64_t>(std::ceil(*options.cache_fraction * all)))
+          : (s->slot_bytes_ ? std::min(all, options.cache_bytes / s->slot_bytes_) : 0);
+  if (n_slots < std::max<uint32_t>(options.min_slots, 1)) {
+    return InvalidArgument(
+        "the expert cache holds {} experts of {} bytes, but one layer needs {}: raise "
+        "--expert-cache to at least {} bytes ({:.1f}%)",
+        n_slots, s->slot_bytes_, options.min_slots, uint64_t{options.min_slots} * s->slot_bytes_,
+        100.0 * options.min_slots / all);
+  }
+  Result<AlignedBuffer> pool = AlignedBuffer::Allocate(n_slots * s->slot_bytes_);
+  if (!pool.ok()) return pool.status().WithContext("expert cache");
+  s->pool_ = std::move(pool.value());
+  s->slots_.resize(n_slots);
+  for (int64_t i = static_cast<int64_t>(n_slots) - 1; i >= 0; --i) {
+    s->free_.push_back(static_cast<int32_t>(i));
+  }
+  s->slot_of_.assign(uint64_t{layout.n_layer()} * layout.n_expert(), -1);
+  s->policy_ = MakeLruPolicy(static_cast<int32_t>(n_slots));
+  s->prefetch_share_ = options.prefetch_share;
+  for (const std::string& path : layout.files()) {
+    Result<int> f = s->io_->AddFile(path, options.direct);
+    if (!f.ok()) return f.status();
+    s->files_.push_back(f.value());
+    if (!s->io_->is_direct(f.value())) s->direct_ = false;
+  }
+  if (!s->direct_) {
+    Log(LogLevel::kWarn, "O_DIRECT is not supported for {}; expert reads go through the page "
+        "cache", layout.files().front());
+  }
+  Result<FileWatch> watch = FileWatch::Open(layout.files());
+  if (!watch.ok()) return watch.status();
+  s->watch_ = std::move(watch.value());
+  s->stats_.tier = "stream";
+  s->stats_.layers.resize(layout.n_layer());
+  return s;
+}
+
+void StreamStore::ResetStats() {
+  TierStats fresh;
+  fresh.tier = "stream";
+  fresh.layers.resize(layout_.n_layer());
+  stats_ = std::move(fresh);
+}
+
+void StreamStore::Pin(int32_t s) {
+  if (slots_[s].pins++ == 0 && slots_[s].state == SlotState::kReady) policy_->Remove(s);
+}
+
+void StreamStore::Release(int32_t s) {
+  Slot& slot = slots_[s];
+  if (--slot.pins == 0 && slot.state == SlotState::kReady) policy_->Insert(s);
+}
+
+void StreamStore::DropSlot(int32_t s) {
+  Slot& slot = slots_[s];
+  policy_->Remove(s);
+  if (slot.layer >= 0) SlotOf(slot.layer, slot.expert) = -1;
+  slot = Slot{};
+  free_.push_back(s);
+}
+
+int32_t StreamStore::TakeSlot(bool for_prefetch) {
+  if (for_prefetch && prefetch_slots_ >= prefetch_share_ * static_cast<double>(slots_.size())) {
+    return -1;
+  }
+  if (!free_.empty()) {
+    const int32_t s = free_.back();
+    free_.pop_back();
+    return s;
+  }
+  const int32_t v = policy_->Victim();
+  if (v < 0) return -1;
+  Slot& slot = slots_[v];
+  ++stats_.total.evictions;
+  ++stats_.layers[slot.layer].evictions;
+  policy_->Remove(v);
+  SlotOf(slot.layer, slot.expert) = -1;
+  slot = Slot{};
+  return v;
+}
+
+void StreamStore::StartLoad(int32_t s, uint32_t layer, uint32_t expert) {
+  Slot& slot = slots_[s];
+  slot.state = SlotState::kLoading;
+  slot.layer = static_cast<int32_t>(layer);
+  slot.expert = static_cast<int32_t>(expert);
+  slot.parts_pending = kNumExpertParts;
+  slot.error = Status::Ok();
+  SlotOf(layer, expert) = s;
+  const std::array<uint64_t, 3> staged = StagedOffsets(layout_.spec(layer));
+  for (int p = 0; p < kNumExpertParts; ++p) {
+    const ByteExtent ext = layout_.extent(layer, expert, static_cast<ExpertPart>(p));
+    const uint64_t start = ext.offset / kAlign * kAlign;
+    const uint64_t head = ext.offset - start;
+    slot.payload_at[p] = staged[p] + head;
+    queued_.push_back(ReadOp{files_[ext.file], start, RoundUp(head + ext.length, kAlign),
+                             SlotData(s) + staged[p], uint64_t(s) * 4 + p});
+  }
+  stats_.total.reads += kNumExpertParts;
+  stats_.layers[layer].reads += kNumExpertParts;
+}
+
+void StreamStore::SubmitQueued() {
+  if (queued_.empty()) return;
+  if (in_flight_ == 0) busy_.Start();
+  Status st = io_->Submit(queued_);
+  if (st.ok()) {
+    in_flight_ += queued_.size();
+  } else {
+    // The engine refused the batch: fail every slot in it as if its reads had failed.
+    for (const ReadOp& op : queued_) {
+      Slot& slot = slots_[op.tag / 4];
+      if (slot.error.ok()) slot.error = st;
+      if (--slot.parts_pending == 0) {
+        auto it = std::find(waiting_.begin(), waiting_.end(), static_cast<int32_t>(op.tag / 4));
+        if (it != waiting_.end()) {
+          waiting_.erase(it);
+          failed_.push_back(static_cast<int32_t>(op.tag / 4));
+        } else {
+          DropSlot(static_cast<int32_t>(op.tag / 4));
+        }
+      }
+    }
+    if (in_flight_ == 0) busy_.Stop(&stats_.read_busy_ns);
+  }
+  queued_.clear();
+}
+
+Status StreamStore::ReadError(int32_t s, ExpertPart part, int64_t result, uint64_t wanted) const {
+  const Slot& slot = slots_[s];
+  const ByteExtent ext = layout_.extent(slot.layer, slot.expert, part);
+  const std::string& file = layout_.files()[ext.file];
+  static constexpr const char* kPart[3] = {"gate", "up", "down"};
+  if (result < 0) {
+    return IoError("{}: layer {} expert {} ({}): read at offset {} failed: {}", file, slot.layer,
+                   slot.expert, kPart[part], ext.offset, std::strerror(static_cast<int>(-result)));
+  }
+  return IoError("{}: layer {} expert {} ({}): short read at offset {}: {} of {} bytes", file,
+                 slot.layer, slot.expert, kPart[part], ext.offset, result, wanted);
+}
+
+void StreamStore::Reap(bool block) {
+  ReadCompletion done[32];
+  const size_t n = io_->Wait(done, block ? 1 : 0, -1);
+  for (size_t i = 0; i < n; ++i) {
+    const int32_t s = static_cast<int32_t>(done[i].tag / 4);
+    const ExpertPart part = static_cast<ExpertPart>(done[i].tag % 4);
+    Slot& slot = slots_[s];
+    --in_flight_;
+    const ByteExtent ext = layout_.extent(slot.layer, slot.expert, part);
+    const uint64_t wanted = ext.offset % kAlign + ext.length;  // through the payload's end
+    TierCounters& layer = stats_.layers[slot.layer];
+    if (done[i].result < 0 || static_cast<uint64_t>(done[i].result) < wanted) {
+      if (slot.error.ok()) slot.error = ReadError(s, part, done[i].result, wanted);
+    } else {
+      stats_.total.bytes_physical += done[i].result;
+      layer.bytes_physical += done[i].result;
+      stats_.total.bytes_payload += ext.length;
+      layer.bytes_payload += ext.length;
+    }
+    if (--slot.parts_pending > 0) continue;
+    if (!slot.error.ok()) {
+      ++stats_.total.read_errors;
+      ++layer.read_errors;
+      EndPrefetch(s);
+      if (slot.demanded) {
+        waiting_.erase(std::find(waiting_.begin(), waiting_.end(), s));
+        failed_.push_back(s);
+      } else {
+        DropSlot(s);
+      }
+      continue;
+    }
+    slot.state = SlotState::kReady;
+    EndPrefetch(s);  // a finished prefetch is an ordinary cached expert now
+    if (slot.demanded) {
+      waiting_.erase(std::find(waiting_.begin(), waiting_.end(), s));
+      ready_.push_back(s);
+    } else if (slot.pins == 0) {
+      policy_->Insert(s);
+    }
+  }
+  if (in_flight_ == 0) busy_.Stop(&stats_.read_busy_ns);
+}
+
+void StreamStore::BeginLayer(uint32_t layer, std::span<const int32_t> experts) {
+  // Whatever the previous layer did not take is unpinned (it stays cached).
+  for (int32_t s : ready_) {
+    slots_[s].demanded = false;
+    Release(s);
+  }
+  for (int32_t s : waiting_) {
+    slots_[s].demanded = false;
+    --slots_[s].pins;  // still loading: becomes evictable when it lands
+  }
+  for (int32_t s : failed_) {
+    --slots_[s].pins;
+    DropSlot(s);
+  }
+  ready_.clear();
+  waiting_.clear();
+  failed_.clear();
+  backlog_.clear();
+  layer_ = layer;
+  Reap(false);  // pick up finished prefetches first, so they count as hits
+
+  TierCounters& lc = stats_.layers[layer];
+  for (int32_t e : experts) {
+    ++lc.requests;
+    ++stats_.total.requests;
+    int32_t s = SlotOf(layer, static_cast<uint32_t>(e));
+    if (s >= 0 && slots_[s].state == SlotState::kReady) {
+      ++lc.hits;
+      ++stats_.total.hits;
+      Pin(s);
+      slots_[s].demanded = true;
+      ready_.push_back(s);
+      continue;
+    }
+    ++lc.misses;
+    ++stats_.total.misses;
+    if (s >= 0) {  // a read in flight (a prefetch, or left by an earlier step): take it over
+      EndPrefetch(s);
+      Pin(s);
+      slots_[s].demanded = true;
+      waiting_.push_back(s);
+      continue;
+    }
+    s = TakeSlot(false);
+    if (s < 0) {
+      backlog_.push_back({static_cast<int32_t>(layer), e});
+      continue;
+    }
+    StartLoad(s, layer, static_cast<uint32_t>(e));
+    Pin(s);
+    slots_[s].demanded = true;
+    waiting_.push_back(s);
+  }
+  SubmitQueued();
+}
+
+Result<std::optional<ReadyExpert>> StreamStore::NextReady() {
+  for (;;) {
+    if (!failed_.empty()) {
+      const int32_t s = failed_.front();
+      failed_.erase(failed_.begin());
+      Status error = slots_[s].error;
+      --slots_[s].pins;
+      DropSlot(s);
+      return error;
+    }
+    if (!ready_.empty()) {
+      const int32_t s = ready_.front();
+      ready_.pop_front();
+      Slot& slot = slots_[s];
+      slot.demanded = false;  // handed out: the lease holds the pin now
+      uint8_t* base = SlotData(s);
+      ExpertMatrices m = layout_.Matrices(slot.layer, base + slot.payload_at[kGate],
+                                          base + slot.payload_at[kUp],
+                                          base + slot.payload_at[kDown]);
+      return std::optional<ReadyExpert>(ReadyExpert{slot.expert, ExpertLease(this, s, m)});
+    }
+    if (waiting_.empty() && backlog_.empty()) return std::optional<ReadyExpert>();
+    // Experts that found no slot at BeginLayer get one as leases come back.
+    while (!backlog_.empty()) {
+      const int32_t s = TakeSlot(false);
+      if (s < 0) break;
+      auto [layer, e] = backlog_.front();
+      backlog_.pop_front();
+      StartLoad(s, static_cast<uint32_t>(layer), static_cast<uint32_t>(e));
+      Pin(s);
+      slots_[s].demanded = true;
+      waiting_.push_back(s);
+    }
+    SubmitQueued();
+    if (in_flight_ == 0) {
+      return Status(StatusCode::kResourceExhausted,
+                    fmt::format("the expert cache is too small: all {} slots are held by experts "
+                                "in use; raise --expert-cache",
+                                slots_.size()));
+    }
+    const uint64_t t0 = NowNs();
+    Reap(true);
+    const uint64_t stall = NowNs() - t0;
+    stats_.total.demand_stall_ns += stall;
+    stats_.layers[layer_].demand_stall_ns += stall;
+  }
+}
+
+void StreamStore::Hint(uint32_t layer, std::span<const int32_t> experts) {
+  for (int32_t e : experts) {
+    if (SlotOf(layer, static_cast<uint32_t>(e)) >= 0) continue;
+    const int32_t s = TakeSlot(true);
+    if (s < 0) break;
+    StartLoad(s, layer, static_cast<uint32_t>(e));
+    slots_[s].prefetch = true;
+    ++prefetch_slots_;
+  }
+  SubmitQueued();
+}
+
+void StreamStore::EndPrefetch(int32_t s) {
+  if (slots_[s].prefetch) {
+    slots_[s].prefetch = false;
+    --prefetch_slots_;
+  }
+}
+
+}  // namespace mt

@@ -1,0 +1,122 @@
+// The stream tier: a bounded cache of fixed-size, 4 KiB-aligned slots filled from the
+// model files by an IoEngine (O_DIRECT where possible, so nothing is cached twice).
+//
+// - Two requests for the same expert share one read; an expert in use is pinned by its
+//   lease and never evicted.
+// - Demand requests (BeginLayer) always win; prefetch requests (Hint) may hold at most
+//   `prefetch_share` of the slots and never evict a pinned or demanded expert. A demand
+//   for an expert being prefetched takes over that read.
+// - Misses are read in parallel; NextReady hands out cached experts first, then each miss
+//   as soon as its own reads complete.
+// - A failed or short read fails the demand with the file, layer, expert and offset; the
+//   slot is dropped, never computed with.
+//
+// Memory: the slot pool is reserved (virtual) at creation and its pages are touched only
+// when a slot is first filled. Not thread-safe: one owner thread.
+#pragma once
+
+#include <deque>
+#include <memory>
+#include <vector>
+
+#include "base/aligned_buffer.h"
+#include "experts/eviction_policy.h"
+#include "experts/expert_store.h"
+#include "io/file_watch.h"
+#include "io/io_engine.h"
+
+namespace mt {
+
+struct StreamOptions {
+  uint64_t cache_bytes = 0;    // slot pool size; must hold at least `min_slots` experts
+  // Instead of cache_bytes: this fraction of all the model's experts (1 = every one fits).
+  std::optional<double> cache_fraction;
+  uint32_t min_slots = 1;      // the experts one layer needs (top-k); fewer is refused
+  DirectMode direct = DirectMode::kAuto;
+  double prefetch_share = 0.25;  // most of the slots prefetch may hold
+};
+
+class StreamStore final : public ExpertStore {
+ public:
+  // Opens every model file in `io`. Errors: a cache too small for `min_slots` experts
+  // (naming the sizes), files that cannot be opened.
+  static Result<std::unique_ptr<StreamStore>> Create(const ExpertLayout& layout,
+                                                     std::unique_ptr<IoEngine> io,
+                                                     const StreamOptions& options);
+  ~StreamStore() override;
+
+  void BeginLayer(uint32_t layer, std::span<const int32_t> experts) override;
+  Result<std::optional<ReadyExpert>> NextReady() override;
+  void Hint(uint32_t layer, std::span<const int32_t> experts) override;
+  Status CheckFiles() override { return watch_.Check(); }
+  const TierStats& stats() const override { return stats_; }
+  void ResetStats() override;
+  std::string name() const override { return "stream"; }
+
+  uint32_t n_slots() const { return static_cast<uint32_t>(slots_.size()); }
+  uint64_t slot_bytes() const { return slot_bytes_; }
+  const IoEngine& io() const { return *io_; }
+  bool direct() const { return direct_; }
+
+ protected:
+  void Release(int32_t slot) override;
+
+ private:
+  enum class SlotState { kEmpty, kLoading, kReady };
+  struct Slot {
+    SlotState state = SlotState::kEmpty;
+    int32_t layer = -1;
+    int32_t expert = -1;
+    int32_t pins = 0;            // leases out + demanded and not yet handed out
+    bool demanded = false;       // wanted by the current layer
+    bool prefetch = false;       // counted in prefetch_slots_ (a prefetch still loading)
+    int32_t parts_pending = 0;   // reads in flight
+    Status error;                // first failed read
+    std::array<uint64_t, 3> payload_at{};  // where each part's bytes start in the slot
+  };
+
+  StreamStore(const ExpertLayout& layout, std::unique_ptr<IoEngine> io);
+  uint8_t* SlotData(int32_t s) { return pool_.data() + uint64_t(s) * slot_bytes_; }
+  int32_t& SlotOf(uint32_t layer, uint32_t expert) {
+    return slot_of_[uint64_t{layer} * layout_.n_expert() + expert];
+  }
+  // A free slot, or an evicted one; -1 if every slot is pinned or loading.
+  int32_t TakeSlot(bool for_prefetch);
+  void DropSlot(int32_t s);
+  // Submits the reads of (layer, expert) into slot s.
+  void StartLoad(int32_t s, uint32_t layer, uint32_t expert);
+  void SubmitQueued();
+  // Waits for at least one completion (if `block`) and processes what arrived.
+  void Reap(bool block);
+  void Pin(int32_t s);
+  void EndPrefetch(int32_t s);
+  Status ReadError(int32_t s, ExpertPart part, int64_t result, uint64_t wanted) const;
+
+  const ExpertLayout& layout_;
+  std::unique_ptr<IoEngine> io_;
+  std::unique_ptr<EvictionPolicy> policy_;
+  FileWatch watch_;
+  std::vector<int> files_;     // (files) engine indices
+  bool direct_ = true;         // all files opened with O_DIRECT
+  double prefetch_share_ = 0.25;
+  uint64_t slot_bytes_ = 0;
+  AlignedBuffer pool_;         // (n_slots * slot_bytes) lazily touched
+  std::vector<Slot> slots_;    // (n_slots)
+  std::vector<int32_t> slot_of_;  // (n_layer * n_expert) slot index or -1
+  std::vector<int32_t> free_;     // empty slots
+  int32_t prefetch_slots_ = 0;    // slots held by prefetches not yet demanded
+  std::vector<ReadOp> queued_;    // reads to submit
+  uint64_t in_flight_ = 0;
+
+  // The current layer's demand.
+  uint32_t layer_ = 0;
+  std::deque<int32_t> ready_;     // demanded slots ready to hand out (hits first)
+  std::deque<std::pair<int32_t, int32_t>> backlog_;  // (layer, expert) waiting for a slot
+  std::vector<int32_t> waiting_;  // demanded slots still loading
+  std::vector<int32_t> failed_;   // demanded slots whose reads failed
+
+  TierStats stats_;
+  BusyClock busy_;
+};
+
+}  // namespace mt

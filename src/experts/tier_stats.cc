@@ -1,0 +1,17 @@
+#include "experts/tier_stats.h"
+
+namespace mt {
+
+void TierCounters::Add(const TierCounters& o) {
+  requests += o.requests;
+  hits += o.hits;
+  misses += o.misses;
+  bytes_payload += o.bytes_payload;
+  bytes_physical += o.bytes_physical;
+  reads += o.reads;
+  evictions += o.evictions;
+  demand_stall_ns += o.demand_stall_ns;
+  read_errors += o.read_errors;
+}
+
+}  // namespace mt

@@ -1,0 +1,65 @@
+// Counters of an expert tier, per layer and in total. Every tier counts the same things so
+// the CLI, the bench and the server report them alike.
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace mt {
+
+struct TierCounters {
+  uint64_t requests = 0;        // experts asked for (demand)
+  uint64_t hits = 0;            // ... that were ready in memory
+  uint64_t misses = 0;          // ... that had to be read (or joined a read in flight)
+  uint64_t bytes_payload = 0;   // expert bytes read
+  uint64_t bytes_physical = 0;  // bytes the device read (aligned, for direct I/O)
+  uint64_t reads = 0;           // read operations submitted
+  uint64_t evictions = 0;       // experts dropped to make room
+  uint64_t demand_stall_ns = 0;  // time the compute thread waited for demanded experts
+  uint64_t read_errors = 0;
+
+  void Add(const TierCounters& o);
+};
+
+struct TierStats {
+  std::string tier;                   // "resident", "mmap", "stream"
+  TierCounters total;
+  std::vector<TierCounters> layers;   // (n_layer)
+  uint64_t read_busy_ns = 0;          // union of the intervals with any read in flight
+
+  double hit_rate() const {
+    return total.requests ? double(total.hits) / double(total.requests) : 1.0;
+  }
+  // Achieved read bandwidth over the busy time, GiB/s (physical bytes).
+  double read_gib_per_s() const {
+    return read_busy_ns ? double(total.bytes_physical) / (1 << 30) / (read_busy_ns * 1e-9) : 0.0;
+  }
+};
+
+// Tracks the union of in-flight intervals: call Start/Stop as the count of reads in flight
+// leaves and returns to zero.
+class BusyClock {
+ public:
+  void Start() {
+    if (!running_) {
+      running_ = true;
+      since_ = std::chrono::steady_clock::now();
+    }
+  }
+  void Stop(uint64_t* total_ns) {
+    if (running_) {
+      running_ = false;
+      *total_ns += static_cast<uint64_t>(std::chrono::duration_cast<std::chrono::nanoseconds>(
+                                             std::chrono::steady_clock::now() - since_)
+                                             .count());
+    }
+  }
+
+ private:
+  bool running_ = false;
+  std::chrono::steady_clock::time_point since_;
+};
+
+}  // namespace mt
