@@ -1,12 +1,14 @@
 // moetier bench -m MODEL [-p 128] [-n 32] [-r 3] [-t N] [--seqs 1,8] [--json]
 // Prints a llama-bench style markdown table (test pp<N> / tg<N>, t/s as mean ± sd) and the
 // roofline measured in the same run.
+#include <chrono>
 #include <cstdio>
 #include <sstream>
 
 #include <nlohmann/json.hpp>
 
 #include "base/cpu_features.h"
+#include "base/memory_info.h"
 #include "base/units.h"
 #include "command.h"
 #include "engine/bench.h"
@@ -84,13 +86,32 @@ int Run(const BenchFlags& f) {
   }
   if (f.n_gen > 0) {
     for (int n_seq : seqs) {
+      // The tier statistics cover the single-sequence decode test, as the roofline does.
+      (*ctx)->expert_store().ResetStats();
+      const uint64_t read0 = ProcessStorageReadBytes();
+      auto t0 = std::chrono::steady_clock::now();
       Result<BenchSample> s = BenchDecode(**ctx, f.n_gen, n_seq, f.reps, f.seed);
       if (!s.ok()) return ReportError(s.status());
       samples.push_back(s.value());
+      samples.back().storage_read_bytes = ProcessStorageReadBytes() - read0;
+      if (n_seq == 1) {
+        const double secs =
+            std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+        if (Status st = ReportTierStats(f.storage, **ctx, secs,
+                                        uint64_t(f.n_gen) * (f.reps + 1));
+            !st.ok()) {
+          return ReportError(st);
+        }
+      }
     }
   }
+  // The bandwidth probe runs after the context is gone, in at most a quarter of the budget,
+  // so it never pushes a memory-limited run over its limit.
+  const std::string tier = (*ctx)->expert_store().name();
+  const uint64_t probe_bytes = std::min<uint64_t>(uint64_t{1} << 30, (*ctx)->storage_plan().budget / 4);
+  ctx.value().reset();
   ThreadPool pool(f.n_threads);
-  const double membw = MeasureReadBandwidth(pool, uint64_t{1} << 30, 5);
+  const double membw = MeasureReadBandwidth(pool, probe_bytes, 5);
   const TokenCost cost = TokenCostOf(m);
 
   uint64_t n_params = 0;
@@ -109,7 +130,9 @@ int Run(const BenchFlags& f) {
                    {"tps", s.tps}, {"avg_ts", s.mean}, {"stddev_ts", s.sd},
                    {"weight_bytes_per_token", cost.bytes}, {"mem_read_gbps", membw},
                    {"isa", IsaName(ActiveIsa())},
-                   {"expert_tier", (*ctx)->expert_store().name()}});
+                   {"storage_read_bytes", s.storage_read_bytes},
+                   {"tokens_decoded", uint64_t(s.n_gen) * s.n_seq * (f.reps + 1)},
+                   {"expert_tier", tier}});
     }
     fmt::print("{}\n", j.dump(2));
     return kExitOk;
@@ -139,7 +162,7 @@ int Run(const BenchFlags& f) {
     }
   }
   fmt::print("kernels: {} ({}), experts: {}\n", IsaName(ActiveIsa()),
-             GetCpuFeatures().ToString(), (*ctx)->expert_store().name());
+             GetCpuFeatures().ToString(), tier);
   return kExitOk;
 }
 

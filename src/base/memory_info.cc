@@ -103,3 +103,17 @@ Result<MemoryInfo> ReadMemoryInfo(const std::string& proc_root, const std::strin
 }
 
 }  // namespace mt
+
+namespace mt {
+
+uint64_t ProcessStorageReadBytes() {
+  std::ifstream in("/proc/self/io");
+  std::string key;
+  uint64_t value = 0;
+  while (in >> key >> value) {
+    if (key == "read_bytes:") return value;
+  }
+  return 0;
+}
+
+}  // namespace mt

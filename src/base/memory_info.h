@@ -32,3 +32,11 @@ Result<MemoryInfo> ReadMemoryInfo(const std::string& proc_root = "/proc",
 Result<std::optional<uint64_t>> ParseCgroupLimit(const std::string& text);
 
 }  // namespace mt
+
+namespace mt {
+
+// Bytes this process has caused to be fetched from storage (/proc/self/io read_bytes),
+// including page faults on file mappings; 0 if unavailable.
+uint64_t ProcessStorageReadBytes();
+
+}  // namespace mt

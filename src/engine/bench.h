@@ -20,6 +20,7 @@ struct BenchSample {
   int n_seq = 1;             // sequences decoded together
   std::vector<double> tps;   // tokens/s of each repetition
   double mean = 0, sd = 0;   // of tps
+  uint64_t storage_read_bytes = 0;  // read from storage by the process during the test
 };
 
 // Prefill of `n_prompt` seeded random tokens from an empty cache, logits of the last only.

@@ -1,0 +1,121 @@
+#!/usr/bin/env bash
+# Decode speed of a model bigger than memory: mmap and stream modes side by side, each in a
+# cgroup memory limit of 50 % and 25 % of the model file, against the bound measured in the
+# same run. Needs root (it creates the cgroups and drops the page cache).
+#
+#   bench/memory_pressure.sh MODEL [-n TOKENS] [-l "50 25"] [-t THREADS] [-- extra moetier flags]
+#
+# For each mode and limit it prints decode tok/s, the expert hit rate, bytes read per
+# token, the achieved read GiB/s, and the bound per token: the larger of
+#   (bytes read per token) / (sequential O_DIRECT read bandwidth)   and
+#   the in-RAM decode time per token,
+# with the ratio of the achieved speed to that bound.
+set -euo pipefail
+here=$(cd "$(dirname "$0")" && pwd)
+moetier=${MOETIER:-$here/../build/bin/moetier}
+model=${1:?usage: memory_pressure.sh MODEL [-n TOKENS] [-l "50 25"] [-t THREADS]}
+shift
+n_gen=32
+limits="50 25"
+threads=$(nproc)
+extra=()
+while [ $# -gt 0 ]; do
+  case "$1" in
+    -n) n_gen=$2; shift 2 ;;
+    -l) limits=$2; shift 2 ;;
+    -t) threads=$2; shift 2 ;;
+    --) shift; extra=("$@"); break ;;
+    *) echo "memory_pressure.sh: unknown argument $1" >&2; exit 2 ;;
+  esac
+done
+[ -x "$moetier" ] || { echo "memory_pressure.sh: $moetier not built (run scripts/build.sh)" >&2; exit 1; }
+[ "$(id -u)" = 0 ] || { echo "memory_pressure.sh: needs root to create cgroups and drop caches; run it with sudo" >&2; exit 1; }
+model_bytes=$(stat -L -c %s "$model")
+work=$(mktemp -d)
+trap 'rm -rf "$work"; cleanup_cgroup' EXIT
+
+# cgroup v2 (unified) or v1 (memory controller)
+if [ -f /sys/fs/cgroup/cgroup.controllers ]; then
+  cg=/sys/fs/cgroup/moetier-bench
+  mkdir -p "$cg"
+  set_limit() { echo "$1" > "$cg/memory.max"; echo 0 > "$cg/memory.swap.max" 2>/dev/null || true; }
+  cg_procs=$cg/cgroup.procs
+  peak() { cat "$cg/memory.peak" 2>/dev/null || echo 0; }
+elif [ -d /sys/fs/cgroup/memory ]; then
+  cg=/sys/fs/cgroup/memory/moetier-bench
+  mkdir -p "$cg"
+  set_limit() {
+    # memsw (memory + swap) must stay >= memory: lift it, set memory, then pin it.
+    echo -1 > "$cg/memory.memsw.limit_in_bytes" 2>/dev/null || true
+    echo "$1" > "$cg/memory.limit_in_bytes"
+    echo "$1" > "$cg/memory.memsw.limit_in_bytes" 2>/dev/null || true
+    echo 0 > "$cg/memory.max_usage_in_bytes" 2>/dev/null || true
+  }
+  cg_procs=$cg/cgroup.procs
+  peak() { cat "$cg/memory.max_usage_in_bytes"; }
+else
+  echo "memory_pressure.sh: no cgroup memory controller found" >&2; exit 1
+fi
+cleanup_cgroup() { rmdir "$cg" 2>/dev/null || true; }
+drop_caches() { sync; echo 1 > /proc/sys/vm/drop_caches; }
+
+# In the cgroup: a shell moves itself in, then execs moetier.
+run_limited() { bash -c 'echo $$ > "$0"; exec "$@"' "$cg_procs" "$@"; }
+
+echo "model: $model ($((model_bytes / 1048576)) MiB), threads $threads, $n_gen tokens"
+
+# 1. Sequential O_DIRECT read bandwidth of this file's device, now.
+drop_caches
+seq_bytes=$(( model_bytes < 4294967296 ? model_bytes : 4294967296 ))
+seq_s=$( { /usr/bin/time -f %e dd if="$model" of=/dev/null bs=4M iflag=direct count=$((seq_bytes / 4194304)) status=none; } 2>&1 )
+seq_gbs=$(awk -v b="$seq_bytes" -v s="$seq_s" 'BEGIN { printf "%.3f", b / s / 1e9 }')
+echo "sequential O_DIRECT read: $seq_gbs GB/s"
+
+# 2. In-RAM decode time per token (no limit): resident if the experts fit in RAM, else
+#    mmap over a page cache warmed by reading the file once.
+if ! "$moetier" bench -m "$model" -p 0 -n "$n_gen" -r 1 -t "$threads" --moe-storage resident \
+    --json "${extra[@]}" > "$work/ram.json" 2> "$work/err.txt"; then
+  cat "$model" > /dev/null
+  "$moetier" bench -m "$model" -p 0 -n "$n_gen" -r 1 -t "$threads" --moe-storage mmap --json \
+    "${extra[@]}" > "$work/ram.json"
+fi
+ram_tps=$(/usr/bin/python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))[0]["avg_ts"])' "$work/ram.json")
+echo "in RAM: $(printf %.2f "$ram_tps") tok/s"
+echo
+printf "| %-6s | %5s | %8s | %8s | %12s | %9s | %11s | %7s | %10s |\n" mode limit tok/s "hit %" "read/token" "read GiB/s" "bound tok/s" ratio "peak MiB"
+printf "| %-6s | %5s | %8s | %8s | %12s | %9s | %11s | %7s | %10s |\n" ------ ----: -------: -------: -----------: --------: ----------: ------: ---------:
+
+for pct in $limits; do
+  limit=$(( model_bytes * pct / 100 ))
+  for mode in mmap stream; do
+    set_limit "$limit"
+    drop_caches
+    if ! run_limited "$moetier" bench -m "$model" -p 0 -n "$n_gen" -r 1 -t "$threads" \
+        --moe-storage "$mode" --json --stats-json "$work/stats.json" "${extra[@]}" \
+        > "$work/out.json" 2> "$work/err.txt"; then
+      printf "| %-6s | %4s%% | failed: %s\n" "$mode" "$pct" "$(tail -1 "$work/err.txt")"
+      continue
+    fi
+    /usr/bin/python3 - "$work/out.json" "$work/stats.json" "$mode" "$pct" "$seq_gbs" "$ram_tps" "$(peak)" <<'PY'
+import json, sys
+out = json.load(open(sys.argv[1]))[0]
+st = json.load(open(sys.argv[2]))
+mode, pct, seq_gbs, ram_tps, peak = sys.argv[3], sys.argv[4], float(sys.argv[5]), float(sys.argv[6]), int(sys.argv[7])
+tps = out["avg_ts"]
+tokens = st["tokens"] or 1
+read_per_token = st["total"]["bytes_physical"] / tokens
+hit = 100 * st["hit_rate"]
+gib_s = st["read_gib_per_s"]
+if mode == "mmap":
+    # Page faults are invisible to the tier: take what the process read from storage.
+    read_per_token = out["storage_read_bytes"] / max(out["tokens_decoded"], 1)
+    hit_txt, gib_txt = "n/a", "n/a"
+else:
+    hit_txt, gib_txt = f"{hit:.1f}", f"{gib_s:.2f}"
+read_txt = f"{read_per_token / 2**20:.1f} MiB"
+bound_s = max(read_per_token / (seq_gbs * 1e9), 1 / ram_tps)
+bound_tps = 1 / bound_s
+print(f"| {mode:<6} | {pct:>4}% | {tps:8.2f} | {hit_txt:>8} | {read_txt:>12} | {gib_txt:>9} | {bound_tps:11.2f} | {100 * tps / bound_tps:6.0f}% | {peak / 2**20:10.0f} |")
+PY
+  done
+done
