@@ -1,18 +1,24 @@
 #!/usr/bin/env bash
 # moetier's logits against the independent numpy reference (tests/reference/forward.py), for
 # qwen3moe (tiny) and llama-with-experts (mixtral-tiny) at f32 and at quantized types, with an
-# f32 KV cache (float32 arithmetic only) and with the default f16 KV cache. The tolerances and
-# the measurements behind them are in tests/reference/compare_logits.py.
+# f32 KV cache and with the default f16 KV cache. Each run is compared tightly with the
+# reference of the engine's numerical method (int8 activations for quantized weights, f16 K/V
+# for an f16 cache; rounding near-ties resolved and listed) and loosely with the exact float64
+# model. The tolerances and the measurements behind them are in
+# tests/reference/compare_logits.py.
 source "$(dirname "$0")/common.bash"
 export PYTHONDONTWRITEBYTECODE=1  # keep the source tree clean
 REF="${MT_SOURCE_DIR:-$(dirname "$0")/../..}/tests/reference"
-# A prompt whose top-k router choices are all clear (relative gap >= 3.5e-3 in every layer and
-# position of the four models below), so that f16 KV rounding cannot flip an expert.
+# A prompt whose top-k router choices are all clear (relative gap >= 1.6e-3 in every layer and
+# position of the four models below, >= 16x min_router_gap), so that no float error can flip an
+# expert.
 PROMPT="My grandmother grew tomatoes, beans and sunflowers behind the red barn."
 
-# The reference's own dequantizers first: hand-built blocks with hand-derived values.
+# The reference's own dequantizers and roundings first: hand-built blocks, hand-derived values.
 if $PY "$REF/dequant_test.py" > "$WORK/dq.txt"; then pass "reference dequantizers"
 else fail "reference dequantizers: $(cat "$WORK/dq.txt")"; fi
+if $PY "$REF/numerics_test.py" > "$WORK/nt.txt"; then pass "reference activation/KV roundings"
+else fail "reference activation/KV roundings: $(cat "$WORK/nt.txt")"; fi
 
 # preset:type pairs; the quantized types cover Q8_0 and the K-quant mix (Q4_K, Q5_K, Q6_K).
 for case in tiny:f32 tiny:q8_0 mixtral-tiny:f32 mixtral-tiny:q4_k_m; do
@@ -38,6 +44,16 @@ for case in tiny:f32 tiny:q8_0 mixtral-tiny:f32 mixtral-tiny:q4_k_m; do
     pass "$preset $type matches the reference"; echo "$out"
   else
     fail "$preset $type differs from the reference"; echo "$out"
+  fi
+  # The comparison must be able to fail: the f16-cache run passed off as the f32 one differs
+  # only by K/V rounding (~5e-4 relative), and no resolving of near-ties may absorb that.
+  if [ "$case" = mixtral-tiny:q4_k_m ]; then
+    if out=$($PY "$REF/compare_logits.py" --model "$model" --ids "$ids" \
+               --check "f32=$WORK/$preset-$type-f16.npy"); then
+      fail "$preset $type: the f16-cache logits pass as f32-cache ones"; echo "$out"
+    else
+      pass "$preset $type: the f16-cache logits do not pass as f32-cache ones"
+    fi
   fi
   rm -f "$model"
 done
