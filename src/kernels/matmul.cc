@@ -61,7 +61,7 @@ int64_t TokenStride(ActFormat format, int64_t cols) {
       return RoundUp(cols, 16) * 4;
     case ActFormat::kQ8_0: {
       const int64_t nbp = kernels::Q8_0PaddedBlocks(cols);
-      return RoundUp(kernels::Q8_0ScaleOffset(nbp) + nbp * 4, 64);
+      return RoundUp(kernels::Q8_0SumOffset(nbp) + nbp * 4, 64);
     }
     case ActFormat::kQ8_K:
       return cols / 256 * static_cast<int64_t>(sizeof(kernels::ActBlockQ8K));
@@ -97,14 +97,14 @@ ActFormat ActFormatFor(GgmlType weight_type) {
       return ActFormat::kQ8_K;
     case GgmlType::kQ8_0:
     case GgmlType::kQ4_0:
+    case GgmlType::kQ4_1:
+    case GgmlType::kQ5_0:
+    case GgmlType::kQ5_1:
     case GgmlType::kMXFP4:
       return ActFormat::kQ8_0;
     case GgmlType::kF32:
     case GgmlType::kF16:
     case GgmlType::kBF16:
-    case GgmlType::kQ4_1:
-    case GgmlType::kQ5_0:
-    case GgmlType::kQ5_1:
       return ActFormat::kF32;
     default:
       break;
@@ -176,12 +176,20 @@ void Activations::QuantizeTokens(Isa isa, const float* x, int64_t x_stride, int6
         std::memcpy(dst, src, static_cast<size_t>(cols_) * 4);
         std::memset(dst + cols_ * 4, 0, static_cast<size_t>(token_stride_ - cols_ * 4));
         break;
-      case ActFormat::kQ8_0:
+      case ActFormat::kQ8_0: {
         k.quantize_q8_0(src, cols_, dst);
+        const int64_t used = kernels::Q8_0SumOffset(kernels::Q8_0PaddedBlocks(cols_)) +
+                             kernels::Q8_0PaddedBlocks(cols_) * 4;
+        std::memset(dst + used, 0, static_cast<size_t>(token_stride_ - used));
         break;
-      case ActFormat::kQ8_K:
+      }
+      case ActFormat::kQ8_K: {
         k.quantize_q8_k(src, cols_, dst);
+        auto* blocks = reinterpret_cast<kernels::ActBlockQ8K*>(dst);
+        for (int64_t b = 0; b < cols_ / 256; ++b)
+          std::memset(blocks[b].pad, 0, sizeof(blocks[b].pad));
         break;
+      }
     }
   }
 }

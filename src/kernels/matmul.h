@@ -9,20 +9,21 @@
 //    until it switches, and as a second opinion.
 //  - MatMul: the fast kernels. The input is first put into an Activations object (once per
 //    input, reused by every weight that reads it). For K-quant weights the activations are
-//    quantized to int8 per block of 256 (Q8_K-like), for Q8_0/Q4_0/MXFP4 per block of 32
-//    (Q8_0-like); the weight x activation products are then exact integer sums, scaled in
-//    float per block, as llama.cpp does. F32/F16/BF16 weights, and the Q4_1/Q5_0/Q5_1
-//    fallbacks, read float activations (weights converted to f32 exactly, f32 FMA).
+//    quantized to int8 per block of 256 (Q8_K-like), for Q8_0/Q4_0/Q4_1/Q5_0/Q5_1/MXFP4 per
+//    block of 32 (Q8_0-like); the weight x activation products are then exact integer sums,
+//    scaled in float per block, as llama.cpp does. F32/F16/BF16 weights read float
+//    activations (weights converted to f32 exactly, f32 FMA).
 //
 // Batch invariance: for a given ISA variant (kernels/isa.h) the value of y for (row r,
 // token t) depends only on row r of W and on token t of the input: it is bit-identical
 // whatever the number of tokens, the other tokens, and however [r0, r1) is split.
 //
-// Tolerances (derived in matmul_test.cc, measured in the benchmark notes):
+// Tolerances (derived at the top of matmul_test.cc, which checks them for every variant):
 //  - vs the definition with the *quantized* activations (q * d, as Activations holds them):
-//    float rounding only, |err| <= 1e-5 * sum_c |W[r][c] * xq[c]|.
+//    float rounding only, |err| <= 1e-5 * sum_c |W[r][c] * xq[c]| (worst seen: 2.6e-7).
 //  - vs the definition with the float input: plus the activation rounding, which is at most
-//    half a step per element: |err| <= sum_c |W[r][c]| * d_block(c) / 2 (+ the above).
+//    half a step per element: |err| <= sum_c |W[r][c]| * d_block(c) / 2 * (1 + 1e-4) + the
+//    above (worst seen: 0.29 of this bound; typical errors are ~sqrt(cols) times smaller).
 #pragma once
 
 #include <cstddef>
@@ -66,7 +67,8 @@ float DotF32(const float* a, const float* b, int64_t n);
 // How an input is stored for the kernels. One format per weight type (ActFormatFor).
 //  kF32:  the floats themselves.
 //  kQ8_0: per block of 32 elements: d = amax / 127, q = round_half_even(x * (127 / amax)),
-//         q in [-127, 127] (all zero, d = 0, when amax = 0). x ~ q * d.
+//         q in [-127, 127] (all zero, d = 0, when amax = 0). x ~ q * d. (Plus d * sum of q,
+//         for the block minimums of Q4_1/Q5_1.)
 //  kQ8_K: the same per block of 256 elements (plus the sums of q over each 16, for the
 //         sub-block minimums of the K-quants).
 // The quantization is a function of the token's own values only, and every ISA variant
@@ -85,7 +87,7 @@ int64_t ActBlockSize(ActFormat format);
 //
 // Sizing: Reserve(max tokens of a batch, max columns of any input) once; Prepare/Quantize
 // then never allocate. (They grow the buffer if asked for more, which allocates.)
-// Memory per token, rounded up to 64 bytes: kF32 4 * cols; kQ8_0 ~1.13 * cols;
+// Memory per token, rounded up to 64 bytes: kF32 4 * cols; kQ8_0 1.25 * cols;
 // kQ8_K 1.5 * cols.
 //
 // Thread-safety: Prepare/Quantize mutate; QuantizeTokens on disjoint token ranges may run

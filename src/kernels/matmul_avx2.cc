@@ -3,11 +3,11 @@
 // anonymous namespace, nothing shared inline).
 //
 // The loops are in matmul_driver.h; this file has the per-format traits. Steps: 256 columns
-// for the K-quants, 32 (one block) for Q8_0/Q4_0/MXFP4 and the dequantized fallbacks, 8 for
-// F32/F16/BF16. Integer products use vpmaddubsw (u8 x s8, pairs summed to int16) and
-// vpmaddwd (int16 pairs summed to int32); the code ranges keep vpmaddubsw from saturating
-// (noted at each use). Per (row, token) and step the float ops are fixed (listed at each
-// Step) into one 8-lane accumulator, summed in a fixed tree at the end (Reduce8).
+// for the K-quants, 32 (one block) for the 32-block formats, 8 for F32/F16/BF16. Integer products
+// use vpmaddubsw (u8 x s8, pairs summed to int16) and vpmaddwd (int16 pairs summed to int32); the
+// code ranges keep vpmaddubsw from saturating (noted at each use). Per (row, token) and step the
+// float ops are fixed (listed at each Step) into one 8-lane accumulator, summed in a fixed tree at
+// the end (Reduce8).
 #include <immintrin.h>
 
 #include <cstdint>
@@ -15,7 +15,6 @@
 
 #include "kernels/matmul_driver.h"
 #include "kernels/matmul_internal.h"
-#include "quant/dequant.h"
 
 namespace mt::kernels {
 namespace {
@@ -96,16 +95,22 @@ float AbsMax(const float* x, int n) {
 void QuantizeQ8_0(const float* x, int64_t cols, uint8_t* dst) {
   const int64_t nb = cols / 32, nbp = Q8_0PaddedBlocks(cols);
   auto* d = reinterpret_cast<float*>(dst + Q8_0ScaleOffset(nbp));
+  auto* sum = reinterpret_cast<float*>(dst + Q8_0SumOffset(nbp));
   for (int64_t b = 0; b < nb; ++b) {
     const float* xb = x + 32 * b;
     const float amax = AbsMax(xb, 32);
     d[b] = amax / 127.0f;
     const __m256 id = _mm256_set1_ps(amax > 0.0f ? 127.0f / amax : 0.0f);
-    _mm256_storeu_si256(reinterpret_cast<__m256i*>(dst + 32 * b), Codes32(xb, id));
+    const __m256i q = Codes32(xb, id);
+    _mm256_storeu_si256(reinterpret_cast<__m256i*>(dst + 32 * b), q);
+    const int s = HSum8(_mm256_madd_epi16(_mm256_maddubs_epi16(_mm256_set1_epi8(1), q),
+                                          _mm256_set1_epi16(1)));  // exact
+    sum[b] = d[b] * static_cast<float>(s);
   }
   for (int64_t b = nb; b < nbp; ++b) {
     std::memset(dst + 32 * b, 0, 32);
     d[b] = 0.0f;
+    sum[b] = 0.0f;
   }
 }
 
@@ -295,18 +300,23 @@ struct Q6KTraits : Acc256 {
   }
 };
 
-// Q8_0, Q4_0, MXFP4: signed codes w per block of 32, w * dw. One block per step.
-// vpmaddubsw needs one unsigned side: |w| times a with w's sign (|w| <= 128, |a| <= 127, so
-// pairs stay within int16).
-//   S (8 x int32, exact) = madd(maddubs(|w|, sign(a, w)), 1)
+// The 32-block formats, one block per step. Codes w (signed: Q8_0 [-128, 127], Q4_0 [-8, 7],
+// Q5_0 [-16, 15], MXFP4 [-12, 12]; unsigned: Q4_1 [0, 15], Q5_1 [0, 31]) times dw, plus m per
+// block for Q4_1/Q5_1. vpmaddubsw needs an unsigned side: the unsigned codes themselves, or
+// |w| times a with w's sign (|w| <= 128, |a| <= 127: pairs stay within int16).
+//   S (8 x int32, exact) = madd(maddubs(w, a), 1)  or  madd(maddubs(|w|, sign(a, w)), 1)
 //   f = fma(float(S), set1(dw * da), f)
+//   Q4_1/Q5_1: f = fma(mw, set1(sa), f)   (mw = m in lane 0, else 0; sa = da * sum(a))
+enum class Kind32 { kQ8_0, kQ4_0, kQ4_1, kQ5_0, kQ5_1, kMxfp4 };
+
+constexpr bool HasMin(Kind32 k) { return k == Kind32::kQ4_1 || k == Kind32::kQ5_1; }
+
 struct alignas(32) Unpacked32 {
-  __m256i w;     // signed codes
-  __m256i absw;  // |w| (as unsigned bytes: |-128| = 128)
+  __m256i w;     // codes
+  __m256i absw;  // |w| (as unsigned bytes: |-128| = 128); unused for unsigned codes
+  __m256 mw;     // m in lane 0, 0 elsewhere (Q4_1/Q5_1)
   float dw;
 };
-
-enum class Kind32 { kQ8_0, kQ4_0, kMxfp4 };
 
 // 2^(e - 128): the E8M0 scale halved, to pair with the doubled e2m1 values.
 float Mxfp4HalfScale(uint8_t e) {
@@ -323,30 +333,64 @@ __m256i Nibbles(const uint8_t* p) {
   return _mm256_and_si256(v, _mm256_set1_epi8(0x0F));
 }
 
+// 16 where bit i of the 32-bit little-endian word at p is set, else 0, for byte i.
+__m256i FifthBits(const uint8_t* p) {
+  const __m256i v = _mm256_set1_epi32(static_cast<int>(Load32(p)));
+  const __m256i bytes = _mm256_shuffle_epi8(  // byte i <- byte i / 8 of the word
+      v, _mm256_setr_epi8(0, 0, 0, 0, 0, 0, 0, 0, 1, 1, 1, 1, 1, 1, 1, 1, 2, 2, 2, 2, 2, 2, 2, 2, 3,
+                          3, 3, 3, 3, 3, 3, 3));
+  const __m256i bit = _mm256_set1_epi64x(0x8040201008040201);  // bit i % 8
+  const __m256i set = _mm256_cmpeq_epi8(_mm256_and_si256(bytes, bit), bit);
+  return _mm256_and_si256(set, _mm256_set1_epi8(0x10));
+}
+
 template <Kind32 kKind>
 struct Traits32 : Acc256 {
   static constexpr int64_t kStep = 32;
   static constexpr int kRows = 3, kToks = 3;
   static constexpr int kDirectRows = 1;
   static constexpr bool kPrefetch = false;
+  static constexpr bool kMin = HasMin(kKind);
   using Unpacked = Unpacked32;
 
+  // Block bytes and the offset of qs in a block (qh sits just before qs; d at 0, m at 2).
+  static constexpr int64_t kBytes = kKind == Kind32::kQ8_0   ? 34
+                                    : kKind == Kind32::kQ4_0 ? 18
+                                    : kKind == Kind32::kQ4_1 ? 20
+                                    : kKind == Kind32::kQ5_0 ? 22
+                                    : kKind == Kind32::kQ5_1 ? 24
+                                                             : 17;
+  static constexpr int kQs = kKind == Kind32::kQ8_0   ? 2
+                             : kKind == Kind32::kQ4_0 ? 2
+                             : kKind == Kind32::kQ4_1 ? 4
+                             : kKind == Kind32::kQ5_0 ? 6
+                             : kKind == Kind32::kQ5_1 ? 8
+                                                      : 1;
+
   static void Unpack(const RowRef& rr, int64_t s, Unpacked* u) {
-    constexpr int64_t kBytes = kKind == Kind32::kQ8_0 ? 34 : kKind == Kind32::kQ4_0 ? 18 : 17;
     const uint8_t* b = rr.row + s * kBytes;
     if (kKind == Kind32::kQ8_0) {
-      u->w = LoadU256(b + 2);
-      u->dw = F16(b);
-    } else if (kKind == Kind32::kQ4_0) {
-      u->w = _mm256_sub_epi8(Nibbles(b + 2), _mm256_set1_epi8(8));
-      u->dw = F16(b);
+      u->w = LoadU256(b + kQs);
     } else {
-      const __m256i table = _mm256_broadcastsi128_si256(
-          _mm_setr_epi8(0, 1, 2, 3, 4, 6, 8, 12, 0, -1, -2, -3, -4, -6, -8, -12));
-      u->w = _mm256_shuffle_epi8(table, Nibbles(b + 1));
-      u->dw = Mxfp4HalfScale(b[0]);
+      __m256i w = Nibbles(b + kQs);
+      if (kKind == Kind32::kQ5_0 || kKind == Kind32::kQ5_1) {
+        w = _mm256_or_si256(w, FifthBits(b + kQs - 4));
+      }
+      if (kKind == Kind32::kQ4_0) w = _mm256_sub_epi8(w, _mm256_set1_epi8(8));
+      if (kKind == Kind32::kQ5_0) w = _mm256_sub_epi8(w, _mm256_set1_epi8(16));
+      if (kKind == Kind32::kMxfp4) {
+        const __m256i table = _mm256_broadcastsi128_si256(
+            _mm_setr_epi8(0, 1, 2, 3, 4, 6, 8, 12, 0, -1, -2, -3, -4, -6, -8, -12));
+        w = _mm256_shuffle_epi8(table, w);
+      }
+      u->w = w;
     }
-    u->absw = _mm256_abs_epi8(u->w);
+    u->dw = kKind == Kind32::kMxfp4 ? Mxfp4HalfScale(b[0]) : F16(b);
+    if (kMin) {
+      u->mw = _mm256_setr_ps(F16(b + 2), 0, 0, 0, 0, 0, 0, 0);
+    } else {
+      u->absw = _mm256_abs_epi8(u->w);
+    }
   }
 
   template <int R, int T>
@@ -354,17 +398,20 @@ struct Traits32 : Acc256 {
                                           __m256 (&f)[R][T]) {
     const __m256i ones = _mm256_set1_epi16(1);
     __m256i av[T];
-    float da[T];
+    float da[T], sa[T];
     for (int t = 0; t < T; ++t) {
       av[t] = _mm256_load_si256((const __m256i*)(k.row(t) + 32 * s));
       da[t] = k.scales(t)[s];
+      if (kMin) sa[t] = k.sums(t)[s];
     }
     for (int i = 0; i < R; ++i) {
       for (int t = 0; t < T; ++t) {
-        const __m256i p = _mm256_maddubs_epi16(u[i]->absw, _mm256_sign_epi8(av[t], u[i]->w));
+        const __m256i p = kMin ? _mm256_maddubs_epi16(u[i]->w, av[t])
+                               : _mm256_maddubs_epi16(u[i]->absw, _mm256_sign_epi8(av[t], u[i]->w));
         const __m256i sum = _mm256_madd_epi16(p, ones);
         const float dd = u[i]->dw * da[t];
         f[i][t] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(sum), _mm256_set1_ps(dd), f[i][t]);
+        if (kMin) f[i][t] = _mm256_fmadd_ps(u[i]->mw, _mm256_set1_ps(sa[t]), f[i][t]);
       }
     }
   }
@@ -417,41 +464,6 @@ struct FloatTraits : Acc256 {
   }
 };
 
-// Q4_1, Q5_0, Q5_1 (fallback formats): one block of 32 dequantized by the reference code.
-//   f = fma(w[8h .. 8h + 7], x[8h .. 8h + 7], f) for h = 0..3
-struct alignas(32) UnpackedG {
-  __m256 w[4];
-};
-
-struct GenericTraits : Acc256 {
-  static constexpr int64_t kStep = 32;
-  static constexpr int kRows = 3, kToks = 4;
-  static constexpr int kDirectRows = 4;
-  static constexpr bool kPrefetch = true;
-  using Unpacked = UnpackedG;
-
-  static void Unpack(const RowRef& rr, int64_t s, Unpacked* u) {
-    const uint64_t block_bytes = rr.type == GgmlType::kQ4_1   ? 20
-                                 : rr.type == GgmlType::kQ5_0 ? 22
-                                                              : 24;
-    alignas(32) float w[32];
-    DequantizeRow(rr.type, rr.row + s * block_bytes, w, 32);
-    for (int h = 0; h < 4; ++h) u->w[h] = _mm256_load_ps(w + 8 * h);
-  }
-
-  template <int R, int T>
-  [[gnu::always_inline]] static void Step(const Unpacked* const* u, const Toks& k, int64_t s,
-                                          __m256 (&f)[R][T]) {
-    for (int h = 0; h < 4; ++h) {
-      __m256 x[T];
-      for (int t = 0; t < T; ++t) x[t] = _mm256_load_ps(k.f32(t) + 32 * s + 8 * h);
-      for (int i = 0; i < R; ++i) {
-        for (int t = 0; t < T; ++t) f[i][t] = _mm256_fmadd_ps(u[i]->w[h], x[t], f[i][t]);
-      }
-    }
-  }
-};
-
 void MatMulAvx2(const WeightView& w, const ActView& a, float* y, int64_t y_stride, int64_t r0,
                 int64_t r1) {
   switch (w.type) {
@@ -465,16 +477,20 @@ void MatMulAvx2(const WeightView& w, const ActView& a, float* y, int64_t y_strid
       return Run<Traits32<Kind32::kQ8_0>>(w, a, y, y_stride, r0, r1);
     case GgmlType::kQ4_0:
       return Run<Traits32<Kind32::kQ4_0>>(w, a, y, y_stride, r0, r1);
+    case GgmlType::kQ4_1:
+      return Run<Traits32<Kind32::kQ4_1>>(w, a, y, y_stride, r0, r1);
+    case GgmlType::kQ5_0:
+      return Run<Traits32<Kind32::kQ5_0>>(w, a, y, y_stride, r0, r1);
+    case GgmlType::kQ5_1:
+      return Run<Traits32<Kind32::kQ5_1>>(w, a, y, y_stride, r0, r1);
     case GgmlType::kMXFP4:
       return Run<Traits32<Kind32::kMxfp4>>(w, a, y, y_stride, r0, r1);
     case GgmlType::kF32:
       return Run<FloatTraits<GgmlType::kF32>>(w, a, y, y_stride, r0, r1);
     case GgmlType::kF16:
       return Run<FloatTraits<GgmlType::kF16>>(w, a, y, y_stride, r0, r1);
-    case GgmlType::kBF16:
+    default:  // BF16
       return Run<FloatTraits<GgmlType::kBF16>>(w, a, y, y_stride, r0, r1);
-    default:  // Q4_1, Q5_0, Q5_1
-      return Run<GenericTraits>(w, a, y, y_stride, r0, r1);
   }
 }
 

@@ -2,8 +2,8 @@
 // matmul_internal.h (everything in an anonymous namespace, nothing shared inline).
 //
 // The loops are in matmul_driver.h; this file has the per-format traits. A "step" is a run of
-// columns with one set of weight scales: 256 for the K-quants, 64 (two blocks) for
-// Q8_0/Q4_0/MXFP4, 16 for F32/F16/BF16, 32 for the dequantized fallbacks. Per (row, token)
+// columns with one set of weight scales: 256 for the K-quants, 64 (two blocks) for the
+// 32-block formats, 16 for F32/F16/BF16. Per (row, token)
 // and step the float ops are fixed (listed at each Step): an exact int32 vector of code
 // products is converted to float and FMA-ed into one 16-lane accumulator with the scales;
 // the 16 lanes are summed in a fixed tree at the end (Reduce16). Hence the value of y(r, t)
@@ -12,10 +12,10 @@
 
 #include <cstdint>
 #include <cstring>
+#include <type_traits>
 
 #include "kernels/matmul_driver.h"
 #include "kernels/matmul_internal.h"
-#include "quant/dequant.h"
 
 namespace mt::kernels {
 namespace {
@@ -68,18 +68,23 @@ float AbsMax(const float* x, int n) {
 void QuantizeQ8_0(const float* x, int64_t cols, uint8_t* dst) {
   const int64_t nb = cols / 32, nbp = Q8_0PaddedBlocks(cols);
   auto* d = reinterpret_cast<float*>(dst + Q8_0ScaleOffset(nbp));
+  auto* sum = reinterpret_cast<float*>(dst + Q8_0SumOffset(nbp));
   for (int64_t b = 0; b < nb; ++b) {
     const float* xb = x + 32 * b;
     const float amax = AbsMax(xb, 32);
     d[b] = amax / 127.0f;
     const __m512 id = _mm512_set1_ps(amax > 0.0f ? 127.0f / amax : 0.0f);
-    _mm_storeu_si128(reinterpret_cast<__m128i*>(dst + 32 * b), Codes16(_mm512_loadu_ps(xb), id));
-    _mm_storeu_si128(reinterpret_cast<__m128i*>(dst + 32 * b + 16),
-                     Codes16(_mm512_loadu_ps(xb + 16), id));
+    const __m128i q0 = Codes16(_mm512_loadu_ps(xb), id), q1 = Codes16(_mm512_loadu_ps(xb + 16), id);
+    _mm_storeu_si128(reinterpret_cast<__m128i*>(dst + 32 * b), q0);
+    _mm_storeu_si128(reinterpret_cast<__m128i*>(dst + 32 * b + 16), q1);
+    const int s = _mm512_reduce_add_epi32(
+        _mm512_add_epi32(_mm512_cvtepi8_epi32(q0), _mm512_cvtepi8_epi32(q1)));  // exact
+    sum[b] = d[b] * static_cast<float>(s);
   }
   for (int64_t b = nb; b < nbp; ++b) {
     std::memset(dst + 32 * b, 0, 32);
     d[b] = 0.0f;
+    sum[b] = 0.0f;
   }
 }
 
@@ -308,18 +313,27 @@ struct Q6KTraits : Acc512 {
   }
 };
 
-// Q8_0, Q4_0, MXFP4: signed codes w per block of 32, w * dw. A step is two blocks.
-// The activation codes a are made unsigned (a + 128, a xor 0x80) for vpdpbusd, and
-// corr = -128 * (sum of w per 4 lanes) taken off in the accumulator's start value:
+// The 32-block formats. A step is two blocks. Codes w (signed: Q8_0 [-128, 127], Q4_0
+// [-8, 7], Q5_0 [-16, 15], MXFP4 [-12, 12]; unsigned: Q4_1 [0, 15], Q5_1 [0, 31]) times dw,
+// plus m per block for Q4_1/Q5_1. The activation codes a are made unsigned (a + 128, i.e.
+// a xor 0x80) for vpdpbusd, and corr = -128 * (sum of w per 4 lanes) is taken off in the
+// accumulator's start value:
 //   S (16 x int32, exact; lanes 0..7 block 2s, 8..15 block 2s + 1) = dpbusd(corr, a+128, w)
 //   f = fma(float(S), dw * da, f)    (dw, da: per-lane block scales)
+//   Q4_1/Q5_1: f = fma(mw, sa, f)    (mw: m of block 2s in lane 0, of 2s + 1 in lane 8, else
+//                                     0; sa: the token's d * sum(a) of those blocks)
+enum class Kind32 { kQ8_0, kQ4_0, kQ4_1, kQ5_0, kQ5_1, kMxfp4 };
+
+constexpr bool HasMin(Kind32 k) { return k == Kind32::kQ4_1 || k == Kind32::kQ5_1; }
+
 struct alignas(64) Unpacked32 {
-  __m512i w;     // signed codes, two blocks
+  __m512i w;     // codes, two blocks (zero for an absent second block)
   __m512i corr;  // -128 * sum of 4 codes per int32 lane
   __m512 dw;     // lanes 0..7 scale of block 2s, 8..15 of block 2s + 1 (0 if absent)
 };
-
-enum class Kind32 { kQ8_0, kQ4_0, kMxfp4 };
+struct alignas(64) Unpacked32Min : Unpacked32 {
+  __m512 mw;  // m of block 2s in lane 0, of block 2s + 1 in lane 8, 0 elsewhere
+};
 
 // 2^(e - 128): the E8M0 scale halved, to pair with the doubled e2m1 values.
 float Mxfp4HalfScale(uint8_t e) {
@@ -339,43 +353,75 @@ __m512i Nibbles2(__m128i b0, __m128i b1) {
   return _mm512_and_si512(_mm512_srlv_epi16(v, shift), _mm512_set1_epi8(0x0F));
 }
 
+// Two lanes' worth of per-block floats: lanes 0..7 a, lanes 8..15 b.
+__m512 Pair16(float a, float b) {
+  return _mm512_mask_blend_ps(0xFF00, _mm512_set1_ps(a), _mm512_set1_ps(b));
+}
+
 template <Kind32 kKind>
 struct Traits32 : Acc512 {
   static constexpr int64_t kStep = 64;
   static constexpr int kRows = 4, kToks = 4;
   static constexpr int kDirectRows = 1;
   static constexpr bool kPrefetch = false;
-  using Unpacked = Unpacked32;
+  static constexpr bool kMin = HasMin(kKind);
+  using Unpacked = std::conditional_t<kMin, Unpacked32Min, Unpacked32>;
+
+  // Block bytes and the offsets of d, m, qh, qs in a block (-1: absent).
+  static constexpr int64_t kBytes = kKind == Kind32::kQ8_0   ? 34
+                                    : kKind == Kind32::kQ4_0 ? 18
+                                    : kKind == Kind32::kQ4_1 ? 20
+                                    : kKind == Kind32::kQ5_0 ? 22
+                                    : kKind == Kind32::kQ5_1 ? 24
+                                                             : 17;
+  static constexpr int kQs = kKind == Kind32::kQ8_0   ? 2
+                             : kKind == Kind32::kQ4_0 ? 2
+                             : kKind == Kind32::kQ4_1 ? 4
+                             : kKind == Kind32::kQ5_0 ? 6
+                             : kKind == Kind32::kQ5_1 ? 8
+                                                      : 1;
 
   static void Unpack(const RowRef& rr, int64_t s, Unpacked* u) {
-    constexpr int64_t kBytes = kKind == Kind32::kQ8_0 ? 34 : kKind == Kind32::kQ4_0 ? 18 : 17;
     const uint8_t* b0 = rr.row + 2 * s * kBytes;
     const uint8_t* b1 = b0 + kBytes;
     const bool has1 = 2 * s + 1 < rr.cols / 32;
     float d0, d1 = 0.0f;
     if (kKind == Kind32::kQ8_0) {
-      const __m256i w0 = _mm256_loadu_si256((const __m256i*)(b0 + 2));
+      const __m256i w0 = _mm256_loadu_si256((const __m256i*)(b0 + kQs));
       const __m256i w1 =
-          has1 ? _mm256_loadu_si256((const __m256i*)(b1 + 2)) : _mm256_setzero_si256();
+          has1 ? _mm256_loadu_si256((const __m256i*)(b1 + kQs)) : _mm256_setzero_si256();
       u->w = _mm512_inserti64x4(_mm512_castsi256_si512(w0), w1, 1);
-      d0 = F16(b0);
-      if (has1) d1 = F16(b1);
-    } else if (kKind == Kind32::kQ4_0) {
-      const __m128i q0 = _mm_loadu_si128((const __m128i*)(b0 + 2));
-      const __m128i q1 = has1 ? _mm_loadu_si128((const __m128i*)(b1 + 2)) : _mm_set1_epi8(0x88);
-      u->w = _mm512_sub_epi8(Nibbles2(q0, q1), _mm512_set1_epi8(8));
-      d0 = F16(b0);
-      if (has1) d1 = F16(b1);
     } else {
-      const __m128i q0 = _mm_loadu_si128((const __m128i*)(b0 + 1));
-      const __m128i q1 = has1 ? _mm_loadu_si128((const __m128i*)(b1 + 1)) : _mm_setzero_si128();
-      const __m512i table = _mm512_broadcast_i32x4(
-          _mm_setr_epi8(0, 1, 2, 3, 4, 6, 8, 12, 0, -1, -2, -3, -4, -6, -8, -12));
-      u->w = _mm512_shuffle_epi8(table, Nibbles2(q0, q1));
+      const __m128i q0 = _mm_loadu_si128((const __m128i*)(b0 + kQs));
+      const __m128i q1 = has1 ? _mm_loadu_si128((const __m128i*)(b1 + kQs)) : _mm_setzero_si128();
+      __m512i w = Nibbles2(q0, q1);
+      if (kKind == Kind32::kQ5_0 || kKind == Kind32::kQ5_1) {
+        // Fifth bit of element i = bit i of the block's qh (little-endian uint32).
+        const uint64_t h = Load32(b0 + kQs - 4) | (has1 ? uint64_t{Load32(b1 + kQs - 4)} << 32 : 0);
+        w = _mm512_mask_add_epi8(w, _cvtu64_mask64(h), w, _mm512_set1_epi8(0x10));
+      }
+      if (kKind == Kind32::kQ4_0) w = _mm512_sub_epi8(w, _mm512_set1_epi8(8));
+      if (kKind == Kind32::kQ5_0) w = _mm512_sub_epi8(w, _mm512_set1_epi8(16));
+      if (kKind == Kind32::kMxfp4) {
+        const __m512i table = _mm512_broadcast_i32x4(
+            _mm_setr_epi8(0, 1, 2, 3, 4, 6, 8, 12, 0, -1, -2, -3, -4, -6, -8, -12));
+        w = _mm512_shuffle_epi8(table, w);
+      }
+      // An absent second block contributes nothing (its scale is 0 too).
+      u->w = has1 ? w : _mm512_maskz_mov_epi8(0xFFFFFFFFull, w);
+    }
+    if (kKind == Kind32::kMxfp4) {
       d0 = Mxfp4HalfScale(b0[0]);
       if (has1) d1 = Mxfp4HalfScale(b1[0]);
+    } else {
+      d0 = F16(b0);
+      if (has1) d1 = F16(b1);
     }
-    u->dw = _mm512_mask_blend_ps(0xFF00, _mm512_set1_ps(d0), _mm512_set1_ps(d1));
+    u->dw = Pair16(d0, d1);
+    if constexpr (kMin) {
+      const float m0 = F16(b0 + 2), m1 = has1 ? F16(b1 + 2) : 0.0f;
+      u->mw = _mm512_maskz_mov_ps(0x0101, Pair16(m0, m1));
+    }
     u->corr =
         _mm512_sub_epi32(_mm512_setzero_si512(),
                          _mm512_dpbusd_epi32(_mm512_setzero_si512(), _mm512_set1_epi8(-128), u->w));
@@ -384,20 +430,24 @@ struct Traits32 : Acc512 {
   template <int R, int T>
   [[gnu::always_inline]] static void Step(const Unpacked* const* u, const Toks& k, int64_t s,
                                           __m512 (&f)[R][T]) {
-    // Token layout: codes, then the block scales at d_off (matmul_internal.h).
     const __m512i bias = _mm512_set1_epi8(-128);
     const __m512i pick = _mm512_set_epi32(1, 1, 1, 1, 1, 1, 1, 1, 0, 0, 0, 0, 0, 0, 0, 0);
     __m512i av[T];
-    __m512 da[T];
+    __m512 da[T], sa[T];
     for (int t = 0; t < T; ++t) {
       av[t] = _mm512_xor_si512(_mm512_load_si512(k.row(t) + 64 * s), bias);
       const __m128d d2 = _mm_load_sd(reinterpret_cast<const double*>(k.scales(t) + 2 * s));
       da[t] = _mm512_permutexvar_ps(pick, _mm512_castps128_ps512(_mm_castpd_ps(d2)));
+      if constexpr (kMin) {
+        const __m128d s2 = _mm_load_sd(reinterpret_cast<const double*>(k.sums(t) + 2 * s));
+        sa[t] = _mm512_permutexvar_ps(pick, _mm512_castps128_ps512(_mm_castpd_ps(s2)));
+      }
     }
     for (int i = 0; i < R; ++i) {
       for (int t = 0; t < T; ++t) {
         const __m512i sum = _mm512_dpbusd_epi32(u[i]->corr, av[t], u[i]->w);
         f[i][t] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(sum), _mm512_mul_ps(u[i]->dw, da[t]), f[i][t]);
+        if constexpr (kMin) f[i][t] = _mm512_fmadd_ps(u[i]->mw, sa[t], f[i][t]);
       }
     }
   }
@@ -445,44 +495,6 @@ struct FloatTraits : Acc512 {
   }
 };
 
-// Q4_1, Q5_0, Q5_1 (fallback formats): one block of 32 dequantized by the reference code.
-//   f = fma(w[0..15], x[0..15], f); f = fma(w[16..31], x[16..31], f)
-struct alignas(64) UnpackedG {
-  __m512 w[2];
-};
-
-struct GenericTraits : Acc512 {
-  static constexpr int64_t kStep = 32;
-  static constexpr int kRows = 4, kToks = 4;
-  static constexpr int kDirectRows = 4;
-  static constexpr bool kPrefetch = true;
-  using Unpacked = UnpackedG;
-
-  static void Unpack(const RowRef& rr, int64_t s, Unpacked* u) {
-    const uint64_t block_bytes = rr.type == GgmlType::kQ4_1   ? 20
-                                 : rr.type == GgmlType::kQ5_0 ? 22
-                                                              : 24;
-    alignas(64) float w[32];
-    DequantizeRow(rr.type, rr.row + s * block_bytes, w, 32);
-    u->w[0] = _mm512_load_ps(w);
-    u->w[1] = _mm512_load_ps(w + 16);
-  }
-
-  template <int R, int T>
-  [[gnu::always_inline]] static void Step(const Unpacked* const* u, const Toks& k, int64_t s,
-                                          __m512 (&f)[R][T]) {
-    for (int h = 0; h < 2; ++h) {
-      __m512 x[T];
-      for (int t = 0; t < T; ++t) {
-        x[t] = _mm512_load_ps(k.f32(t) + 32 * s + 16 * h);
-      }
-      for (int i = 0; i < R; ++i) {
-        for (int t = 0; t < T; ++t) f[i][t] = _mm512_fmadd_ps(u[i]->w[h], x[t], f[i][t]);
-      }
-    }
-  }
-};
-
 void MatMulAvx512(const WeightView& w, const ActView& a, float* y, int64_t y_stride, int64_t r0,
                   int64_t r1) {
   switch (w.type) {
@@ -496,16 +508,20 @@ void MatMulAvx512(const WeightView& w, const ActView& a, float* y, int64_t y_str
       return Run<Traits32<Kind32::kQ8_0>>(w, a, y, y_stride, r0, r1);
     case GgmlType::kQ4_0:
       return Run<Traits32<Kind32::kQ4_0>>(w, a, y, y_stride, r0, r1);
+    case GgmlType::kQ4_1:
+      return Run<Traits32<Kind32::kQ4_1>>(w, a, y, y_stride, r0, r1);
+    case GgmlType::kQ5_0:
+      return Run<Traits32<Kind32::kQ5_0>>(w, a, y, y_stride, r0, r1);
+    case GgmlType::kQ5_1:
+      return Run<Traits32<Kind32::kQ5_1>>(w, a, y, y_stride, r0, r1);
     case GgmlType::kMXFP4:
       return Run<Traits32<Kind32::kMxfp4>>(w, a, y, y_stride, r0, r1);
     case GgmlType::kF32:
       return Run<FloatTraits<GgmlType::kF32>>(w, a, y, y_stride, r0, r1);
     case GgmlType::kF16:
       return Run<FloatTraits<GgmlType::kF16>>(w, a, y, y_stride, r0, r1);
-    case GgmlType::kBF16:
+    default:  // BF16
       return Run<FloatTraits<GgmlType::kBF16>>(w, a, y, y_stride, r0, r1);
-    default:  // Q4_1, Q5_0, Q5_1
-      return Run<GenericTraits>(w, a, y, y_stride, r0, r1);
   }
 }
 

@@ -10,20 +10,20 @@
 //   kRows, kToks          register tile: rows x tokens
 //   kDirectRows           rows interleaved in the few-token path
 //   kPrefetch             software prefetch in the few-token path
-// (kDirectRows and kPrefetch were chosen by measurement on DRAM-resident weights: 1 row and
-// no prefetch stream best for the quantized formats, 4 rows with prefetch for the float
-// ones, whose single FMA chain per row would otherwise be latency-bound.)
 //   Unpacked              one row's step, unpacked (codes in element order, scale vectors)
 //   Unpack(RowRef, s, Unpacked*)
 //   Step<R, T>(u[R], Toks, s, f[R][T])   accumulate step s of R rows x T tokens
+// (kDirectRows and kPrefetch were chosen by measurement on DRAM-resident weights: 1 row and
+// no prefetch stream best for the quantized formats, 4 rows with prefetch for the float
+// ones, whose single FMA chain per row would otherwise be latency-bound.)
 //
 // Loop structure, per call (rows [r0, r1), all tokens):
-//  - n_tok <= kDirectMaxTok (decode): row by row, each step unpacked into registers and used
-//    at once by all tokens (Direct).
-//  - otherwise: panels of kRows rows; for each block of kTokBlock tokens, up to kPanelSteps
-//    steps of the panel are unpacked into an L1-resident buffer and register tiles of
-//    kRows x kToks (then 1-token tiles for the rest) run over them (Tile). A token block's
-//    accumulators live in a small array between panels of steps.
+//  - n_tok <= kDirectMaxTok (decode): kDirectRows rows at a time, each step unpacked into
+//    registers and used at once by all tokens (Direct).
+//  - otherwise: panels of kRows rows; for each block of kTokBlock tokens, as many steps of
+//    the panel as fit in kPanelBytes are unpacked into an L1-resident buffer and register
+//    tiles of kRows x kToks (then 1-token tiles for the rest) run over them (Tile). A token
+//    block's accumulators live in a small array between panels of steps.
 // Either way each (row, token) gets one accumulator and the same Step ops in the same order,
 // so its result does not depend on n_tok, on the other tokens, or on [r0, r1).
 #pragma once
@@ -43,17 +43,19 @@ struct RowRef {
 };
 
 // The tokens of a tile: token t's row at base + t * stride; for kQ8_0 rows the block scales
-// start at d_off (matmul_internal.h).
+// start at d_off and the scaled block sums at s_off (matmul_internal.h).
 struct Toks {
   const uint8_t* base;
   int64_t stride;
   int64_t d_off;
+  int64_t s_off;
   const uint8_t* row(int t) const { return base + t * stride; }
   const ActBlockQ8K* q8k(int t, int64_t s) const {
     return reinterpret_cast<const ActBlockQ8K*>(row(t)) + s;
   }
   const float* f32(int t) const { return reinterpret_cast<const float*>(row(t)); }
   const float* scales(int t) const { return reinterpret_cast<const float*>(row(t) + d_off); }
+  const float* sums(int t) const { return reinterpret_cast<const float*>(row(t) + s_off); }
 };
 
 constexpr int64_t kPanelBytes = 24 * 1024;  // unpacked weights of a panel: half of L1
@@ -87,10 +89,10 @@ void Tokens(const typename F::Unpacked* panel, int64_t panel_stride, int64_t n, 
   constexpr int T = F::kToks;
   int t = 0;
   for (; t + T <= nt; t += T) {
-    Tile<F, R, T>(panel, panel_stride, n, Toks{k.row(t), k.stride, k.d_off}, s0, acc + t);
+    Tile<F, R, T>(panel, panel_stride, n, Toks{k.row(t), k.stride, k.d_off, k.s_off}, s0, acc + t);
   }
   for (; t < nt; ++t) {
-    Tile<F, R, 1>(panel, panel_stride, n, Toks{k.row(t), k.stride, k.d_off}, s0, acc + t);
+    Tile<F, R, 1>(panel, panel_stride, n, Toks{k.row(t), k.stride, k.d_off, k.s_off}, s0, acc + t);
   }
 }
 
@@ -137,9 +139,10 @@ template <class F, int T>
 template <class F>
 void Run(const WeightView& w, const ActView& a, float* y, int64_t y_stride, int64_t r0,
          int64_t r1) {
-  const int64_t d_off = Q8_0ScaleOffset(Q8_0PaddedBlocks(w.cols));
+  const int64_t nbp = Q8_0PaddedBlocks(w.cols);
+  const int64_t d_off = Q8_0ScaleOffset(nbp), s_off = Q8_0SumOffset(nbp);
   if (a.n_tok <= kDirectMaxTok) {
-    const Toks k{a.data, a.token_stride, d_off};
+    const Toks k{a.data, a.token_stride, d_off, s_off};
     switch (a.n_tok) {
       case 1:
         return Direct<F, 1>(w, k, y, y_stride, r0, r1);
@@ -164,7 +167,7 @@ void Run(const WeightView& w, const ActView& a, float* y, int64_t y_stride, int6
       for (int i = 0; i < nr; ++i) {
         for (int t = 0; t < nt; ++t) acc[i * kTokBlock + t] = F::Zero();
       }
-      const Toks k{a.data + t0 * a.token_stride, a.token_stride, d_off};
+      const Toks k{a.data + t0 * a.token_stride, a.token_stride, d_off, s_off};
       for (int64_t s0 = 0; s0 < steps; s0 += KS) {
         const int64_t ks = steps - s0 < KS ? steps - s0 : KS;
         for (int i = 0; i < nr; ++i) {

@@ -26,24 +26,27 @@ struct WeightView {
   uint64_t row_bytes;
 };
 
-// Activation layouts, one token row at base + t * token_stride (64-byte aligned).
+// Activation layouts, one token row at base + t * token_stride (64-byte aligned). Every byte
+// of a row is written (padding is zero), so equal inputs give equal rows.
 //
 // kF32:  float x[PadCols(cols, 16)]; the padding is zero.
-// kQ8_0: int8 qs[nbp * 32] then float d[nbp], nbp = blocks rounded up to even (so that a
-//        64-element step of two blocks always exists); padding blocks have qs = 0, d = 0.
-//        The d array starts at Q8_0ScaleOffset(nbp).
+// kQ8_0: int8 qs[nbp * 32], then float d[nbp], then float s[nbp] = d * (sum of the block's
+//        qs) (for the minimum term of Q4_1/Q5_1); nbp = blocks rounded up to even (so that a
+//        64-element step of two blocks always exists); padding blocks are all zero. d starts
+//        at Q8_0ScaleOffset(nbp), s at Q8_0SumOffset(nbp).
 // kQ8_K: ActBlockQ8K per super-block of 256.
 struct alignas(64) ActBlockQ8K {
   int8_t qs[256];    // codes, in element order
   float bd[16];      // d * bsum[j]: the block sums pre-scaled (K-quant minimum term)
   int16_t bsum[16];  // sum of qs[16j .. 16j + 15]
   float d;           // scale: x ~ qs * d
+  uint8_t pad[28];   // zero (written by the dispatcher, so that rows are deterministic)
 };
 static_assert(sizeof(ActBlockQ8K) == 384);
 
-inline constexpr int64_t kQ8_0ScaleAlign = 64;
 constexpr int64_t Q8_0PaddedBlocks(int64_t cols) { return (cols / 32 + 1) / 2 * 2; }
 constexpr int64_t Q8_0ScaleOffset(int64_t nbp) { return nbp * 32; }  // a multiple of 64
+constexpr int64_t Q8_0SumOffset(int64_t nbp) { return nbp * 36; }
 
 struct ActView {
   const uint8_t* data;   // token 0

@@ -41,10 +41,17 @@ void QuantizeQ8_0(const float* x, int64_t cols, uint8_t* dst) {
   const int64_t nb = cols / 32, nbp = Q8_0PaddedBlocks(cols);
   auto* qs = reinterpret_cast<int8_t*>(dst);
   auto* d = reinterpret_cast<float*>(dst + Q8_0ScaleOffset(nbp));
-  for (int64_t b = 0; b < nb; ++b) d[b] = QuantBlock(x + 32 * b, 32, qs + 32 * b);
+  auto* sum = reinterpret_cast<float*>(dst + Q8_0SumOffset(nbp));
+  for (int64_t b = 0; b < nb; ++b) {
+    d[b] = QuantBlock(x + 32 * b, 32, qs + 32 * b);
+    int s = 0;
+    for (int i = 0; i < 32; ++i) s += qs[32 * b + i];
+    sum[b] = d[b] * static_cast<float>(s);
+  }
   for (int64_t b = nb; b < nbp; ++b) {
     std::memset(qs + 32 * b, 0, 32);
     d[b] = 0.0f;
+    sum[b] = 0.0f;
   }
 }
 
@@ -133,10 +140,12 @@ void DecodeQ6_K(const uint8_t* row, int64_t b, DecodedK* o) {
   }
 }
 
-// A decoded 32-block of a signed-code format: w = code * d.
+// A decoded 32-block: x = w * d (+ m for Q4_1/Q5_1), w the integer code (signed, or
+// unsigned 0..31 for the formats with a minimum).
 struct Decoded32 {
   int8_t w[32];
   float d;
+  float m;
 };
 
 void DecodeQ8_0(const uint8_t* row, int64_t b, Decoded32* o) {
@@ -160,6 +169,38 @@ float Mxfp4HalfScale(uint8_t e) {
   float f;
   std::memcpy(&f, &bits, 4);
   return f;
+}
+
+// Fifth bit of element i (0..31) of a Q5_0/Q5_1 block, as 0 or 16.
+int Q5HighBit(const uint8_t qh[4], int i) { return ((qh[i / 8] >> (i % 8)) & 1) << 4; }
+
+void DecodeQ4_1(const uint8_t* row, int64_t b, Decoded32* o) {
+  const auto blk = LoadBlock<BlockQ4_1>(row, b);
+  o->d = Fp16ToFp32(blk.d);
+  o->m = Fp16ToFp32(blk.m);
+  for (int j = 0; j < 16; ++j) {
+    o->w[j] = static_cast<int8_t>(blk.qs[j] & 15);
+    o->w[j + 16] = static_cast<int8_t>(blk.qs[j] >> 4);
+  }
+}
+
+void DecodeQ5_0(const uint8_t* row, int64_t b, Decoded32* o) {
+  const auto blk = LoadBlock<BlockQ5_0>(row, b);
+  o->d = Fp16ToFp32(blk.d);
+  for (int j = 0; j < 16; ++j) {
+    o->w[j] = static_cast<int8_t>(((blk.qs[j] & 15) | Q5HighBit(blk.qh, j)) - 16);
+    o->w[j + 16] = static_cast<int8_t>(((blk.qs[j] >> 4) | Q5HighBit(blk.qh, j + 16)) - 16);
+  }
+}
+
+void DecodeQ5_1(const uint8_t* row, int64_t b, Decoded32* o) {
+  const auto blk = LoadBlock<BlockQ5_1>(row, b);
+  o->d = Fp16ToFp32(blk.d);
+  o->m = Fp16ToFp32(blk.m);
+  for (int j = 0; j < 16; ++j) {
+    o->w[j] = static_cast<int8_t>((blk.qs[j] & 15) | Q5HighBit(blk.qh, j));
+    o->w[j + 16] = static_cast<int8_t>((blk.qs[j] >> 4) | Q5HighBit(blk.qh, j + 16));
+  }
 }
 
 void DecodeMxfp4(const uint8_t* row, int64_t b, Decoded32* o) {
@@ -245,13 +286,14 @@ void RowQ6_K(const WeightView& w, const ActView& a, int64_t r, float* y, int64_t
   }
 }
 
-// Q8_0, Q4_0, MXFP4: per block of 32, (dw * da) * sum w_c a_c.
+// The 32-block formats: per block, (dw * da) * sum w_c a_c, plus for Q4_1/Q5_1 (has_min)
+// the minimum term m * sum_c x_c = m * (da * sum_c a_c) = m * s.
 void Row32(const WeightView& w, const ActView& a, int64_t r, float* y, int64_t y_stride,
-           void (*decode)(const uint8_t*, int64_t, Decoded32*)) {
+           void (*decode)(const uint8_t*, int64_t, Decoded32*), bool has_min) {
   const uint8_t* row = w.data + r * w.row_bytes;
-  const int64_t nb = w.cols / 32;
-  const int64_t d_off = Q8_0ScaleOffset(Q8_0PaddedBlocks(w.cols));
-  Decoded32 dec;
+  const int64_t nb = w.cols / 32, nbp = Q8_0PaddedBlocks(w.cols);
+  const int64_t d_off = Q8_0ScaleOffset(nbp), s_off = Q8_0SumOffset(nbp);
+  Decoded32 dec{};
   for (int64_t t0 = 0; t0 < a.n_tok; t0 += kTokGroup) {
     const int nt = static_cast<int>(a.n_tok - t0 < kTokGroup ? a.n_tok - t0 : kTokGroup);
     float acc[kTokGroup] = {};
@@ -264,25 +306,28 @@ void Row32(const WeightView& w, const ActView& a, int64_t r, float* y, int64_t y
         const float ds = dec.d * da;
         const float p = ds * static_cast<float>(Dot(dec.w, qs, 32));
         acc[i] += p;
+        if (has_min) {
+          const float pm = dec.m * reinterpret_cast<const float*>(tok + s_off)[b];
+          acc[i] += pm;
+        }
       }
     }
     for (int i = 0; i < nt; ++i) y[(t0 + i) * y_stride + r] = acc[i];
   }
 }
 
-// Float path: the weights in f32 (exactly), sum w_c x_c in order.
+// Float path (F32, F16, BF16): the weights in f32 (exactly), sum w_c x_c in order.
 void RowF32(const WeightView& w, const ActView& a, int64_t r, float* y, int64_t y_stride) {
   const uint8_t* row = w.data + r * w.row_bytes;
-  const uint32_t block = TraitsOf(w.type).block_size;  // 1 or 32
-  const uint64_t block_bytes = TraitsOf(w.type).type_size;
-  constexpr int64_t kChunk = 256;  // a multiple of every block size
+  const uint64_t elem_bytes = TraitsOf(w.type).type_size;  // 4 or 2
+  constexpr int64_t kChunk = 256;
   float buf[kChunk];
   for (int64_t t0 = 0; t0 < a.n_tok; t0 += kTokGroup) {
     const int nt = static_cast<int>(a.n_tok - t0 < kTokGroup ? a.n_tok - t0 : kTokGroup);
     float acc[kTokGroup] = {};
     for (int64_t c0 = 0; c0 < w.cols; c0 += kChunk) {
       const int64_t n = w.cols - c0 < kChunk ? w.cols - c0 : kChunk;
-      DequantizeRow(w.type, row + c0 / block * block_bytes, buf, n);
+      DequantizeRow(w.type, row + c0 * elem_bytes, buf, n);
       for (int i = 0; i < nt; ++i) {
         const float* x = reinterpret_cast<const float*>(a.data + (t0 + i) * a.token_stride) + c0;
         for (int64_t c = 0; c < n; ++c) {
@@ -309,15 +354,24 @@ void MatMulScalar(const WeightView& w, const ActView& a, float* y, int64_t y_str
         RowQ6_K(w, a, r, y, y_stride);
         break;
       case GgmlType::kQ8_0:
-        Row32(w, a, r, y, y_stride, DecodeQ8_0);
+        Row32(w, a, r, y, y_stride, DecodeQ8_0, false);
         break;
       case GgmlType::kQ4_0:
-        Row32(w, a, r, y, y_stride, DecodeQ4_0);
+        Row32(w, a, r, y, y_stride, DecodeQ4_0, false);
+        break;
+      case GgmlType::kQ4_1:
+        Row32(w, a, r, y, y_stride, DecodeQ4_1, true);
+        break;
+      case GgmlType::kQ5_0:
+        Row32(w, a, r, y, y_stride, DecodeQ5_0, false);
+        break;
+      case GgmlType::kQ5_1:
+        Row32(w, a, r, y, y_stride, DecodeQ5_1, true);
         break;
       case GgmlType::kMXFP4:
-        Row32(w, a, r, y, y_stride, DecodeMxfp4);
+        Row32(w, a, r, y, y_stride, DecodeMxfp4, false);
         break;
-      default:  // F32, F16, BF16, Q4_1, Q5_0, Q5_1
+      default:  // F32, F16, BF16
         RowF32(w, a, r, y, y_stride);
         break;
     }

@@ -214,6 +214,14 @@ TEST(ActQuant, GoldenQ8_0) {
     float pad_d;
     std::memcpy(&pad_d, tok + kernels::Q8_0ScaleOffset(4) + 12, 4);
     EXPECT_EQ(pad_d, 0.0f);
+    // Scaled block sums d * sum(q): block 0: 127 - 64 + 2 - 2 + 0 + 2 + 3 - 127 = -59;
+    // block 1: 0; block 2: 2 * (127 + 2 + 4 + 0) = 266; padding: 0.
+    float sums[4];
+    std::memcpy(sums, tok + kernels::Q8_0SumOffset(4), sizeof(sums));
+    EXPECT_EQ(sums[0], -59.0f);
+    EXPECT_EQ(sums[1], 0.0f);
+    EXPECT_EQ(sums[2], 266.0f);
+    EXPECT_EQ(sums[3], 0.0f);
   }
 }
 
@@ -269,7 +277,8 @@ TEST(ActQuant, FormatsOfWeightTypes) {
   EXPECT_EQ(ActFormatFor(GgmlType::kQ8_0), ActFormat::kQ8_0);
   EXPECT_EQ(ActFormatFor(GgmlType::kMXFP4), ActFormat::kQ8_0);
   EXPECT_EQ(ActFormatFor(GgmlType::kBF16), ActFormat::kF32);
-  EXPECT_EQ(ActFormatFor(GgmlType::kQ5_1), ActFormat::kF32);
+  EXPECT_EQ(ActFormatFor(GgmlType::kQ5_1), ActFormat::kQ8_0);
+  EXPECT_EQ(ActFormatFor(GgmlType::kQ4_1), ActFormat::kQ8_0);
   for (GgmlType t : kAllTypes) EXPECT_TRUE(MatMulSupports(t)) << TypeName(t);
   EXPECT_FALSE(MatMulSupports(GgmlType::kQ2_K));
   EXPECT_FALSE(MatMulSupports(GgmlType::kIQ4_NL));

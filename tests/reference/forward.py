@@ -29,11 +29,11 @@ float64 matters: a float32 run of this same code differs from the float64 one by
 act_quant=True models the engine's numerical method for quantized weights (kernels/matmul.h)
 instead of the exact product: every matrix product x W^T whose weight W has a quantized type
 first replaces each token's input x by x_q = q * d, blockwise along the row:
-    K-quants (Q4_K Q5_K Q6_K):  blocks of 256;   Q8_0 Q4_0 MXFP4: blocks of 32
+    K-quants (Q4_K Q5_K Q6_K):  blocks of 256;   Q8_0 Q4_0 Q4_1 Q5_0 Q5_1 MXFP4: blocks of 32
     d = amax / 127, q = round_half_even(x * (127 / amax)), q in [-127, 127]; q = d = 0 if
     amax = 0, computed in float32 as the engine does
-(the rest of the product stays exact). F32/F16/BF16 weights and Q4_1/Q5_0/Q5_1 (float
-fallbacks in the engine) read x unchanged, as do the router, the shared-expert gate vector, the
+(the rest of the product stays exact). F32/F16/BF16 weights read x unchanged, as do the
+router, the shared-expert gate vector, the
 norms and the embedding lookup. The products concerned: attention q/k/v/output, expert and
 shared-expert gate/up/down, and the output head, each by its own tensor's type (attn_k may be
 Q8_0 while attn_q is Q4_K: the same x is then quantized twice, differently).
@@ -117,8 +117,8 @@ HEAD_CACHE = 1 << 26
 # Activation block size by weight type under act_quant; None: the input stays as it is.
 ACT_BLOCK = {
     "Q4_K": 256, "Q5_K": 256, "Q6_K": 256,
-    "Q8_0": 32, "Q4_0": 32, "MXFP4": 32,
-    "F32": None, "F16": None, "BF16": None, "Q4_1": None, "Q5_0": None, "Q5_1": None,
+    "Q8_0": 32, "Q4_0": 32, "Q4_1": 32, "Q5_0": 32, "Q5_1": 32, "MXFP4": 32,
+    "F32": None, "F16": None, "BF16": None,
 }
 
 
