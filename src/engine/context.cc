@@ -30,14 +30,19 @@ class Input {
     cols_ = cols;
     ready_ = {false, false, false};
   }
-  const Activations& For(GgmlType weight_type, ThreadPool& pool) {
+  // `pool` null: quantize on the calling thread (inside a parallel region).
+  const Activations& For(GgmlType weight_type, ThreadPool* pool) {
     const ActFormat f = ActFormatFor(weight_type);
     const int i = static_cast<int>(f);
     if (!ready_[i]) {
       acts_[i].Prepare(f, n_tok_, cols_);
-      pool.ParallelFor(n_tok_, [&](int64_t t0, int64_t t1, int) {
-        acts_[i].QuantizeTokens(x_, stride_, t0, t1);
-      });
+      if (pool != nullptr) {
+        pool->ParallelFor(n_tok_, [&](int64_t t0, int64_t t1, int) {
+          acts_[i].QuantizeTokens(x_, stride_, t0, t1);
+        });
+      } else {
+        acts_[i].QuantizeTokens(x_, stride_, 0, n_tok_);
+      }
       ready_[i] = true;
     }
     return acts_[i];
@@ -48,6 +53,17 @@ class Input {
   int64_t stride_ = 0, n_tok_ = 0, cols_ = 0;
   std::array<Activations, 3> acts_;  // indexed by ActFormat
   std::array<bool, 3> ready_{};
+};
+
+// Scratch for running one expert over its tokens; one per thread, so experts can run in
+// parallel, one per thread.
+struct ExpertScratch {
+  std::vector<float> in;    // (n_batch, n_embd) gathered inputs
+  std::vector<float> gate;  // (n_batch, n_ff) gate projection, then SwiGLU output
+  std::vector<float> up;    // (n_batch, n_ff)
+  std::vector<float> out;   // (n_batch, n_embd)
+  Input in_acts;            // `in` quantized
+  Input hid_acts;           // `gate` (SwiGLU output) quantized
 };
 
 }  // namespace
@@ -65,9 +81,17 @@ struct Context::Impl {
   Status Forward(std::span<const BatchToken> batch, float* logits);
   void Attention(int il, std::span<const BatchToken> batch);
   Status MoE(int il, int n);
+  // Runs the ready experts of `group` over their tokens, writing their weighted outputs
+  // into slot_out. With several experts and threads, each thread runs whole experts;
+  // otherwise each expert's rows are split across threads. Same bits either way.
+  void RunExperts(std::span<const ReadyExpert> group);
+  // One expert, on the calling thread (pool null) or with its rows split (pool set).
+  void RunExpert(const ReadyExpert& r, ExpertScratch& s, ThreadPool* pool);
   void SharedExpert(int il, int n);
   // y (n rows, stride y_stride) = in * W^T, rows of W split across threads.
   void Project(const WeightMatrix& w, Input& in, float* y, int64_t y_stride);
+  // The same on the calling thread only.
+  static void ProjectSerial(const WeightMatrix& w, Input& in, float* y, int64_t y_stride);
 
   const Model& model;
   const HParams& hp;
@@ -97,15 +121,16 @@ struct Context::Impl {
   std::vector<int32_t> expert_start;  // (n_expert + 1) where each expert's rows begin
   std::vector<int32_t> expert_fill;   // (n_expert) fill cursor
   std::vector<int32_t> used_experts;  // (n_expert) distinct experts of the batch
-  std::vector<float> ex_in;    // (n_batch, n_embd) gathered inputs of one expert
-  std::vector<float> ex_gate;  // (n_batch, max(n_ff_exp, n_ff_shexp)) gate, then SwiGLU out
-  std::vector<float> ex_up;    // (n_batch, max(n_ff_exp, n_ff_shexp)) up projection
-  std::vector<float> ex_out;   // (n_batch, n_embd) one expert's outputs
+  std::vector<ExpertScratch> ex;   // (n_threads) per-thread expert scratch
+  std::vector<ReadyExpert> group;  // (<= n_expert) experts ready to run together
+  std::vector<int32_t> owner;      // (n_expert) thread that runs each expert of a group
+  std::vector<float> sh_gate;  // (n_batch, n_ff_shexp) shared expert
+  std::vector<float> sh_up;    // (n_batch, n_ff_shexp)
+  std::vector<float> sh_out;   // (n_batch, n_embd)
   std::vector<float> slot_out;  // (n_batch, n_expert_used, n_embd) weighted expert outputs
   std::vector<float> ffn_out;   // (n_batch, n_embd)
   Input in_main;  // the current block input (xn, attn) for dense projections
-  Input in_exp;   // an expert's gathered input
-  Input in_hid;   // an expert's hidden (SwiGLU) output
+  Input in_sh;    // the shared expert's hidden (SwiGLU) output
   std::vector<int32_t> logit_rows;  // (n_batch) batch indices of the tokens that want logits
   // KV cache, per layer, sequence- then position-major (n_seq, n_ctx, n_head_kv * head_dim),
   // f16 or f32; pages are touched as positions fill.
@@ -158,18 +183,27 @@ Status Context::Impl::Allocate() {
   expert_start.resize(hp.n_expert + 1);
   expert_fill.resize(hp.n_expert);
   used_experts.reserve(hp.n_expert);
-  ex_in.resize(B * D);
-  ex_gate.resize(B * F);
-  ex_up.resize(B * F);
-  ex_out.resize(B * D);
+  ex.resize(pool.size());
+  for (ExpertScratch& s : ex) {
+    s.in.resize(B * D);
+    s.gate.resize(B * hp.n_ff_exp);
+    s.up.resize(B * hp.n_ff_exp);
+    s.out.resize(B * D);
+    s.in_acts.Reserve(B, D);
+    s.hid_acts.Reserve(B, hp.n_ff_exp);
+  }
+  group.reserve(hp.n_expert);
+  owner.resize(hp.n_expert);
+  sh_gate.resize(B * hp.n_ff_shexp);
+  sh_up.resize(B * hp.n_ff_shexp);
+  sh_out.resize(B * D);
   slot_out.resize(B * K * D);
   ffn_out.resize(B * D);
   logit_rows.reserve(B);
   const int64_t widest = std::max<int64_t>({static_cast<int64_t>(D), static_cast<int64_t>(F),
                                             int64_t{hp.n_head} * hp.head_dim_v});
   in_main.Reserve(B, widest);
-  in_exp.Reserve(B, D);
-  in_hid.Reserve(B, F);
+  in_sh.Reserve(B, std::max<int64_t>(hp.n_ff_shexp, 1));
   const uint64_t elt = kv_type == KvType::kF16 ? 2 : 4;
   for (uint32_t il = 0; il < hp.n_layer; ++il) {
     const uint64_t positions = uint64_t{n_seq} * n_ctx;
@@ -183,8 +217,13 @@ Status Context::Impl::Allocate() {
   return Status::Ok();
 }
 
+void Context::Impl::ProjectSerial(const WeightMatrix& w, Input& in, float* y,
+                                  int64_t y_stride) {
+  MatMul(w, in.For(w.type, nullptr), y, y_stride, 0, w.rows);
+}
+
 void Context::Impl::Project(const WeightMatrix& w, Input& in, float* y, int64_t y_stride) {
-  const Activations& a = in.For(w.type, pool);
+  const Activations& a = in.For(w.type, &pool);
   pool.ParallelFor(
       w.rows, [&](int64_t r0, int64_t r1, int) { MatMul(w, a, y, y_stride, r0, r1); }, 16);
 }
@@ -277,31 +316,22 @@ Status Context::Impl::MoE(int il, int n) {
   for (int i = 0; i < n * K; ++i) expert_rows[expert_fill[topk_id[i]]++] = i;
 
   store->BeginLayer(static_cast<uint32_t>(il), used_experts);
-  for (;;) {
-    Result<std::optional<ReadyExpert>> next = store->NextReady();
-    if (!next.ok()) return next.status();
-    if (!next.value()) break;
-    const int e = next.value()->expert;
-    const ExpertMatrices& w = next.value()->lease.matrices();
-    const int m = expert_start[e + 1] - expert_start[e];
-    const int32_t* rows = expert_rows.data() + expert_start[e];
-    for (int r = 0; r < m; ++r) {
-      const int t = rows[r] / K;
-      std::copy_n(xn.data() + t * D, D, ex_in.data() + r * D);
+  while (store->Pending()) {
+    // Everything ready now runs together (all of it, for the in-memory tiers); a stream
+    // tier's misses join later groups as their reads complete.
+    group.clear();
+    for (bool wait = true;; wait = false) {
+      Result<std::optional<ReadyExpert>> next = store->NextReady(wait);
+      if (!next.ok()) {
+        group.clear();
+        return next.status();
+      }
+      if (!next.value()) break;
+      group.push_back(std::move(*next.value()));
     }
-    in_exp.Set(ex_in.data(), D, m, D);
-    Project(w.gate, in_exp, ex_gate.data(), F);
-    Project(w.up, in_exp, ex_up.data(), F);
-    SwiGlu(ex_gate.data(), ex_up.data(), int64_t{m} * F, ex_gate.data());
-    in_hid.Set(ex_gate.data(), F, m, F);
-    Project(w.down, in_hid, ex_out.data(), D);
-    for (int r = 0; r < m; ++r) {
-      const float wt = topk_weight[rows[r]];
-      float* dst = slot_out.data() + int64_t{rows[r]} * D;
-      const float* src = ex_out.data() + r * D;
-      for (int64_t d = 0; d < D; ++d) dst[d] = src[d] * wt;
-    }
+    RunExperts(group);
   }
+  group.clear();  // releases the leases
   for (int t = 0; t < n; ++t) {
     float* out = ffn_out.data() + t * D;
     std::copy_n(slot_out.data() + int64_t{t} * K * D, D, out);
@@ -313,20 +343,70 @@ Status Context::Impl::MoE(int il, int n) {
   return Status::Ok();
 }
 
+void Context::Impl::RunExpert(const ReadyExpert& r, ExpertScratch& s, ThreadPool* p) {
+  const int K = static_cast<int>(hp.n_expert_used);
+  const int64_t D = hp.n_embd, F = hp.n_ff_exp;
+  const int e = r.expert;
+  const ExpertMatrices& w = r.lease.matrices();
+  const int m = expert_start[e + 1] - expert_start[e];
+  const int32_t* rows = expert_rows.data() + expert_start[e];
+  for (int i = 0; i < m; ++i) std::copy_n(xn.data() + (rows[i] / K) * D, D, s.in.data() + i * D);
+  s.in_acts.Set(s.in.data(), D, m, D);
+  auto project = [&](const WeightMatrix& mat, Input& in, float* y, int64_t stride) {
+    if (p != nullptr) Project(mat, in, y, stride); else ProjectSerial(mat, in, y, stride);
+  };
+  project(w.gate, s.in_acts, s.gate.data(), F);
+  project(w.up, s.in_acts, s.up.data(), F);
+  SwiGlu(s.gate.data(), s.up.data(), int64_t{m} * F, s.gate.data());
+  s.hid_acts.Set(s.gate.data(), F, m, F);
+  project(w.down, s.hid_acts, s.out.data(), D);
+  for (int i = 0; i < m; ++i) {
+    const float wt = topk_weight[rows[i]];
+    float* dst = slot_out.data() + int64_t{rows[i]} * D;
+    const float* src = s.out.data() + i * D;
+    for (int64_t d = 0; d < D; ++d) dst[d] = src[d] * wt;
+  }
+}
+
+void Context::Impl::RunExperts(std::span<const ReadyExpert> g) {
+  const int threads = pool.size();
+  if (threads == 1 || g.size() < 2) {
+    for (const ReadyExpert& r : g) RunExpert(r, ex[0], &pool);
+    return;
+  }
+  // Balance by tokens: the next expert goes to the thread with the least work so far.
+  std::array<int64_t, 64> load{};
+  const int used = std::min(threads, static_cast<int>(load.size()));
+  for (size_t i = 0; i < g.size(); ++i) {
+    const int e = g[i].expert;
+    int best = 0;
+    for (int t = 1; t < used; ++t) best = load[t] < load[best] ? t : best;
+    owner[i] = best;
+    load[best] += expert_start[e + 1] - expert_start[e];
+  }
+  pool.ParallelFor(used, [&](int64_t t0, int64_t t1, int) {
+    for (int64_t t = t0; t < t1; ++t) {
+      for (size_t i = 0; i < g.size(); ++i) {
+        if (owner[i] == t) RunExpert(g[i], ex[t], nullptr);
+      }
+    }
+  });
+}
+
 // qwen2moe: ffn_out += sigmoid(xn . gate_inp_shexp) * down(silu(gate(xn)) * up(xn)).
 void Context::Impl::SharedExpert(int il, int n) {
   const LayerWeights& L = model.layer(il);
   const int64_t D = hp.n_embd, F = hp.n_ff_shexp;
   in_main.Set(xn.data(), D, n, D);
-  Project(L.shexp_gate, in_main, ex_gate.data(), F);
-  Project(L.shexp_up, in_main, ex_up.data(), F);
-  SwiGlu(ex_gate.data(), ex_up.data(), int64_t{n} * F, ex_gate.data());
-  in_hid.Set(ex_gate.data(), F, n, F);
-  Project(L.shexp_down, in_hid, ex_out.data(), D);
+  Project(L.shexp_gate, in_main, sh_gate.data(), F);
+  Project(L.shexp_up, in_main, sh_up.data(), F);
+  SwiGlu(sh_gate.data(), sh_up.data(), int64_t{n} * F, sh_gate.data());
+  in_sh.Set(sh_gate.data(), F, n, F);
+  Project(L.shexp_down, in_sh, sh_out.data(), D);
   for (int t = 0; t < n; ++t) {
     const float g =
         1.0f / (1.0f + std::exp(-DotF32(L.shexp_gate_inp.data(), xn.data() + t * D, D)));
-    for (int64_t d = 0; d < D; ++d) ffn_out[t * D + d] += g * ex_out[t * D + d];
+    for (int64_t d = 0; d < D; ++d) ffn_out[t * D + d] += g * sh_out[t * D + d];
   }
 }
 

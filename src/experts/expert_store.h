@@ -6,6 +6,9 @@
 //     compute expert r->expert with r->lease.matrices();
 //   }                                           // the lease unpins when destroyed
 //
+// NextReady(/*wait=*/false) takes only what is ready now, so a caller can gather every
+// ready expert and run them in parallel.
+//
 // A lease pins its expert's bytes: an expert in use is never evicted. Stores are not
 // thread-safe: one owner thread drives them (the compute threads only read leased bytes).
 #pragma once
@@ -60,9 +63,14 @@ class ExpertStore {
   virtual void BeginLayer(uint32_t layer, std::span<const int32_t> experts) = 0;
 
   // The next expert of the current layer whose bytes are ready, or nullopt when all have
-  // been handed out. Blocks while none is ready. Errors name the file, layer, expert and
-  // offset of a failed read; the store stays usable for the next layer or prompt.
-  virtual Result<std::optional<ReadyExpert>> NextReady() = 0;
+  // been handed out. With `wait`, blocks while none is ready; without, returns nullopt when
+  // none is ready right now (Pending() tells whether more will come). Errors name the
+  // file, layer, expert and offset of a failed read; the store stays usable for the next
+  // layer or prompt.
+  virtual Result<std::optional<ReadyExpert>> NextReady(bool wait = true) = 0;
+
+  // Whether experts of the current layer remain to be handed out.
+  virtual bool Pending() const = 0;
 
   // Advisory: experts that will probably be needed soon (prefetch class). May be ignored.
   virtual void Hint(uint32_t layer, std::span<const int32_t> experts) {}

@@ -18,7 +18,8 @@ namespace mt {
 class InMemoryStore : public ExpertStore {
  public:
   void BeginLayer(uint32_t layer, std::span<const int32_t> experts) override;
-  Result<std::optional<ReadyExpert>> NextReady() override;
+  Result<std::optional<ReadyExpert>> NextReady(bool wait = true) override;
+  bool Pending() const override { return next_ < pending_.size(); }
   const TierStats& stats() const override { return stats_; }
   void ResetStats() override;
 

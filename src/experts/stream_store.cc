@@ -293,8 +293,8 @@ void StreamStore::BeginLayer(uint32_t layer, std::span<const int32_t> experts) {
   SubmitQueued();
 }
 
-Result<std::optional<ReadyExpert>> StreamStore::NextReady() {
-  for (;;) {
+Result<std::optional<ReadyExpert>> StreamStore::NextReady(bool wait) {
+  for (bool reaped = false;; reaped = true) {
     if (!failed_.empty()) {
       const int32_t s = failed_.front();
       failed_.erase(failed_.begin());
@@ -327,6 +327,12 @@ Result<std::optional<ReadyExpert>> StreamStore::NextReady() {
       waiting_.push_back(s);
     }
     SubmitQueued();
+    if (!wait) {
+      // Collect what has landed without blocking, once; then report "nothing ready now".
+      if (reaped) return std::optional<ReadyExpert>();
+      Reap(false);
+      continue;
+    }
     if (in_flight_ == 0) {
       return Status(StatusCode::kResourceExhausted,
                     fmt::format("the expert cache is too small: all {} slots are held by experts "

@@ -46,7 +46,10 @@ class StreamStore final : public ExpertStore {
   ~StreamStore() override;
 
   void BeginLayer(uint32_t layer, std::span<const int32_t> experts) override;
-  Result<std::optional<ReadyExpert>> NextReady() override;
+  Result<std::optional<ReadyExpert>> NextReady(bool wait = true) override;
+  bool Pending() const override {
+    return !ready_.empty() || !waiting_.empty() || !backlog_.empty() || !failed_.empty();
+  }
   void Hint(uint32_t layer, std::span<const int32_t> experts) override;
   Status CheckFiles() override { return watch_.Check(); }
   const TierStats& stats() const override { return stats_; }
