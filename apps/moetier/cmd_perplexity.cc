@@ -4,10 +4,12 @@
 // llama.cpp's; see src/engine/perplexity.h). Results go to stdout, progress to stderr; an
 // error is a single line on stderr.
 #include <sys/stat.h>
+#include <unistd.h>
 
 #include <cerrno>
 #include <cstdio>
 #include <cstring>
+#include <filesystem>
 #include <fstream>
 #include <sstream>
 
@@ -58,6 +60,18 @@ PerplexityOutput StdOutput() {
   return out;
 }
 
+// The base file is written after the whole evaluation: refuse a destination that cannot be
+// created before any of that work starts, with the same message the writer would give.
+Status CheckCreatable(const std::string& path) {
+  std::string dir = std::filesystem::path(path).parent_path().string();
+  if (dir.empty()) dir = ".";
+  if (access(dir.c_str(), W_OK | X_OK) != 0) {
+    return IoError("{}: cannot create the KL-divergence base file: {}", path,
+                   std::strerror(errno));
+  }
+  return Status::Ok();
+}
+
 // The token that replaces each chunk's first token, when the vocabulary adds BOS.
 std::optional<int32_t> ChunkBos(const Tokenizer& tok) {
   return tok.add_bos() ? tok.bos_id() : std::nullopt;
@@ -87,6 +101,10 @@ int RunPerplexityMode(const Model& model, const Tokenizer& tok, const Perplexity
   Result<ChunkPlan> plan = PlanChunks(tokens->size(), f.n_ctx, f.n_chunks);
   if (!plan.ok()) return ReportError(plan.status().WithContext(f.text_file));
 
+  if (!f.kl_base.empty()) {
+    Status creatable = CheckCreatable(f.kl_base);
+    if (!creatable.ok()) return ReportError(creatable);
+  }
   Result<std::unique_ptr<Context>> ctx = MakeContext(model, f, f.n_ctx);
   if (!ctx.ok()) return ReportError(ctx.status());
   PerplexityOptions o;
