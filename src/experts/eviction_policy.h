@@ -13,6 +13,10 @@ namespace mt {
 class EvictionPolicy {
  public:
   virtual ~EvictionPolicy() = default;
+  // The router asked for expert `key` (layer * n_expert + expert), hit or miss.
+  virtual void Access(uint32_t key) {}
+  // `slot` now holds expert `key` (called before Insert).
+  virtual void Assign(int32_t slot, uint32_t key) {}
   // `slot` became evictable (its expert is cached and nobody holds it).
   virtual void Insert(int32_t slot) = 0;
   // `slot` is no longer evictable (pinned again, or emptied).
@@ -25,5 +29,18 @@ class EvictionPolicy {
 
 // Least recently used: the slot that became evictable longest ago goes first.
 std::unique_ptr<EvictionPolicy> MakeLruPolicy(int32_t n_slots);
+
+// Least frequently used with aging: every access counts one for its expert; all counts
+// halve every `n_slots * 8` accesses, so yesterday's hot experts cool down. The evictable
+// expert with the lowest count goes first (least recently evictable among equals).
+std::unique_ptr<EvictionPolicy> MakeLfuPolicy(int32_t n_slots, uint32_t n_keys);
+
+// Placement-aware: a profile's score per expert (activations per byte, higher = keep),
+// then LRU among equal scores. Experts without a score count as 0.
+std::unique_ptr<EvictionPolicy> MakeScoredPolicy(int32_t n_slots, std::vector<float> score);
+
+// By name: "lru", "lfu", "placement" (the last needs `score`). nullptr for other names.
+std::unique_ptr<EvictionPolicy> MakeEvictionPolicy(const std::string& name, int32_t n_slots,
+                                                   uint32_t n_keys, std::vector<float> score);
 
 }  // namespace mt

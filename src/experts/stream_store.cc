@@ -69,8 +69,13 @@ Result<std::unique_ptr<StreamStore>> StreamStore::Create(const ExpertLayout& lay
     s->free_.push_back(static_cast<int32_t>(i));
   }
   s->slot_of_.assign(uint64_t{layout.n_layer()} * layout.n_expert(), -1);
-  s->policy_ = MakeLruPolicy(static_cast<int32_t>(n_slots));
+  s->policy_ = MakeEvictionPolicy(options.policy, static_cast<int32_t>(n_slots),
+                                  layout.n_layer() * layout.n_expert(), options.score);
+  if (s->policy_ == nullptr) {
+    return InvalidArgument("unknown eviction policy '{}' (lru, lfu, placement)", options.policy);
+  }
   s->prefetch_share_ = options.prefetch_share;
+  s->min_slots_ = std::max<uint32_t>(options.min_slots, 1);
   for (const std::string& path : layout.files()) {
     Result<int> f = s->io_->AddFile(path, options.direct);
     if (!f.ok()) return f.status();
@@ -105,8 +110,18 @@ void StreamStore::Release(int32_t s) {
   if (--slot.pins == 0 && slot.state == SlotState::kReady) policy_->Insert(s);
 }
 
+void StreamStore::Retire(int32_t s) {
+  Slot& slot = slots_[s];
+  if (slot.prefetched_unused && slot.layer >= 0) {
+    const uint64_t bytes = layout_.spec(slot.layer).bytes();
+    stats_.total.prefetch_wasted_bytes += bytes;
+    stats_.layers[slot.layer].prefetch_wasted_bytes += bytes;
+  }
+}
+
 void StreamStore::DropSlot(int32_t s) {
   Slot& slot = slots_[s];
+  Retire(s);
   policy_->Remove(s);
   if (slot.layer >= 0) SlotOf(slot.layer, slot.expert) = -1;
   slot = Slot{};
@@ -127,6 +142,7 @@ int32_t StreamStore::TakeSlot(bool for_prefetch) {
   Slot& slot = slots_[v];
   ++stats_.total.evictions;
   ++stats_.layers[slot.layer].evictions;
+  Retire(v);
   policy_->Remove(v);
   SlotOf(slot.layer, slot.expert) = -1;
   slot = Slot{};
@@ -141,6 +157,7 @@ void StreamStore::StartLoad(int32_t s, uint32_t layer, uint32_t expert) {
   slot.parts_pending = kNumExpertParts;
   slot.error = Status::Ok();
   SlotOf(layer, expert) = s;
+  policy_->Assign(s, layer * layout_.n_expert() + expert);
   const std::array<uint64_t, 3> staged = StagedOffsets(layout_.spec(layer));
   for (int p = 0; p < kNumExpertParts; ++p) {
     const ByteExtent ext = layout_.extent(layer, expert, static_cast<ExpertPart>(p));
@@ -213,7 +230,15 @@ void StreamStore::Reap(bool block) {
       layer.bytes_payload += ext.length;
     }
     if (--slot.parts_pending > 0) continue;
+    if (slot.placing) {
+      slot.placing = false;
+      --placing_;
+    }
     if (!slot.error.ok()) {
+      if (slot.placed) {
+        slot.placed = false;
+        --slot.pins;
+      }
       ++stats_.total.read_errors;
       ++layer.read_errors;
       EndPrefetch(s);
@@ -235,6 +260,10 @@ void StreamStore::Reap(bool block) {
     }
   }
   if (in_flight_ == 0) busy_.Stop(&stats_.read_busy_ns);
+  if (!to_place_.empty()) {
+    StartPlacements();
+    SubmitQueued();
+  }
 }
 
 void StreamStore::BeginLayer(uint32_t layer, std::span<const int32_t> experts) {
@@ -262,7 +291,14 @@ void StreamStore::BeginLayer(uint32_t layer, std::span<const int32_t> experts) {
   for (int32_t e : experts) {
     ++lc.requests;
     ++stats_.total.requests;
+    policy_->Access(layer * layout_.n_expert() + static_cast<uint32_t>(e));
     int32_t s = SlotOf(layer, static_cast<uint32_t>(e));
+    if (s >= 0 && slots_[s].prefetched_unused) {
+      slots_[s].prefetched_unused = false;
+      const bool ready = slots_[s].state == SlotState::kReady;
+      ++(ready ? lc.prefetch_hits : lc.prefetch_joined);
+      ++(ready ? stats_.total.prefetch_hits : stats_.total.prefetch_joined);
+    }
     if (s >= 0 && slots_[s].state == SlotState::kReady) {
       ++lc.hits;
       ++stats_.total.hits;
@@ -354,9 +390,59 @@ void StreamStore::Hint(uint32_t layer, std::span<const int32_t> experts) {
     if (s < 0) break;
     StartLoad(s, layer, static_cast<uint32_t>(e));
     slots_[s].prefetch = true;
+    slots_[s].prefetched_unused = true;
     ++prefetch_slots_;
+    const uint64_t bytes = layout_.spec(layer).bytes();
+    ++stats_.total.prefetch_reads;
+    ++stats_.layers[layer].prefetch_reads;
+    stats_.total.prefetch_bytes += bytes;
+    stats_.layers[layer].prefetch_bytes += bytes;
   }
   SubmitQueued();
+}
+
+uint32_t StreamStore::Place(std::span<const std::pair<uint32_t, uint32_t>> experts,
+                            uint32_t max_slots) {
+  // Keep room for demand: one layer's top-k stays unplaced whatever the caller asks (the
+  // caller's share, --placement-share, is the usual limit).
+  const uint32_t cap = std::min<uint32_t>(max_slots, n_slots() - std::min(n_slots(), min_slots_));
+  uint32_t n = 0;
+  for (auto [layer, expert] : experts) {
+    if (n >= cap) break;
+    to_place_.push_back({layer, expert});
+    ++n;
+  }
+  StartPlacements();
+  SubmitQueued();
+  return n;
+}
+
+void StreamStore::StartPlacements() {
+  constexpr int32_t kMaxPlacingReads = 2;  // experts; demand reads go ahead of the rest
+  while (!to_place_.empty() && placing_ < kMaxPlacingReads) {
+    auto [layer, expert] = to_place_.front();
+    to_place_.pop_front();
+    int32_t s = SlotOf(layer, expert);
+    if (s < 0) {
+      s = TakeSlot(false);
+      if (s < 0) {
+        to_place_.clear();  // everything else is pinned: placement stops here
+        return;
+      }
+      StartLoad(s, layer, expert);
+      slots_[s].placing = true;
+      ++placing_;
+    } else if (slots_[s].state == SlotState::kReady && slots_[s].pins == 0) {
+      policy_->Remove(s);  // already cached: just pin it
+    }
+    Slot& slot = slots_[s];
+    if (!slot.placed) {
+      slot.placed = true;
+      ++slot.pins;  // never released: a placed expert is never evicted
+      ++stats_.total.placed;
+      ++stats_.layers[layer].placed;
+    }
+  }
 }
 
 void StreamStore::EndPrefetch(int32_t s) {

@@ -34,6 +34,8 @@ struct StreamOptions {
   uint32_t min_slots = 1;      // the experts one layer needs (top-k); fewer is refused
   DirectMode direct = DirectMode::kAuto;
   double prefetch_share = 0.25;  // most of the slots prefetch may hold
+  std::string policy = "lru";    // eviction: lru, lfu, placement
+  std::vector<float> score;      // (n_layer * n_expert) profile score, for "placement"
 };
 
 class StreamStore final : public ExpertStore {
@@ -51,6 +53,11 @@ class StreamStore final : public ExpertStore {
     return !ready_.empty() || !waiting_.empty() || !backlog_.empty() || !failed_.empty();
   }
   void Hint(uint32_t layer, std::span<const int32_t> experts) override;
+  // Pins `experts` ((layer, expert) pairs, hottest first) into the cache for good, up to
+  // `max_slots`, always leaving one layer's top-k (min_slots) unplaced. They load in the
+  // background, at most a few reads at a time, behind any demand; the first token does not
+  // wait for them. Returns how many will be placed.
+  uint32_t Place(std::span<const std::pair<uint32_t, uint32_t>> experts, uint32_t max_slots);
   Status CheckFiles() override { return watch_.Check(); }
   const TierStats& stats() const override { return stats_; }
   void ResetStats() override;
@@ -73,6 +80,9 @@ class StreamStore final : public ExpertStore {
     int32_t pins = 0;            // leases out + demanded and not yet handed out
     bool demanded = false;       // wanted by the current layer
     bool prefetch = false;       // counted in prefetch_slots_ (a prefetch still loading)
+    bool prefetched_unused = false;  // loaded on a hint and not demanded yet
+    bool placed = false;         // pinned for good by placement
+    bool placing = false;        // a placement load in flight (counted in placing_)
     int32_t parts_pending = 0;   // reads in flight
     Status error;                // first failed read
     std::array<uint64_t, 3> payload_at{};  // where each part's bytes start in the slot
@@ -93,6 +103,10 @@ class StreamStore final : public ExpertStore {
   void Reap(bool block);
   void Pin(int32_t s);
   void EndPrefetch(int32_t s);
+  // Counts the end of a slot's tenure (eviction or drop): wasted prefetch bytes.
+  void Retire(int32_t s);
+  // Starts placement loads while few are in flight.
+  void StartPlacements();
   Status ReadError(int32_t s, ExpertPart part, int64_t result, uint64_t wanted) const;
 
   const ExpertLayout& layout_;
@@ -102,6 +116,7 @@ class StreamStore final : public ExpertStore {
   std::vector<int> files_;     // (files) engine indices
   bool direct_ = true;         // all files opened with O_DIRECT
   double prefetch_share_ = 0.25;
+  uint32_t min_slots_ = 1;  // the experts one layer needs; never placed
   uint64_t slot_bytes_ = 0;
   AlignedBuffer pool_;         // (n_slots * slot_bytes) lazily touched
   std::vector<Slot> slots_;    // (n_slots)
@@ -110,6 +125,8 @@ class StreamStore final : public ExpertStore {
   int32_t prefetch_slots_ = 0;    // slots held by prefetches not yet demanded
   std::vector<ReadOp> queued_;    // reads to submit
   uint64_t in_flight_ = 0;
+  std::deque<std::pair<uint32_t, uint32_t>> to_place_;  // placement loads not started yet
+  int32_t placing_ = 0;           // placement loads in flight
 
   // The current layer's demand.
   uint32_t layer_ = 0;

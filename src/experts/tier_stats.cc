@@ -12,6 +12,12 @@ void TierCounters::Add(const TierCounters& o) {
   evictions += o.evictions;
   demand_stall_ns += o.demand_stall_ns;
   read_errors += o.read_errors;
+  prefetch_reads += o.prefetch_reads;
+  prefetch_bytes += o.prefetch_bytes;
+  prefetch_hits += o.prefetch_hits;
+  prefetch_joined += o.prefetch_joined;
+  prefetch_wasted_bytes += o.prefetch_wasted_bytes;
+  placed += o.placed;
 }
 
 }  // namespace mt

@@ -19,6 +19,12 @@ struct TierCounters {
   uint64_t evictions = 0;       // experts dropped to make room
   uint64_t demand_stall_ns = 0;  // time the compute thread waited for demanded experts
   uint64_t read_errors = 0;
+  uint64_t prefetch_reads = 0;         // experts read on a prefetch hint
+  uint64_t prefetch_bytes = 0;         // their payload bytes
+  uint64_t prefetch_hits = 0;          // demands that found a prefetched expert ready
+  uint64_t prefetch_joined = 0;        // demands that found a prefetch still reading
+  uint64_t prefetch_wasted_bytes = 0;  // prefetched experts evicted before any demand
+  uint64_t placed = 0;                 // experts pinned by placement
 
   void Add(const TierCounters& o);
 };

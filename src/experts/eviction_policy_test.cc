@@ -1,0 +1,89 @@
+// Each policy's victim order, derived by hand from the sequence of calls the stream store
+// makes: Assign (slot holds key) -> Insert (evictable) / Remove (pinned or emptied).
+#include "experts/eviction_policy.h"
+
+#include <gtest/gtest.h>
+
+namespace mt {
+namespace {
+
+// Slots 0..n-1 hold keys 10..10+n-1 and become evictable in slot order.
+void Fill(EvictionPolicy& p, int32_t n) {
+  for (int32_t s = 0; s < n; ++s) {
+    p.Assign(s, 10 + s);
+    p.Insert(s);
+  }
+}
+
+TEST(EvictionPolicyTest, LruEvictsWhatBecameEvictableLongestAgo) {
+  auto p = MakeLruPolicy(4);
+  EXPECT_EQ(p->Victim(), -1);
+  Fill(*p, 4);
+  EXPECT_EQ(p->Victim(), 0);
+  p->Remove(0);  // slot 0 pinned by a demand...
+  EXPECT_EQ(p->Victim(), 1);
+  p->Insert(0);  // ... and released: now the most recent
+  p->Remove(1);
+  p->Remove(2);
+  EXPECT_EQ(p->Victim(), 3);
+  p->Remove(3);
+  EXPECT_EQ(p->Victim(), 0);
+  p->Remove(0);
+  EXPECT_EQ(p->Victim(), -1);
+}
+
+TEST(EvictionPolicyTest, LfuEvictsTheLeastUsedAndForgetsOldUse) {
+  // 2 slots: counts halve every 2 * 8 = 16 accesses.
+  auto p = MakeLfuPolicy(2, 64);
+  Fill(*p, 2);  // slot 0 = key 10, slot 1 = key 11
+  for (int i = 0; i < 3; ++i) p->Access(10);
+  p->Access(11);
+  EXPECT_EQ(p->Victim(), 1);  // key 11: 1 use against 3
+  p->Access(11);
+  p->Access(11);
+  p->Access(11);
+  // 3 against 4 (7 accesses so far): key 10 is now the least used.
+  EXPECT_EQ(p->Victim(), 0);
+  // Equal counts: the one evictable longest goes first (slot 0 before slot 1).
+  p->Access(10);
+  EXPECT_EQ(p->Victim(), 0);
+  // Aging: 8 accesses to key 12 (no slot) bring the total to 16, halving 4/4/8 to 2/2/4;
+  // the counts keep their order, so the victim is unchanged, and a fresh key with 3 uses
+  // now outranks the old favourites.
+  for (int i = 0; i < 8; ++i) p->Access(12);
+  p->Remove(0);
+  p->Assign(0, 13);
+  for (int i = 0; i < 3; ++i) p->Access(13);
+  p->Insert(0);
+  EXPECT_EQ(p->Victim(), 1);  // key 11 (2) below key 13 (3)
+}
+
+TEST(EvictionPolicyTest, PlacementKeepsTheBestScoredThenFallsBackToLru) {
+  std::vector<float> score(64, 0.0f);
+  score[10] = 5;  // slot 0
+  score[12] = 1;  // slot 2
+  auto p = MakeScoredPolicy(4, score);
+  Fill(*p, 4);
+  // Slots 1 and 3 score 0: the older of them (1) goes first.
+  EXPECT_EQ(p->Victim(), 1);
+  p->Remove(1);
+  EXPECT_EQ(p->Victim(), 3);
+  p->Remove(3);
+  EXPECT_EQ(p->Victim(), 2);
+  p->Remove(2);
+  EXPECT_EQ(p->Victim(), 0);
+  // Access counts do not matter to placement.
+  for (int i = 0; i < 100; ++i) p->Access(12);
+  p->Insert(2);
+  EXPECT_EQ(p->Victim(), 2);
+}
+
+TEST(EvictionPolicyTest, ByName) {
+  EXPECT_EQ(MakeEvictionPolicy("lru", 4, 8, {})->name(), "lru");
+  EXPECT_EQ(MakeEvictionPolicy("lfu", 4, 8, {})->name(), "lfu");
+  EXPECT_EQ(MakeEvictionPolicy("placement", 4, 8, std::vector<float>(8))->name(), "placement");
+  EXPECT_EQ(MakeEvictionPolicy("fifo", 4, 8, {}), nullptr);
+}
+
+}  // namespace
+}  // namespace mt
