@@ -73,7 +73,7 @@ int Run(const BenchFlags& f) {
   o.n_batch = static_cast<uint32_t>(std::max(f.n_prompt, 1));
   o.n_threads = f.n_threads;
   o.n_seq_max = static_cast<uint32_t>(*std::max_element(seqs.begin(), seqs.end()));
-  if (Status s = ResolveStorageFlags(f.storage, &o.storage); !s.ok()) return ReportError(s);
+  if (Status s = ResolveStorageFlags(f.storage, &o); !s.ok()) return ReportError(s);
   Result<std::unique_ptr<Context>> ctx = Context::Create(m, o);
   if (!ctx.ok()) return ReportError(ctx.status().WithContext(f.model));
   if (!f.json) PrintStoragePlan(**ctx);

@@ -83,7 +83,7 @@ Result<std::unique_ptr<Context>> MakeContext(const Model& model, const Perplexit
   o.n_ctx = static_cast<uint32_t>(n_ctx);
   o.n_batch = static_cast<uint32_t>(std::min(f.n_batch, n_ctx));
   o.n_threads = f.n_threads;
-  MT_RETURN_IF_ERROR(ResolveStorageFlags(f.storage, &o.storage));
+  MT_RETURN_IF_ERROR(ResolveStorageFlags(f.storage, &o));
   Result<std::unique_ptr<Context>> ctx = Context::Create(model, o);
   if (ctx.ok()) PrintStoragePlan(**ctx);
   return ctx;

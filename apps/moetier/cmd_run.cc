@@ -136,7 +136,7 @@ int Run(const RunFlags& f) {
     return ReportError(InvalidArgument("--kv-type must be f16 or f32, not '{}'", f.kv_type));
   }
   copt.kv_type = f.kv_type == "f32" ? KvType::kF32 : KvType::kF16;
-  if (Status s = ResolveStorageFlags(f.storage, &copt.storage); !s.ok()) return ReportError(s);
+  if (Status s = ResolveStorageFlags(f.storage, &copt); !s.ok()) return ReportError(s);
   Result<std::unique_ptr<Context>> ctx = Context::Create(m, copt);
   if (!ctx.ok()) return ReportError(ctx.status().WithContext(f.model));
   PrintStoragePlan(**ctx);
@@ -229,6 +229,7 @@ int Run(const RunFlags& f) {
       !s.ok()) {
     return ReportError(s);
   }
+  if (Status s = SaveRoutingStats(f.storage, **ctx); !s.ok()) return ReportError(s);
   return kExitOk;
 }
 

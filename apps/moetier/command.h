@@ -34,5 +34,6 @@ CommandMain SetupRun(CLI::App& sub);
 CommandMain SetupTokenize(CLI::App& sub);
 CommandMain SetupPerplexity(CLI::App& sub);
 CommandMain SetupBench(CLI::App& sub);
+CommandMain SetupProfile(CLI::App& sub);
 
 }  // namespace mt::cli

@@ -28,6 +28,7 @@ constexpr CommandDef kCommands[] = {
     {"tokenize", "Show the tokens of a text", SetupTokenize},
     {"perplexity", "Perplexity and KL divergence, as llama-perplexity", SetupPerplexity},
     {"bench", "Prefill and decode speed, as llama-bench, with the memory roofline", SetupBench},
+    {"profile", "Record which experts the router picks on a set of prompts", SetupProfile},
 };
 
 }  // namespace

@@ -23,9 +23,37 @@ void AddStorageFlags(CLI::App& sub, StorageFlags* f) {
   sub.add_flag("--warm", f->warm, "mmap mode: pre-fault experts in the background");
   sub.add_flag("--stats", f->stats, "Print expert tier statistics at the end");
   sub.add_option("--stats-json", f->stats_json, "Write expert tier statistics to a JSON file");
+  sub.add_option("--prefetch", f->prefetch,
+                 "stream: read the next layer's predicted experts ahead: off, next-layer")
+      ->default_str("next-layer");
+  sub.add_option("--eviction", f->eviction, "stream: eviction policy: lru, lfu, placement")
+      ->default_str("lru");
+  sub.add_option("--placement", f->placement,
+                 "stream: pin the hottest experts of a routing profile (moetier profile)");
+  sub.add_option("--placement-share", f->placement_share,
+                 "stream: the share of the expert cache that placement may pin")
+      ->default_str("0.5");
+  sub.add_option("--routing-stats", f->routing_stats,
+                 "Load routing statistics at start (placing their hottest experts) and save the "
+                 "live ones on exit");
 }
 
-Status ResolveStorageFlags(const StorageFlags& f, StorageOptions* o) {
+Status ResolveStorageFlags(const StorageFlags& f, ContextOptions* copt) {
+  StorageOptions* o = &copt->storage;
+  if (f.prefetch != "off" && f.prefetch != "next-layer") {
+    return InvalidArgument("--prefetch: '{}' is not one of off, next-layer", f.prefetch);
+  }
+  o->prefetch = f.prefetch == "next-layer";
+  if (f.eviction != "lru" && f.eviction != "lfu" && f.eviction != "placement") {
+    return InvalidArgument("--eviction: '{}' is not one of lru, lfu, placement", f.eviction);
+  }
+  o->eviction = f.eviction;
+  o->placement_file = f.placement;
+  if (!(f.placement_share > 0 && f.placement_share <= 1)) {
+    return InvalidArgument("--placement-share: {} is not in (0, 1]", f.placement_share);
+  }
+  o->placement_share = f.placement_share;
+  copt->routing_stats_file = f.routing_stats;
   Result<MoeStorage> mode = ParseMoeStorage(f.moe_storage);
   if (!mode.ok()) return mode.status();
   o->mode = mode.value();
@@ -45,6 +73,11 @@ Status ResolveStorageFlags(const StorageFlags& f, StorageOptions* o) {
   return Status::Ok();
 }
 
+Status SaveRoutingStats(const StorageFlags& f, Context& ctx) {
+  if (f.routing_stats.empty()) return Status::Ok();
+  return ctx.routing_stats().Save(f.routing_stats);
+}
+
 void PrintStoragePlan(const Context& ctx) {
   std::fprintf(stderr, "moetier: %s\n", ctx.storage_plan().ToString().c_str());
 }
@@ -60,7 +93,13 @@ nlohmann::json CountersJson(const TierCounters& c) {
           {"reads", c.reads},
           {"evictions", c.evictions},
           {"demand_stall_s", c.demand_stall_ns * 1e-9},
-          {"read_errors", c.read_errors}};
+          {"read_errors", c.read_errors},
+          {"prefetch_reads", c.prefetch_reads},
+          {"prefetch_bytes", c.prefetch_bytes},
+          {"prefetch_hits", c.prefetch_hits},
+          {"prefetch_joined", c.prefetch_joined},
+          {"prefetch_wasted_bytes", c.prefetch_wasted_bytes},
+          {"placed", c.placed}};
 }
 
 }  // namespace
@@ -79,6 +118,22 @@ Status ReportTierStats(const StorageFlags& f, Context& ctx, double wall_seconds,
                  HumanBytes(t.bytes_physical).c_str(), (unsigned long long)t.reads,
                  s.read_busy_ns * 1e-9, s.read_gib_per_s(), t.demand_stall_ns * 1e-9,
                  wall_seconds);
+    if (t.prefetch_reads > 0) {
+      uint64_t predicted = 0, correct = 0, actual = 0;
+      for (const Context::PrefetchCounters& p : ctx.prefetch_counters()) {
+        predicted += p.predicted;
+        correct += p.correct;
+        actual += p.actual;
+      }
+      const uint64_t would_miss = t.misses + t.prefetch_hits;
+      std::fprintf(stderr,
+                   "moetier: prefetch: recall@k %.1f%%, %llu experts read ahead (%s), %.1f%% of "
+                   "would-be misses turned into hits, %s wasted\n",
+                   actual ? 100.0 * correct / actual : 0.0, (unsigned long long)t.prefetch_reads,
+                   HumanBytes(t.prefetch_bytes).c_str(),
+                   would_miss ? 100.0 * t.prefetch_hits / would_miss : 0.0,
+                   HumanBytes(t.prefetch_wasted_bytes).c_str());
+    }
     if (tokens > 0) {
       std::fprintf(stderr, "moetier: per token: %s read, %.1f expert requests\n",
                    HumanBytes(t.bytes_physical / tokens).c_str(), double(t.requests) / tokens);
@@ -110,7 +165,14 @@ Status ReportTierStats(const StorageFlags& f, Context& ctx, double wall_seconds,
     j["wall_s"] = wall_seconds;
     j["tokens"] = tokens;
     j["layers"] = nlohmann::json::array();
-    for (const TierCounters& c : s.layers) j["layers"].push_back(CountersJson(c));
+    const auto& pf = ctx.prefetch_counters();
+    for (size_t il = 0; il < s.layers.size(); ++il) {
+      nlohmann::json lj = CountersJson(s.layers[il]);
+      if (il < pf.size() && pf[il].actual > 0) {
+        lj["prefetch_recall"] = double(pf[il].correct) / double(pf[il].actual);
+      }
+      j["layers"].push_back(lj);
+    }
     std::string tmp = f.stats_json + ".tmp";
     {
       std::ofstream out(tmp);

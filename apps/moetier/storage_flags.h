@@ -21,12 +21,21 @@ struct StorageFlags {
   bool warm = false;
   bool stats = false;
   std::string stats_json;
+  std::string prefetch = "next-layer";
+  std::string eviction = "lru";
+  std::string placement;
+  double placement_share = 0.5;
+  std::string routing_stats;
 };
 
 void AddStorageFlags(CLI::App& sub, StorageFlags* flags);
 
-// Checks the flag values and fills `out`. Errors name the flag.
-Status ResolveStorageFlags(const StorageFlags& flags, StorageOptions* out);
+// Checks the flag values and fills `out` (and the routing statistics file to load).
+// Errors name the flag.
+Status ResolveStorageFlags(const StorageFlags& flags, ContextOptions* out);
+
+// Saves the live routing statistics to --routing-stats FILE, if given.
+Status SaveRoutingStats(const StorageFlags& flags, Context& ctx);
 
 // "moetier: memory plan: ..." on stderr.
 void PrintStoragePlan(const Context& ctx);

@@ -5,9 +5,11 @@
 #include <algorithm>
 #include <cmath>
 #include <numeric>
+#include <optional>
 
 #include "base/aligned_buffer.h"
 #include "base/thread_pool.h"
+#include "experts/stream_store.h"
 #include "kernels/matmul.h"
 #include "kernels/ops.h"
 #include "quant/dequant.h"
@@ -81,6 +83,9 @@ struct Context::Impl {
   Status Forward(std::span<const BatchToken> batch, float* logits);
   void Attention(int il, std::span<const BatchToken> batch);
   Status MoE(int il, int n);
+  // Applies layer il+1's router to the current FFN input (the residual stream after layer
+  // il's attention) and hints the predicted experts to the store.
+  void PrefetchNextLayer(int il, int n);
   // Runs the ready experts of `group` over their tokens, writing their weighted outputs
   // into slot_out. With several experts and threads, each thread runs whole experts;
   // otherwise each expert's rows are split across threads. Same bits either way.
@@ -103,6 +108,10 @@ struct Context::Impl {
   ThreadPool pool;
   StoragePlan plan;
   std::unique_ptr<ExpertStore> store;
+  bool prefetch = false;  // predict the next layer's experts and hint them
+  RoutingStats routing;   // live (layer, expert) counts
+  std::vector<Context::PrefetchCounters> prefetch_counters;  // (n_layer)
+  std::vector<uint8_t> predicted;  // (n_batch, n_expert) 1 = predicted for the next layer
 
   // Activations, one row per token of the batch.
   std::vector<float> x;        // (n_batch, n_embd) residual stream
@@ -193,6 +202,8 @@ Status Context::Impl::Allocate() {
     s.hid_acts.Reserve(B, hp.n_ff_exp);
   }
   group.reserve(hp.n_expert);
+  predicted.assign(B * hp.n_expert, 0);
+  prefetch_counters.assign(hp.n_layer, {});
   owner.resize(hp.n_expert);
   sh_gate.resize(B * hp.n_ff_shexp);
   sh_up.resize(B * hp.n_ff_shexp);
@@ -304,6 +315,18 @@ Status Context::Impl::MoE(int il, int n) {
       for (int s = 0; s < K; ++s) w[s] /= sum;
     }
   }
+  // Routing statistics, and how well the previous layer predicted this one.
+  Context::PrefetchCounters& pc = prefetch_counters[il];
+  for (int t = 0; t < n; ++t) {
+    for (int s = 0; s < K; ++s) {
+      const int32_t e = topk_id[t * K + s];
+      routing.Add(static_cast<uint32_t>(il), static_cast<uint32_t>(e));
+      if (prefetch && il > 0) {
+        ++pc.actual;
+        pc.correct += predicted[int64_t{t} * E + e];
+      }
+    }
+  }
   // Group (token, slot) pairs by expert, in token order within an expert.
   std::fill(expert_start.begin(), expert_start.end(), 0);
   for (int i = 0; i < n * K; ++i) ++expert_start[topk_id[i] + 1];
@@ -316,6 +339,8 @@ Status Context::Impl::MoE(int il, int n) {
   for (int i = 0; i < n * K; ++i) expert_rows[expert_fill[topk_id[i]]++] = i;
 
   store->BeginLayer(static_cast<uint32_t>(il), used_experts);
+  // Demand first, then the hint: the next layer's reads overlap this layer's experts.
+  if (prefetch && il + 1 < static_cast<int>(hp.n_layer)) PrefetchNextLayer(il, n);
   while (store->Pending()) {
     // Everything ready now runs together (all of it, for the in-memory tiers); a stream
     // tier's misses join later groups as their reads complete.
@@ -341,6 +366,42 @@ Status Context::Impl::MoE(int il, int n) {
     }
   }
   return Status::Ok();
+}
+
+void Context::Impl::PrefetchNextLayer(int il, int n) {
+  const LayerWeights& next = model.layer(il + 1);
+  const int E = static_cast<int>(hp.n_expert), K = static_cast<int>(hp.n_expert_used);
+  const int64_t D = hp.n_embd;
+  Context::PrefetchCounters& pc = prefetch_counters[il + 1];
+  std::fill(predicted.begin(), predicted.begin() + int64_t{n} * E, 0);
+  used_experts.clear();  // reused as the union of predictions (refilled by MoE afterwards)
+  float* h = sh_out.data();  // scratch row (n_embd)
+  std::vector<float>& pr = probs;  // reuse row 0.. as scratch for logits
+  for (int t = 0; t < n; ++t) {
+    RmsNorm(x.data() + t * D, next.ffn_norm.data(), D, hp.rms_eps, h);
+    float* logits = pr.data() + int64_t{t} * E;
+    for (int e = 0; e < E; ++e) logits[e] = DotF32(next.router.data() + e * D, h, D);
+    std::iota(order.begin(), order.end(), 0);
+    std::partial_sort(order.begin(), order.begin() + K, order.end(), [&](int a, int b) {
+      return logits[a] > logits[b] || (logits[a] == logits[b] && a < b);
+    });
+    for (int s = 0; s < K; ++s) {
+      uint8_t& p = predicted[int64_t{t} * E + order[s]];
+      if (!p) {
+        p = 1;
+        ++pc.predicted;
+      }
+    }
+  }
+  for (int e = 0; e < E; ++e) {
+    for (int t = 0; t < n; ++t) {
+      if (predicted[int64_t{t} * E + e]) {
+        used_experts.push_back(e);
+        break;
+      }
+    }
+  }
+  store->Hint(static_cast<uint32_t>(il + 1), used_experts);
 }
 
 void Context::Impl::RunExpert(const ReadyExpert& r, ExpertScratch& s, ThreadPool* p) {
@@ -413,6 +474,7 @@ void Context::Impl::SharedExpert(int il, int n) {
 Status Context::Impl::Forward(std::span<const BatchToken> batch, float* logits) {
   MT_RETURN_IF_ERROR(store->CheckFiles());
   const int n = static_cast<int>(batch.size());
+  routing.AddTokens(static_cast<uint64_t>(n));
   const int64_t D = hp.n_embd;
   const int64_t QD = hp.n_embd_q(), KD = hp.n_embd_k_gqa(), VD = hp.n_embd_v_gqa();
   const int64_t AD = int64_t{hp.n_head} * hp.head_dim_v;
@@ -500,6 +562,10 @@ Context::~Context() = default;
 uint32_t Context::n_vocab() const { return model_.hparams().n_vocab; }
 const StoragePlan& Context::storage_plan() const { return impl_->plan; }
 ExpertStore& Context::expert_store() { return *impl_->store; }
+RoutingStats& Context::routing_stats() { return impl_->routing; }
+const std::vector<Context::PrefetchCounters>& Context::prefetch_counters() const {
+  return impl_->prefetch_counters;
+}
 
 Result<std::unique_ptr<Context>> Context::Create(const Model& model,
                                                  const ContextOptions& options) {
@@ -519,9 +585,39 @@ Result<std::unique_ptr<Context>> Context::Create(const Model& model,
       PlanStorage(model, impl.kv_bytes(), impl.scratch_bytes(), options.storage);
   if (!plan.ok()) return plan.status();
   impl.plan = plan.value();
-  Result<std::unique_ptr<ExpertStore>> store = CreateExpertStore(model, impl.plan, options.storage);
+  impl.routing = RoutingStats(model.hparams().arch, model.hparams().n_layer,
+                              model.hparams().n_expert);
+  if (!options.routing_stats_file.empty()) {
+    Result<RoutingStats> loaded =
+        RoutingStats::Load(options.routing_stats_file, model.hparams().arch,
+                           model.hparams().n_layer, model.hparams().n_expert);
+    if (loaded.ok()) {
+      impl.routing = std::move(loaded.value());
+    } else if (loaded.status().code() != StatusCode::kNotFound) {
+      return loaded.status();  // a file that exists must be right; a missing one starts cold
+    }
+  }
+  std::optional<RoutingStats> profile;
+  if (!options.storage.placement_file.empty()) {
+    Result<RoutingStats> p =
+        RoutingStats::Load(options.storage.placement_file, model.hparams().arch,
+                           model.hparams().n_layer, model.hparams().n_expert);
+    if (!p.ok()) return p.status();
+    profile = std::move(p.value());
+  } else if (impl.routing.tokens() > 0) {
+    profile = impl.routing;  // a warm restart places what it saw last time
+  }
+  Result<std::unique_ptr<ExpertStore>> store = CreateExpertStore(
+      model, impl.plan, options.storage, profile ? &*profile : nullptr);
   if (!store.ok()) return store.status();
   impl.store = std::move(store.value());
+  if (auto* stream = dynamic_cast<StreamStore*>(impl.store.get())) {
+    impl.prefetch = options.storage.prefetch;
+    if (profile) {
+      stream->Place(profile->RankByActivationsPerByte(ExpertBytesPerLayer(model)),
+                    static_cast<uint32_t>(options.storage.placement_share * stream->n_slots()));
+    }
+  }
   MT_RETURN_IF_ERROR(impl.Allocate());
   return ctx;
 }

@@ -10,6 +10,7 @@
 
 #include "base/status.h"
 #include "engine/model.h"
+#include "engine/routing_stats.h"
 #include "engine/storage.h"
 
 namespace mt {
@@ -23,6 +24,9 @@ struct ContextOptions {
   KvType kv_type = KvType::kF16;
   uint32_t n_seq_max = 1;  // sequences with their own KV cache (n_ctx positions each)
   StorageOptions storage;  // where the routed experts come from
+  // Routing statistics to start from (e.g. a restarted server's, --routing-stats); empty:
+  // start from zero.
+  std::string routing_stats_file;
 };
 
 // One token of a batch: which sequence it belongs to, its position there, and whether its
@@ -70,6 +74,16 @@ class Context {
   const Model& model() const { return model_; }
   const StoragePlan& storage_plan() const;
   ExpertStore& expert_store();
+  // How often each expert was routed to, since Create (plus what ContextOptions loaded).
+  RoutingStats& routing_stats();
+  // Next-layer prefetch: per layer, experts predicted, and how many of those the router
+  // then chose (recall@k = correct / actual).
+  struct PrefetchCounters {
+    uint64_t predicted = 0;  // (token, expert) predictions
+    uint64_t correct = 0;    // ... that the router chose
+    uint64_t actual = 0;     // (token, expert) choices of the router
+  };
+  const std::vector<PrefetchCounters>& prefetch_counters() const;
 
  private:
   struct Impl;

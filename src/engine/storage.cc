@@ -6,6 +6,7 @@
 #include "base/memory_info.h"
 #include "base/units.h"
 #include "engine/model.h"
+#include "engine/routing_stats.h"
 #include "experts/simple_stores.h"
 #include "experts/stream_store.h"
 
@@ -143,8 +144,17 @@ Result<StoragePlan> PlanStorage(const Model& model, uint64_t kv_bytes, uint64_t 
   return p;
 }
 
+std::vector<uint64_t> ExpertBytesPerLayer(const Model& model) {
+  std::vector<uint64_t> bytes;
+  for (uint32_t l = 0; l < model.expert_layout().n_layer(); ++l) {
+    bytes.push_back(model.expert_layout().spec(l).bytes());
+  }
+  return bytes;
+}
+
 Result<std::unique_ptr<ExpertStore>> CreateExpertStore(const Model& model, const StoragePlan& plan,
-                                                       const StorageOptions& o) {
+                                                       const StorageOptions& o,
+                                                       const RoutingStats* profile) {
   const ExpertLayout& layout = model.expert_layout();
   switch (plan.mode) {
     case MoeStorage::kResident: {
@@ -167,6 +177,13 @@ Result<std::unique_ptr<ExpertStore>> CreateExpertStore(const Model& model, const
       if (o.expert_cache_pct) so.cache_fraction = *o.expert_cache_pct / 100;
       so.min_slots = model.hparams().n_expert_used;
       so.direct = o.direct;
+      so.policy = o.eviction;
+      if (o.eviction == "placement") {
+        if (profile == nullptr) {
+          return InvalidArgument("--eviction placement needs routing statistics: --placement FILE");
+        }
+        so.score = profile->Scores(ExpertBytesPerLayer(model));
+      }
       Result<std::unique_ptr<StreamStore>> s = StreamStore::Create(layout, std::move(io.value()), so);
       if (!s.ok()) return s.status();
       return std::unique_ptr<ExpertStore>(std::move(s.value()));

@@ -11,6 +11,7 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <vector>
 
 #include "base/status.h"
 #include "experts/expert_store.h"
@@ -31,6 +32,14 @@ struct StorageOptions {
   DirectMode direct = DirectMode::kAuto;
   bool warm = false;        // mmap: pre-fault experts in the background
   int io_queue_depth = 16;  // reads in flight
+  // stream: predict the next layer's experts with its router on the current hidden state
+  // and read the predicted misses ahead (advisory).
+  bool prefetch = true;
+  std::string eviction = "lru";  // stream: lru, lfu, placement
+  // stream: routing statistics (moetier profile / --routing-stats) whose hottest experts
+  // are pinned in the cache, up to placement_share of its slots.
+  std::string placement_file;
+  double placement_share = 0.5;
   // Tests only: builds the stream tier's I/O engine (e.g. a fault-injecting one) instead of
   // CreateIoEngine(io, io_queue_depth).
   std::function<Result<std::unique_ptr<IoEngine>>()> make_io;
@@ -63,9 +72,16 @@ struct StoragePlan {
 Result<StoragePlan> PlanStorage(const Model& model, uint64_t kv_bytes, uint64_t scratch_bytes,
                                 const StorageOptions& options);
 
-// Creates the store the plan asks for.
+class RoutingStats;
+
+// Creates the store the plan asks for. `profile` (may be null) gives the placement-aware
+// eviction policy its scores.
 Result<std::unique_ptr<ExpertStore>> CreateExpertStore(const Model& model, const StoragePlan& plan,
-                                                       const StorageOptions& options);
+                                                       const StorageOptions& options,
+                                                       const RoutingStats* profile);
+
+// Bytes of one expert of each layer (for ranking by activations per byte).
+std::vector<uint64_t> ExpertBytesPerLayer(const Model& model);
 
 const char* MoeStorageName(MoeStorage m);
 

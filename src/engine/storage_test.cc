@@ -108,11 +108,13 @@ TEST_F(StorageTest, StreamCountsHitsMissesAndBytes) {
   ContextOptions o;
   o.n_ctx = 64;
   o.storage = Stream("100%");
+  o.storage.prefetch = false;  // every read is a demand miss (prefetch: the next test)
   auto ctx = Context::Create(*m, o);
   ASSERT_TRUE(ctx.ok());
   std::vector<float> logits;
   ASSERT_TRUE((*ctx)->Eval(kTokens, LogitsFor::kLast, &logits).ok());
   const TierStats& s = (*ctx)->expert_store().stats();
+  EXPECT_EQ(s.total.prefetch_reads, 0u);
   EXPECT_EQ(s.total.requests, s.total.hits + s.total.misses);
   EXPECT_GT(s.total.misses, 0u);
   EXPECT_EQ(s.total.evictions, 0u);  // everything fits
@@ -129,6 +131,139 @@ TEST_F(StorageTest, StreamCountsHitsMissesAndBytes) {
   const uint64_t misses = s.total.misses;
   ASSERT_TRUE((*ctx)->Eval(kTokens, LogitsFor::kLast, &logits).ok());
   EXPECT_EQ(s.total.misses, misses);
+}
+
+TEST_F(StorageTest, PrefetchIsAdvisoryAndAccounted) {
+  auto m = Load();
+  StorageOptions resident;
+  resident.mode = MoeStorage::kResident;
+  const std::vector<float> want = Logits(*m, resident);
+  const uint32_t K = m->hparams().n_expert_used, n_layer = m->hparams().n_layer;
+  for (const char* cache : {"100%", "30%", "8%"}) {
+    ContextOptions o;
+    o.n_ctx = 64;
+    o.storage = Stream(cache);
+    ASSERT_TRUE(o.storage.prefetch);  // the default in stream mode
+    auto ctx = Context::Create(*m, o);
+    ASSERT_TRUE(ctx.ok()) << ctx.status().message();
+    std::vector<float> logits;
+    ASSERT_TRUE((*ctx)->Eval(kTokens, LogitsFor::kAll, &logits).ok());
+    EXPECT_TRUE(logits == want) << cache;  // advisory: never changes a bit
+    const TierStats& s = (*ctx)->expert_store().stats();
+    // Every expert read is either a demand miss that found no read in flight, or a
+    // prefetch; each reads three parts.
+    uint64_t payload = 0;
+    for (size_t il = 0; il < s.layers.size(); ++il) {
+      const TierCounters& c = s.layers[il];
+      payload += (c.misses - c.prefetch_joined + c.prefetch_reads) *
+                 m->expert_layout().spec(il).bytes();
+      EXPECT_LE(c.prefetch_hits + c.prefetch_joined, c.prefetch_reads) << cache << " layer " << il;
+    }
+    EXPECT_EQ(s.total.bytes_payload, payload) << cache;
+    EXPECT_EQ(s.total.reads,
+              3 * (s.total.misses - s.total.prefetch_joined + s.total.prefetch_reads));
+    // At 8 % every slot is a layer's demand: prefetch never takes those.
+    if (std::string(cache) != "8%") EXPECT_GT(s.total.prefetch_reads, 0u) << cache;
+    // Recall: the first layer is never predicted; every later one is, for every token.
+    const auto& pc = (*ctx)->prefetch_counters();
+    ASSERT_EQ(pc.size(), n_layer);
+    EXPECT_EQ(pc[0].actual, 0u);
+    uint64_t correct = 0;
+    for (uint32_t il = 1; il < n_layer; ++il) {
+      EXPECT_EQ(pc[il].actual, kTokens.size() * K) << il;
+      EXPECT_EQ(pc[il].predicted, kTokens.size() * K) << il;
+      EXPECT_LE(pc[il].correct, pc[il].actual) << il;
+      correct += pc[il].correct;
+    }
+    EXPECT_GT(correct, 0u) << cache;
+  }
+}
+
+TEST_F(StorageTest, EvictionPoliciesAndPlacementGiveTheSameBits) {
+  auto m = Load();
+  StorageOptions resident;
+  resident.mode = MoeStorage::kResident;
+  const std::vector<float> want = Logits(*m, resident);
+  // A profile of the same tokens, saved as moetier profile / --routing-stats would.
+  const std::string profile = (dir_ / "profile.json").string();
+  {
+    ContextOptions o;
+    o.n_ctx = 64;
+    auto ctx = Context::Create(*m, o);
+    ASSERT_TRUE(ctx.ok());
+    std::vector<float> logits;
+    ASSERT_TRUE((*ctx)->Eval(kTokens, LogitsFor::kLast, &logits).ok());
+    EXPECT_EQ((*ctx)->routing_stats().tokens(), kTokens.size());
+    ASSERT_TRUE((*ctx)->routing_stats().Save(profile).ok());
+  }
+  for (const char* cache : {"30%", "8%"}) {
+    for (const char* policy : {"lru", "lfu", "placement"}) {
+      for (bool place : {false, true}) {
+        StorageOptions s = Stream(cache);
+        s.eviction = policy;
+        if (place || std::string(policy) == "placement") s.placement_file = profile;
+        EXPECT_TRUE(Logits(*m, s) == want) << cache << " " << policy << " place " << place;
+      }
+    }
+  }
+  // Placement pins experts (in the background) and never evicts them; at 8 % it leaves
+  // room for a layer's demand.
+  ContextOptions o;
+  o.n_ctx = 64;
+  o.storage = Stream("30%");
+  o.storage.placement_file = profile;
+  auto ctx = Context::Create(*m, o);
+  ASSERT_TRUE(ctx.ok()) << ctx.status().message();
+  std::vector<float> logits;
+  ASSERT_TRUE((*ctx)->Eval(kTokens, LogitsFor::kLast, &logits).ok());
+  ASSERT_TRUE((*ctx)->Eval(kTokens, LogitsFor::kLast, &logits).ok());
+  auto* stream = dynamic_cast<StreamStore*>(&(*ctx)->expert_store());
+  ASSERT_NE(stream, nullptr);
+  const uint64_t placed = stream->stats().total.placed;
+  EXPECT_GT(placed, 0u);
+  EXPECT_LE(placed, static_cast<uint64_t>(0.5 * stream->n_slots()));
+  // A profile of another shape, or a placement policy without a profile, is refused.
+  StorageOptions wrong = Stream("30%");
+  wrong.eviction = "placement";
+  o.storage = wrong;
+  auto refused = Context::Create(*m, o);
+  ASSERT_FALSE(refused.ok());
+  EXPECT_NE(refused.status().message().find("--placement FILE"), std::string::npos);
+  wrong.eviction = "mru";
+  o.storage = wrong;
+  refused = Context::Create(*m, o);
+  ASSERT_FALSE(refused.ok());
+  EXPECT_NE(refused.status().message().find("mru"), std::string::npos)
+      << refused.status().message();
+}
+
+TEST_F(StorageTest, RoutingStatsFileMakesARestartWarm) {
+  auto m = Load();
+  const std::string path = (dir_ / "live-stats.json").string();
+  fs::remove(path);
+  ContextOptions o;
+  o.n_ctx = 64;
+  o.routing_stats_file = path;
+  o.storage = Stream("30%");
+  {
+    auto ctx = Context::Create(*m, o);  // no file yet: starts cold
+    ASSERT_TRUE(ctx.ok()) << ctx.status().message();
+    std::vector<float> logits;
+    ASSERT_TRUE((*ctx)->Eval(kTokens, LogitsFor::kLast, &logits).ok());
+    ASSERT_TRUE((*ctx)->routing_stats().Save(path).ok());
+  }
+  auto ctx = Context::Create(*m, o);
+  ASSERT_TRUE(ctx.ok()) << ctx.status().message();
+  EXPECT_EQ((*ctx)->routing_stats().tokens(), kTokens.size());  // loaded
+  std::vector<float> logits;
+  ASSERT_TRUE((*ctx)->Eval(kTokens, LogitsFor::kLast, &logits).ok());
+  EXPECT_EQ((*ctx)->routing_stats().tokens(), 2 * kTokens.size());  // and counting on
+  EXPECT_GT((*ctx)->expert_store().stats().total.placed, 0u);  // placed from what it saw
+  // A file that exists but is broken is an error, not a silent cold start.
+  { std::ofstream(path) << "{not json"; }
+  auto broken = Context::Create(*m, o);
+  ASSERT_FALSE(broken.ok());
+  EXPECT_NE(broken.status().message().find(path), std::string::npos);
 }
 
 // Builds a stream context whose reads go through a fault-injecting engine.

@@ -32,6 +32,51 @@ done
 grep -q "experts (stream):.*hits" "$WORK/err" && grep -q "layer  0:" "$WORK/err" &&
   pass "--stats prints totals and layers" || fail "--stats: $(cat "$WORK/err")"
 
+# Prefetch, eviction policies and placement change where bytes come from, never the text.
+printf 'The tiers must agree\nRouting statistics of a second prompt\n' > "$WORK/prompts.txt"
+"$MOETIER" profile -m "$model" -f "$WORK/prompts.txt" -n 4 -o "$WORK/profile.json" > "$WORK/out" 2> "$WORK/err" &&
+  grep -q "wrote .*profile.json" "$WORK/out" && pass "profile writes statistics" ||
+  fail "profile: $(cat "$WORK/out" "$WORK/err")"
+/usr/bin/python3 - "$WORK/profile.json" <<'PY' && pass "profile json" || fail "profile json"
+import json, sys
+s = json.load(open(sys.argv[1]))
+assert s["arch"] == "olmoe" and s["n_layer"] == 4 and s["tokens"] > 0
+assert len(s["counts"]) == 4 and all(len(l) == s["n_expert"] for l in s["counts"])
+# every token of every layer picked n_expert_used experts
+assert len({sum(l) for l in s["counts"]}) == 1 and sum(s["counts"][0]) % s["tokens"] == 0
+PY
+for args in "--prefetch off" "--prefetch next-layer --stats" "--eviction lfu" \
+            "--eviction placement --placement $WORK/profile.json" \
+            "--placement $WORK/profile.json --placement-share 0.25"; do
+  out=$("$MOETIER" run -m "$model" -p "The tiers must agree" -n 12 --temp 0 --ignore-eos \
+        --moe-storage stream --expert-cache 30% $args 2> "$WORK/err")
+  [ "$out" = "$ref" ] && pass "stream $args: same text" || fail "stream $args: different text"
+done
+"$MOETIER" run -m "$model" -p "The tiers must agree" -n 12 --temp 0 --moe-storage stream \
+  --expert-cache 30% --stats > /dev/null 2> "$WORK/err"
+grep -q "prefetch: recall@k" "$WORK/err" && pass "--stats reports prefetch" ||
+  fail "prefetch stats: $(cat "$WORK/err")"
+rm -f "$WORK/live.json"
+for i in 1 2; do
+  "$MOETIER" run -m "$model" -p "Hi" -n 4 --temp 0 --moe-storage stream \
+    --routing-stats "$WORK/live.json" > /dev/null 2> "$WORK/err" || fail "routing stats run $i"
+done
+/usr/bin/python3 -c 'import json,sys; s=json.load(open(sys.argv[1])); assert s["tokens"] >= 8' \
+  "$WORK/live.json" && pass "--routing-stats accumulates over restarts" || fail "routing stats file"
+
+expect_error 2 "bad prefetch" -- "$MOETIER" run -m "$model" -p "Hi" --prefetch always
+expect_error 2 "bad eviction" -- "$MOETIER" run -m "$model" -p "Hi" --eviction mru
+expect_error 2 "bad placement share" -- "$MOETIER" run -m "$model" -p "Hi" --placement-share 2
+expect_error 2 "placement policy without a profile" -- "$MOETIER" run -m "$model" -p "Hi" \
+  --moe-storage stream --eviction placement
+expect_error 1 "missing placement file" -- "$MOETIER" run -m "$model" -p "Hi" \
+  --moe-storage stream --placement "$WORK/nope.json"
+echo '{"arch":"olmoe"}' > "$WORK/bad.json"
+expect_error 1 "broken placement file" -- "$MOETIER" run -m "$model" -p "Hi" \
+  --moe-storage stream --placement "$WORK/bad.json"
+expect_error 1 "profile without prompts" -- "$MOETIER" profile -m "$model" -f "$WORK/nope.txt" \
+  -o "$WORK/p.json"
+
 expect_error 2 "bad mode" -- "$MOETIER" run -m "$model" -p "Hi" --moe-storage disk
 expect_error 2 "bad io" -- "$MOETIER" run -m "$model" -p "Hi" --io aio
 expect_error 2 "bad direct" -- "$MOETIER" run -m "$model" -p "Hi" --direct maybe
