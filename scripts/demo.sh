@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Installs dependencies, builds, then shows the newest capability on a synthesized model:
-# generation with a qwen3moe model in Qwen3-30B-A3B's layout (tiny size, real tokenizer).
+# generation with a qwen3moe model in Qwen3-30B-A3B's layout (tiny size, real tokenizer),
+# with its routed experts streamed from the file into a cache a quarter of their size.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 scripts/setup.sh
@@ -20,6 +21,17 @@ echo "== moetier inspect: where the bytes are (dense vs routed experts)"
 echo
 echo "== moetier run: greedy generation (random weights, so the text is noise)"
 "$bin" run -m "$model" -p "The quick brown fox" -n 24 --temp 0
+
+echo
+echo "== moetier profile: which experts the router picks, for placement"
+printf 'The history of printing\nHow do hash tables work?\nA poem about the sea\n' > "$work/prompts.txt"
+"$bin" profile -m "$model" -f "$work/prompts.txt" -n 16 -o "$work/routing.json" 2> /dev/null
+
+echo
+echo "== moetier run, stream mode: experts stream from the file into a cache of 25 % of them,"
+echo "   with next-layer prefetch and the profile's hottest experts pinned; same text as above"
+"$bin" run -m "$model" -p "The quick brown fox" -n 24 --temp 0 --moe-storage stream \
+  --expert-cache 25% --placement "$work/routing.json" --stats
 
 echo
 echo "== moetier run --chat: sampled, with the model's chat template"

@@ -134,6 +134,10 @@ Status ReportTierStats(const StorageFlags& f, Context& ctx, double wall_seconds,
                    would_miss ? 100.0 * t.prefetch_hits / would_miss : 0.0,
                    HumanBytes(t.prefetch_wasted_bytes).c_str());
     }
+    if (t.placed > 0) {
+      std::fprintf(stderr, "moetier: placement: %llu experts pinned from the routing profile\n",
+                   (unsigned long long)t.placed);
+    }
     if (tokens > 0) {
       std::fprintf(stderr, "moetier: per token: %s read, %.1f expert requests\n",
                    HumanBytes(t.bytes_physical / tokens).c_str(), double(t.requests) / tokens);
