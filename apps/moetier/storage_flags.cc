@@ -32,7 +32,7 @@ void AddStorageFlags(CLI::App& sub, StorageFlags* f) {
                  "stream: pin the hottest experts of a routing profile (moetier profile)");
   sub.add_option("--placement-share", f->placement_share,
                  "stream: the share of the expert cache that placement may pin")
-      ->default_str("0.5");
+      ->default_str("0.25");
   sub.add_option("--routing-stats", f->routing_stats,
                  "Load routing statistics at start (placing their hottest experts) and save the "
                  "live ones on exit");

@@ -24,7 +24,7 @@ struct StorageFlags {
   std::string prefetch = "next-layer";
   std::string eviction = "lru";
   std::string placement;
-  double placement_share = 0.5;
+  double placement_share = 0.25;
   std::string routing_stats;
 };
 

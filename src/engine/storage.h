@@ -39,7 +39,7 @@ struct StorageOptions {
   // stream: routing statistics (moetier profile / --routing-stats) whose hottest experts
   // are pinned in the cache, up to placement_share of its slots.
   std::string placement_file;
-  double placement_share = 0.5;
+  double placement_share = 0.25;
   // Tests only: builds the stream tier's I/O engine (e.g. a fault-injecting one) instead of
   // CreateIoEngine(io, io_queue_depth).
   std::function<Result<std::unique_ptr<IoEngine>>()> make_io;
