@@ -8,6 +8,7 @@
 
 #include "base/aligned_buffer.h"
 #include "base/thread_pool.h"
+#include "kernels/attention.h"
 #include "kernels/matmul.h"
 #include "kernels/ops.h"
 #include "quant/dequant.h"
@@ -235,42 +236,22 @@ void Context::Impl::Attention(int il, std::span<const BatchToken> batch) {
   const int group = n_head / n_kv;
   const int64_t k_stride = hp.n_embd_k_gqa(), v_stride = hp.n_embd_v_gqa();
   const float scale = 1.0f / std::sqrt(static_cast<float>(dk));
-  const bool f16 = kv_type == KvType::kF16;
-  const uint16_t* k16 = reinterpret_cast<const uint16_t*>(k_cache[il].data());
-  const uint16_t* v16 = reinterpret_cast<const uint16_t*>(v_cache[il].data());
-  const float* k32 = reinterpret_cast<const float*>(k_cache[il].data());
-  const float* v32 = reinterpret_cast<const float*>(v_cache[il].data());
-  const int64_t row_floats = 2 * std::max(dk, dv);
+  const KvElemType elem = kv_type == KvType::kF16 ? KvElemType::kF16 : KvElemType::kF32;
+  const int64_t elt = kv_type == KvType::kF16 ? 2 : 4;  // bytes per cache element
+  const uint8_t* kc = k_cache[il].data();
+  const uint8_t* vc = v_cache[il].data();
   pool.ParallelFor(int64_t{n} * n_head, [&](int64_t begin, int64_t end, int thread) {
     float* p = scores.data() + static_cast<size_t>(thread) * n_ctx;
-    float* row = kv_row.data() + thread * row_floats;
     for (int64_t item = begin; item < end; ++item) {
       const int t = static_cast<int>(item / n_head), h = static_cast<int>(item % n_head);
       const int kvh = h / group;
       const uint32_t n_pos = batch[t].pos + 1;  // causal: positions 0..pos of its sequence
       const int64_t first = int64_t{batch[t].seq} * n_ctx;  // the sequence's first position
       const float* qh = q.data() + int64_t{t} * hp.n_embd_q() + int64_t{h} * dk;
-      for (uint32_t j = 0; j < n_pos; ++j) {
-        const float* kj = k32 + (first + j) * k_stride + int64_t{kvh} * dk;
-        if (f16) {
-          const uint16_t* src = k16 + (first + j) * k_stride + int64_t{kvh} * dk;
-          for (int d = 0; d < dk; ++d) row[d] = Fp16ToFp32(src[d]);
-          kj = row;
-        }
-        p[j] = DotF32(qh, kj, dk) * scale;
-      }
-      SoftmaxInPlace(p, n_pos);
       float* out = attn.data() + int64_t{t} * n_head * dv + int64_t{h} * dv;
-      std::fill(out, out + dv, 0.0f);
-      for (uint32_t j = 0; j < n_pos; ++j) {
-        if (f16) {
-          const uint16_t* src = v16 + (first + j) * v_stride + int64_t{kvh} * dv;
-          for (int d = 0; d < dv; ++d) out[d] += p[j] * Fp16ToFp32(src[d]);
-        } else {
-          const float* src = v32 + (first + j) * v_stride + int64_t{kvh} * dv;
-          for (int d = 0; d < dv; ++d) out[d] += p[j] * src[d];
-        }
-      }
+      AttendHead(qh, kc + (first * k_stride + int64_t{kvh} * dk) * elt,
+                 vc + (first * v_stride + int64_t{kvh} * dv) * elt, elem, k_stride, v_stride, n_pos,
+                 dk, dv, scale, out, p);
     }
   });
 }
