@@ -188,7 +188,8 @@ void Attend(const AttendArgs& a) {
 
 }  // namespace
 
-void AttendAvx512(const AttendArgs& a) {
+void AttendAvx512(const AttendArgs& args) {
+  const AttendArgs a = args;  // a local copy: its fields can stay in registers
   if (a.f16) {
     Attend<true>(a);
   } else {
