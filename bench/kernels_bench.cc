@@ -1,4 +1,5 @@
-// Microbenchmark of the matmul kernels (kernels/matmul.h). Not a test: it measures.
+// Microbenchmark of the matmul (kernels/matmul.h) and attention (kernels/attention.h) kernels.
+// Not a test: it measures.
 //
 //   gemv/<isa>/<type>/<rows>x<cols>[/t2]  one token; the weights cycle through copies
 //       filling >= 256 MiB, so they stream from DRAM as in decode. Counter GB/s = weight
@@ -10,6 +11,9 @@
 //       128). Counter GOP/s = 2 * rows * cols * n / s (one multiply-add = 2 ops).
 //   quantize/<isa>/<fmt>/<cols>            activation quantization, GB/s of float input.
 //   read_bandwidth[/t2]                    plain sum over a 1 GiB buffer (the DRAM roof).
+//   attend/<isa>/<f16|f32>/<n_pos>         AttendHead (kernels/attention.h), one query over
+//       n_pos positions of a 128-dim head (olmoe, qwen3moe); the cache is cache-resident.
+//       Counter GB/s = K and V bytes read per second.
 // Shapes: rows x cols of gate/up experts (n_ff x n_embd) 768x2048, 1024x2048, 1536x4096,
 // 2048x7168 and the transposed down shapes.
 //
@@ -27,7 +31,9 @@
 #include <vector>
 
 #include "base/thread_pool.h"
+#include "kernels/attention.h"
 #include "kernels/matmul.h"
+#include "quant/float16.h"
 #include "quant/quantize.h"
 
 namespace mt {
@@ -166,6 +172,34 @@ void ReadBandwidth(benchmark::State& state, int threads) {
       benchmark::Counter(8.0 * n * state.iterations() / 1e9, benchmark::Counter::kIsRate);
 }
 
+void Attend(benchmark::State& state, Isa isa, KvElemType type, int64_t n_pos) {
+  const int d = 128;
+  const int64_t elt = type == KvElemType::kF16 ? 2 : 4;
+  std::mt19937 rng(3);
+  std::normal_distribution<float> g(0.0f, 1.0f);
+  std::vector<float> q(d), out(d), scratch(kAttendTile);
+  for (auto& x : q) x = g(rng);
+  std::vector<uint8_t> k(n_pos * d * elt), v(n_pos * d * elt);
+  for (std::vector<uint8_t>* c : {&k, &v}) {
+    for (int64_t i = 0; i < n_pos * d; ++i) {
+      const float x = g(rng);
+      if (type == KvElemType::kF16) {
+        const uint16_t h = Fp32ToFp16(x);
+        std::memcpy(c->data() + 2 * i, &h, 2);
+      } else {
+        std::memcpy(c->data() + 4 * i, &x, 4);
+      }
+    }
+  }
+  for (auto _ : state) {
+    AttendHead(isa, q.data(), k.data(), v.data(), type, d, d, n_pos, d, d, 0.088f, out.data(),
+               scratch.data());
+    benchmark::DoNotOptimize(out.data());
+  }
+  state.counters["GB/s"] = benchmark::Counter(2.0 * n_pos * d * elt * state.iterations() / 1e9,
+                                              benchmark::Counter::kIsRate);
+}
+
 std::string Shape(int64_t rows, int64_t cols) {
   return std::to_string(rows) + "x" + std::to_string(cols);
 }
@@ -180,6 +214,15 @@ void RegisterAll() {
   for (Isa isa : kAllIsas) {
     if (!IsaSupported(isa)) continue;
     const std::string in(IsaName(isa));
+    for (KvElemType type : {KvElemType::kF16, KvElemType::kF32}) {
+      for (int64_t n_pos : {128, 1024}) {
+        const std::string tn = type == KvElemType::kF16 ? "f16" : "f32";
+        benchmark::RegisterBenchmark(
+            ("attend/" + in + "/" + tn + "/" + std::to_string(n_pos)).c_str(), Attend, isa, type,
+            n_pos)
+            ->Unit(benchmark::kMicrosecond);
+      }
+    }
     for (ActFormat f : {ActFormat::kQ8_0, ActFormat::kQ8_K}) {
       const std::string fn = f == ActFormat::kQ8_0 ? "q8_0" : "q8_K";
       benchmark::RegisterBenchmark(("quantize/" + in + "/" + fn + "/2048").c_str(), QuantizeBench,

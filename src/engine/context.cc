@@ -10,6 +10,7 @@
 #include "base/aligned_buffer.h"
 #include "base/thread_pool.h"
 #include "experts/stream_store.h"
+#include "kernels/attention.h"
 #include "kernels/matmul.h"
 #include "kernels/ops.h"
 #include "quant/dequant.h"
@@ -120,8 +121,7 @@ struct Context::Impl {
   std::vector<float> k;        // (n_batch, n_head_kv * head_dim_k)
   std::vector<float> v;        // (n_batch, n_head_kv * head_dim_v)
   std::vector<float> attn;     // (n_batch, n_head * head_dim_v) attention output per head
-  std::vector<float> scores;   // (n_threads, n_ctx) attention probabilities scratch
-  std::vector<float> kv_row;   // (n_threads, 2 * max(head_dim_k, head_dim_v)) f16 -> f32
+  std::vector<float> scores;   // (n_threads, kAttendTile) attention scores of one tile
   std::vector<float> probs;    // (n_batch, n_expert) router probabilities
   std::vector<int32_t> order;  // (n_expert) router sort scratch
   std::vector<int32_t> topk_id;      // (n_batch, n_expert_used) chosen experts, best first
@@ -167,7 +167,7 @@ uint64_t Context::Impl::scratch_bytes() const {
   const uint64_t floats = B * (3 * D + hp.n_embd_q() + hp.n_embd_k_gqa() + hp.n_embd_v_gqa() +
                                uint64_t{hp.n_head} * hp.head_dim_v + hp.n_expert + 2 * D + 2 * F +
                                K * D + D) +
-                          uint64_t(pool.size()) * (n_ctx + 2 * std::max(hp.head_dim_k, hp.head_dim_v));
+                          uint64_t(pool.size()) * kAttendTile;
   // Three quantized copies of up to three inputs (largest: f32 of the widest input).
   const uint64_t widest = std::max<uint64_t>({D, F, uint64_t{hp.n_head} * hp.head_dim_v});
   return floats * 4 + 3 * B * widest * (4 + 2 + 2);
@@ -182,8 +182,7 @@ Status Context::Impl::Allocate() {
   k.resize(B * hp.n_embd_k_gqa());
   v.resize(B * hp.n_embd_v_gqa());
   attn.resize(B * hp.n_head * hp.head_dim_v);
-  scores.resize(static_cast<size_t>(pool.size()) * n_ctx);
-  kv_row.resize(static_cast<size_t>(pool.size()) * 2 * std::max(hp.head_dim_k, hp.head_dim_v));
+  scores.resize(static_cast<size_t>(pool.size()) * kAttendTile);
   probs.resize(B * hp.n_expert);
   order.resize(hp.n_expert);
   topk_id.resize(B * K);
@@ -246,42 +245,22 @@ void Context::Impl::Attention(int il, std::span<const BatchToken> batch) {
   const int group = n_head / n_kv;
   const int64_t k_stride = hp.n_embd_k_gqa(), v_stride = hp.n_embd_v_gqa();
   const float scale = 1.0f / std::sqrt(static_cast<float>(dk));
-  const bool f16 = kv_type == KvType::kF16;
-  const uint16_t* k16 = reinterpret_cast<const uint16_t*>(k_cache[il].data());
-  const uint16_t* v16 = reinterpret_cast<const uint16_t*>(v_cache[il].data());
-  const float* k32 = reinterpret_cast<const float*>(k_cache[il].data());
-  const float* v32 = reinterpret_cast<const float*>(v_cache[il].data());
-  const int64_t row_floats = 2 * std::max(dk, dv);
+  const KvElemType elem = kv_type == KvType::kF16 ? KvElemType::kF16 : KvElemType::kF32;
+  const int64_t elt = kv_type == KvType::kF16 ? 2 : 4;  // bytes per cache element
+  const uint8_t* kc = k_cache[il].data();
+  const uint8_t* vc = v_cache[il].data();
   pool.ParallelFor(int64_t{n} * n_head, [&](int64_t begin, int64_t end, int thread) {
-    float* p = scores.data() + static_cast<size_t>(thread) * n_ctx;
-    float* row = kv_row.data() + thread * row_floats;
+    float* p = scores.data() + static_cast<size_t>(thread) * kAttendTile;
     for (int64_t item = begin; item < end; ++item) {
       const int t = static_cast<int>(item / n_head), h = static_cast<int>(item % n_head);
       const int kvh = h / group;
       const uint32_t n_pos = batch[t].pos + 1;  // causal: positions 0..pos of its sequence
       const int64_t first = int64_t{batch[t].seq} * n_ctx;  // the sequence's first position
       const float* qh = q.data() + int64_t{t} * hp.n_embd_q() + int64_t{h} * dk;
-      for (uint32_t j = 0; j < n_pos; ++j) {
-        const float* kj = k32 + (first + j) * k_stride + int64_t{kvh} * dk;
-        if (f16) {
-          const uint16_t* src = k16 + (first + j) * k_stride + int64_t{kvh} * dk;
-          for (int d = 0; d < dk; ++d) row[d] = Fp16ToFp32(src[d]);
-          kj = row;
-        }
-        p[j] = DotF32(qh, kj, dk) * scale;
-      }
-      SoftmaxInPlace(p, n_pos);
       float* out = attn.data() + int64_t{t} * n_head * dv + int64_t{h} * dv;
-      std::fill(out, out + dv, 0.0f);
-      for (uint32_t j = 0; j < n_pos; ++j) {
-        if (f16) {
-          const uint16_t* src = v16 + (first + j) * v_stride + int64_t{kvh} * dv;
-          for (int d = 0; d < dv; ++d) out[d] += p[j] * Fp16ToFp32(src[d]);
-        } else {
-          const float* src = v32 + (first + j) * v_stride + int64_t{kvh} * dv;
-          for (int d = 0; d < dv; ++d) out[d] += p[j] * src[d];
-        }
-      }
+      AttendHead(qh, kc + (first * k_stride + int64_t{kvh} * dk) * elt,
+                 vc + (first * v_stride + int64_t{kvh} * dv) * elt, elem, k_stride, v_stride, n_pos,
+                 dk, dv, scale, out, p);
     }
   });
 }
@@ -293,7 +272,7 @@ void Context::Impl::Attention(int il, std::span<const BatchToken> batch) {
 Status Context::Impl::MoE(int il, int n) {
   const LayerWeights& L = model.layer(il);
   const int E = static_cast<int>(hp.n_expert), K = static_cast<int>(hp.n_expert_used);
-  const int64_t D = hp.n_embd, F = hp.n_ff_exp;
+  const int64_t D = hp.n_embd;
   // Router: softmax over all experts, top-k (ties to the lower id), optional renormalise.
   for (int t = 0; t < n; ++t) {
     float* pr = probs.data() + int64_t{t} * E;

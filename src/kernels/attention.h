@@ -1,0 +1,56 @@
+// Attention of one query over one head's KV cache: scaled dot products, softmax, weighted sum.
+//
+// Semantics (the definition every variant matches within its tolerance):
+//   s_j    = scale * sum_i q[i] * K[j][i]    for positions j in [0, n_pos)
+//   p      = softmax(s)                       (over the n_pos scores)
+//   out[i] = sum_j p_j * V[j][i]              for i in [0, d_v)
+// K[j] is the d_k elements at k + j * k_stride, V[j] the d_v elements at v + j * v_stride
+// (strides in elements), f16 or f32; f16 values are widened to f32 exactly.
+//
+// How it is computed (every variant): positions go in tiles of kAttendTile. A tile's scores
+// are written to `scratch`, then an online softmax folds the tile into a running maximum M,
+// a running sum L = sum_j exp(s_j - M) and an unnormalised output: when a tile raises M, L
+// and the output are first multiplied by exp(M_old - M_new). At the end out = out * (1 / L).
+// K and V are each read once, in position order, and only one tile of scores is live.
+// exp(x) for x < -87.3 (e^x < 2^-126) counts as 0.
+//
+// Determinism: for a given variant (kernels/isa.h) the float ops and their order depend only
+// on n_pos, d_k and d_v, so the result for one (token, head) is bit-identical whatever the
+// thread, the batch or the other heads. Variants differ from each other in rounding.
+//
+// Tolerance vs the exact definition (derived and checked in attention_test.cc). With
+// u = 2^-24, e_exp = 2^-21 (exp's relative error), T = the number of tiles,
+// E = max_j (d_k + 2) u |scale| sum_i |q[i] K[j][i]| (a score's rounding error),
+// R = max_j s_j - min_j s_j + 2 E, Lambda = 2 E + (T + 1) (e_exp + u R),
+// A_i = sum_j p_j |V[j][i]|:
+//   |err_i| <= A_i ((e^(2 Lambda) - 1) + e^(2 Lambda) (2 n_pos + 2 T + 4) u)
+//              + n_pos 2^-126 max_j |V[j][i]|      (weights that underflow to 0)
+#pragma once
+
+#include <cstdint>
+
+#include "kernels/isa.h"
+
+namespace mt {
+
+enum class KvElemType : uint8_t { kF16, kF32 };
+
+// Positions per tile of the online softmax; `scratch` needs min(n_pos, kAttendTile) floats.
+inline constexpr int64_t kAttendTile = 64;
+
+// out (d_v floats) = attention of q (d_k floats) over positions [0, n_pos) of K/V as above,
+// with the ActiveIsa() variant. Requirements (checked): n_pos >= 1, d_k >= 1, d_v >= 1,
+// strides >= 0. Nothing past the last element of position n_pos - 1 is read. No alignment
+// needed; out must not overlap the inputs; no heap. Thread-safe: concurrent calls need their
+// own out and scratch.
+void AttendHead(const float* q, const void* k, const void* v, KvElemType type, int64_t k_stride,
+                int64_t v_stride, int64_t n_pos, int d_k, int d_v, float scale, float* out,
+                float* scratch);
+
+// The same with an explicit variant (tests, benchmarks). The variant must be supported
+// (IsaSupported, checked).
+void AttendHead(Isa isa, const float* q, const void* k, const void* v, KvElemType type,
+                int64_t k_stride, int64_t v_stride, int64_t n_pos, int d_k, int d_v, float scale,
+                float* out, float* scratch);
+
+}  // namespace mt

@@ -1,0 +1,200 @@
+// AVX-512 variant of AttendHead (kernels/attention.h). Compiled with the AVX-512 flags; keeps
+// the rules of matmul_internal.h (everything in an anonymous namespace).
+//
+// Fixed float op order (so a (token, head) result depends on its inputs only):
+//  - score j: one 16-lane FMA chain over the 16-element chunks of d_k (tail masked to 0),
+//    then a fixed-tree lane sum (Reduce16), times scale;
+//  - tile: max (exact, so its order does not matter); exp by Exp16; the tile sum of p in 16
+//    lanes (lane = j % 16), Reduce16;
+//  - output element i: one FMA chain over the positions of a tile, onto the running value.
+#include <immintrin.h>
+
+#include <cmath>
+#include <cstdint>
+
+#include "kernels/attention.h"
+#include "kernels/attention_internal.h"
+
+namespace mt::kernels {
+namespace {
+
+constexpr int kChunksPerGroup = 8;  // 16-float output chunks kept in registers at once
+
+__mmask16 TailMask(int64_t left) {
+  return left >= 16 ? __mmask16{0xFFFF} : static_cast<__mmask16>((1u << left) - 1);
+}
+
+// Fixed-order sum of the 16 lanes: halves, then quarters, then pairs.
+float Reduce16(__m512 v) {
+  const __m256 s8 = _mm256_add_ps(_mm512_castps512_ps256(v), _mm512_extractf32x8_ps(v, 1));
+  const __m128 s4 = _mm_add_ps(_mm256_castps256_ps128(s8), _mm256_extractf128_ps(s8, 1));
+  const __m128 s2 = _mm_add_ps(s4, _mm_movehl_ps(s4, s4));
+  const __m128 s1 = _mm_add_ss(s2, _mm_movehdup_ps(s2));
+  return _mm_cvtss_f32(s1);
+}
+
+// e^x: 2^n e^r with n = round(x log2(e)) and r = x - n ln(2) (ln 2 split into a short high
+// part, exact times n, and a low part), e^r by its Taylor polynomial of degree 7 (|r| <= 0.347:
+// truncation below 1e-8 relative). x < -87.3 (e^x < 2^-126; also -inf) gives 0; x is clamped
+// at 88.3.
+__m512 Exp16(__m512 x) {
+  const __m512 xc = _mm512_min_ps(_mm512_max_ps(x, _mm512_set1_ps(-87.3f)), _mm512_set1_ps(88.3f));
+  const __m512 n = _mm512_roundscale_ps(_mm512_mul_ps(xc, _mm512_set1_ps(1.44269504f)),
+                                        _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+  __m512 r = _mm512_fnmadd_ps(n, _mm512_set1_ps(0.693359375f), xc);  // 355/512: n * it exact
+  r = _mm512_fnmadd_ps(n, _mm512_set1_ps(-2.12194440e-4f), r);       // ln 2 - 355/512
+  __m512 p = _mm512_set1_ps(1.0f / 5040);
+  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.0f / 720));
+  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.0f / 120));
+  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.0f / 24));
+  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.0f / 6));
+  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(0.5f));
+  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.0f));
+  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.0f));
+  const __mmask16 keep = _mm512_cmp_ps_mask(x, _mm512_set1_ps(-87.3f), _CMP_GE_OQ);
+  return _mm512_maskz_scalef_ps(keep, p, n);
+}
+
+// 16 elements at element offset `at` of a cache, widened to f32; lanes outside m are 0 and
+// their memory is not read.
+template <bool kF16>
+__m512 Load16(const void* base, int64_t at, __mmask16 m) {
+  if constexpr (kF16) {
+    return _mm512_cvtph_ps(_mm256_maskz_loadu_epi16(m, static_cast<const uint16_t*>(base) + at));
+  } else {
+    return _mm512_maskz_loadu_ps(m, static_cast<const float*>(base) + at);
+  }
+}
+
+// Scores of positions [j0, j0 + P): s[j] = scale * q . K[j0 + j].
+template <bool kF16, int P>
+void Scores(const AttendArgs& a, int64_t j0, float* s) {
+  __m512 acc[P];
+  for (int p = 0; p < P; ++p) acc[p] = _mm512_setzero_ps();
+  for (int c = 0; c < a.d_k; c += 16) {
+    const __mmask16 m = TailMask(a.d_k - c);
+    const __m512 qv = _mm512_maskz_loadu_ps(m, a.q + c);
+    for (int p = 0; p < P; ++p) {
+      acc[p] = _mm512_fmadd_ps(qv, Load16<kF16>(a.k, (j0 + p) * a.k_stride + c, m), acc[p]);
+    }
+  }
+  for (int p = 0; p < P; ++p) s[p] = a.scale * Reduce16(acc[p]);
+}
+
+// out[d0 + i] += sum_j p[j] * V[j0 + j][d0 + i] for the NC chunks of 16 from d0 (the last one
+// masked by `last`), in position order.
+template <bool kF16, int NC>
+void AccumulateV(const AttendArgs& a, const float* p, int64_t j0, int64_t n, int d0,
+                 __mmask16 last) {
+  __m512 acc[NC];
+  for (int c = 0; c < NC; ++c) {
+    acc[c] = _mm512_maskz_loadu_ps(c == NC - 1 ? last : 0xFFFF, a.out + d0 + 16 * c);
+  }
+  for (int64_t j = 0; j < n; ++j) {
+    const __m512 pj = _mm512_set1_ps(p[j]);
+    const int64_t at = (j0 + j) * a.v_stride + d0;
+    for (int c = 0; c < NC; ++c) {
+      acc[c] =
+          _mm512_fmadd_ps(pj, Load16<kF16>(a.v, at + 16 * c, c == NC - 1 ? last : 0xFFFF), acc[c]);
+    }
+  }
+  for (int c = 0; c < NC; ++c) {
+    _mm512_mask_storeu_ps(a.out + d0 + 16 * c, c == NC - 1 ? last : 0xFFFF, acc[c]);
+  }
+}
+
+template <bool kF16>
+void AccumulateAllV(const AttendArgs& a, const float* p, int64_t j0, int64_t n) {
+  const int chunks = (a.d_v + 15) / 16;
+  for (int g = 0; g < chunks; g += kChunksPerGroup) {
+    const int nc = chunks - g < kChunksPerGroup ? chunks - g : kChunksPerGroup;
+    const int d0 = 16 * g;
+    const __mmask16 last = TailMask(a.d_v - (d0 + 16 * (nc - 1)));
+    switch (nc) {
+      case 1:
+        AccumulateV<kF16, 1>(a, p, j0, n, d0, last);
+        break;
+      case 2:
+        AccumulateV<kF16, 2>(a, p, j0, n, d0, last);
+        break;
+      case 3:
+        AccumulateV<kF16, 3>(a, p, j0, n, d0, last);
+        break;
+      case 4:
+        AccumulateV<kF16, 4>(a, p, j0, n, d0, last);
+        break;
+      case 5:
+        AccumulateV<kF16, 5>(a, p, j0, n, d0, last);
+        break;
+      case 6:
+        AccumulateV<kF16, 6>(a, p, j0, n, d0, last);
+        break;
+      case 7:
+        AccumulateV<kF16, 7>(a, p, j0, n, d0, last);
+        break;
+      default:
+        AccumulateV<kF16, 8>(a, p, j0, n, d0, last);
+        break;
+    }
+  }
+}
+
+// out[i] *= c for i < d_v.
+void ScaleOut(float* out, int d_v, __m512 c) {
+  for (int i = 0; i < d_v; i += 16) {
+    const __mmask16 m = TailMask(d_v - i);
+    _mm512_mask_storeu_ps(out + i, m, _mm512_mul_ps(_mm512_maskz_loadu_ps(m, out + i), c));
+  }
+}
+
+template <bool kF16>
+void Attend(const AttendArgs& a) {
+  for (int i = 0; i < a.d_v; i += 16) {
+    _mm512_mask_storeu_ps(a.out + i, TailMask(a.d_v - i), _mm512_setzero_ps());
+  }
+  float m = -INFINITY;  // running maximum of the scores
+  float l = 0.0f;       // running sum of exp(s_j - m)
+  float* s = a.scratch;
+  for (int64_t j0 = 0; j0 < a.n_pos; j0 += kAttendTile) {
+    const int64_t n = a.n_pos - j0 < kAttendTile ? a.n_pos - j0 : kAttendTile;
+    int64_t j = 0;
+    for (; j + 4 <= n; j += 4) Scores<kF16, 4>(a, j0 + j, s + j);
+    for (; j < n; ++j) Scores<kF16, 1>(a, j0 + j, s + j);
+    __m512 mx = _mm512_set1_ps(-INFINITY);
+    for (j = 0; j < n; j += 16) {
+      mx = _mm512_max_ps(mx, _mm512_mask_loadu_ps(mx, TailMask(n - j), s + j));
+    }
+    const float tile_max = _mm512_reduce_max_ps(mx);  // order-free: max is exact
+    if (tile_max > m) {
+      const __m512 c = Exp16(_mm512_set1_ps(m - tile_max));  // 0 for the first tile
+      l *= _mm512_cvtss_f32(c);
+      ScaleOut(a.out, a.d_v, c);
+      m = tile_max;
+    }
+    __m512 sum = _mm512_setzero_ps();
+    const __m512 mv = _mm512_set1_ps(m);
+    for (j = 0; j < n; j += 16) {
+      const __mmask16 k = TailMask(n - j);
+      const __m512 p =
+          _mm512_maskz_mov_ps(k, Exp16(_mm512_sub_ps(_mm512_maskz_loadu_ps(k, s + j), mv)));
+      _mm512_mask_storeu_ps(s + j, k, p);
+      sum = _mm512_add_ps(sum, p);
+    }
+    l += Reduce16(sum);
+    AccumulateAllV<kF16>(a, s, j0, n);
+  }
+  ScaleOut(a.out, a.d_v, _mm512_set1_ps(1.0f / l));
+}
+
+}  // namespace
+
+void AttendAvx512(const AttendArgs& args) {
+  const AttendArgs a = args;  // a local copy: its fields can stay in registers
+  if (a.f16) {
+    Attend<true>(a);
+  } else {
+    Attend<false>(a);
+  }
+}
+
+}  // namespace mt::kernels

@@ -1,0 +1,31 @@
+// Internal interface between the attention dispatcher (attention.cc) and the per-ISA files
+// (attention_scalar.cc, attention_avx2.cc, attention_avx512.cc). The same ODR rules as
+// matmul_internal.h: the per-ISA files use only plain declarations from here and keep their
+// own code in anonymous namespaces. The tile size is kAttendTile (kernels/attention.h).
+#pragma once
+
+#include <cstdint>
+
+namespace mt::kernels {
+
+// One AttendHead call (kernels/attention.h), already checked by the dispatcher.
+struct AttendArgs {
+  const float* q;    // (d_k)
+  const void* k;     // position j at k + j * k_stride elements, d_k elements
+  const void* v;     // position j at v + j * v_stride elements, d_v elements
+  bool f16;          // element type of k and v: f16, else f32
+  int64_t k_stride;  // elements
+  int64_t v_stride;  // elements
+  int64_t n_pos;     // >= 1
+  int d_k;           // >= 1
+  int d_v;           // >= 1
+  float scale;
+  float* out;      // (d_v)
+  float* scratch;  // (min(n_pos, kAttendTile))
+};
+
+void AttendScalar(const AttendArgs& a);
+void AttendAvx2(const AttendArgs& a);    // only in x86 builds
+void AttendAvx512(const AttendArgs& a);  // only in x86 builds
+
+}  // namespace mt::kernels

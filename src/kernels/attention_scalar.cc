@@ -1,0 +1,64 @@
+// Scalar variant of AttendHead (kernels/attention.h), plain C++ for any CPU: the same tiles
+// and online softmax as the SIMD variants, with sequential sums and std::exp.
+#include <cmath>
+#include <cstdint>
+#include <cstring>
+
+#include "kernels/attention.h"
+#include "kernels/attention_internal.h"
+#include "quant/float16.h"
+
+namespace mt::kernels {
+namespace {
+
+// Element i of position j of a K or V cache.
+float Elem(const void* base, bool f16, int64_t j, int64_t stride, int i) {
+  const int64_t at = j * stride + i;
+  if (f16) {
+    uint16_t h;
+    std::memcpy(&h, static_cast<const uint8_t*>(base) + 2 * at, 2);
+    return Fp16ToFp32(h);
+  }
+  float f;
+  std::memcpy(&f, static_cast<const uint8_t*>(base) + 4 * at, 4);
+  return f;
+}
+
+// e^x, with x < -87.3 (e^x < 2^-126) as 0 like the SIMD variants; x = -inf gives 0.
+float Exp(float x) { return x < -87.3f ? 0.0f : std::exp(x); }
+
+}  // namespace
+
+void AttendScalar(const AttendArgs& a) {
+  float m = -INFINITY;  // running maximum of the scores
+  float l = 0.0f;       // running sum of exp(s_j - m)
+  for (int i = 0; i < a.d_v; ++i) a.out[i] = 0.0f;
+  float* s = a.scratch;
+  for (int64_t j0 = 0; j0 < a.n_pos; j0 += kAttendTile) {
+    const int64_t n = a.n_pos - j0 < kAttendTile ? a.n_pos - j0 : kAttendTile;
+    float tile_max = -INFINITY;
+    for (int64_t j = 0; j < n; ++j) {
+      float dot = 0.0f;
+      for (int i = 0; i < a.d_k; ++i) dot += a.q[i] * Elem(a.k, a.f16, j0 + j, a.k_stride, i);
+      s[j] = a.scale * dot;
+      tile_max = s[j] > tile_max ? s[j] : tile_max;
+    }
+    if (tile_max > m) {
+      const float c = Exp(m - tile_max);  // 0 for the first tile
+      l *= c;
+      for (int i = 0; i < a.d_v; ++i) a.out[i] *= c;
+      m = tile_max;
+    }
+    float tile_sum = 0.0f;
+    for (int64_t j = 0; j < n; ++j) {
+      const float p = Exp(s[j] - m);
+      tile_sum += p;
+      for (int i = 0; i < a.d_v; ++i) a.out[i] += p * Elem(a.v, a.f16, j0 + j, a.v_stride, i);
+    }
+    l += tile_sum;
+  }
+  const float inv = 1.0f / l;
+  for (int i = 0; i < a.d_v; ++i) a.out[i] *= inv;
+}
+
+}  // namespace mt::kernels

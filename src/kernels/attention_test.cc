@@ -1,0 +1,365 @@
+// Tests of AttendHead (kernels/attention.h) for every ISA variant this CPU runs, against the
+// definition computed here in double precision.
+//
+// Tolerance, per output element i (u = 2^-24; w_j the exact softmax weights; T tiles):
+//  - score error: a float dot of d_k terms (any order, FMA or not) times scale is off by at
+//    most delta_j = (d_k + 2) u |scale| sum_c |q[c] K[j][c]| (gamma_{d_k + 1}, rounded up);
+//    E = max_j delta_j.
+//  - each position's unnormalised weight exp(s_j - M) is then off by a factor e^{lambda_j}:
+//    the score errors enter as a difference (the maximum is one of the computed scores), so
+//    at most 2 E; the subtraction s_j - M and each of the at most T rescale factors
+//    exp(M_old - M_new) (whose arguments telescope to s_j - M) round their argument (by at
+//    most u R, R = the range of the scores + 2 E) and their exp (e_exp). So
+//    |lambda_j| <= Lambda = 2 E + (T + 1) (e_exp + u R).
+//  - normalising, w'_j / w_j is in [e^{-2 Lambda}, e^{2 Lambda}], so the weights alone move
+//    out_i by at most (e^{2 Lambda} - 1) A_i, A_i = sum_j w_j |V[j][i]|.
+//  - the sums (output: n_pos products and sums, fused or not, and T rescale products; L:
+//    n_pos additions and T products; then 1 / L and the product) add at most
+//    (2 n_pos + 2 T + 4) u of e^{2 Lambda} A_i (gamma_n, rounded up).
+//  - weights whose exact value is below 2^-126 may be flushed to 0: at most
+//    n_pos 2^-126 max_j |V[j][i]| more (negligible, but part of the bound).
+//  e_exp = 2^-21: the SIMD exp's worst case is a few ulps (ExpAccuracy checks it), std::exp's
+//  below 1 ulp.
+// A wrong or missing position moves out_i by about A_i / n_pos, far above this bound.
+#include "kernels/attention.h"
+
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <random>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "quant/float16.h"
+
+namespace mt {
+namespace {
+
+constexpr double kU = 1.0 / (1 << 24);
+constexpr double kExpErr = 1.0 / (1 << 21);
+
+uint32_t Bits(float f) {
+  uint32_t u;
+  std::memcpy(&u, &f, 4);
+  return u;
+}
+
+// A K or V cache of n_pos positions (plus poisoned ones after) of d elements, stride apart
+// (the gaps poisoned too: NaN), f16 or f32, and the same values as floats.
+struct Cache {
+  std::vector<uint8_t> bytes;
+  std::vector<float> val;  // (n_pos, d) the values, widened
+  bool f16;
+  int64_t stride;
+  int d;
+
+  const void* data() const { return bytes.data(); }
+  float at(int64_t j, int c) const { return val[j * d + c]; }
+};
+
+Cache MakeCache(const std::vector<float>& values, int64_t n_pos, int d, int64_t stride, bool f16) {
+  Cache c;
+  c.f16 = f16;
+  c.stride = stride;
+  c.d = d;
+  const int64_t slots = (n_pos + 3) * stride;  // 3 poisoned positions after the last
+  const size_t elt = f16 ? 2 : 4;
+  c.bytes.resize(slots * elt);
+  const uint16_t nan16 = 0x7E00;
+  const float nan32 = std::nanf("");
+  for (int64_t i = 0; i < slots; ++i) {
+    if (f16) {
+      std::memcpy(c.bytes.data() + 2 * i, &nan16, 2);
+    } else {
+      std::memcpy(c.bytes.data() + 4 * i, &nan32, 4);
+    }
+  }
+  c.val.resize(n_pos * d);
+  for (int64_t j = 0; j < n_pos; ++j) {
+    for (int i = 0; i < d; ++i) {
+      const int64_t at = j * stride + i;
+      float v = values[j * d + i];
+      if (f16) {
+        const uint16_t h = Fp32ToFp16(v);
+        std::memcpy(c.bytes.data() + 2 * at, &h, 2);
+        v = Fp16ToFp32(h);
+      } else {
+        std::memcpy(c.bytes.data() + 4 * at, &v, 4);
+      }
+      c.val[j * d + i] = v;
+    }
+  }
+  return c;
+}
+
+struct Expected {
+  std::vector<double> out;  // (d_v)
+  std::vector<double> tol;  // (d_v)
+};
+
+Expected Reference(const float* q, const Cache& k, const Cache& v, int64_t n_pos, float scale) {
+  std::vector<double> s(n_pos);
+  double e = 0, smax = -INFINITY, smin = INFINITY;
+  for (int64_t j = 0; j < n_pos; ++j) {
+    double dot = 0, mag = 0;
+    for (int c = 0; c < k.d; ++c) {
+      dot += static_cast<double>(q[c]) * k.at(j, c);
+      mag += std::fabs(static_cast<double>(q[c]) * k.at(j, c));
+    }
+    s[j] = scale * dot;
+    e = std::max(e, (k.d + 2) * kU * std::fabs(scale) * mag);
+    smax = std::max(smax, s[j]);
+    smin = std::min(smin, s[j]);
+  }
+  double l = 0;
+  std::vector<double> w(n_pos);
+  for (int64_t j = 0; j < n_pos; ++j) l += w[j] = std::exp(s[j] - smax);
+  const double tiles = static_cast<double>((n_pos + kAttendTile - 1) / kAttendTile);
+  const double lambda = 2 * e + (tiles + 1) * (kExpErr + kU * (smax - smin + 2 * e));
+  const double grow = std::exp(2 * lambda);
+  Expected r;
+  r.out.assign(v.d, 0.0);
+  r.tol.assign(v.d, 0.0);
+  for (int i = 0; i < v.d; ++i) {
+    double a = 0, vmax = 0;
+    for (int64_t j = 0; j < n_pos; ++j) {
+      r.out[i] += w[j] / l * v.at(j, i);
+      a += w[j] / l * std::fabs(v.at(j, i));
+      vmax = std::max(vmax, std::fabs(static_cast<double>(v.at(j, i))));
+    }
+    r.tol[i] = a * ((grow - 1) + grow * (2 * n_pos + 2 * tiles + 4) * kU) +
+               static_cast<double>(n_pos) * std::ldexp(1.0, -125) * vmax;
+  }
+  return r;
+}
+
+struct Shape {
+  int64_t n_pos;
+  int d_k, d_v;
+  float q_gain;  // larger: sharper softmax
+  float rise;    // > 0: scores grow with the position (later tiles raise the maximum);
+                 // < 0: they fall (later weights underflow)
+};
+
+std::string Name(const Shape& s, bool f16) {
+  return "n_pos " + std::to_string(s.n_pos) + " d_k " + std::to_string(s.d_k) + " d_v " +
+         std::to_string(s.d_v) + " gain " + std::to_string(s.q_gain) + " rise " +
+         std::to_string(s.rise) + (f16 ? " f16" : " f32");
+}
+
+class AttentionTest : public ::testing::TestWithParam<Isa> {
+ protected:
+  void SetUp() override {
+    isa_ = GetParam();
+    if (!IsaSupported(isa_)) GTEST_SKIP() << IsaName(isa_) << " not supported on this CPU";
+  }
+  Isa isa_;
+};
+
+TEST_P(AttentionTest, MatchesDefinition) {
+  const Shape shapes[] = {
+      {1, 128, 128, 1, 0},      {2, 5, 3, 1, 0},          {7, 17, 33, 1, 0},
+      {63, 64, 80, 1, 0},       {64, 128, 128, 1, 0},     {65, 96, 265, 1, 0},
+      {130, 128, 128, 1, 0},    {301, 40, 24, 3, 0},      {200, 128, 128, 8, 0},
+      {257, 64, 64, 1, 0.05f},  {257, 64, 64, 1, -0.05f}, {150, 128, 128, 1, 2.0f},
+      {150, 128, 128, 1, -2.0f}};
+  std::mt19937 rng(42);
+  std::normal_distribution<float> gauss(0.0f, 1.0f);
+  double worst = 0;
+  for (bool f16 : {true, false}) {
+    for (const Shape& sh : shapes) {
+      SCOPED_TRACE(Name(sh, f16));
+      // q at an odd float offset (not vector aligned), NaN after its end.
+      std::vector<float> qbuf(sh.d_k + 9, std::nanf(""));
+      float* q = qbuf.data() + 1;
+      double qn = 0;
+      for (int c = 0; c < sh.d_k; ++c) {
+        q[c] = sh.q_gain * gauss(rng);
+        qn += static_cast<double>(q[c]) * q[c];
+      }
+      std::vector<float> kv(sh.n_pos * sh.d_k), vv(sh.n_pos * sh.d_v);
+      for (int64_t j = 0; j < sh.n_pos; ++j) {
+        for (int c = 0; c < sh.d_k; ++c) {
+          // rise * j * q / |q| * sqrt(d_k) adds ~rise * j to the scaled score.
+          kv[j * sh.d_k + c] = gauss(rng) + static_cast<float>(sh.rise * j * q[c] / std::sqrt(qn) *
+                                                               std::sqrt(sh.d_k));
+        }
+      }
+      for (float& x : vv) x = gauss(rng);
+      const Cache k = MakeCache(kv, sh.n_pos, sh.d_k, sh.d_k + 3, f16);
+      const Cache v = MakeCache(vv, sh.n_pos, sh.d_v, sh.d_v + 5, f16);
+      const float scale = 1.0f / std::sqrt(static_cast<float>(sh.d_k));
+      // The scratch the header asks for, then 16 floats that must stay untouched.
+      const int64_t n_scratch = std::min(sh.n_pos, kAttendTile);
+      std::vector<float> out(sh.d_v + 16, -5.0f), scratch(n_scratch + 16, 1e30f);
+      AttendHead(isa_, q, k.data(), v.data(), f16 ? KvElemType::kF16 : KvElemType::kF32, k.stride,
+                 v.stride, sh.n_pos, sh.d_k, sh.d_v, scale, out.data() + 1, scratch.data());
+      for (int64_t i = n_scratch; i < n_scratch + 16; ++i) EXPECT_EQ(scratch[i], 1e30f) << i;
+      const Expected ref = Reference(q, k, v, sh.n_pos, scale);
+      EXPECT_EQ(out[0], -5.0f);
+      for (int i = 0; i < sh.d_v; ++i) {
+        const double err = std::fabs(out[1 + i] - ref.out[i]);
+        ASSERT_LE(err, ref.tol[i])
+            << "element " << i << " got " << out[1 + i] << " want " << ref.out[i];
+        worst = std::max(worst, err / ref.tol[i]);
+      }
+      for (int i = sh.d_v + 1; i < sh.d_v + 16; ++i) EXPECT_EQ(out[i], -5.0f) << i;
+    }
+  }
+  std::printf("  %s: worst |err| / tolerance %.3f\n", std::string(IsaName(isa_)).c_str(), worst);
+}
+
+TEST_P(AttentionTest, HandDerivedValues) {
+  // One position: p = exp(0) = 1, L = 1, out = V[0] exactly.
+  // Two equal keys: weights 1/2 each; out = (V0 + V1) * 0.5, exact for these values.
+  // Keys with scores 0 and ln 3: weights 1/4, 3/4 (ln 3 rounded to float: off by ~1e-7).
+  const float q[2] = {1.0f, 0.0f};
+  const float k[4] = {0.0f, 7.0f, 0.0f, -7.0f};  // both scores 0
+  const float v[6] = {1.0f, -2.0f, 0.5f, 3.0f, 4.0f, -0.5f};
+  float out[3], scratch[2];
+  AttendHead(isa_, q, k, v, KvElemType::kF32, 2, 3, 1, 2, 3, 1.0f, out, scratch);
+  EXPECT_EQ(out[0], 1.0f);
+  EXPECT_EQ(out[1], -2.0f);
+  EXPECT_EQ(out[2], 0.5f);
+  AttendHead(isa_, q, k, v, KvElemType::kF32, 2, 3, 2, 2, 3, 1.0f, out, scratch);
+  EXPECT_EQ(out[0], 2.0f);
+  EXPECT_EQ(out[1], 1.0f);
+  EXPECT_EQ(out[2], 0.0f);
+  const float k3[4] = {0.0f, 1.0f, static_cast<float>(std::log(3.0)), 1.0f};
+  AttendHead(isa_, q, k3, v, KvElemType::kF32, 2, 3, 2, 2, 3, 1.0f, out, scratch);
+  EXPECT_NEAR(out[0], 0.25 * 1.0 + 0.75 * 3.0, 1e-6);
+  EXPECT_NEAR(out[1], 0.25 * -2.0 + 0.75 * 4.0, 1e-6);
+  EXPECT_NEAR(out[2], 0.25 * 0.5 + 0.75 * -0.5, 1e-6);
+}
+
+TEST_P(AttentionTest, ExpAccuracy) {
+  // Two positions with scores 0 and -x (x = k / 64, exact; d_k = 1, q = 1, scale = 1: the
+  // scores and s - M are exact) and V = 0, 1: out = e^-x / (1 + e^-x). The only roundings
+  // are exp(-x) (e_exp), 1 + p, 1 / L and the product: |out / ref - 1| <= e_exp + 3u.
+  const float q[1] = {1.0f};
+  const float v[2] = {0.0f, 1.0f};
+  double worst = 0;
+  for (int i = 0; i <= 64 * 87; i += 7) {
+    const float x = static_cast<float>(i) / 64;
+    const float k[2] = {0.0f, -x};
+    float out[1], scratch[2];
+    AttendHead(isa_, q, k, v, KvElemType::kF32, 1, 1, 2, 1, 1, 1.0f, out, scratch);
+    const double p = std::exp(-static_cast<double>(x));
+    const double rel = std::fabs(out[0] / (p / (1 + p)) - 1);
+    ASSERT_LE(rel, kExpErr + 3 * kU) << "x " << x;
+    worst = std::max(worst, rel);
+  }
+  std::printf("  %s: worst relative error %.2e (bound %.2e)\n", std::string(IsaName(isa_)).c_str(),
+              worst, kExpErr + 3 * kU);
+}
+
+TEST_P(AttentionTest, DeterministicAndIndependentOfScratch) {
+  // The same inputs give the same bits whatever the scratch and output held before, and a
+  // prefix of the cache gives the same result as a cache that ends there (nothing past n_pos
+  // is read).
+  const int64_t n_pos = 150;
+  const int d = 72;
+  std::mt19937 rng(7);
+  std::normal_distribution<float> gauss(0.0f, 1.0f);
+  std::vector<float> q(d), kv(n_pos * d), vv(n_pos * d);
+  for (float& x : q) x = gauss(rng);
+  for (float& x : kv) x = gauss(rng);
+  for (float& x : vv) x = gauss(rng);
+  for (bool f16 : {true, false}) {
+    const KvElemType type = f16 ? KvElemType::kF16 : KvElemType::kF32;
+    const Cache k = MakeCache(kv, n_pos, d, d, f16), v = MakeCache(vv, n_pos, d, d, f16);
+    for (int64_t n : {int64_t{1}, int64_t{64}, int64_t{99}, n_pos}) {
+      std::vector<float> out1(d, 0.0f), out2(d, std::nanf("")), s1(kAttendTile, 0.0f),
+          s2(kAttendTile, std::nanf(""));
+      AttendHead(isa_, q.data(), k.data(), v.data(), type, d, d, n, d, d, 0.1f, out1.data(),
+                 s1.data());
+      AttendHead(isa_, q.data(), k.data(), v.data(), type, d, d, n, d, d, 0.1f, out2.data(),
+                 s2.data());
+      const Cache kp = MakeCache(kv, n, d, d, f16), vp = MakeCache(vv, n, d, d, f16);
+      std::vector<float> out3(d);
+      AttendHead(isa_, q.data(), kp.data(), vp.data(), type, d, d, n, d, d, 0.1f, out3.data(),
+                 s2.data());
+      for (int i = 0; i < d; ++i) {
+        ASSERT_EQ(Bits(out1[i]), Bits(out2[i])) << "n_pos " << n << " element " << i;
+        ASSERT_EQ(Bits(out1[i]), Bits(out3[i])) << "n_pos " << n << " element " << i;
+      }
+    }
+  }
+}
+
+TEST_P(AttentionTest, SameBitsOnAnyThreadInAnyOrder) {
+  // The engine runs (token, head) items on any thread in any order: items computed in order
+  // on one thread and in reverse order on 4 concurrent threads (each with its own scratch)
+  // give the same bits. Each item is a query over its own prefix of a shared cache, as the
+  // tokens of a prompt are.
+  const int64_t n_ctx = 200;
+  const int d = 64, n_items = 48;
+  std::mt19937 rng(11);
+  std::normal_distribution<float> gauss(0.0f, 1.0f);
+  std::vector<float> q(n_items * d), kv(n_ctx * d), vv(n_ctx * d);
+  for (float& x : q) x = gauss(rng);
+  for (float& x : kv) x = gauss(rng);
+  for (float& x : vv) x = gauss(rng);
+  const Cache k = MakeCache(kv, n_ctx, d, d, true), v = MakeCache(vv, n_ctx, d, d, true);
+  const auto n_pos = [&](int item) { return 1 + (item * 37) % n_ctx; };
+  std::vector<float> serial(n_items * d), parallel(n_items * d, std::nanf(""));
+  std::vector<float> s(kAttendTile);
+  for (int item = 0; item < n_items; ++item) {
+    AttendHead(isa_, q.data() + item * d, k.data(), v.data(), KvElemType::kF16, d, d, n_pos(item),
+               d, d, 0.125f, serial.data() + item * d, s.data());
+  }
+  std::vector<std::thread> threads;
+  for (int t = 0; t < 4; ++t) {
+    threads.emplace_back([&, t] {
+      std::vector<float> scratch(kAttendTile, std::nanf(""));
+      for (int item = n_items - 1 - t; item >= 0; item -= 4) {
+        AttendHead(isa_, q.data() + item * d, k.data(), v.data(), KvElemType::kF16, d, d,
+                   n_pos(item), d, d, 0.125f, parallel.data() + item * d, scratch.data());
+      }
+    });
+  }
+  for (std::thread& th : threads) th.join();
+  for (int i = 0; i < n_items * d; ++i) {
+    ASSERT_EQ(Bits(serial[i]), Bits(parallel[i])) << "item " << i / d << " element " << i % d;
+  }
+}
+
+TEST_P(AttentionTest, VariantsAgree) {
+  // Every variant against the scalar one: both are within the tolerance of the definition, so
+  // within twice it of each other (a cross-check of the dispatcher and the reference).
+  if (isa_ == Isa::kScalar) GTEST_SKIP() << "this is the scalar variant";
+  const int64_t n_pos = 90;
+  const int d = 128;
+  std::mt19937 rng(3);
+  std::normal_distribution<float> gauss(0.0f, 1.0f);
+  std::vector<float> q(d), kv(n_pos * d), vv(n_pos * d);
+  for (float& x : q) x = gauss(rng);
+  for (float& x : kv) x = gauss(rng);
+  for (float& x : vv) x = gauss(rng);
+  const Cache k = MakeCache(kv, n_pos, d, d, true), v = MakeCache(vv, n_pos, d, d, true);
+  std::vector<float> a(d), b(d), s(kAttendTile);
+  AttendHead(isa_, q.data(), k.data(), v.data(), KvElemType::kF16, d, d, n_pos, d, d, 0.09f,
+             a.data(), s.data());
+  AttendHead(Isa::kScalar, q.data(), k.data(), v.data(), KvElemType::kF16, d, d, n_pos, d, d, 0.09f,
+             b.data(), s.data());
+  const Expected ref = Reference(q.data(), k, v, n_pos, 0.09f);
+  for (int i = 0; i < d; ++i) EXPECT_LE(std::fabs(a[i] - b[i]), 2 * ref.tol[i]) << i;
+}
+
+TEST(AttentionDeathTest, RejectsEmptyRange) {
+  const float q[1] = {1.0f}, k[1] = {1.0f}, v[1] = {1.0f};
+  float out[1], s[1];
+  EXPECT_DEATH(AttendHead(Isa::kScalar, q, k, v, KvElemType::kF32, 1, 1, 0, 1, 1, 1.0f, out, s),
+               "check failed");
+}
+
+INSTANTIATE_TEST_SUITE_P(AllVariants, AttentionTest, ::testing::ValuesIn(kAllIsas),
+                         [](const ::testing::TestParamInfo<Isa>& info) {
+                           return std::string(IsaName(info.param));
+                         });
+
+}  // namespace
+}  // namespace mt
