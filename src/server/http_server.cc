@@ -276,11 +276,15 @@ void HttpServer::Impl::Generate(const httplib::Request& req, httplib::Response& 
   ConnectionProbe probe(req);
   std::string text;
   JobUpdate u;
+  // The job wakes this thread at every token; look at the client once per poll interval.
+  auto next_probe = std::chrono::steady_clock::now() + kPollInterval;
   for (;;) {
-    const bool got = job->Wait(kPollInterval, &u);
+    job->Wait(kPollInterval, &u);
     text += u.text;
     if (u.finished) break;
-    if (!got && probe.Gone()) {
+    if (std::chrono::steady_clock::now() < next_probe) continue;
+    next_probe = std::chrono::steady_clock::now() + kPollInterval;
+    if (probe.Gone()) {
       job->Cancel();
       LeaveGeneration();
       res.status = 499;  // client closed the request; nobody reads this
@@ -456,7 +460,7 @@ Result<std::unique_ptr<HttpServer>> HttpServer::Create(Context& ctx, const Serve
   Impl* p = impl.get();
   const size_t threads = options.http_threads != 0
                              ? options.http_threads
-                             : options.n_parallel + options.max_queue + 8;
+                             : 2 * (options.n_parallel + options.max_queue) + 16;
   p->http.new_task_queue = [threads] { return new httplib::ThreadPool(threads); };
   p->http.set_payload_max_length(kMaxBodyBytes);
   p->http.set_tcp_nodelay(true);

@@ -34,7 +34,9 @@ struct ServerOptions {
   uint32_t n_parallel = 1;       // slots: the Context's n_seq_max
   uint32_t step_tokens = 512;    // tokens per batched forward step
   size_t max_queue = 64;         // requests waiting for a slot before 503
-  size_t http_threads = 0;       // 0: n_parallel + max_queue + 8
+  // Connections served at once (httplib gives each its own thread, also while a keep-alive
+  // connection sits idle). 0: 2 * (n_parallel + max_queue) + 16.
+  size_t http_threads = 0;
 };
 
 class HttpServer {
