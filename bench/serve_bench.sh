@@ -18,7 +18,7 @@ moetier=${MOETIER:-$here/../build/bin/moetier}
 model=${1:?usage: serve_bench.sh MODEL [-c "1 8 32"] [-n TOKENS] [-r REQUESTS] [-l "25"]}
 shift
 client_counts="1 8 32"
-n_tokens=32
+n_tokens=64
 per_client=2
 limits="25"
 threads=$(nproc)

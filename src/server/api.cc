@@ -340,6 +340,8 @@ std::optional<ApiError> ParseRequest(std::string_view body, Endpoint endpoint,
       (void)json::parse(body.begin(), body.end(), none, true);
     } catch (const json::parse_error& e) {
       where = fmt::format(" at byte {}", e.byte);
+    } catch (const json::exception& e) {
+      where = " (a number out of range)";  // out_of_range.406: e.g. 1e999
     }
     return Invalid("", fmt::format("the request body is not valid JSON{}", where));
   }

@@ -126,7 +126,8 @@ TEST(ApiTest, ChatMessages) {
 }
 
 TEST(ApiTest, MalformedJsonAndWrongBody) {
-  for (const char* bad : {"", "{", "{\"model\": \"olmoe\",}", "nul", "{\"a\" 1}", "\xff\xfe"}) {
+  for (const char* bad : {"", "{", "{\"model\": \"olmoe\",}", "nul", "{\"a\" 1}", "\xff\xfe",
+                          "{\"model\": \"olmoe\", \"prompt\": \"x\", \"top_k\": 15e615}"}) {
     ApiError e = Refused(bad);
     EXPECT_EQ(e.http_status, 400);
     EXPECT_NE(e.message.find("not valid JSON"), std::string::npos) << e.message;
