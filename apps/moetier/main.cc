@@ -29,6 +29,7 @@ constexpr CommandDef kCommands[] = {
     {"perplexity", "Perplexity and KL divergence, as llama-perplexity", SetupPerplexity},
     {"bench", "Prefill and decode speed, as llama-bench, with the memory roofline", SetupBench},
     {"profile", "Record which experts the router picks on a set of prompts", SetupProfile},
+    {"serve", "OpenAI-compatible HTTP server with continuous batching", SetupServe},
 };
 
 }  // namespace

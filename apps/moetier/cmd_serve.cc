@@ -1,0 +1,158 @@
+// moetier serve -m MODEL [--host 127.0.0.1] [--port 8080] [--parallel N] [--ctx N] ...
+// An OpenAI-compatible HTTP server (src/server/http_server.h) with continuous batching.
+// SIGTERM or SIGINT drains: no new requests, running ones finish (up to --drain-timeout),
+// then the process exits 0; a second signal cancels what is still running.
+#include <pthread.h>
+#include <signal.h>
+
+#include <atomic>
+#include <chrono>
+#include <cstdio>
+#include <filesystem>
+#include <thread>
+
+#include "command.h"
+#include "storage_flags.h"
+#include "engine/context.h"
+#include "engine/model.h"
+#include "server/http_server.h"
+
+namespace mt::cli {
+namespace {
+
+struct ServeFlags {
+  std::string model;
+  std::string alias;
+  std::string host = "127.0.0.1";
+  int port = 8080;
+  uint32_t n_parallel = 4;
+  uint32_t n_ctx = 0;  // per slot; 0: 4096, or the model's training context if smaller
+  uint32_t n_batch = 512;
+  int n_threads = 0;
+  std::string kv_type = "f16";
+  size_t max_queue = 64;
+  std::string chat_template;
+  double drain_timeout = 30;
+  StorageFlags storage;
+};
+
+int Serve(const ServeFlags& f) {
+  if (f.port < 0 || f.port > 65535) {
+    return ReportError(InvalidArgument("--port must be in [0, 65535] (0: any free port), not {}",
+                                       f.port));
+  }
+  if (f.n_parallel < 1 || f.n_parallel > 1024) {
+    return ReportError(InvalidArgument("--parallel must be in [1, 1024], not {}", f.n_parallel));
+  }
+  if (f.kv_type != "f16" && f.kv_type != "f32") {
+    return ReportError(InvalidArgument("--kv-type must be f16 or f32, not '{}'", f.kv_type));
+  }
+  if (!(f.drain_timeout >= 0)) {
+    return ReportError(InvalidArgument("--drain-timeout must be >= 0 seconds"));
+  }
+  // Signals are taken by one thread (sigwait), so block them before any thread exists.
+  sigset_t stop_signals;
+  sigemptyset(&stop_signals);
+  sigaddset(&stop_signals, SIGTERM);
+  sigaddset(&stop_signals, SIGINT);
+  pthread_sigmask(SIG_BLOCK, &stop_signals, nullptr);
+  signal(SIGPIPE, SIG_IGN);  // a client that goes away must not kill the server
+
+  Result<std::unique_ptr<Model>> model = Model::Load(f.model, LoadOptions{});
+  if (!model.ok()) return ReportError(model.status());
+  const Model& m = *model.value();
+  ContextOptions copt;
+  copt.n_ctx = f.n_ctx != 0 ? f.n_ctx : std::min<uint32_t>(4096, m.hparams().n_ctx_train);
+  copt.n_seq_max = f.n_parallel;
+  copt.n_batch = std::max(f.n_batch, f.n_parallel);
+  copt.n_threads = f.n_threads;
+  copt.kv_type = f.kv_type == "f32" ? KvType::kF32 : KvType::kF16;
+  if (Status s = ResolveStorageFlags(f.storage, &copt); !s.ok()) return ReportError(s);
+  Result<std::unique_ptr<Context>> ctx = Context::Create(m, copt);
+  if (!ctx.ok()) return ReportError(ctx.status().WithContext(f.model));
+  PrintStoragePlan(**ctx);
+
+  server::ServerOptions so;
+  so.host = f.host;
+  so.port = f.port;
+  so.model_id = !f.alias.empty() ? f.alias : std::filesystem::path(f.model).stem().string();
+  so.chat_template = f.chat_template;
+  so.n_parallel = f.n_parallel;
+  so.step_tokens = copt.n_batch;
+  so.max_queue = f.max_queue;
+  Result<std::unique_ptr<server::HttpServer>> created = server::HttpServer::Create(**ctx, so);
+  if (!created.ok()) return ReportError(created.status());
+  server::HttpServer& http = *created.value();
+  std::fprintf(stderr, "moetier: chat template: %s\n", http.chat_template_description().c_str());
+  std::fprintf(stderr,
+               "moetier: serving '%s' on http://%s:%d/v1 (%u slots of %u positions, queue %zu)\n",
+               so.model_id.c_str(), f.host.c_str(), http.port(), f.n_parallel, (*ctx)->n_ctx(),
+               f.max_queue);
+  std::fflush(stderr);
+
+  // First signal: drain (on its own thread, so a second signal can cut it short).
+  std::atomic<bool> done{false};
+  std::thread drainer;
+  std::thread signals([&] {
+    const timespec tick{0, 100'000'000};
+    int received = 0;
+    while (!done.load()) {
+      const int sig = sigtimedwait(&stop_signals, nullptr, &tick);
+      if (sig < 0) continue;
+      if (received++ == 0) {
+        std::fprintf(stderr, "moetier: %s: draining (up to %.0f s; again to cancel)\n",
+                     sig == SIGTERM ? "SIGTERM" : "SIGINT", f.drain_timeout);
+        drainer = std::thread([&] {
+          http.Shutdown(std::chrono::milliseconds(static_cast<int64_t>(f.drain_timeout * 1000)));
+        });
+      } else {
+        std::fprintf(stderr, "moetier: cancelling the requests still running\n");
+        http.Shutdown(std::chrono::milliseconds(0));
+      }
+    }
+  });
+  const auto t0 = std::chrono::steady_clock::now();
+  http.Run();
+  done.store(true);
+  signals.join();
+  if (drainer.joinable()) drainer.join();
+  const double wall = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  std::fprintf(stderr, "moetier: server stopped\n");
+  if (Status s = ReportTierStats(f.storage, **ctx, wall, 0); !s.ok()) return ReportError(s);
+  if (Status s = SaveRoutingStats(f.storage, **ctx); !s.ok()) return ReportError(s);
+  return kExitOk;
+}
+
+}  // namespace
+
+CommandMain SetupServe(CLI::App& sub) {
+  auto f = std::make_shared<ServeFlags>();
+  sub.add_option("-m,--model", f->model, "GGUF model (or the first shard of a split set)")
+      ->required();
+  sub.add_option("-a,--alias", f->alias, "Model id clients pass as \"model\" (default: the file "
+                 "name without .gguf)");
+  sub.add_option("--host", f->host, "Address to listen on")->default_str("127.0.0.1");
+  sub.add_option("--port", f->port, "Port (0: any free port; the start-up line names it)")
+      ->default_str("8080");
+  sub.add_option("--parallel", f->n_parallel,
+                 "Sequences decoded together (slots, each with its own KV cache)")
+      ->default_str("4");
+  sub.add_option("-c,--ctx,--ctx-size", f->n_ctx,
+                 "Context per slot (default 4096, at most the model's); KV cache = parallel x ctx");
+  sub.add_option("-b,--batch-size", f->n_batch, "Tokens per batched forward step")
+      ->default_str("512");
+  sub.add_option("-t,--threads", f->n_threads, "Threads (default: all cores)");
+  sub.add_option("--kv-type", f->kv_type, "KV cache type: f16 or f32")->default_str("f16");
+  sub.add_option("--max-queue", f->max_queue,
+                 "Requests waiting for a slot before new ones get 503")
+      ->default_str("64");
+  sub.add_option("--chat-template", f->chat_template,
+                 "Built-in chat template instead of the model's: chatml, tulu, llama2");
+  sub.add_option("--drain-timeout", f->drain_timeout,
+                 "Seconds running requests may take to finish after SIGTERM")
+      ->default_str("30");
+  AddStorageFlags(sub, &f->storage);
+  return [f]() { return Serve(*f); };
+}
+
+}  // namespace mt::cli

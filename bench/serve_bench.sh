@@ -1,0 +1,105 @@
+#!/usr/bin/env bash
+# Throughput and latency of `moetier serve` under 1, 8 and 32 concurrent clients, in resident
+# mode and in stream mode with the expert cache limited to a share of the experts. Not a
+# test: it measures and prints ratios from one run.
+#
+#   bench/serve_bench.sh MODEL [-c "1 8 32"] [-n TOKENS] [-r REQUESTS_PER_CLIENT]
+#                              [-l "25"] [-t THREADS] [--ctx N] [-- extra serve flags]
+#
+# For each mode it starts one server with --parallel = the largest client count, and for each
+# client count runs bench/serve_bench.mjs: every client sends R greedy requests of N tokens
+# (ignore_eos) back to back. Columns: aggregate generated tok/s over the wall time, its ratio
+# to the 1-client figure of the same mode, and p50/p99 of request latency and of time to the
+# first token. With root, the page cache is dropped before each stream run so that expert
+# reads come from the device.
+set -euo pipefail
+here=$(cd "$(dirname "$0")" && pwd)
+moetier=${MOETIER:-$here/../build/bin/moetier}
+model=${1:?usage: serve_bench.sh MODEL [-c "1 8 32"] [-n TOKENS] [-r REQUESTS] [-l "25"]}
+shift
+client_counts="1 8 32"
+n_tokens=64
+per_client=2
+limits="25"
+threads=$(nproc)
+ctx=256
+extra=()
+while [ $# -gt 0 ]; do
+  case "$1" in
+    -c) client_counts=$2; shift 2 ;;
+    -n) n_tokens=$2; shift 2 ;;
+    -r) per_client=$2; shift 2 ;;
+    -l) limits=$2; shift 2 ;;
+    -t) threads=$2; shift 2 ;;
+    --ctx) ctx=$2; shift 2 ;;
+    --) shift; extra=("$@"); break ;;
+    *) echo "serve_bench.sh: unknown argument $1" >&2; exit 2 ;;
+  esac
+done
+[ -x "$moetier" ] || { echo "serve_bench.sh: $moetier not built" >&2; exit 1; }
+command -v node > /dev/null || { echo "serve_bench.sh: node is needed" >&2; exit 1; }
+max_clients=$(tr ' ' '\n' <<< "$client_counts" | sort -n | tail -1)
+work=$(mktemp -d)
+pid=""
+trap '[ -n "$pid" ] && kill "$pid" 2> /dev/null; rm -rf "$work"' EXIT
+
+start_server() {  # start_server FLAGS...: sets pid and base
+  "$moetier" serve -m "$model" --port 0 -t "$threads" --parallel "$max_clients" --ctx "$ctx" \
+    --max-queue "$max_clients" -a bench "$@" "${extra[@]}" 2> "$work/serve.log" &
+  pid=$!
+  base=""
+  for _ in $(seq 1 600); do
+    base=$(sed -n 's|.*serving .* on \(http://[0-9.:]*/v1\).*|\1|p' "$work/serve.log")
+    [ -n "$base" ] && return 0
+    kill -0 "$pid" 2> /dev/null || break
+    sleep 0.2
+  done
+  echo "serve_bench.sh: the server did not start: $(cat "$work/serve.log")" >&2
+  exit 1
+}
+
+stop_server() {
+  kill -TERM "$pid"
+  wait "$pid" || true
+  pid=""
+}
+
+echo "model: $model, threads $threads, $n_tokens tokens x $per_client requests per client," \
+     "ctx $ctx per slot, --parallel $max_clients"
+printf "| %-12s | %7s | %8s | %8s | %6s | %9s | %9s | %9s | %9s | %6s |\n" mode clients \
+  requests tok/s "x 1" "p50 s" "p99 s" "ttft p50" "ttft p99" errors
+printf "| %-12s | %7s | %8s | %8s | %6s | %9s | %9s | %9s | %9s | %6s |\n" ------------ ------: \
+  -------: -------: -----: --------: --------: --------: --------: -----:
+
+run_mode() {  # run_mode LABEL SERVE_FLAGS...
+  local label=$1; shift
+  if [[ "$label" == stream* ]] && [ "$(id -u)" = 0 ]; then
+    sync; echo 1 > /proc/sys/vm/drop_caches
+  fi
+  start_server "$@"
+  # One short request first, so that start-up work is not measured.
+  node "$here/serve_bench.mjs" "$base" bench 1 1 2 > /dev/null
+  local single=""
+  for c in $client_counts; do
+    node "$here/serve_bench.mjs" "$base" bench "$c" "$per_client" "$n_tokens" > "$work/r.json"
+    /usr/bin/python3 - "$work/r.json" "$label" "${single:-0}" <<'PY'
+import json, sys
+r = json.load(open(sys.argv[1]))
+label, single = sys.argv[2], float(sys.argv[3])
+ratio = r["tok_s"] / single if single > 0 else 1.0
+f = lambda x: f"{x:9.3f}" if x is not None else f"{'-':>9}"
+print(f"| {label:<12} | {r['clients']:7d} | {r['requests']:8d} | {r['tok_s']:8.2f} | {ratio:5.2f}x |"
+      f" {f(r['latency_p50'])} | {f(r['latency_p99'])} | {f(r['ttft_p50'])} | {f(r['ttft_p99'])} |"
+      f" {r['errors']:6d} |")
+if r["errors"]:
+    print(f"  first error: {r['first_error']}")
+PY
+    [ -z "$single" ] && single=$(/usr/bin/python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))["tok_s"])' "$work/r.json")
+  done
+  stop_server
+}
+
+run_mode resident --moe-storage resident
+for pct in $limits; do
+  run_mode "stream $pct%" --moe-storage stream --expert-cache "$pct%"
+done

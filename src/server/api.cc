@@ -1,0 +1,426 @@
+#include "server/api.h"
+
+#include <cmath>
+#include <limits>
+
+#include <fmt/format.h>
+
+namespace mt::server {
+namespace {
+
+using json = nlohmann::json;
+using Error = std::optional<ApiError>;
+
+constexpr size_t kMaxStops = 16;
+constexpr int64_t kMaxTokensLimit = int64_t{1} << 31;
+
+ApiError Invalid(std::string param, std::string message, std::string code = "") {
+  ApiError e;
+  e.message = std::move(message);
+  e.param = std::move(param);
+  e.code = std::move(code);
+  return e;
+}
+
+const char* TypeName(const json& v) { return v.type_name(); }
+
+// The field, or null when absent (null and absent mean the same to OpenAI).
+const json& Field(const json& body, const char* key) {
+  static const json kNull;
+  auto it = body.find(key);
+  return it == body.end() ? kNull : *it;
+}
+
+Error GetBool(const json& body, const char* key, bool* out) {
+  const json& v = Field(body, key);
+  if (v.is_null()) return std::nullopt;
+  if (!v.is_boolean()) return Invalid(key, fmt::format("{} must be a boolean, not {}", key, TypeName(v)));
+  *out = v.get<bool>();
+  return std::nullopt;
+}
+
+Error GetNumber(const json& body, const char* key, double lo, double hi, float* out) {
+  const json& v = Field(body, key);
+  if (v.is_null()) return std::nullopt;
+  if (!v.is_number()) return Invalid(key, fmt::format("{} must be a number, not {}", key, TypeName(v)));
+  const double d = v.get<double>();
+  if (!(d >= lo && d <= hi)) {
+    return Invalid(key, fmt::format("{} must be in [{}, {}], not {}", key, lo, hi, d));
+  }
+  *out = static_cast<float>(d);
+  return std::nullopt;
+}
+
+// An integer in [lo, hi]. Floats with an integral value (5.0) count as integers.
+Error GetInteger(const json& v, const std::string& name, int64_t lo, int64_t hi, int64_t* out) {
+  if (v.is_number_unsigned()) {
+    const uint64_t u = v.get<uint64_t>();
+    if (u > static_cast<uint64_t>(hi)) {
+      return Invalid(name, fmt::format("{} must be in [{}, {}], not {}", name, lo, hi, u));
+    }
+    *out = static_cast<int64_t>(u);
+  } else if (v.is_number_integer()) {
+    *out = v.get<int64_t>();
+  } else if (v.is_number_float() && std::trunc(v.get<double>()) == v.get<double>() &&
+             std::fabs(v.get<double>()) < 9e15) {
+    *out = static_cast<int64_t>(v.get<double>());
+  } else {
+    return Invalid(name, fmt::format("{} must be an integer, not {}", name,
+                                     v.is_number() ? fmt::format("{}", v.get<double>())
+                                                   : std::string(TypeName(v))));
+  }
+  if (*out < lo || *out > hi) {
+    return Invalid(name, fmt::format("{} must be in [{}, {}], not {}", name, lo, hi, *out));
+  }
+  return std::nullopt;
+}
+
+Error Unsupported(const char* key, std::string_view what) {
+  return Invalid(key, fmt::format("{} is not supported by this server", what), "unsupported");
+}
+
+Error ParsePrompt(const json& body, ApiRequest* out) {
+  const json& p = Field(body, "prompt");
+  if (p.is_null()) return Invalid("prompt", "you must provide a prompt");
+  if (p.is_string()) {
+    out->prompt = p.get<std::string>();
+    return std::nullopt;
+  }
+  if (!p.is_array()) {
+    return Invalid("prompt", fmt::format("prompt must be a string or an array, not {}", TypeName(p)));
+  }
+  if (p.empty()) return Invalid("prompt", "prompt must not be an empty array");
+  const json* ids = &p;
+  if (p[0].is_string() || p[0].is_array()) {
+    if (p.size() != 1) {
+      return Invalid("prompt", fmt::format("only one prompt per request is supported, not {}",
+                                           p.size()));
+    }
+    if (p[0].is_string()) {
+      out->prompt = p[0].get<std::string>();
+      return std::nullopt;
+    }
+    ids = &p[0];
+    if (ids->empty()) return Invalid("prompt", "prompt must not be an empty array");
+  }
+  out->prompt_is_tokens = true;
+  out->prompt_tokens.reserve(ids->size());
+  for (size_t i = 0; i < ids->size(); ++i) {
+    int64_t id = 0;
+    if (Error e = GetInteger((*ids)[i], fmt::format("prompt[{}]", i), 0,
+                             std::numeric_limits<int32_t>::max(), &id)) {
+      e->param = "prompt";
+      return e;
+    }
+    out->prompt_tokens.push_back(id);
+  }
+  return std::nullopt;
+}
+
+Error ParseMessages(const json& body, ApiRequest* out) {
+  const json& m = Field(body, "messages");
+  if (m.is_null()) return Invalid("messages", "you must provide messages");
+  if (!m.is_array()) {
+    return Invalid("messages", fmt::format("messages must be an array, not {}", TypeName(m)));
+  }
+  if (m.empty()) return Invalid("messages", "messages must not be empty");
+  for (size_t i = 0; i < m.size(); ++i) {
+    const json& msg = m[i];
+    if (!msg.is_object()) {
+      return Invalid("messages", fmt::format("messages[{}] must be an object, not {}", i,
+                                             TypeName(msg)));
+    }
+    const json& role = Field(msg, "role");
+    if (!role.is_string() || role.get_ref<const std::string&>().empty()) {
+      return Invalid("messages", fmt::format("messages[{}].role must be a non-empty string", i));
+    }
+    ApiMessage out_msg{role.get<std::string>(), ""};
+    const json& content = Field(msg, "content");
+    if (content.is_string()) {
+      out_msg.content = content.get<std::string>();
+    } else if (content.is_array()) {
+      for (size_t k = 0; k < content.size(); ++k) {
+        const json& part = content[k];
+        const json& type = part.is_object() ? Field(part, "type") : part;
+        if (!part.is_object() || !type.is_string()) {
+          return Invalid("messages", fmt::format("messages[{}].content[{}] must be an object "
+                                                 "with a type",
+                                                 i, k));
+        }
+        if (type.get_ref<const std::string&>() != "text") {
+          return Invalid("messages",
+                         fmt::format("messages[{}].content[{}]: only text parts are supported, "
+                                     "not '{}'",
+                                     i, k, type.get_ref<const std::string&>()),
+                         "unsupported");
+        }
+        const json& text = Field(part, "text");
+        if (!text.is_string()) {
+          return Invalid("messages",
+                         fmt::format("messages[{}].content[{}].text must be a string", i, k));
+        }
+        out_msg.content += text.get_ref<const std::string&>();
+      }
+    } else if (!content.is_null()) {
+      return Invalid("messages", fmt::format("messages[{}].content must be a string, an array "
+                                             "of parts or null, not {}",
+                                             i, TypeName(content)));
+    }
+    out->messages.push_back(std::move(out_msg));
+  }
+  return std::nullopt;
+}
+
+Error ParseStop(const json& body, ApiRequest* out) {
+  const json& s = Field(body, "stop");
+  if (s.is_null()) return std::nullopt;
+  if (s.is_string()) {
+    if (!s.get_ref<const std::string&>().empty()) out->stop.push_back(s.get<std::string>());
+    return std::nullopt;
+  }
+  if (!s.is_array()) {
+    return Invalid("stop", fmt::format("stop must be a string or an array of strings, not {}",
+                                       TypeName(s)));
+  }
+  if (s.size() > kMaxStops) {
+    return Invalid("stop", fmt::format("stop has {} strings; at most {} are allowed", s.size(),
+                                       kMaxStops));
+  }
+  for (size_t i = 0; i < s.size(); ++i) {
+    if (!s[i].is_string()) {
+      return Invalid("stop", fmt::format("stop[{}] must be a string, not {}", i, TypeName(s[i])));
+    }
+    if (!s[i].get_ref<const std::string&>().empty()) out->stop.push_back(s[i].get<std::string>());
+  }
+  return std::nullopt;
+}
+
+// Options this server cannot honour are refused rather than silently ignored.
+Error CheckUnsupported(const json& body, Endpoint endpoint) {
+  int64_t n = 1;
+  for (const char* key : {"n", "best_of"}) {
+    const json& v = Field(body, key);
+    if (v.is_null()) continue;
+    if (Error e = GetInteger(v, key, 1, std::numeric_limits<int32_t>::max(), &n)) return e;
+    if (n != 1) return Unsupported(key, fmt::format("{} > 1", key));
+  }
+  for (const char* key : {"presence_penalty", "frequency_penalty"}) {
+    float p = 0;
+    if (Error e = GetNumber(body, key, -2, 2, &p)) return e;
+    if (p != 0) return Unsupported(key, fmt::format("a non-zero {}", key));
+  }
+  const json& logprobs = Field(body, "logprobs");
+  if (!logprobs.is_null()) {
+    if (endpoint == Endpoint::kChat && !logprobs.is_boolean()) {
+      return Invalid("logprobs", fmt::format("logprobs must be a boolean, not {}",
+                                             TypeName(logprobs)));
+    }
+    if (endpoint == Endpoint::kCompletions && !logprobs.is_number_integer()) {
+      return Invalid("logprobs", fmt::format("logprobs must be an integer, not {}",
+                                             TypeName(logprobs)));
+    }
+    if (logprobs != false && logprobs != 0) return Unsupported("logprobs", "logprobs");
+  }
+  const json& top_logprobs = Field(body, "top_logprobs");
+  if (!top_logprobs.is_null() && top_logprobs != 0) {
+    return Unsupported("top_logprobs", "top_logprobs");
+  }
+  bool echo = false;
+  if (Error e = GetBool(body, "echo", &echo)) return e;
+  if (echo) return Unsupported("echo", "echo");
+  for (const char* key : {"tools", "functions"}) {
+    const json& v = Field(body, key);
+    if (v.is_null() || (v.is_array() && v.empty())) continue;
+    return Unsupported(key, key);
+  }
+  const json& bias = Field(body, "logit_bias");
+  if (!bias.is_null() && !(bias.is_object() && bias.empty())) {
+    return Unsupported("logit_bias", "logit_bias");
+  }
+  const json& format = Field(body, "response_format");
+  if (!format.is_null()) {
+    const json& type = format.is_object() ? Field(format, "type") : format;
+    if (!format.is_object() || !type.is_string()) {
+      return Invalid("response_format", "response_format must be an object with a type");
+    }
+    if (type != "text") {
+      return Unsupported("response_format",
+                         fmt::format("response_format '{}'", type.get_ref<const std::string&>()));
+    }
+  }
+  return std::nullopt;
+}
+
+Error Parse(const json& body, Endpoint endpoint, std::string_view model_id, ApiRequest* out) {
+  if (!body.is_object()) {
+    return Invalid("", fmt::format("the request body must be a JSON object, not {}",
+                                   TypeName(body)));
+  }
+  out->endpoint = endpoint;
+  const json& model = Field(body, "model");
+  if (model.is_null()) return Invalid("model", "you must provide a model parameter");
+  if (!model.is_string()) {
+    return Invalid("model", fmt::format("model must be a string, not {}", TypeName(model)));
+  }
+  out->model = model.get<std::string>();
+  if (out->model != model_id) {
+    return Invalid("model", fmt::format("the model '{}' does not exist; this server serves '{}'",
+                                        out->model, model_id),
+                   "model_not_found");
+  }
+  if (endpoint == Endpoint::kCompletions) {
+    if (Error e = ParsePrompt(body, out)) return e;
+  } else {
+    if (Error e = ParseMessages(body, out)) return e;
+  }
+  for (const char* key : {"max_tokens", "max_completion_tokens"}) {
+    if (endpoint == Endpoint::kCompletions && std::string_view(key) != "max_tokens") continue;
+    const json& v = Field(body, key);
+    if (v.is_null()) continue;
+    int64_t n = 0;
+    if (Error e = GetInteger(v, key, 1, kMaxTokensLimit, &n)) return e;
+    out->max_tokens = n;  // max_completion_tokens, checked second, wins
+  }
+  SamplingRequest& s = out->sampling;
+  if (Error e = GetNumber(body, "temperature", 0, 2, &s.temperature)) return e;
+  if (Error e = GetNumber(body, "top_p", 0, 1, &s.top_p)) return e;
+  if (Error e = GetNumber(body, "min_p", 0, 1, &s.min_p)) return e;
+  if (Error e = GetNumber(body, "repeat_penalty", 1e-6, 1e6, &s.repeat_penalty)) return e;
+  if (const json& v = Field(body, "top_k"); !v.is_null()) {
+    int64_t k = 0;
+    if (Error e = GetInteger(v, "top_k", 0, std::numeric_limits<int32_t>::max(), &k)) return e;
+    s.top_k = static_cast<int32_t>(k);
+  }
+  if (const json& v = Field(body, "seed"); !v.is_null()) {
+    if (v.is_number_unsigned()) {
+      s.seed = v.get<uint64_t>();
+    } else {
+      int64_t seed = 0;
+      if (Error e = GetInteger(v, "seed", std::numeric_limits<int64_t>::min(),
+                               std::numeric_limits<int64_t>::max(), &seed)) {
+        return e;
+      }
+      s.seed = static_cast<uint64_t>(seed);
+    }
+  }
+  if (Error e = ParseStop(body, out)) return e;
+  if (Error e = GetBool(body, "stream", &out->stream)) return e;
+  if (const json& so = Field(body, "stream_options"); !so.is_null()) {
+    if (!so.is_object()) {
+      return Invalid("stream_options", fmt::format("stream_options must be an object, not {}",
+                                                   TypeName(so)));
+    }
+    if (const json& iu = Field(so, "include_usage"); !iu.is_null()) {
+      if (!iu.is_boolean()) {
+        return Invalid("stream_options", "stream_options.include_usage must be a boolean");
+      }
+      out->include_usage = iu.get<bool>();
+    }
+  }
+  if (Error e = GetBool(body, "ignore_eos", &out->ignore_eos)) return e;
+  const json& user = Field(body, "user");
+  if (!user.is_null() && !user.is_string()) {
+    return Invalid("user", fmt::format("user must be a string, not {}", TypeName(user)));
+  }
+  return CheckUnsupported(body, endpoint);
+}
+
+}  // namespace
+
+std::optional<ApiError> ParseRequest(std::string_view body, Endpoint endpoint,
+                                     std::string_view model_id, ApiRequest* out) {
+  *out = ApiRequest{};
+  // No exceptions: a parse error gives a discarded value.
+  json j = json::parse(body.begin(), body.end(), nullptr, /*allow_exceptions=*/false);
+  if (j.is_discarded()) {
+    // Find where the syntax error is, for the message (the non-throwing parse does not say).
+    json::parser_callback_t none = nullptr;
+    std::string where;
+    try {
+      (void)json::parse(body.begin(), body.end(), none, true);
+    } catch (const json::parse_error& e) {
+      where = fmt::format(" at byte {}", e.byte);
+    } catch (const json::exception& e) {
+      where = " (a number out of range)";  // out_of_range.406: e.g. 1e999
+    }
+    return Invalid("", fmt::format("the request body is not valid JSON{}", where));
+  }
+  Error e = Parse(j, endpoint, model_id, out);
+  if (e) *out = ApiRequest{};
+  return e;
+}
+
+json ErrorJson(const ApiError& e) {
+  json err = {{"message", e.message}, {"type", e.type}, {"param", nullptr}, {"code", nullptr}};
+  if (!e.param.empty()) err["param"] = e.param;
+  if (!e.code.empty()) err["code"] = e.code;
+  return {{"error", std::move(err)}};
+}
+
+std::string Dump(const json& j) {
+  return j.dump(-1, ' ', /*ensure_ascii=*/false, json::error_handler_t::replace);
+}
+
+json UsageJson(const Usage& u) {
+  return {{"prompt_tokens", u.prompt_tokens},
+          {"completion_tokens", u.completion_tokens},
+          {"total_tokens", u.prompt_tokens + u.completion_tokens}};
+}
+
+namespace {
+
+json Envelope(const ResponseMeta& meta, const char* object) {
+  return {{"id", meta.id}, {"object", object}, {"created", meta.created}, {"model", meta.model}};
+}
+
+json FinishReason(std::string_view reason) {
+  return reason.empty() ? json(nullptr) : json(std::string(reason));
+}
+
+}  // namespace
+
+json CompletionJson(Endpoint endpoint, const ResponseMeta& meta, const std::string& text,
+                    std::string_view finish_reason, const Usage& usage) {
+  json choice = {{"index", 0}, {"logprobs", nullptr}, {"finish_reason", FinishReason(finish_reason)}};
+  json out;
+  if (endpoint == Endpoint::kChat) {
+    out = Envelope(meta, "chat.completion");
+    choice["message"] = {{"role", "assistant"}, {"content", text}};
+  } else {
+    out = Envelope(meta, "text_completion");
+    choice["text"] = text;
+  }
+  out["choices"] = json::array({std::move(choice)});
+  out["usage"] = UsageJson(usage);
+  return out;
+}
+
+json ChunkJson(Endpoint endpoint, const ResponseMeta& meta, const std::string& text,
+               std::string_view finish_reason, bool first) {
+  json choice = {{"index", 0}, {"logprobs", nullptr}, {"finish_reason", FinishReason(finish_reason)}};
+  json out;
+  if (endpoint == Endpoint::kChat) {
+    out = Envelope(meta, "chat.completion.chunk");
+    json delta = json::object();
+    if (first) delta["role"] = "assistant";
+    if (!text.empty() || (first && finish_reason.empty())) delta["content"] = text;
+    choice["delta"] = std::move(delta);
+  } else {
+    out = Envelope(meta, "text_completion");
+    choice["text"] = text;
+  }
+  out["choices"] = json::array({std::move(choice)});
+  return out;
+}
+
+json UsageChunkJson(Endpoint endpoint, const ResponseMeta& meta, const Usage& usage) {
+  json out = Envelope(meta, endpoint == Endpoint::kChat ? "chat.completion.chunk"
+                                                        : "text_completion");
+  out["choices"] = json::array();
+  out["usage"] = UsageJson(usage);
+  return out;
+}
+
+std::string SseEvent(const json& j) { return "data: " + Dump(j) + "\n\n"; }
+
+}  // namespace mt::server

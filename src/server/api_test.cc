@@ -1,0 +1,261 @@
+// The request parser accepts what OpenAI clients send and refuses everything else with a 400
+// whose error object names the field; the response builders produce the documented shapes.
+#include "server/api.h"
+
+#include <gtest/gtest.h>
+
+namespace mt::server {
+namespace {
+
+using json = nlohmann::json;
+
+constexpr std::string_view kModel = "olmoe";
+
+std::optional<ApiError> Parse(const std::string& body, Endpoint e, ApiRequest* out) {
+  return ParseRequest(body, e, kModel, out);
+}
+
+// The error for `body`, which must be refused.
+ApiError Refused(const std::string& body, Endpoint e = Endpoint::kCompletions) {
+  ApiRequest r;
+  std::optional<ApiError> err = Parse(body, e, &r);
+  EXPECT_TRUE(err.has_value()) << body;
+  return err.value_or(ApiError{});
+}
+
+ApiRequest Accepted(const std::string& body, Endpoint e = Endpoint::kCompletions) {
+  ApiRequest r;
+  std::optional<ApiError> err = Parse(body, e, &r);
+  EXPECT_FALSE(err.has_value()) << body << ": " << (err ? err->message : "");
+  return r;
+}
+
+TEST(ApiTest, CompletionWithEveryOption) {
+  ApiRequest r = Accepted(R"({"model": "olmoe", "prompt": "Hello", "max_tokens": 7,
+      "temperature": 0.5, "top_p": 0.9, "top_k": 12, "min_p": 0.1, "repeat_penalty": 1.1,
+      "stop": ["\n", "END"], "seed": 42, "stream": true,
+      "stream_options": {"include_usage": true}, "ignore_eos": true, "user": "u",
+      "n": 1, "logprobs": null, "echo": false, "presence_penalty": 0, "unknown_field": [1]})");
+  EXPECT_EQ(r.endpoint, Endpoint::kCompletions);
+  EXPECT_EQ(r.prompt, "Hello");
+  EXPECT_FALSE(r.prompt_is_tokens);
+  EXPECT_EQ(r.max_tokens, 7);
+  EXPECT_FLOAT_EQ(r.sampling.temperature, 0.5f);
+  EXPECT_FLOAT_EQ(r.sampling.top_p, 0.9f);
+  EXPECT_EQ(r.sampling.top_k, 12);
+  EXPECT_FLOAT_EQ(r.sampling.min_p, 0.1f);
+  EXPECT_FLOAT_EQ(r.sampling.repeat_penalty, 1.1f);
+  EXPECT_EQ(r.stop, (std::vector<std::string>{"\n", "END"}));
+  EXPECT_EQ(r.sampling.seed, 42u);
+  EXPECT_TRUE(r.stream);
+  EXPECT_TRUE(r.include_usage);
+  EXPECT_TRUE(r.ignore_eos);
+}
+
+TEST(ApiTest, Defaults) {
+  ApiRequest r = Accepted(R"({"model": "olmoe", "prompt": "x"})");
+  EXPECT_FALSE(r.max_tokens.has_value());
+  EXPECT_FLOAT_EQ(r.sampling.temperature, 0.8f);
+  EXPECT_FALSE(r.sampling.seed.has_value());
+  EXPECT_TRUE(r.stop.empty());
+  EXPECT_FALSE(r.stream);
+  // null means absent
+  r = Accepted(R"({"model": "olmoe", "prompt": "x", "max_tokens": null, "stop": null,
+                   "seed": null, "temperature": null})");
+  EXPECT_FALSE(r.max_tokens.has_value());
+  EXPECT_FLOAT_EQ(r.sampling.temperature, 0.8f);
+}
+
+TEST(ApiTest, PromptForms) {
+  EXPECT_EQ(Accepted(R"({"model": "olmoe", "prompt": ["one"]})").prompt, "one");
+  ApiRequest r = Accepted(R"({"model": "olmoe", "prompt": [1, 2, 50000]})");
+  EXPECT_TRUE(r.prompt_is_tokens);
+  EXPECT_EQ(r.prompt_tokens, (std::vector<int64_t>{1, 2, 50000}));
+  r = Accepted(R"({"model": "olmoe", "prompt": [[7, 8]]})");
+  EXPECT_EQ(r.prompt_tokens, (std::vector<int64_t>{7, 8}));
+  EXPECT_EQ(Accepted(R"({"model": "olmoe", "prompt": [3.0]})").prompt_tokens,
+            (std::vector<int64_t>{3}));
+  EXPECT_EQ(Refused(R"({"model": "olmoe", "prompt": ["a", "b"]})").param, "prompt");
+  EXPECT_EQ(Refused(R"({"model": "olmoe", "prompt": []})").param, "prompt");
+  EXPECT_EQ(Refused(R"({"model": "olmoe", "prompt": [[]]})").param, "prompt");
+  EXPECT_EQ(Refused(R"({"model": "olmoe", "prompt": [-1]})").param, "prompt");
+  EXPECT_EQ(Refused(R"({"model": "olmoe", "prompt": [1.5]})").param, "prompt");
+  EXPECT_EQ(Refused(R"({"model": "olmoe", "prompt": [1, "a"]})").param, "prompt");
+  EXPECT_EQ(Refused(R"({"model": "olmoe", "prompt": [4294967296]})").param, "prompt");
+  EXPECT_EQ(Refused(R"({"model": "olmoe", "prompt": 5})").param, "prompt");
+  EXPECT_EQ(Refused(R"({"model": "olmoe", "prompt": {"a": 1}})").param, "prompt");
+}
+
+TEST(ApiTest, ChatMessages) {
+  ApiRequest r = Accepted(R"({"model": "olmoe", "messages": [
+      {"role": "system", "content": "Be brief."},
+      {"role": "user", "content": [{"type": "text", "text": "Hello, "},
+                                   {"type": "text", "text": "world"}]},
+      {"role": "assistant", "content": null}],
+      "max_completion_tokens": 5, "max_tokens": 9, "logprobs": false})",
+                          Endpoint::kChat);
+  ASSERT_EQ(r.messages.size(), 3u);
+  EXPECT_EQ(r.messages[0].role, "system");
+  EXPECT_EQ(r.messages[0].content, "Be brief.");
+  EXPECT_EQ(r.messages[1].content, "Hello, world");
+  EXPECT_EQ(r.messages[2].content, "");
+  EXPECT_EQ(r.max_tokens, 5);  // max_completion_tokens wins
+  for (const char* bad : {
+           R"({"model": "olmoe"})",
+           R"({"model": "olmoe", "messages": []})",
+           R"({"model": "olmoe", "messages": "hi"})",
+           R"({"model": "olmoe", "messages": ["hi"]})",
+           R"({"model": "olmoe", "messages": [{"content": "hi"}]})",
+           R"({"model": "olmoe", "messages": [{"role": 1, "content": "hi"}]})",
+           R"({"model": "olmoe", "messages": [{"role": "user", "content": 5}]})",
+           R"({"model": "olmoe", "messages": [{"role": "user", "content": [{"text": "a"}]}]})",
+           R"({"model": "olmoe", "messages": [{"role": "user",
+               "content": [{"type": "image_url", "image_url": {}}]}]})",
+           R"({"model": "olmoe", "messages": [{"role": "user",
+               "content": [{"type": "text", "text": 3}]}]})",
+       }) {
+    ApiError e = Refused(bad, Endpoint::kChat);
+    EXPECT_EQ(e.http_status, 400) << bad;
+    EXPECT_EQ(e.param, "messages") << bad;
+    EXPECT_EQ(e.type, "invalid_request_error");
+  }
+  // A chat body on the completions endpoint lacks its prompt.
+  EXPECT_EQ(Refused(R"({"model": "olmoe", "messages": [{"role": "user", "content": "x"}]})")
+                .param,
+            "prompt");
+}
+
+TEST(ApiTest, MalformedJsonAndWrongBody) {
+  for (const char* bad : {"", "{", "{\"model\": \"olmoe\",}", "nul", "{\"a\" 1}", "\xff\xfe",
+                          "{\"model\": \"olmoe\", \"prompt\": \"x\", \"top_k\": 15e615}"}) {
+    ApiError e = Refused(bad);
+    EXPECT_EQ(e.http_status, 400);
+    EXPECT_NE(e.message.find("not valid JSON"), std::string::npos) << e.message;
+    EXPECT_EQ(e.param, "");
+  }
+  // The offending byte, 1-based: 'b' is the second byte.
+  EXPECT_NE(Refused("{bad}").message.find("at byte 2"), std::string::npos);
+  for (const char* bad : {"[]", "3", "\"s\"", "null"}) {
+    EXPECT_NE(Refused(bad).message.find("must be a JSON object"), std::string::npos) << bad;
+  }
+}
+
+TEST(ApiTest, ModelIsRequiredAndMustMatch) {
+  EXPECT_EQ(Refused(R"({"prompt": "x"})").param, "model");
+  EXPECT_EQ(Refused(R"({"model": 3, "prompt": "x"})").param, "model");
+  ApiError e = Refused(R"({"model": "gpt-4", "prompt": "x"})");
+  EXPECT_EQ(e.param, "model");
+  EXPECT_EQ(e.code, "model_not_found");
+  EXPECT_NE(e.message.find("'gpt-4'"), std::string::npos);
+  EXPECT_NE(e.message.find("'olmoe'"), std::string::npos);
+}
+
+TEST(ApiTest, WrongTypesAndRangesNameTheField) {
+  struct Case {
+    const char* field_json;
+    const char* param;
+  };
+  for (const Case& c : std::initializer_list<Case>{
+           {R"("max_tokens": "5")", "max_tokens"},
+           {R"("max_tokens": 0)", "max_tokens"},
+           {R"("max_tokens": -3)", "max_tokens"},
+           {R"("max_tokens": 2.5)", "max_tokens"},
+           {R"("max_tokens": 99999999999999)", "max_tokens"},
+           {R"("temperature": "hot")", "temperature"},
+           {R"("temperature": 2.5)", "temperature"},
+           {R"("temperature": -0.1)", "temperature"},
+           {R"("top_p": 1.5)", "top_p"},
+           {R"("top_k": -1)", "top_k"},
+           {R"("top_k": true)", "top_k"},
+           {R"("min_p": [0])", "min_p"},
+           {R"("repeat_penalty": 0)", "repeat_penalty"},
+           {R"("stop": 5)", "stop"},
+           {R"("stop": ["a", 1])", "stop"},
+           {R"("stop": ["1","2","3","4","5","6","7","8","9","10","11","12","13","14","15","16","17"])",
+            "stop"},
+           {R"("seed": "1")", "seed"},
+           {R"("seed": 1.5)", "seed"},
+           {R"("stream": "yes")", "stream"},
+           {R"("stream": 1)", "stream"},
+           {R"("stream_options": true)", "stream_options"},
+           {R"("stream_options": {"include_usage": "yes"})", "stream_options"},
+           {R"("ignore_eos": 0)", "ignore_eos"},
+           {R"("user": 5)", "user"},
+           {R"("n": 2)", "n"},
+           {R"("n": "1")", "n"},
+           {R"("best_of": 3)", "best_of"},
+           {R"("presence_penalty": 0.5)", "presence_penalty"},
+           {R"("frequency_penalty": 3)", "frequency_penalty"},
+           {R"("logprobs": 2)", "logprobs"},
+           {R"("logprobs": true)", "logprobs"},
+           {R"("echo": true)", "echo"},
+           {R"("logit_bias": {"5": 1})", "logit_bias"},
+           {R"("tools": [{}])", "tools"},
+           {R"("response_format": {"type": "json_object"})", "response_format"},
+           {R"("response_format": "text")", "response_format"},
+       }) {
+    const std::string body = std::string(R"({"model": "olmoe", "prompt": "x", )") +
+                             c.field_json + "}";
+    ApiError e = Refused(body);
+    EXPECT_EQ(e.http_status, 400) << body;
+    EXPECT_EQ(e.param, c.param) << body << ": " << e.message;
+    EXPECT_FALSE(e.message.empty());
+  }
+  // Negative and huge seeds are fine (any 64-bit value).
+  EXPECT_EQ(Accepted(R"({"model": "olmoe", "prompt": "x", "seed": -1})").sampling.seed,
+            ~uint64_t{0});
+  EXPECT_EQ(Accepted(R"({"model": "olmoe", "prompt": "x", "seed": 18446744073709551615})")
+                .sampling.seed,
+            ~uint64_t{0});
+  // Chat's logprobs is a boolean.
+  EXPECT_EQ(Refused(R"({"model": "olmoe", "messages": [{"role": "user", "content": "x"}],
+                        "logprobs": 0})",
+                    Endpoint::kChat)
+                .param,
+            "logprobs");
+}
+
+TEST(ApiTest, ErrorJsonShape) {
+  ApiError e;
+  e.message = "bad";
+  e.param = "prompt";
+  json j = ErrorJson(e);
+  EXPECT_EQ(j, json::parse(R"({"error": {"message": "bad", "type": "invalid_request_error",
+                                         "param": "prompt", "code": null}})"));
+  e.param.clear();
+  e.code = "x";
+  EXPECT_EQ(ErrorJson(e)["error"]["param"], nullptr);
+  EXPECT_EQ(ErrorJson(e)["error"]["code"], "x");
+}
+
+TEST(ApiTest, ResponsesAndChunks) {
+  ResponseMeta meta{"chatcmpl-1", 1700000000, "olmoe"};
+  json full = CompletionJson(Endpoint::kChat, meta, "Hi!", "stop", Usage{5, 3});
+  EXPECT_EQ(full, json::parse(R"({"id": "chatcmpl-1", "object": "chat.completion",
+      "created": 1700000000, "model": "olmoe",
+      "choices": [{"index": 0, "logprobs": null, "finish_reason": "stop",
+                   "message": {"role": "assistant", "content": "Hi!"}}],
+      "usage": {"prompt_tokens": 5, "completion_tokens": 3, "total_tokens": 8}})"));
+  json text = CompletionJson(Endpoint::kCompletions, meta, "abc", "length", Usage{1, 2});
+  EXPECT_EQ(text["object"], "text_completion");
+  EXPECT_EQ(text["choices"][0]["text"], "abc");
+  EXPECT_EQ(text["choices"][0]["finish_reason"], "length");
+
+  json first = ChunkJson(Endpoint::kChat, meta, "", "", /*first=*/true);
+  EXPECT_EQ(first["object"], "chat.completion.chunk");
+  EXPECT_EQ(first["choices"][0]["delta"], json::parse(R"({"role": "assistant", "content": ""})"));
+  EXPECT_EQ(first["choices"][0]["finish_reason"], nullptr);
+  json last = ChunkJson(Endpoint::kChat, meta, "", "stop", false);
+  EXPECT_EQ(last["choices"][0]["delta"], json::object());
+  EXPECT_EQ(last["choices"][0]["finish_reason"], "stop");
+  json usage = UsageChunkJson(Endpoint::kChat, meta, Usage{2, 2});
+  EXPECT_TRUE(usage["choices"].empty());
+  EXPECT_EQ(usage["usage"]["total_tokens"], 4);
+
+  EXPECT_EQ(SseEvent(json{{"a", 1}}), "data: {\"a\":1}\n\n");
+  // Bytes that are not UTF-8 (a model can emit any) become U+FFFD instead of throwing.
+  EXPECT_EQ(Dump(json("a\xff" "b")), "\"a\xef\xbf\xbd" "b\"");
+}
+
+}  // namespace
+}  // namespace mt::server

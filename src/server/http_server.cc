@@ -1,0 +1,514 @@
+#include "server/http_server.h"
+
+#include <dirent.h>
+#include <netdb.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+
+#include <atomic>
+#include <cerrno>
+#include <condition_variable>
+#include <cstdlib>
+#include <ctime>
+#include <optional>
+#include <thread>
+
+#include <httplib.h>
+
+#include "base/log.h"
+#include "server/api.h"
+#include "server/metrics.h"
+#include "server/scheduler.h"
+#include "tokenizer/chat_template.h"
+
+namespace mt::server {
+namespace {
+
+using json = nlohmann::json;
+using namespace std::chrono_literals;
+
+constexpr size_t kMaxBodyBytes = size_t{32} << 20;
+constexpr auto kPollInterval = 100ms;  // how often a waiting handler looks at its client
+
+// "host:port" of a socket address, formatted as httplib formats Request::remote_addr.
+bool AddressOf(const sockaddr_storage& addr, socklen_t len, std::string* host, int* port) {
+  char h[NI_MAXHOST], p[NI_MAXSERV];
+  if (getnameinfo(reinterpret_cast<const sockaddr*>(&addr), len, h, sizeof(h), p, sizeof(p),
+                  NI_NUMERICHOST | NI_NUMERICSERV) != 0) {
+    return false;
+  }
+  *host = h;
+  *port = std::atoi(p);
+  return true;
+}
+
+// The connected socket a request came in on. httplib does not expose it, so it is found
+// among the process's descriptors by its two addresses; it stays open (and so keeps its
+// number) while the request's handler runs. -1 if not found.
+int FindConnectionSocket(const httplib::Request& req) {
+  DIR* dir = opendir("/proc/self/fd");
+  if (dir == nullptr) return -1;
+  int found = -1;
+  while (dirent* e = readdir(dir)) {
+    char* end = nullptr;
+    const long fd = std::strtol(e->d_name, &end, 10);
+    if (end == e->d_name || *end != '\0' || fd == dirfd(dir)) continue;
+    struct stat st;
+    if (fstat(static_cast<int>(fd), &st) != 0 || !S_ISSOCK(st.st_mode)) continue;
+    sockaddr_storage local{}, peer{};
+    socklen_t local_len = sizeof(local), peer_len = sizeof(peer);
+    if (getsockname(static_cast<int>(fd), reinterpret_cast<sockaddr*>(&local), &local_len) != 0 ||
+        getpeername(static_cast<int>(fd), reinterpret_cast<sockaddr*>(&peer), &peer_len) != 0) {
+      continue;
+    }
+    std::string local_host, peer_host;
+    int local_port = -1, peer_port = -1;
+    if (AddressOf(local, local_len, &local_host, &local_port) &&
+        AddressOf(peer, peer_len, &peer_host, &peer_port) && local_port == req.local_port &&
+        peer_port == req.remote_port && peer_host == req.remote_addr) {
+      found = static_cast<int>(fd);
+      break;
+    }
+  }
+  closedir(dir);
+  return found;
+}
+
+// Tells whether the client of a request has closed its connection.
+class ConnectionProbe {
+ public:
+  explicit ConnectionProbe(const httplib::Request& req) : fd_(FindConnectionSocket(req)) {}
+
+  bool Gone() const {
+    if (fd_ < 0) return false;
+    char c;
+    const ssize_t n = recv(fd_, &c, 1, MSG_PEEK | MSG_DONTWAIT);
+    if (n == 0) return true;  // orderly close
+    return n < 0 && errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR;
+  }
+
+ private:
+  int fd_;
+};
+
+void SendJson(httplib::Response& res, int status, const json& body) {
+  res.status = status;
+  res.set_content(Dump(body), "application/json");
+}
+
+void SendError(httplib::Response& res, const ApiError& e) {
+  SendJson(res, e.http_status, ErrorJson(e));
+}
+
+ApiError ServerError(int status, std::string message, std::string code) {
+  ApiError e;
+  e.http_status = status;
+  e.message = std::move(message);
+  e.type = "server_error";
+  e.code = std::move(code);
+  return e;
+}
+
+// The error a finished job reports, if it did not complete.
+std::optional<ApiError> JobError(const JobUpdate& u) {
+  if (u.reason == FinishReason::kError) {
+    return ServerError(500, u.error.message(), "engine_error");
+  }
+  if (u.reason == FinishReason::kCancelled) {
+    return ServerError(503, "the request was cancelled: the server is shutting down",
+                       "shutting_down");
+  }
+  return std::nullopt;
+}
+
+const char* kKnownPaths[] = {"/v1/completions", "/v1/chat/completions", "/v1/models", "/health",
+                             "/metrics"};
+
+// Metrics label of a path: unknown paths share one label, so clients cannot grow the set.
+std::string EndpointLabel(const std::string& path) {
+  for (const char* p : kKnownPaths) {
+    if (path == p) return p;
+  }
+  if (path.rfind("/v1/models/", 0) == 0) return "/v1/models/{id}";
+  return "other";
+}
+
+}  // namespace
+
+struct HttpServer::Impl {
+  Impl(Context& c, const ServerOptions& o)
+      : ctx(c),
+        tok(*c.model().tokenizer()),
+        options(o),
+        scheduler(c,
+                  SchedulerOptions{o.n_parallel, std::max(o.step_tokens, o.n_parallel),
+                                   o.max_queue},
+                  &metrics),
+        created(std::time(nullptr)) {}
+
+  void Routes();
+  void Generate(const httplib::Request& req, httplib::Response& res, Endpoint endpoint);
+  // Builds the job of a parsed request; an error is the 400 to send.
+  std::optional<ApiError> MakeSpec(const ApiRequest& r, GenerationSpec* spec);
+  void Stream(const httplib::Request& req, httplib::Response& res, std::shared_ptr<Job> job,
+              const ApiRequest& r, ResponseMeta meta);
+  uint64_t FreshSeed() {
+    const uint64_t t = static_cast<uint64_t>(
+        std::chrono::system_clock::now().time_since_epoch().count());
+    return t ^ (seed_counter.fetch_add(1) * 0x9E3779B97F4A7C15ull);
+  }
+
+  // Handlers with a generation in flight; Shutdown waits for them to write their ends.
+  void EnterGeneration() {
+    std::lock_guard lock(active_mu);
+    ++active;
+  }
+  void LeaveGeneration() {
+    {
+      std::lock_guard lock(active_mu);
+      --active;
+    }
+    active_cv.notify_all();
+  }
+
+  Context& ctx;
+  const Tokenizer& tok;
+  const ServerOptions options;
+  std::optional<ChatTemplate> chat;
+  std::string chat_error;  // why there is no chat template
+  Metrics metrics;
+  Scheduler scheduler;
+  httplib::Server http;
+  int port = 0;
+  const int64_t created;
+  std::atomic<uint64_t> next_id{1};
+  std::atomic<uint64_t> seed_counter{1};
+  std::atomic<bool> shutting_down{false};
+  std::atomic<bool> run_started{false};
+  std::atomic<bool> listen_done{false};
+  std::mutex active_mu;
+  std::condition_variable active_cv;
+  int active = 0;
+};
+
+std::optional<ApiError> HttpServer::Impl::MakeSpec(const ApiRequest& r, GenerationSpec* spec) {
+  auto invalid = [](std::string param, std::string message, std::string code = "") {
+    ApiError e;
+    e.message = std::move(message);
+    e.param = std::move(param);
+    e.code = std::move(code);
+    return e;
+  };
+  std::vector<int32_t>& prompt = spec->prompt;
+  if (r.endpoint == Endpoint::kChat) {
+    if (!chat) return invalid("messages", chat_error, "chat_template_unavailable");
+    std::vector<ChatMessage> messages;
+    for (const ApiMessage& m : r.messages) messages.push_back({m.role, m.content});
+    Result<ChatPrompt> rendered = chat->Render(messages, /*add_generation_prompt=*/true);
+    if (!rendered.ok()) return invalid("messages", rendered.status().message());
+    Result<std::vector<int32_t>> ids = tok.Encode(rendered->text, rendered->add_bos, true);
+    if (!ids.ok()) return ServerError(500, ids.status().message(), "tokenizer_error");
+    prompt = std::move(ids.value());
+  } else if (r.prompt_is_tokens) {
+    const int64_t n_vocab = tok.n_vocab();
+    for (size_t i = 0; i < r.prompt_tokens.size(); ++i) {
+      if (r.prompt_tokens[i] >= n_vocab) {
+        return invalid("prompt", fmt::format("prompt[{}]: token id {} is outside the "
+                                             "vocabulary (0..{})",
+                                             i, r.prompt_tokens[i], n_vocab - 1));
+      }
+      prompt.push_back(static_cast<int32_t>(r.prompt_tokens[i]));
+    }
+  } else {
+    Result<std::vector<int32_t>> ids = tok.Encode(r.prompt, tok.add_bos(), true);
+    if (!ids.ok()) return ServerError(500, ids.status().message(), "tokenizer_error");
+    prompt = std::move(ids.value());
+  }
+  const std::string what = r.endpoint == Endpoint::kChat ? "messages" : "prompt";
+  if (prompt.empty()) return invalid(what, "the prompt has no tokens");
+  if (prompt.size() >= ctx.n_ctx()) {
+    return invalid(what,
+                   fmt::format("the prompt has {} tokens; the context holds {} per request "
+                               "(--ctx), and at least one must be left to generate",
+                               prompt.size(), ctx.n_ctx()),
+                   "context_length_exceeded");
+  }
+  const SamplingRequest& s = r.sampling;
+  spec->sampling.temperature = s.temperature;
+  spec->sampling.top_p = s.top_p;
+  spec->sampling.top_k = s.top_k;
+  spec->sampling.min_p = s.min_p;
+  spec->sampling.repeat_penalty = s.repeat_penalty;
+  spec->sampling.seed = s.seed ? *s.seed : FreshSeed();
+  // OpenAI's defaults: 16 tokens for completions; chat goes on until it stops.
+  spec->max_tokens = r.max_tokens ? *r.max_tokens : (r.endpoint == Endpoint::kCompletions ? 16 : -1);
+  spec->stops = r.stop;
+  spec->ignore_eos = r.ignore_eos;
+  return std::nullopt;
+}
+
+void HttpServer::Impl::Generate(const httplib::Request& req, httplib::Response& res,
+                                Endpoint endpoint) {
+  ApiRequest r;
+  if (std::optional<ApiError> e = ParseRequest(req.body, endpoint, options.model_id, &r)) {
+    return SendError(res, *e);
+  }
+  GenerationSpec spec;
+  if (std::optional<ApiError> e = MakeSpec(r, &spec)) return SendError(res, *e);
+  const size_t n_prompt = spec.prompt.size();
+  auto job = std::make_shared<Job>(std::move(spec));
+  EnterGeneration();
+  if (Status s = scheduler.Submit(job); !s.ok()) {
+    LeaveGeneration();
+    res.set_header("Retry-After", "1");
+    return SendError(res, ServerError(503, s.message(),
+                                      s.code() == StatusCode::kResourceExhausted
+                                          ? "server_busy"
+                                          : "shutting_down"));
+  }
+  ResponseMeta meta;
+  meta.id = fmt::format("{}-{:x}", endpoint == Endpoint::kChat ? "chatcmpl" : "cmpl",
+                        next_id.fetch_add(1));
+  meta.created = std::time(nullptr);
+  meta.model = options.model_id;
+  if (r.stream) return Stream(req, res, std::move(job), r, std::move(meta));
+
+  ConnectionProbe probe(req);
+  std::string text;
+  JobUpdate u;
+  // The job wakes this thread at every token; look at the client once per poll interval.
+  auto next_probe = std::chrono::steady_clock::now() + kPollInterval;
+  for (;;) {
+    job->Wait(kPollInterval, &u);
+    text += u.text;
+    if (u.finished) break;
+    if (std::chrono::steady_clock::now() < next_probe) continue;
+    next_probe = std::chrono::steady_clock::now() + kPollInterval;
+    if (probe.Gone()) {
+      job->Cancel();
+      LeaveGeneration();
+      res.status = 499;  // client closed the request; nobody reads this
+      return;
+    }
+  }
+  LeaveGeneration();
+  if (std::optional<ApiError> e = JobError(u)) return SendError(res, *e);
+  Usage usage{static_cast<int64_t>(n_prompt), u.completion_tokens};
+  SendJson(res, 200, CompletionJson(endpoint, meta, text, FinishReasonName(u.reason), usage));
+}
+
+void HttpServer::Impl::Stream(const httplib::Request& req, httplib::Response& res,
+                              std::shared_ptr<Job> job, const ApiRequest& r, ResponseMeta meta) {
+  struct State {
+    std::shared_ptr<Job> job;
+    ResponseMeta meta;
+    Endpoint endpoint;
+    bool include_usage;
+    int64_t n_prompt;
+    bool first = true;
+    ConnectionProbe probe;
+  };
+  const int64_t n_prompt = static_cast<int64_t>(job->spec().prompt.size());
+  auto st = std::make_shared<State>(
+      State{std::move(job), std::move(meta), r.endpoint, r.include_usage, n_prompt, true,
+            ConnectionProbe(req)});
+  res.set_header("Cache-Control", "no-cache");
+  res.set_chunked_content_provider(
+      "text/event-stream",
+      [st](size_t /*offset*/, httplib::DataSink& sink) {
+        std::string out;
+        if (st->first && st->endpoint == Endpoint::kChat) {
+          out = SseEvent(ChunkJson(st->endpoint, st->meta, "", "", /*first=*/true));
+        }
+        st->first = false;
+        JobUpdate u;
+        const bool got = st->job->Wait(kPollInterval, &u);
+        if (!got && out.empty()) {
+          if (st->probe.Gone()) {
+            st->job->Cancel();
+            return false;
+          }
+          return true;  // nothing yet; httplib calls again
+        }
+        if (!u.text.empty()) out += SseEvent(ChunkJson(st->endpoint, st->meta, u.text, "", false));
+        if (u.finished) {
+          if (std::optional<ApiError> e = JobError(u)) {
+            out += SseEvent(ErrorJson(*e));
+          } else {
+            out += SseEvent(ChunkJson(st->endpoint, st->meta, "", FinishReasonName(u.reason),
+                                      false));
+            if (st->include_usage) {
+              out += SseEvent(UsageChunkJson(st->endpoint, st->meta,
+                                             Usage{st->n_prompt, u.completion_tokens}));
+            }
+            out += kSseDone;
+          }
+        }
+        if (!out.empty() && !sink.write(out.data(), out.size())) {
+          st->job->Cancel();
+          return false;
+        }
+        if (u.finished) sink.done();
+        return true;
+      },
+      [this, st](bool /*success*/) {
+        st->job->Cancel();  // no effect if it finished
+        LeaveGeneration();
+      });
+}
+
+void HttpServer::Impl::Routes() {
+  http.Post("/v1/completions", [this](const httplib::Request& req, httplib::Response& res) {
+    Generate(req, res, Endpoint::kCompletions);
+  });
+  http.Post("/v1/chat/completions", [this](const httplib::Request& req, httplib::Response& res) {
+    Generate(req, res, Endpoint::kChat);
+  });
+  auto model_json = [this] {
+    return json{{"id", options.model_id},
+                {"object", "model"},
+                {"created", created},
+                {"owned_by", "moetier"},
+                {"context_length", ctx.n_ctx()}};
+  };
+  http.Get("/v1/models", [model_json](const httplib::Request&, httplib::Response& res) {
+    SendJson(res, 200, {{"object", "list"}, {"data", json::array({model_json()})}});
+  });
+  http.Get(R"(/v1/models/(.+))", [this, model_json](const httplib::Request& req,
+                                                     httplib::Response& res) {
+    if (req.matches[1] != options.model_id) {
+      ApiError e;
+      e.http_status = 404;
+      e.message = fmt::format("the model '{}' does not exist; this server serves '{}'",
+                              req.matches[1].str(), options.model_id);
+      e.param = "model";
+      e.code = "model_not_found";
+      return SendError(res, e);
+    }
+    SendJson(res, 200, model_json());
+  });
+  http.Get("/health", [this](const httplib::Request&, httplib::Response& res) {
+    const SchedulerGauges g = scheduler.Gauges();
+    const bool ok = scheduler.accepting();
+    SendJson(res, ok ? 200 : 503,
+             {{"status", ok ? "ok" : "shutting down"},
+              {"slots_idle", g.slots_total - g.slots_busy},
+              {"slots_busy", g.slots_busy},
+              {"queue_depth", g.queue_depth}});
+  });
+  http.Get("/metrics", [this](const httplib::Request&, httplib::Response& res) {
+    res.set_content(metrics.Render(scheduler.Gauges()), "text/plain; version=0.0.4");
+  });
+  // httplib calls this for every status >= 400; fill in only responses without a body
+  // (unknown paths, bodies over the limit, ...).
+  http.set_error_handler(httplib::Server::HandlerWithResponse(
+      [](const httplib::Request& req, httplib::Response& res) {
+    if (!res.body.empty()) return httplib::Server::HandlerResponse::Unhandled;
+    ApiError e;
+    e.http_status = res.status;
+    e.message = res.status == 404 ? fmt::format("no route for {} {}", req.method, req.path)
+                                  : fmt::format("HTTP {}", res.status);
+    e.code = res.status == 404 ? "not_found" : "";
+    res.set_content(Dump(ErrorJson(e)), "application/json");
+    return httplib::Server::HandlerResponse::Handled;
+  }));
+  http.set_exception_handler(
+      [](const httplib::Request&, httplib::Response& res, std::exception_ptr ep) {
+        std::string what = "unknown exception";
+        try {
+          std::rethrow_exception(ep);
+        } catch (const std::exception& e) {
+          what = e.what();
+        } catch (...) {
+        }
+        SendError(res, ServerError(500, "internal error: " + what, "internal_error"));
+      });
+  http.set_logger([this](const httplib::Request& req, const httplib::Response& res) {
+    metrics.CountRequest(EndpointLabel(req.path), res.status);
+  });
+}
+
+HttpServer::HttpServer(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
+
+HttpServer::~HttpServer() {
+  if (impl_ != nullptr) impl_->scheduler.Shutdown(0ms);
+}
+
+Result<std::unique_ptr<HttpServer>> HttpServer::Create(Context& ctx, const ServerOptions& options) {
+  if (ctx.model().tokenizer() == nullptr) {
+    return InvalidArgument("{}: the model has no tokenizer", ctx.model().path());
+  }
+  auto impl = std::make_unique<Impl>(ctx, options);
+  const Model& model = ctx.model();
+  std::optional<int32_t> eos = impl->tok.eos_id();
+  const std::string eos_text = eos ? std::string(impl->tok.token_text(*eos)) : "";
+  if (!options.chat_template.empty()) {
+    Result<ChatTemplate::Kind> kind = ChatTemplate::ByName(options.chat_template);
+    if (!kind.ok()) return kind.status().WithContext("--chat-template");
+    impl->chat.emplace(kind.value(), eos_text, "--chat-template");
+  } else {
+    const std::string* jinja = model.gguf().metadata().FindString("tokenizer.chat_template");
+    Result<ChatTemplate> t = ChatTemplate::ForModel(jinja ? *jinja : "", model.hparams().arch,
+                                                    eos_text);
+    if (t.ok()) {
+      impl->chat.emplace(t.value());
+    } else {
+      impl->chat_error = "this model has no chat template moetier can render (" +
+                         t.status().message() + "); start the server with --chat-template";
+    }
+  }
+  Impl* p = impl.get();
+  const size_t threads = options.http_threads != 0
+                             ? options.http_threads
+                             : 2 * (options.n_parallel + options.max_queue) + 16;
+  p->http.new_task_queue = [threads] { return new httplib::ThreadPool(threads); };
+  p->http.set_payload_max_length(kMaxBodyBytes);
+  p->http.set_tcp_nodelay(true);
+  p->Routes();
+  if (options.port == 0) {
+    p->port = p->http.bind_to_any_port(options.host);
+  } else {
+    p->port = p->http.bind_to_port(options.host, options.port) ? options.port : -1;
+  }
+  if (p->port < 0) {
+    return IoError("cannot listen on {}:{} (address in use, or not an address of this host)",
+                   options.host, options.port);
+  }
+  return std::unique_ptr<HttpServer>(new HttpServer(std::move(impl)));
+}
+
+int HttpServer::port() const { return impl_->port; }
+
+std::string HttpServer::chat_template_description() const {
+  if (!impl_->chat) return "none: " + impl_->chat_error;
+  return fmt::format("{} (from {})", impl_->chat->name(), impl_->chat->origin());
+}
+
+void HttpServer::Run() {
+  impl_->scheduler.Start();
+  impl_->run_started.store(true);
+  if (!impl_->shutting_down.load()) impl_->http.listen_after_bind();
+  impl_->listen_done.store(true);
+}
+
+void HttpServer::Shutdown(std::chrono::milliseconds drain) {
+  Impl& p = *impl_;
+  if (p.shutting_down.exchange(true)) {
+    p.scheduler.CancelAll();  // a second request to stop: do not wait for the drain
+    return;
+  }
+  p.scheduler.Shutdown(drain);
+  // Every job has finished; give their handlers a moment to write the ends of responses.
+  {
+    std::unique_lock lock(p.active_mu);
+    p.active_cv.wait_for(lock, 5s, [&] { return p.active == 0; });
+  }
+  // stop() only acts on a running server: repeat until Run has returned (Run may not have
+  // reached listen yet; if it has not started, it sees shutting_down and does not listen).
+  while (p.run_started.load() && !p.listen_done.load()) {
+    p.http.stop();
+    std::this_thread::sleep_for(10ms);
+  }
+}
+
+}  // namespace mt::server

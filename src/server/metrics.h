@@ -1,0 +1,71 @@
+// Server metrics, rendered in the Prometheus text exposition format (version 0.0.4) for
+// GET /metrics. Thread-safe: HTTP threads and the scheduler thread record into it while
+// another thread renders it.
+#pragma once
+
+#include <array>
+#include <cstdint>
+#include <map>
+#include <mutex>
+#include <string>
+#include <utility>
+
+#include "experts/tier_stats.h"
+
+namespace mt::server {
+
+// A cumulative histogram with fixed bucket bounds (seconds).
+class Histogram {
+ public:
+  static constexpr std::array<double, 14> kBounds = {0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5,
+                                                     1,     2.5,  5,     10,   30,  60,  120};
+  void Observe(double v);
+  // The Prometheus lines: name_bucket{le="..."} (cumulative, ending with +Inf), name_sum,
+  // name_count.
+  std::string Render(const std::string& name) const;
+
+  uint64_t count() const { return count_; }
+
+ private:
+  std::array<uint64_t, kBounds.size()> buckets_{};  // (bounds) observations <= bound, not cumulative
+  uint64_t count_ = 0;
+  double sum_ = 0;
+};
+
+// What the scheduler reports about its state (gauges) and the expert tier.
+struct SchedulerGauges {
+  uint64_t queue_depth = 0;   // requests waiting for a slot
+  uint64_t slots_busy = 0;
+  uint64_t slots_total = 0;
+  uint64_t steps = 0;         // batched forward steps run
+  uint64_t step_tokens = 0;   // tokens evaluated in those steps
+  TierStats tier;             // the expert store's counters
+};
+
+class Metrics {
+ public:
+  // An HTTP request finished with `status` on `endpoint` (e.g. "/v1/chat/completions").
+  void CountRequest(const std::string& endpoint, int status);
+  // A generation ended (whatever the reason) after evaluating these tokens.
+  void CountTokens(uint64_t prompt_tokens, uint64_t completion_tokens);
+  // A generation completed: seconds from the arrival of its request to its first step, its
+  // first generated token (< 0: none) and its end.
+  void ObserveLatency(double queue_s, double first_token_s, double total_s);
+  void CountCancelled();
+  void CountFailed();
+
+  std::string Render(const SchedulerGauges& gauges) const;
+
+ private:
+  mutable std::mutex mu_;
+  std::map<std::pair<std::string, int>, uint64_t> requests_;  // (endpoint, status) -> count
+  uint64_t prompt_tokens_ = 0;
+  uint64_t completion_tokens_ = 0;
+  uint64_t cancelled_ = 0;
+  uint64_t failed_ = 0;
+  Histogram queue_;
+  Histogram first_token_;
+  Histogram duration_;
+};
+
+}  // namespace mt::server

@@ -1,0 +1,162 @@
+// Continuous batching for `moetier serve`.
+//
+// One scheduler thread owns the Context (and through it the expert store, neither of which
+// is thread-safe). HTTP handler threads Submit jobs and wait on them. Each step the
+// scheduler:
+//   1. admits queued jobs into free slots (a slot is one sequence of the Context: its own
+//      KV cache of n_ctx positions); cancelled jobs leave the queue and their slots;
+//   2. builds one batch: the last sampled token of every generating slot, then prompt
+//      tokens of slots still in prefill, up to step_tokens tokens in all;
+//   3. evaluates it with one Context::Decode, so tokens routed to the same expert share one
+//      load and one grouped product;
+//   4. samples the next token of every slot whose logits came back, turns it into text
+//      (UTF-8 completion, stop strings) and hands the text to the job.
+// Because Decode gives a token the same logits whatever else is in the batch, a request gets
+// exactly the tokens it would get alone (greedy, or sampled with its seed).
+//
+// Expert read failures: when Decode fails for a batch that holds several sequences, the
+// step is run again for each sequence alone; those that succeed go on (with the same
+// logits), those that fail again finish with the error. A sequence never fails because of
+// another sequence's experts; the server goes on serving.
+#pragma once
+
+#include <atomic>
+#include <chrono>
+#include <condition_variable>
+#include <cstdint>
+#include <deque>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "base/status.h"
+#include "engine/context.h"
+#include "sampler/sampler.h"
+#include "server/metrics.h"
+
+namespace mt::server {
+
+struct GenerationSpec {
+  std::vector<int32_t> prompt;  // (n_prompt) ids in the vocabulary; 0 < n_prompt < n_ctx
+  SamplerParams sampling;
+  int64_t max_tokens = -1;  // tokens to generate at most; -1: until the context is full
+  std::vector<std::string> stops;
+  bool ignore_eos = false;
+};
+
+enum class FinishReason { kNone, kStop, kLength, kCancelled, kError };
+
+// "stop", "length", "cancelled", "error" ("" for kNone).
+const char* FinishReasonName(FinishReason r);
+
+// What a handler has received of its generation so far.
+struct JobUpdate {
+  std::string text;  // text produced since the previous update
+  bool finished = false;
+  FinishReason reason = FinishReason::kNone;
+  Status error;                 // kError: what failed (names file, layer, expert)
+  int64_t prompt_tokens = 0;    // prompt tokens evaluated
+  int64_t completion_tokens = 0;  // tokens sampled (including an end-of-generation token)
+};
+
+// One generation. Shared by its handler (which waits and may cancel) and the scheduler
+// (which fills it). Thread-safe.
+class Job {
+ public:
+  explicit Job(GenerationSpec spec);
+
+  const GenerationSpec& spec() const { return spec_; }
+
+  // Waits until the job has new text or has finished, or `timeout` passes. Moves the new
+  // text into out->text and copies the rest of the state. Returns whether anything new came.
+  bool Wait(std::chrono::milliseconds timeout, JobUpdate* out);
+
+  // Asks the scheduler to drop the job (e.g. the client went away): it finishes with
+  // kCancelled at the next step boundary and its slot is freed. No effect once finished.
+  void Cancel();
+  bool cancel_requested() const { return cancel_.load(std::memory_order_relaxed); }
+
+ private:
+  friend class Scheduler;
+  using Clock = std::chrono::steady_clock;
+
+  void Emit(std::string_view text, int64_t prompt_tokens, int64_t completion_tokens);
+  void Finish(FinishReason reason, Status error);
+
+  const GenerationSpec spec_;
+  const Clock::time_point arrival_ = Clock::now();
+  Clock::time_point started_;      // scheduler only: admitted to a slot
+  Clock::time_point first_token_;  // scheduler only
+  std::atomic<bool> cancel_{false};
+
+  std::mutex mu_;
+  std::condition_variable cv_;
+  std::string text_;  // produced, not yet taken by Wait
+  bool changed_ = false;
+  JobUpdate state_;  // all but text
+};
+
+struct SchedulerOptions {
+  uint32_t n_slots = 1;        // sequences of the Context (its n_seq_max)
+  uint32_t step_tokens = 512;  // tokens per forward step (at least n_slots)
+  size_t max_queue = 64;       // jobs waiting for a slot; Submit refuses more
+};
+
+class Scheduler {
+ public:
+  // `ctx` must have at least options.n_slots sequences and a tokenizer; it is used only by
+  // the scheduler thread from Start() until Shutdown() returns. `metrics` may be null.
+  Scheduler(Context& ctx, const SchedulerOptions& options, Metrics* metrics);
+  ~Scheduler();  // Shutdown(0) if still running
+  Scheduler(const Scheduler&) = delete;
+  Scheduler& operator=(const Scheduler&) = delete;
+
+  void Start();
+
+  // Queues a job. Thread-safe. Errors: ResourceExhausted when max_queue jobs are waiting,
+  // Cancelled once shutdown has begun.
+  Status Submit(std::shared_ptr<Job> job);
+
+  // Stops taking jobs, lets queued and running ones finish for up to `drain`, cancels what
+  // is left, and joins the scheduler thread. Thread-safe; later calls only shorten the drain.
+  void Shutdown(std::chrono::milliseconds drain);
+  // Cuts a drain in progress short: everything left is cancelled at the next step.
+  void CancelAll();
+
+  bool accepting() const;
+  // Queue depth, busy slots, step counts and a copy of the expert tier counters as of the
+  // end of the last step. Thread-safe.
+  SchedulerGauges Gauges() const;
+
+ private:
+  struct Slot;
+  using Clock = std::chrono::steady_clock;
+
+  void Loop();
+  // Admits queued jobs into free slots, drops cancelled ones. Returns false when the loop
+  // should end (draining and nothing left).
+  bool Admit();
+  void Step();
+  void Sample(Slot& slot, std::span<const float> logits);
+  void Release(Slot& slot, FinishReason reason, Status error);
+
+  Context& ctx_;
+  const SchedulerOptions options_;
+  Metrics* metrics_;
+  std::vector<Slot> slots_;  // (n_slots) scheduler thread only
+  uint64_t admitted_ = 0;    // admission counter: prefill goes in admission order
+
+  mutable std::mutex mu_;
+  std::condition_variable cv_;
+  std::deque<std::shared_ptr<Job>> queue_;
+  uint32_t busy_ = 0;  // slots with a job
+  bool draining_ = false;
+  Clock::time_point deadline_;  // draining: when what is left gets cancelled
+  SchedulerGauges gauges_;      // as of the last step
+  std::thread thread_;
+  std::mutex join_mu_;  // serializes Shutdown's join
+};
+
+}  // namespace mt::server

@@ -1,0 +1,374 @@
+// The scheduler on a synthetic olmoe-tiny: every job of a continuous batch gets exactly the
+// text that the same request gets alone, computed independently here with single-sequence
+// Context::Eval (not Decode), the Sampler and a StreamDecoder; cancel frees the slot; a full
+// queue is refused; an expert that cannot be read fails only the jobs that need it.
+#include "server/scheduler.h"
+
+#include <gtest/gtest.h>
+#include <unistd.h>
+
+#include <filesystem>
+#include <set>
+
+#include "engine/context.h"
+#include "engine/model.h"
+#include "io/fault_injecting_engine.h"
+#include "synth/synth.h"
+#include "tokenizer/tokenizer.h"
+
+namespace mt::server {
+namespace {
+
+namespace fs = std::filesystem;
+using namespace std::chrono_literals;
+
+struct Outcome {
+  std::string text;
+  FinishReason reason = FinishReason::kNone;
+  int64_t completion_tokens = 0;
+  Status error;
+};
+
+class SchedulerTest : public ::testing::Test {
+ protected:
+  static void SetUpTestSuite() {
+    dir_ = fs::current_path() / ("scheduler-test-" + std::to_string(getpid()));
+    fs::create_directories(dir_);
+    SynthOptions o;
+    o.output_path = (dir_ / "olmoe.gguf").string();
+    o.preset = "olmoe-tiny";
+    o.file_type = "q4_k_m";
+    o.seed = 5;
+    ASSERT_TRUE(Synthesize(o).ok());
+    auto m = Model::Load(o.output_path, LoadOptions{});
+    ASSERT_TRUE(m.ok()) << m.status().message();
+    model_ = std::move(m.value()).release();
+  }
+  static void TearDownTestSuite() {
+    delete model_;
+    model_ = nullptr;
+    fs::remove_all(dir_);
+  }
+
+  static const Tokenizer& Tok() { return *model_->tokenizer(); }
+
+  static std::unique_ptr<Context> MakeContext(uint32_t n_seq, uint32_t n_ctx,
+                                              StorageOptions storage = Resident()) {
+    ContextOptions o;
+    o.n_ctx = n_ctx;
+    o.n_seq_max = n_seq;
+    o.n_batch = 64;
+    o.n_threads = 2;
+    o.storage = std::move(storage);
+    auto ctx = Context::Create(*model_, o);
+    EXPECT_TRUE(ctx.ok()) << ctx.status().message();
+    return std::move(ctx.value());
+  }
+
+  static StorageOptions Resident() {
+    StorageOptions s;
+    s.mode = MoeStorage::kResident;
+    return s;
+  }
+
+  static std::vector<int32_t> Prompt(const std::string& text) {
+    auto ids = Tok().Encode(text, Tok().add_bos(), false);
+    EXPECT_TRUE(ids.ok());
+    return ids.value();
+  }
+
+  static GenerationSpec Spec(const std::string& prompt, int64_t max_tokens, float temp = 0,
+                             uint64_t seed = 0) {
+    GenerationSpec s;
+    s.prompt = Prompt(prompt);
+    s.max_tokens = max_tokens;
+    s.sampling.temperature = temp;
+    s.sampling.seed = seed;
+    s.ignore_eos = true;
+    return s;
+  }
+
+  // What the request gives alone: one sequence through Eval, token by token.
+  static Outcome Alone(const GenerationSpec& spec, uint32_t n_ctx, Context* ctx = nullptr) {
+    std::unique_ptr<Context> own;
+    if (ctx == nullptr) {
+      own = MakeContext(1, n_ctx);
+      ctx = own.get();
+    }
+    ctx->ClearKv();
+    Sampler sampler(spec.sampling);
+    StreamDecoder decoder(Tok(), /*special=*/false);
+    std::vector<int32_t> history = spec.prompt;
+    std::vector<float> logits;
+    Outcome out;
+    Status s = ctx->Eval(spec.prompt, LogitsFor::kLast, &logits);
+    for (;;) {
+      if (!s.ok()) {
+        out.reason = FinishReason::kError;
+        out.error = s;
+        return out;
+      }
+      const int32_t id = sampler.Sample(logits, history);
+      history.push_back(id);
+      ++out.completion_tokens;
+      if (!spec.ignore_eos && Tok().IsEndOfGeneration(id)) {
+        out.reason = FinishReason::kStop;
+        break;
+      }
+      out.text += decoder.Push(id);
+      if ((spec.max_tokens >= 0 && out.completion_tokens >= spec.max_tokens) ||
+          ctx->n_past() >= ctx->n_ctx()) {
+        out.reason = FinishReason::kLength;
+        break;
+      }
+      const int32_t next[1] = {id};
+      s = ctx->Eval(next, LogitsFor::kLast, &logits);
+    }
+    out.text += decoder.Flush();
+    return out;
+  }
+
+  static Outcome WaitFor(Job& job) {
+    Outcome out;
+    JobUpdate u;
+    for (int i = 0; i < 600 && !u.finished; ++i) {
+      job.Wait(100ms, &u);
+      out.text += u.text;
+    }
+    EXPECT_TRUE(u.finished) << "job did not finish in 60 s";
+    out.reason = u.reason;
+    out.completion_tokens = u.completion_tokens;
+    out.error = u.error;
+    return out;
+  }
+
+  static inline fs::path dir_;
+  static inline Model* model_ = nullptr;
+};
+
+const std::vector<std::string> kPrompts = {
+    "The quick brown fox",
+    "Hi",
+    "A much longer prompt that needs several prefill chunks when the step is small",
+    "Mixture of experts",
+    "0 1 2 3 4 5 6 7 8 9",
+    "Continuous batching joins new requests at step boundaries",
+    "x",
+};
+
+TEST_F(SchedulerTest, BatchedJobsGetExactlyTheirTextAlone) {
+  constexpr uint32_t kCtx = 96;
+  auto ctx = MakeContext(4, kCtx);
+  // Small steps: prompts are fed in chunks beside other slots' decode tokens, and with 4
+  // slots for 7 jobs, later jobs join as earlier ones finish.
+  Scheduler sched(*ctx, SchedulerOptions{4, 8, 16}, nullptr);
+  sched.Start();
+  std::vector<GenerationSpec> specs;
+  for (size_t i = 0; i < kPrompts.size(); ++i) {
+    // Mixed greedy and seeded sampling, different lengths.
+    specs.push_back(Spec(kPrompts[i], 6 + 3 * static_cast<int64_t>(i), i % 2 ? 0.9f : 0.0f,
+                         1000 + i));
+  }
+  std::vector<std::shared_ptr<Job>> jobs;
+  for (const GenerationSpec& s : specs) {
+    jobs.push_back(std::make_shared<Job>(s));
+    ASSERT_TRUE(sched.Submit(jobs.back()).ok());
+  }
+  std::vector<Outcome> got;
+  for (auto& job : jobs) got.push_back(WaitFor(*job));
+  const SchedulerGauges g = sched.Gauges();
+  sched.Shutdown(1s);
+  auto solo = MakeContext(1, kCtx);
+  for (size_t i = 0; i < specs.size(); ++i) {
+    const Outcome want = Alone(specs[i], kCtx, solo.get());
+    EXPECT_EQ(got[i].reason, FinishReason::kLength) << i;
+    EXPECT_EQ(got[i].completion_tokens, specs[i].max_tokens) << i;
+    EXPECT_EQ(want.completion_tokens, specs[i].max_tokens) << i;
+    EXPECT_EQ(got[i].text, want.text) << "job " << i << " (" << kPrompts[i] << ")";
+  }
+  // Batching happened: fewer steps than tokens evaluated.
+  EXPECT_GT(g.steps, 0u);
+  EXPECT_GT(g.step_tokens, g.steps * 2);
+}
+
+TEST_F(SchedulerTest, GenerationEndsWhenTheContextIsFull) {
+  constexpr uint32_t kCtx = 24;
+  auto ctx = MakeContext(2, kCtx);
+  Scheduler sched(*ctx, SchedulerOptions{2, 16, 4}, nullptr);
+  sched.Start();
+  GenerationSpec spec = Spec("The quick brown fox", -1);
+  const int64_t n_prompt = static_cast<int64_t>(spec.prompt.size());
+  auto job = std::make_shared<Job>(spec);
+  ASSERT_TRUE(sched.Submit(job).ok());
+  const Outcome got = WaitFor(*job);
+  EXPECT_EQ(got.reason, FinishReason::kLength);
+  // The prompt fills n_prompt positions; every sampled token but the last is evaluated.
+  EXPECT_EQ(got.completion_tokens, kCtx - n_prompt + 1);
+  EXPECT_EQ(got.text, Alone(spec, kCtx).text);
+}
+
+TEST_F(SchedulerTest, StopStringsCutTheText) {
+  constexpr uint32_t kCtx = 64;
+  GenerationSpec spec = Spec("Mixture of experts", 24);
+  const Outcome full = Alone(spec, kCtx);
+  ASSERT_GE(full.text.size(), 12u);
+  // A stop string from the middle of the text: generation ends there, the stop string and
+  // what follows are not sent.
+  const std::string stop = full.text.substr(6, 3);
+  spec.stops = {"never appears \x01", stop};
+  auto ctx = MakeContext(1, kCtx);
+  Scheduler sched(*ctx, SchedulerOptions{1, 16, 4}, nullptr);
+  sched.Start();
+  auto job = std::make_shared<Job>(spec);
+  ASSERT_TRUE(sched.Submit(job).ok());
+  const Outcome got = WaitFor(*job);
+  EXPECT_EQ(got.reason, FinishReason::kStop);
+  EXPECT_EQ(got.text, full.text.substr(0, full.text.find(stop)));
+  EXPECT_LT(got.completion_tokens, 24);
+}
+
+TEST_F(SchedulerTest, CancelFreesTheSlotForTheNextJob) {
+  constexpr uint32_t kCtx = 256;
+  auto ctx = MakeContext(1, kCtx);
+  Scheduler sched(*ctx, SchedulerOptions{1, 16, 4}, nullptr);
+  sched.Start();
+  auto long_job = std::make_shared<Job>(Spec("A long generation", 200));
+  ASSERT_TRUE(sched.Submit(long_job).ok());
+  JobUpdate u;
+  while (!u.finished && u.completion_tokens < 3) long_job->Wait(100ms, &u);
+  long_job->Cancel();
+  const Outcome cancelled = WaitFor(*long_job);
+  EXPECT_EQ(cancelled.reason, FinishReason::kCancelled);
+  EXPECT_LT(cancelled.completion_tokens, 200);
+  // The one slot (and its KV cache) serves the next job, which gets its own text.
+  GenerationSpec next = Spec("Hi", 10);
+  auto job = std::make_shared<Job>(next);
+  ASSERT_TRUE(sched.Submit(job).ok());
+  const Outcome got = WaitFor(*job);
+  EXPECT_EQ(got.reason, FinishReason::kLength);
+  EXPECT_EQ(got.text, Alone(next, kCtx).text);
+  EXPECT_EQ(sched.Gauges().slots_busy, 0u);
+}
+
+TEST_F(SchedulerTest, AFullQueueIsRefusedAndShutdownDrains) {
+  constexpr uint32_t kCtx = 256;
+  auto ctx = MakeContext(1, kCtx);
+  Scheduler sched(*ctx, SchedulerOptions{1, 16, /*max_queue=*/1}, nullptr);
+  sched.Start();
+  auto running = std::make_shared<Job>(Spec("Running", 40));
+  ASSERT_TRUE(sched.Submit(running).ok());
+  JobUpdate u;
+  while (!u.finished && u.completion_tokens < 1) running->Wait(100ms, &u);  // in its slot
+  auto queued = std::make_shared<Job>(Spec("Queued", 5));
+  ASSERT_TRUE(sched.Submit(queued).ok());
+  Status refused = sched.Submit(std::make_shared<Job>(Spec("Refused", 5)));
+  EXPECT_EQ(refused.code(), StatusCode::kResourceExhausted) << refused.message();
+  // Draining lets both finish; nothing new is taken.
+  sched.Shutdown(60s);
+  EXPECT_EQ(WaitFor(*running).reason, FinishReason::kLength);
+  EXPECT_EQ(WaitFor(*queued).reason, FinishReason::kLength);
+  EXPECT_EQ(sched.Submit(std::make_shared<Job>(Spec("Late", 5))).code(), StatusCode::kCancelled);
+  EXPECT_FALSE(sched.accepting());
+}
+
+TEST_F(SchedulerTest, ShutdownWithoutDrainCancels) {
+  auto ctx = MakeContext(2, 512);
+  Scheduler sched(*ctx, SchedulerOptions{2, 16, 8}, nullptr);
+  sched.Start();
+  std::vector<std::shared_ptr<Job>> jobs;
+  for (int i = 0; i < 4; ++i) {
+    jobs.push_back(std::make_shared<Job>(Spec("Endless " + std::to_string(i), 400)));
+    ASSERT_TRUE(sched.Submit(jobs.back()).ok());
+  }
+  JobUpdate u;
+  while (!u.finished && u.completion_tokens < 1) jobs[0]->Wait(100ms, &u);
+  sched.Shutdown(0ms);
+  for (auto& job : jobs) EXPECT_EQ(WaitFor(*job).reason, FinishReason::kCancelled);
+}
+
+// An expert whose reads always fail: a job fails in the batch exactly when it fails alone
+// (it needs that expert), and every other job gets its own text.
+TEST_F(SchedulerTest, AnUnreadableExpertFailsOnlyTheJobsThatNeedIt) {
+  constexpr uint32_t kCtx = 64;
+  // Find the byte range of one expert read: record the reads of a fault-free run.
+  auto seen = std::make_shared<std::vector<std::pair<uint64_t, uint64_t>>>();
+  auto faulty_storage = [](std::function<bool(const ReadOp&)> match) {
+    StorageOptions s;
+    s.mode = MoeStorage::kStream;
+    s.prefetch = false;  // only demanded reads, so a job fails only on what it needs
+    s.expert_cache_pct = 100;
+    FaultPlan plan;
+    FaultRule rule;
+    rule.match = std::move(match);
+    plan.rules.push_back(rule);
+    s.make_io = [plan]() -> Result<std::unique_ptr<IoEngine>> {
+      Result<std::unique_ptr<IoEngine>> inner = CreatePreadEngine(2);
+      if (!inner.ok()) return inner.status();
+      return std::unique_ptr<IoEngine>(
+          std::make_unique<FaultInjectingEngine>(std::move(inner.value()), plan));
+    };
+    return s;
+  };
+  {
+    auto probe = MakeContext(1, kCtx, faulty_storage([seen](const ReadOp& op) {
+      seen->push_back({op.offset, op.length});
+      return false;
+    }));
+    std::vector<float> logits;
+    ASSERT_TRUE(probe->Eval(Prompt("x"), LogitsFor::kLast, &logits).ok());
+  }
+  ASSERT_FALSE(seen->empty());
+  auto overlaps = [](uint64_t offset, uint64_t length) {
+    return [offset, length](const ReadOp& op) {
+      return op.offset < offset + length && offset < op.offset + op.length;
+    };
+  };
+  std::vector<GenerationSpec> specs;
+  for (const std::string& p : kPrompts) specs.push_back(Spec(p, 2));
+  // Pick an expert tensor that some jobs need and some do not, judged alone, each job on a
+  // fresh faulty context.
+  std::function<bool(const ReadOp&)> bad;
+  std::vector<Outcome> want;
+  for (size_t c = 0; c < seen->size() && !bad; c += 3) {  // gate, up, down of an expert
+    auto match = overlaps((*seen)[c].first, (*seen)[c].second);
+    want.clear();
+    int n_failed = 0;
+    for (const GenerationSpec& s : specs) {
+      auto solo = MakeContext(1, kCtx, faulty_storage(match));
+      want.push_back(Alone(s, kCtx, solo.get()));
+      n_failed += want.back().reason == FinishReason::kError;
+    }
+    if (n_failed > 0 && n_failed < static_cast<int>(specs.size())) bad = match;
+  }
+  ASSERT_TRUE(bad) << "no expert is needed by some jobs and not by others";
+
+  auto ctx = MakeContext(4, kCtx, faulty_storage(bad));
+  Scheduler sched(*ctx, SchedulerOptions{4, 64, 16}, nullptr);
+  sched.Start();
+  std::vector<std::shared_ptr<Job>> jobs;
+  for (const GenerationSpec& s : specs) {
+    jobs.push_back(std::make_shared<Job>(s));
+    ASSERT_TRUE(sched.Submit(jobs.back()).ok());
+  }
+  for (size_t i = 0; i < jobs.size(); ++i) {
+    const Outcome got = WaitFor(*jobs[i]);
+    ASSERT_EQ(got.reason, want[i].reason) << "job " << i << ": " << got.error.message();
+    if (got.reason == FinishReason::kError) {
+      EXPECT_EQ(got.error.code(), StatusCode::kIoError);
+      EXPECT_NE(got.error.message().find(" expert "), std::string::npos) << got.error.message();
+    } else {
+      EXPECT_EQ(got.text, want[i].text) << i;
+    }
+  }
+  // The server goes on serving: a job that needs no broken expert still runs.
+  for (size_t i = 0; i < specs.size(); ++i) {
+    if (want[i].reason != FinishReason::kLength) continue;
+    auto again = std::make_shared<Job>(specs[i]);
+    ASSERT_TRUE(sched.Submit(again).ok());
+    EXPECT_EQ(WaitFor(*again).text, want[i].text);
+    break;
+  }
+}
+
+}  // namespace
+}  // namespace mt::server

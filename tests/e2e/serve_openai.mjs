@@ -1,0 +1,280 @@
+// Drives `moetier serve` with the official openai npm client (tools/oracle/node_modules),
+// as serve_openai.sh starts it: node serve_openai.mjs BASE_URL MODEL_ID N_CTX.
+// Prints "ok: ..." / "FAIL: ..." lines and exits 1 if anything failed.
+import { createRequire } from 'node:module';
+import path from 'node:path';
+import { fileURLToPath } from 'node:url';
+
+const here = path.dirname(fileURLToPath(import.meta.url));
+const require = createRequire(path.join(here, '../../tools/oracle/package.json'));
+const { default: OpenAI } = await import(require.resolve('openai'));
+
+const [baseURL, modelId, nCtxArg] = process.argv.slice(2);
+const nCtx = Number(nCtxArg);
+const root = baseURL.replace(/\/v1$/, '');
+const client = new OpenAI({ baseURL, apiKey: 'unused', maxRetries: 0, timeout: 60_000 });
+
+let failures = 0;
+const ok = (what) => console.log(`ok: ${what}`);
+const fail = (what) => { console.log(`FAIL: ${what}`); failures++; };
+const check = (cond, what, detail = '') => (cond ? ok(what) : fail(`${what} ${detail}`));
+const sleep = (ms) => new Promise((r) => setTimeout(r, ms));
+
+async function metric(name) {
+  const text = await (await fetch(`${root}/metrics`)).text();
+  const line = text.split('\n').find((l) => l.startsWith(name + ' ') || l.startsWith(name + '{'));
+  return line === undefined ? undefined : Number(line.split(' ').pop());
+}
+
+async function waitIdle(what) {
+  for (let i = 0; i < 50; i++) {
+    const h = await (await fetch(`${root}/health`)).json();
+    if (h.slots_busy === 0 && h.queue_depth === 0) return ok(`${what}: all slots free again`);
+    await sleep(100);
+  }
+  fail(`${what}: slots still busy`);
+}
+
+// Expects `promise` to reject with an APIError of `status`; returns it.
+async function refused(promise, status, what) {
+  try {
+    await promise;
+    fail(`${what}: accepted`);
+  } catch (e) {
+    if (e instanceof OpenAI.APIError && e.status === status) {
+      ok(`${what}: ${status}`);
+      return e;
+    }
+    fail(`${what}: ${e}`);
+  }
+  return undefined;
+}
+
+const greedy = { temperature: 0, ignore_eos: true };
+
+// --- models, health -----------------------------------------------------------------------
+{
+  const models = await client.models.list();
+  check(models.data.length === 1 && models.data[0].id === modelId, 'models.list names the model',
+        JSON.stringify(models.data));
+  const h = await (await fetch(`${root}/health`)).json();
+  check(h.status === 'ok', 'GET /health', JSON.stringify(h));
+}
+
+// --- chat, streamed and not ---------------------------------------------------------------
+const chatReq = { model: modelId, messages: [{ role: 'system', content: 'Be brief.' },
+                                             { role: 'user', content: 'Hello there!' }],
+                  max_tokens: 12, ...greedy };
+const chat = await client.chat.completions.create(chatReq);
+{
+  const c = chat.choices[0];
+  check(chat.object === 'chat.completion' && c.message.role === 'assistant' &&
+        typeof c.message.content === 'string' && c.message.content.length > 0,
+        'chat completion', JSON.stringify(chat));
+  check(c.finish_reason === 'length', 'chat finish_reason length', c.finish_reason);
+  check(chat.usage.completion_tokens === 12 && chat.usage.prompt_tokens > 0 &&
+        chat.usage.total_tokens === chat.usage.prompt_tokens + 12, 'chat usage',
+        JSON.stringify(chat.usage));
+  const again = await client.chat.completions.create(chatReq);
+  check(again.choices[0].message.content === c.message.content, 'greedy chat is repeatable');
+}
+{
+  const stream = await client.chat.completions.create({ ...chatReq, stream: true,
+                                                        stream_options: { include_usage: true } });
+  let text = '', finish = null, usage = null, chunks = 0, role = null;
+  for await (const chunk of stream) {
+    chunks++;
+    if (chunk.usage) usage = chunk.usage;
+    for (const ch of chunk.choices) {
+      if (ch.delta.role) role = ch.delta.role;
+      text += ch.delta.content ?? '';
+      if (ch.finish_reason) finish = ch.finish_reason;
+    }
+  }
+  check(text === chat.choices[0].message.content, 'streamed chat == non-streamed',
+        JSON.stringify([text, chat.choices[0].message.content]));
+  check(chunks > 3 && role === 'assistant' && finish === 'length', 'stream chunks',
+        `${chunks} ${role} ${finish}`);
+  check(usage && usage.completion_tokens === 12, 'stream usage chunk', JSON.stringify(usage));
+  // The raw stream ends with [DONE].
+  const raw = await (await fetch(`${baseURL}/chat/completions`, {
+    method: 'POST', headers: { 'content-type': 'application/json' },
+    body: JSON.stringify({ ...chatReq, max_tokens: 3, stream: true }) })).text();
+  check(raw.startsWith('data: {') && raw.endsWith('data: [DONE]\n\n'), 'SSE ends with [DONE]',
+        JSON.stringify(raw.slice(-40)));
+}
+
+// --- completions, stop, seed --------------------------------------------------------------
+const compReq = { model: modelId, prompt: 'The quick brown fox', max_tokens: 16, ...greedy };
+const comp = await client.completions.create(compReq);
+{
+  check(comp.object === 'text_completion' && comp.choices[0].text.length > 0 &&
+        comp.usage.completion_tokens === 16, 'completion', JSON.stringify(comp));
+  let text = '';
+  for await (const chunk of await client.completions.create({ ...compReq, stream: true })) {
+    text += chunk.choices[0]?.text ?? '';
+  }
+  check(text === comp.choices[0].text, 'streamed completion == non-streamed');
+  const full = comp.choices[0].text;
+  // A stop string from the middle of the text: the text ends before it.
+  const stop = [...full].slice(4, 6).join('');
+  const stopped = await client.completions.create({ ...compReq, stop: [stop] });
+  check(stopped.choices[0].text === full.slice(0, full.indexOf(stop)) &&
+        stopped.choices[0].finish_reason === 'stop', 'stop string',
+        JSON.stringify([full, stop, stopped.choices[0].text]));
+  const seeded = { ...compReq, temperature: 1.0, seed: 1234 };
+  const s1 = await client.completions.create(seeded);
+  const s2 = await client.completions.create(seeded);
+  check(s1.choices[0].text === s2.choices[0].text, 'same seed, same sampled text');
+  const tokens = await client.completions.create({ ...compReq, prompt: [1, 2, 3], max_tokens: 2 });
+  check(tokens.usage.prompt_tokens === 3, 'prompt as token ids', JSON.stringify(tokens.usage));
+}
+
+// --- errors -------------------------------------------------------------------------------
+{
+  let e = await refused(client.chat.completions.create({ ...chatReq, model: 'gpt-4o' }), 400,
+                        'unknown model');
+  if (e) check(e.code === 'model_not_found' && e.param === 'model' &&
+               e.type === 'invalid_request_error', 'unknown model error object',
+               JSON.stringify(e.error));
+  e = await refused(client.chat.completions.create({ ...chatReq, max_tokens: 'ten' }), 400,
+                    'wrong type');
+  if (e) check(e.param === 'max_tokens', 'wrong type names the field', JSON.stringify(e.error));
+  e = await refused(client.chat.completions.create({ model: modelId }), 400, 'missing messages');
+  if (e) check(e.param === 'messages', 'missing field names it', JSON.stringify(e.error));
+  e = await refused(client.completions.create({ ...compReq, temperature: 5 }), 400,
+                    'temperature out of range');
+  e = await refused(client.completions.create({ ...compReq, prompt: 'word '.repeat(nCtx * 2) }),
+                    400, 'prompt longer than the context');
+  if (e) check(e.code === 'context_length_exceeded', 'context_length_exceeded',
+               JSON.stringify(e.error));
+  e = await refused(client.completions.create({ ...compReq, prompt: [999999999] }), 400,
+                    'token id outside the vocabulary');
+  for (const [body, what] of [['{"model": ', 'malformed JSON'], ['[1, 2]', 'not an object'],
+                              ['', 'empty body']]) {
+    const r = await fetch(`${baseURL}/chat/completions`, {
+      method: 'POST', headers: { 'content-type': 'application/json' }, body });
+    const j = await r.json();
+    check(r.status === 400 && typeof j.error?.message === 'string' &&
+          j.error.type === 'invalid_request_error' && 'param' in j.error && 'code' in j.error,
+          `${what}: 400 with an error object`, `${r.status} ${JSON.stringify(j)}`);
+  }
+  const r = await fetch(`${baseURL}/nowhere`);
+  check(r.status === 404 && (await r.json()).error, 'unknown path: 404 error object');
+}
+
+// --- 32 concurrent greedy requests == each alone ------------------------------------------
+{
+  const reqs = [];
+  for (let i = 0; i < 32; i++) {
+    const n = 6 + (i % 7) * 2;
+    if (i % 3 === 0) {
+      reqs.push({ kind: 'chat', stream: i % 2 === 1,
+                  body: { model: modelId, max_tokens: n, ...greedy,
+                          messages: [{ role: 'user', content: `Question ${i}: why ${i * 7}?` }] } });
+    } else {
+      reqs.push({ kind: 'comp', stream: i % 2 === 1,
+                  body: { model: modelId, max_tokens: n, ...greedy,
+                          prompt: `Request number ${i} says ${'la '.repeat(i % 5)}` } });
+    }
+  }
+  // Seeded sampling is batch-invariant too.
+  reqs[5].body = { ...reqs[5].body, temperature: 0.9, seed: 77 };
+  async function run(r) {
+    if (r.kind === 'chat') {
+      if (!r.stream) return (await client.chat.completions.create(r.body)).choices[0].message.content;
+      let t = '';
+      for await (const c of await client.chat.completions.create({ ...r.body, stream: true })) {
+        t += c.choices[0]?.delta?.content ?? '';
+      }
+      return t;
+    }
+    if (!r.stream) return (await client.completions.create(r.body)).choices[0].text;
+    let t = '';
+    for await (const c of await client.completions.create({ ...r.body, stream: true })) {
+      t += c.choices[0]?.text ?? '';
+    }
+    return t;
+  }
+  const alone = [];
+  for (const r of reqs) alone.push(await run(r));
+  const stepsBefore = await metric('moetier_decode_steps_total');
+  const t0 = Date.now();
+  const together = await Promise.all(reqs.map(run));
+  const seconds = (Date.now() - t0) / 1000;
+  const steps = (await metric('moetier_decode_steps_total')) - stepsBefore;
+  const bad = together.map((t, i) => (t === alone[i] ? -1 : i)).filter((i) => i >= 0);
+  check(bad.length === 0, '32 concurrent requests each get their text alone',
+        `differ: ${bad.join(',')}`);
+  const tokens = reqs.reduce((s, r) => s + r.body.max_tokens, 0);
+  // Alone, every token is a step of its own; batched, slots share steps.
+  check(steps < tokens, `continuous batching: ${tokens} tokens in ${steps} steps ` +
+        `(${seconds.toFixed(2)} s)`, `${steps} >= ${tokens}`);
+}
+
+// --- disconnects cancel their sequence ----------------------------------------------------
+{
+  const cancelledBefore = await metric('moetier_requests_cancelled_total');
+  const stream = await client.chat.completions.create({ ...chatReq, max_tokens: 100000,
+                                                        stream: true });
+  let n = 0;
+  for await (const chunk of stream) {
+    if (++n === 3) break;  // leaving the loop aborts the request
+  }
+  const ac = new AbortController();
+  const pending = client.completions.create({ ...compReq, max_tokens: 100000 },
+                                            { signal: ac.signal }).catch(() => 'aborted');
+  await sleep(300);
+  ac.abort();
+  check((await pending) === 'aborted', 'non-streamed request aborted by the client');
+  await waitIdle('after two disconnects');
+  const cancelled = (await metric('moetier_requests_cancelled_total')) - cancelledBefore;
+  check(cancelled === 2, 'both disconnects cancelled their sequences', `${cancelled}`);
+}
+
+// --- a full queue gets 503 with Retry-After -----------------------------------------------
+{
+  const acs = [], statuses = [];
+  let retryAfter = null;
+  const body = JSON.stringify({ ...compReq, max_tokens: 100000 });
+  const all = [];
+  for (let i = 0; i < 48; i++) {
+    const ac = new AbortController();
+    acs.push(ac);
+    all.push(fetch(`${baseURL}/completions`, { method: 'POST', body, signal: ac.signal,
+                                               headers: { 'content-type': 'application/json' } })
+      .then(async (r) => {
+        statuses.push(r.status);
+        if (r.status === 503) {
+          retryAfter = r.headers.get('retry-after');
+          await r.json();
+        }
+      }).catch(() => {}));
+  }
+  for (let i = 0; i < 100 && statuses.length < 48 - 36; i++) await sleep(50);
+  acs.forEach((ac) => ac.abort());
+  await Promise.all(all);
+  const n503 = statuses.filter((s) => s === 503).length;
+  check(n503 >= 48 - 36 && retryAfter === '1', `full queue: ${n503} x 503 with Retry-After`,
+        `${statuses} retry-after ${retryAfter}`);
+  await waitIdle('after the flood');
+  const after = await client.completions.create({ ...compReq });
+  check(after.choices[0].text === comp.choices[0].text, 'serving goes on after the flood');
+}
+
+// --- metrics ------------------------------------------------------------------------------
+{
+  const text = await (await fetch(`${root}/metrics`)).text();
+  for (const want of ['moetier_requests_total{endpoint="/v1/chat/completions",code="200"}',
+                      'moetier_requests_total{endpoint="/v1/completions",code="503"}',
+                      'moetier_request_duration_seconds_bucket{le="+Inf"}',
+                      'moetier_prompt_tokens_total', 'moetier_generated_tokens_total',
+                      'moetier_queue_depth', 'moetier_expert_hits_total{tier="stream"}',
+                      'moetier_expert_misses_total{tier="stream"}',
+                      'moetier_expert_read_bytes_total{tier="stream"}',
+                      'moetier_expert_stall_seconds_total{tier="stream"}']) {
+    check(text.includes(want), `metrics has ${want}`);
+  }
+}
+
+process.exit(failures ? 1 : 0);

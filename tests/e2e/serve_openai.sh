@@ -1,0 +1,64 @@
+#!/usr/bin/env bash
+# moetier serve driven by the official openai npm client (serve_openai.mjs): chat, streaming,
+# completions, the error cases, 32 concurrent requests == each alone, disconnects, a full
+# queue; then SIGTERM drains a running request and the server exits 0.
+source "$(dirname "$0")/common.bash"
+SRC=${MT_SOURCE_DIR:?MT_SOURCE_DIR must point at the source tree}
+if ! command -v node > /dev/null || [ ! -d "$SRC/tools/oracle/node_modules/openai" ]; then
+  echo "skip: node or the openai package is missing (run scripts/setup.sh)"
+  exit 0
+fi
+
+model="$WORK/olmoe-chat.gguf"
+"$MOETIER" synth --preset olmoe-tiny --type q4_k_m -q -o "$model" > /dev/null || { fail "synth"; finish; }
+
+# start_server LOG ARGS...: starts it on a free port; sets PID and BASE.
+start_server() {
+  local log=$1; shift
+  "$MOETIER" serve -m "$model" --port 0 -t 2 "$@" 2> "$log" &
+  PID=$!
+  BASE=""
+  for _ in $(seq 1 100); do
+    BASE=$(sed -n 's|.*serving .* on \(http://[0-9.:]*/v1\).*|\1|p' "$log")
+    [ -n "$BASE" ] && break
+    kill -0 "$PID" 2> /dev/null || break
+    sleep 0.1
+  done
+  [ -n "$BASE" ] || { fail "server did not start: $(cat "$log")"; finish; }
+}
+
+CTX=512
+start_server "$WORK/serve.log" --parallel 4 --ctx $CTX --max-queue 32 \
+  --moe-storage stream --expert-cache 50% --routing-stats "$WORK/routing.json"
+grep -q "127.0.0.1" <<< "$BASE" && pass "binds to loopback by default ($BASE)" || fail "address $BASE"
+timeout 120 node "$(dirname "$0")/serve_openai.mjs" "$BASE" olmoe-chat $CTX
+[ $? -eq 0 ] && pass "openai client checks" || fail "openai client checks (see above)"
+
+# SIGTERM while a request runs: the request completes (drain), the server exits 0 and saves
+# its routing statistics.
+curl -s -o "$WORK/drained.json" -w '%{http_code}' "$BASE/completions" \
+  -d '{"model": "olmoe-chat", "prompt": "Drain me", "max_tokens": 40, "temperature": 0, "ignore_eos": true}' \
+  > "$WORK/drained.code" &
+CURL=$!
+for _ in $(seq 1 50); do
+  curl -s "${BASE%/v1}/metrics" | grep -q '^moetier_slots_busy 1' && break
+  sleep 0.05
+done
+kill -TERM "$PID"
+wait "$CURL"
+timeout 30 tail --pid="$PID" -f /dev/null
+wait "$PID"; rc=$?
+[ "$rc" -eq 0 ] && pass "SIGTERM: exit 0" || fail "SIGTERM: exit $rc: $(tail -3 "$WORK/serve.log")"
+[ "$(cat "$WORK/drained.code")" = 200 ] && grep -q '"completion_tokens":40' "$WORK/drained.json" &&
+  pass "SIGTERM drains the running request" ||
+  fail "drain: $(cat "$WORK/drained.code") $(head -c 300 "$WORK/drained.json")"
+grep -q "draining" "$WORK/serve.log" && pass "SIGTERM logged" || fail "no drain line"
+[ -s "$WORK/routing.json" ] && pass "--routing-stats saved on exit" || fail "no routing stats"
+
+# Start-up errors are one line.
+expect_error 2 "bad --parallel" -- "$MOETIER" serve -m "$model" --parallel 0
+expect_error 1 "missing model" -- "$MOETIER" serve -m "$WORK/nope.gguf"
+"$MOETIER" serve -m "$model" --port 0 --host 203.0.113.7 > /dev/null 2> "$WORK/err"
+[ $? -ne 0 ] && grep -q "^moetier: error: cannot listen on 203.0.113.7" "$WORK/err" &&
+  pass "unbindable address" || fail "unbindable address: $(cat "$WORK/err")"
+finish

@@ -1,0 +1,43 @@
+// Fuzzes the OpenAI request parser of `moetier serve` (src/server/api.cc). The first byte
+// picks the endpoint, the rest is the body. Any bytes must give a parsed request or a 400
+// error object, never a crash or an exception, and what parses obeys the documented ranges.
+#include <cstdint>
+#include <string>
+#include <string_view>
+
+#include "server/api.h"
+
+extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
+  if (size == 0) return 0;
+  using mt::server::Endpoint;
+  const Endpoint endpoint = (data[0] & 1) ? Endpoint::kChat : Endpoint::kCompletions;
+  const std::string_view body(reinterpret_cast<const char*>(data + 1), size - 1);
+  mt::server::ApiRequest r;
+  std::optional<mt::server::ApiError> e = mt::server::ParseRequest(body, endpoint, "m", &r);
+  if (e) {
+    if (e->http_status != 400 || e->message.empty()) __builtin_trap();
+    (void)mt::server::Dump(mt::server::ErrorJson(*e));  // must not throw, whatever the bytes
+    return 0;
+  }
+  if (r.model != "m" || r.endpoint != endpoint) __builtin_trap();
+  if (endpoint == Endpoint::kChat && r.messages.empty()) __builtin_trap();
+  if (endpoint == Endpoint::kCompletions && r.prompt_is_tokens && r.prompt_tokens.empty()) {
+    __builtin_trap();
+  }
+  for (int64_t id : r.prompt_tokens) {
+    if (id < 0 || id > INT32_MAX) __builtin_trap();
+  }
+  if (r.max_tokens && *r.max_tokens < 1) __builtin_trap();
+  const auto& s = r.sampling;
+  if (!(s.temperature >= 0 && s.temperature <= 2) || !(s.top_p >= 0 && s.top_p <= 1) ||
+      !(s.min_p >= 0 && s.min_p <= 1) || !(s.repeat_penalty > 0) || s.top_k < 0) {
+    __builtin_trap();
+  }
+  if (r.stop.size() > 16) __builtin_trap();
+  for (const std::string& stop : r.stop) {
+    if (stop.empty()) __builtin_trap();
+  }
+  // Echoing parsed text back (as responses do) must not throw on invalid UTF-8.
+  (void)mt::server::Dump(nlohmann::json(r.prompt));
+  return 0;
+}
