@@ -35,5 +35,6 @@ CommandMain SetupTokenize(CLI::App& sub);
 CommandMain SetupPerplexity(CLI::App& sub);
 CommandMain SetupBench(CLI::App& sub);
 CommandMain SetupProfile(CLI::App& sub);
+CommandMain SetupPack(CLI::App& sub);
 
 }  // namespace mt::cli

@@ -29,6 +29,8 @@ constexpr CommandDef kCommands[] = {
     {"perplexity", "Perplexity and KL divergence, as llama-perplexity", SetupPerplexity},
     {"bench", "Prefill and decode speed, as llama-bench, with the memory roofline", SetupBench},
     {"profile", "Record which experts the router picks on a set of prompts", SetupProfile},
+    {"pack", "Rewrite a model as an expert-major pack (one aligned, checksummed record per "
+     "expert), or --verify one", SetupPack},
 };
 
 }  // namespace
