@@ -8,11 +8,52 @@
 namespace mt {
 namespace {
 
-TEST(RecordChecksumTest, IsXxh3Of64Bits) {
-  // XXH3_64bits of no bytes, from the xxHash specification's test vectors.
-  EXPECT_EQ(RecordChecksum(nullptr, 0), 0x2D06800538D394C2ull);
-  const uint8_t a[1] = {0};
-  EXPECT_NE(RecordChecksum(a, 1), RecordChecksum(nullptr, 0));
+// xxHash's own sanity buffer (xxhsum's self-test): byte i is the top byte of
+// 2654435761 * 0x9E3779B185EBCA8D^i (mod 2^64).
+std::vector<uint8_t> SanityBuffer(size_t n) {
+  std::vector<uint8_t> b(n);
+  uint64_t gen = 2654435761u;
+  for (size_t i = 0; i < n; ++i) {
+    b[i] = static_cast<uint8_t>(gen >> 56);
+    gen *= 0x9E3779B185EBCA8Dull;
+  }
+  return b;
+}
+
+// XXH3_64bits (seed 0) of prefixes of the sanity buffer, from the xxHash test vectors: one
+// length per size class of the algorithm, up to the long path that records take.
+struct Vector {
+  size_t length;
+  uint64_t xxh3;
+};
+constexpr Vector kVectors[] = {
+    {0, 0x2D06800538D394C2ull},    {1, 0xC44BDFF4074EECDBull},    {6, 0x27B56A84CD2D7325ull},
+    {12, 0xA713DAF0DFBB77E7ull},   {24, 0xA3FE70BF9D3510EBull},   {48, 0x397DA259ECBA1F11ull},
+    {80, 0xBCDEFBBB2C47C90Aull},   {195, 0xCD94217EE362EC3Aull},  {403, 0xCDEB804D65C6DEA4ull},
+    {512, 0x617E49599013CB6Bull},  {2048, 0xDD59E2C3A5F038E0ull}, {2240, 0x6E73A90539CF2948ull},
+    {2367, 0xCB37AEB9E5D361EDull},
+};
+
+TEST(RecordChecksumTest, IsXxh3Of64BitsWithSeedZero) {
+  EXPECT_EQ(RecordChecksum(nullptr, 0), 0x2D06800538D394C2ull);  // the empty input
+  const std::vector<uint8_t> buf = SanityBuffer(2367);
+  for (const Vector& v : kVectors) {
+    EXPECT_EQ(RecordChecksum(buf.data(), v.length), v.xxh3) << v.length;
+  }
+}
+
+TEST(RecordChecksumTest, PiecewiseMatchesTheKnownValues) {
+  const std::vector<uint8_t> buf = SanityBuffer(2367);
+  RecordHasher h;
+  for (const Vector& v : kVectors) {
+    // Split in three uneven pieces (one may be empty).
+    const size_t a = v.length / 3, b = v.length - v.length / 7;
+    h.Reset();
+    h.Update({buf.data(), a});
+    h.Update({buf.data() + a, b - a});
+    h.Update({buf.data() + b, v.length - b});
+    EXPECT_EQ(h.Digest(), v.xxh3) << v.length;
+  }
 }
 
 TEST(RecordChecksumTest, PiecewiseEqualsWhole) {

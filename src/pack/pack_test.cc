@@ -9,11 +9,14 @@
 #include <filesystem>
 #include <fstream>
 #include <functional>
+#include <regex>
 
 #include "engine/context.h"
 #include "engine/model.h"
 #include "experts/record_checksum.h"
+#include "experts/stream_store.h"
 #include "gguf/gguf.h"
+#include "io/fault_injecting_engine.h"
 #include "model/expert_layout_gguf.h"
 #include "model/hparams.h"
 #include "model/memory_plan.h"
@@ -120,6 +123,28 @@ class PackTest : public ::testing::Test {
       if (t.name != drop) ASSERT_TRUE(w.Write({t.data, t.n_bytes}).ok());
     }
     ASSERT_TRUE(w.Finish().ok());
+  }
+
+  // A stream context on `path` with `cache`, prefetch on or off, and optionally reads
+  // through a fault-injecting engine.
+  static Result<std::unique_ptr<Context>> StreamContext(const Model& m, const std::string& cache,
+                                                        bool prefetch,
+                                                        const FaultPlan* faults = nullptr) {
+    ContextOptions o;
+    o.n_ctx = 64;
+    o.storage.mode = MoeStorage::kStream;
+    o.storage.prefetch = prefetch;
+    EXPECT_TRUE(ParseExpertCache(cache, &o.storage).ok());
+    if (faults != nullptr) {
+      auto plan = std::make_shared<FaultPlan>(*faults);
+      o.storage.make_io = [plan]() -> Result<std::unique_ptr<IoEngine>> {
+        Result<std::unique_ptr<IoEngine>> inner = CreatePreadEngine(2);
+        if (!inner.ok()) return inner.status();
+        return std::unique_ptr<IoEngine>(
+            std::make_unique<FaultInjectingEngine>(std::move(inner.value()), *plan));
+      };
+    }
+    return Context::Create(m, o);
   }
 
   static inline const std::vector<int32_t> kTokens = {5, 1000, 77, 4242, 9, 31000, 12, 640,
@@ -276,7 +301,7 @@ TEST_F(PackTest, LayoutOfAPackDescribesTheSameExpertBytes) {
 }
 
 TEST_F(PackTest, APackGivesBitIdenticalLogitsInEveryStorageMode) {
-  for (const char* preset : {"olmoe-tiny", "qwen2moe-tiny"}) {
+  for (const char* preset : {"olmoe-tiny", "qwen2moe-tiny", "mixtral-tiny"}) {
     SCOPED_TRACE(preset);
     const std::string orig = Synth(preset, "q4_k_m");
     const std::string pack = Pack(orig, std::string(preset) + ".pack.gguf");
@@ -298,12 +323,192 @@ TEST_F(PackTest, SplitPackKeepsEveryRecordWhole) {
   EXPECT_GT(m->shards().size(), 10u);
   EXPECT_FALSE(fs::exists(dir_ / "split.pack.gguf"));
   ExpectPackOf(orig, first);
-  EXPECT_TRUE(Logits(first, MoeStorage::kMmap) == Logits(orig, MoeStorage::kResident));
+  const std::vector<float> want = Logits(orig, MoeStorage::kResident);
+  ASSERT_FALSE(want.empty());
+  EXPECT_TRUE(Logits(first, MoeStorage::kResident) == want);
+  EXPECT_TRUE(Logits(first, MoeStorage::kMmap) == want);
+  EXPECT_TRUE(Logits(first, MoeStorage::kStream) == want);
   Result<VerifyResult> v = VerifyPack(first);
   ASSERT_TRUE(v.ok()) << v.status().message();
   EXPECT_EQ(v->records.size(), 4u * 16);
   EXPECT_TRUE(v->Mismatches().empty());
   EXPECT_GT(v->files.size(), 10u);
+}
+
+TEST_F(PackTest, StreamReadsOneRecordPerExpert) {
+  const std::string orig = Synth("olmoe-tiny", "q6_k");  // padded records
+  const std::string pack = Pack(orig, "reads.pack.gguf");
+  const std::vector<float> want = Logits(orig, MoeStorage::kResident);
+  auto m = Model::Load(pack, LoadOptions{});
+  ASSERT_TRUE(m.ok()) << m.status().message();
+  const ExpertLayout& layout = m.value()->expert_layout();
+  for (const char* cache : {"100%", "30%", "8%"}) {
+    for (bool prefetch : {false, true}) {
+      SCOPED_TRACE(fmt::format("{} prefetch {}", cache, prefetch));
+      auto ctx = StreamContext(*m.value(), cache, prefetch);
+      ASSERT_TRUE(ctx.ok()) << ctx.status().message();
+      std::vector<float> logits;
+      ASSERT_TRUE((*ctx)->Eval(kTokens, LogitsFor::kAll, &logits).ok());
+      EXPECT_TRUE(logits == want);
+      const TierStats& s = (*ctx)->expert_store().stats();
+      EXPECT_GT(s.total.misses, 0u);
+      if (!prefetch) EXPECT_EQ(s.total.prefetch_reads, 0u);
+      // Every expert read (a demand miss that joined no prefetch, or a prefetch) is one
+      // request for the whole record: 4096-aligned, 28 x 4096 + 53760 bytes rounded up.
+      const uint64_t experts_read =
+          s.total.misses - s.total.prefetch_joined + s.total.prefetch_reads;
+      EXPECT_EQ(s.total.reads, experts_read);
+      EXPECT_EQ(s.total.bytes_payload, experts_read * layout.spec(0).bytes());
+      EXPECT_EQ(s.total.bytes_physical, experts_read * (28 * 4096 + RoundUp4K(53760)));
+      EXPECT_EQ(s.total.read_errors, 0u);
+    }
+  }
+}
+
+TEST_F(PackTest, EvictionPoliciesAndPlacementWorkOnAPack) {
+  const std::string orig = Synth("olmoe-tiny", "q4_k_m");
+  const std::string pack = Pack(orig, "policies.pack.gguf");
+  const std::vector<float> want = Logits(orig, MoeStorage::kResident);
+  auto m = Model::Load(pack, LoadOptions{});
+  ASSERT_TRUE(m.ok()) << m.status().message();
+  const std::string profile = (dir_ / "pack-profile.json").string();
+  {
+    ContextOptions o;
+    o.n_ctx = 64;
+    auto ctx = Context::Create(*m.value(), o);
+    ASSERT_TRUE(ctx.ok());
+    std::vector<float> logits;
+    ASSERT_TRUE((*ctx)->Eval(kTokens, LogitsFor::kLast, &logits).ok());
+    ASSERT_TRUE((*ctx)->routing_stats().Save(profile).ok());
+  }
+  for (const char* policy : {"lru", "lfu", "placement"}) {
+    SCOPED_TRACE(policy);
+    ContextOptions o;
+    o.n_ctx = 64;
+    o.n_threads = 2;
+    o.storage.mode = MoeStorage::kStream;
+    ASSERT_TRUE(ParseExpertCache("30%", &o.storage).ok());
+    o.storage.eviction = policy;
+    o.storage.placement_file = profile;
+    auto ctx = Context::Create(*m.value(), o);
+    ASSERT_TRUE(ctx.ok()) << ctx.status().message();
+    std::vector<float> logits;
+    ASSERT_TRUE((*ctx)->Eval(kTokens, LogitsFor::kAll, &logits).ok());
+    EXPECT_TRUE(logits == want);
+    const TierStats& s = (*ctx)->expert_store().stats();
+    EXPECT_GT(s.total.placed, 0u);
+    EXPECT_EQ(s.total.read_errors, 0u);
+  }
+}
+
+// Flips one bit in the gate part of every expert of `layer`; returns the records' offsets.
+std::vector<uint64_t> CorruptLayer(const std::string& pack, uint32_t layer, uint32_t n_expert) {
+  Result<GgufModel> m = GgufModel::Open(pack);
+  EXPECT_TRUE(m.ok());
+  std::vector<uint64_t> offsets;
+  for (uint32_t e = 0; e < n_expert; ++e) {
+    const GgufTensor* gate =
+        m->FindTensor(PerExpertTensorName(TensorRole::kFfnGateExps, int(layer), int(e)));
+    EXPECT_NE(gate, nullptr);
+    offsets.push_back(gate->file_offset);
+  }
+  for (uint32_t e = 0; e < n_expert; ++e) FlipBit(pack, offsets[e] + 100 + e, e % 8);
+  return offsets;
+}
+
+// Checks `msg` is the one-line checksum error of some expert of `layer` in `pack`, at the
+// right offset; returns the expert.
+int ExpectChecksumError(const std::string& msg, const std::string& pack, uint32_t layer,
+                        const std::vector<uint64_t>& offsets) {
+  EXPECT_EQ(msg.find('\n'), std::string::npos) << msg;
+  const std::regex re(fmt::format("{}: layer {} expert ([0-9]+): the record at offset ([0-9]+) "
+                                  "\\([0-9]+ bytes\\) fails its checksum.*",
+                                  pack, layer));
+  std::smatch match;
+  if (!std::regex_search(msg, match, re)) {
+    ADD_FAILURE() << "not a checksum error naming layer " << layer << ": " << msg;
+    return -1;
+  }
+  const int e = std::stoi(match[1]);
+  EXPECT_LT(e, static_cast<int>(offsets.size()));
+  if (e < static_cast<int>(offsets.size())) EXPECT_EQ(std::stoull(match[2]), offsets[e]) << msg;
+  return e;
+}
+
+TEST_F(PackTest, ACorruptRecordIsNeverComputedWith) {
+  const std::string orig = Synth("olmoe-tiny", "q4_k_m");
+  const std::string pack = Pack(orig, "corrupt.pack.gguf");
+  const std::vector<float> want = Logits(orig, MoeStorage::kResident);
+  const std::vector<uint64_t> offsets = CorruptLayer(pack, 1, 16);
+
+  // pack --verify names all 16.
+  Result<VerifyResult> v = VerifyPack(pack);
+  ASSERT_TRUE(v.ok()) << v.status().message();
+  const std::vector<RecordCheck> bad = v->Mismatches();
+  ASSERT_EQ(bad.size(), 16u);
+  for (uint32_t e = 0; e < 16; ++e) {
+    EXPECT_EQ(bad[e].layer, 1u);
+    EXPECT_EQ(bad[e].expert, e);
+    EXPECT_EQ(bad[e].offset, offsets[e]);
+  }
+
+  auto m = Model::Load(pack, LoadOptions{});  // the tensor table is fine: it loads
+  ASSERT_TRUE(m.ok()) << m.status().message();
+
+  // Stream: the first layer-1 expert read fails the step, with no logits; every later
+  // try reads the record again and fails again, whatever the cache holds.
+  for (bool prefetch : {false, true}) {
+    SCOPED_TRACE(prefetch);
+    auto ctx = StreamContext(*m.value(), "100%", prefetch);
+    ASSERT_TRUE(ctx.ok()) << ctx.status().message();
+    for (int attempt = 0; attempt < 2; ++attempt) {
+      std::vector<float> logits;
+      Status s = (*ctx)->Eval(kTokens, LogitsFor::kAll, &logits);
+      ASSERT_FALSE(s.ok());
+      EXPECT_EQ(s.code(), StatusCode::kCorrupt);
+      ExpectChecksumError(s.message(), pack, 1, offsets);
+      EXPECT_EQ((*ctx)->n_past(), 0u);
+    }
+    EXPECT_GT((*ctx)->expert_store().stats().total.read_errors, 0u);
+  }
+
+  // Resident: every record is checked as it is copied; expert 0 of layer 1 is the first bad.
+  ContextOptions o;
+  o.n_ctx = 64;
+  o.storage.mode = MoeStorage::kResident;
+  auto resident = Context::Create(*m.value(), o);
+  ASSERT_FALSE(resident.ok());
+  EXPECT_EQ(ExpectChecksumError(resident.status().message(), pack, 1, offsets), 0);
+}
+
+TEST_F(PackTest, BitsFlippedAfterTheReadAreCaughtAndTheContextRecovers) {
+  const std::string orig = Synth("olmoe-tiny", "q4_k_m");
+  const std::string pack = Pack(orig, "flip.pack.gguf");
+  const std::vector<float> want = Logits(orig, MoeStorage::kResident);
+  auto m = Model::Load(pack, LoadOptions{});
+  ASSERT_TRUE(m.ok()) << m.status().message();
+  FaultPlan plan;
+  FaultRule rule;
+  rule.kind = FaultKind::kCorrupt;
+  rule.every_nth = 5;
+  rule.max_faults = 1;
+  // 16 bits in the read (the record plus < 4 KiB of zero padding after it): at least one in
+  // the record, as the plan is seeded.
+  rule.flip_bits = 16;
+  plan.rules.push_back(rule);
+  auto ctx = StreamContext(*m.value(), "8%", /*prefetch=*/false, &plan);
+  ASSERT_TRUE(ctx.ok()) << ctx.status().message();
+  std::vector<float> logits;
+  Status s = (*ctx)->Eval(kTokens, LogitsFor::kAll, &logits);
+  ASSERT_FALSE(s.ok());
+  EXPECT_EQ(s.code(), StatusCode::kCorrupt) << s.message();
+  EXPECT_NE(s.message().find(pack + ": layer "), std::string::npos) << s.message();
+  EXPECT_NE(s.message().find("fails its checksum"), std::string::npos) << s.message();
+  EXPECT_EQ((*ctx)->n_past(), 0u);
+  // The file is fine: the same context reads the expert again and gets the right numbers.
+  (*ctx)->ClearKv();
+  ASSERT_TRUE((*ctx)->Eval(kTokens, LogitsFor::kAll, &logits).ok());
+  EXPECT_TRUE(logits == want);
 }
 
 TEST_F(PackTest, PackingIsDeterministicAndAPackRepacksToItself) {
