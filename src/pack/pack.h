@@ -2,6 +2,11 @@
 // contiguous, 4 KiB-aligned, checksummed record (gate | up | down), the unit the stream
 // tier reads with one request. The format is defined in model/expert_layout_gguf.h; the
 // engine loads a pack in every storage mode exactly as the original (bit-identical logits).
+//
+// Kernel layout: the records hold the original GGUF blocks (Q4_K, Q6_K, ... rows exactly as
+// in the stacked tensors). The CPU kernels (kernels/matmul*) read ggml block layouts
+// directly and do not repack, so a repacked record layout would buy nothing: a pack changes
+// where an expert's bytes are, never the bytes.
 #pragma once
 
 #include <cstdint>
