@@ -36,5 +36,6 @@ CommandMain SetupPerplexity(CLI::App& sub);
 CommandMain SetupBench(CLI::App& sub);
 CommandMain SetupProfile(CLI::App& sub);
 CommandMain SetupServe(CLI::App& sub);
+CommandMain SetupPack(CLI::App& sub);
 
 }  // namespace mt::cli

@@ -30,6 +30,8 @@ constexpr CommandDef kCommands[] = {
     {"bench", "Prefill and decode speed, as llama-bench, with the memory roofline", SetupBench},
     {"profile", "Record which experts the router picks on a set of prompts", SetupProfile},
     {"serve", "OpenAI-compatible HTTP server with continuous batching", SetupServe},
+    {"pack", "Rewrite a model as an expert-major pack (one aligned, checksummed record per "
+     "expert), or --verify one", SetupPack},
 };
 
 }  // namespace

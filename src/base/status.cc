@@ -19,6 +19,12 @@ const char* StatusCodeName(StatusCode code) {
 
 Status Status::WithContext(std::string_view context) const {
   if (ok()) return *this;
+  // A message that already starts with this context (an error naming its own file) keeps
+  // it once.
+  if (message_.size() > context.size() + 1 && std::string_view(message_).starts_with(context) &&
+      message_.compare(context.size(), 2, ": ") == 0) {
+    return *this;
+  }
   return Status(code_, fmt::format("{}: {}", context, message_));
 }
 

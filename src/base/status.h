@@ -39,7 +39,8 @@ class [[nodiscard]] Status {
   const std::string& message() const { return message_; }
 
   // Returns a copy whose message is "context: message", to add where-information
-  // (file, layer, expert) as an error travels up.
+  // (file, layer, expert) as an error travels up; a message that already starts with
+  // "context: " is returned unchanged, so a file is not named twice.
   Status WithContext(std::string_view context) const;
 
  private:

@@ -33,6 +33,13 @@ TEST(StatusTest, WithContextPrefixes) {
   EXPECT_EQ(s.code(), StatusCode::kCorrupt);
 }
 
+TEST(StatusTest, WithContextNamesAFileOnce) {
+  EXPECT_EQ(IoError("m.gguf: layer 1").WithContext("m.gguf").message(), "m.gguf: layer 1");
+  // Only a whole leading context counts.
+  EXPECT_EQ(IoError("m.gguf.1: x").WithContext("m.gguf").message(), "m.gguf: m.gguf.1: x");
+  EXPECT_EQ(IoError("m.gguf").WithContext("m.gguf").message(), "m.gguf: m.gguf");
+}
+
 TEST(ResultTest, HoldsValueOrStatus) {
   Result<int> good = 7;
   ASSERT_TRUE(good.ok());

@@ -99,11 +99,18 @@ Result<std::unique_ptr<Model>> Model::Load(const std::string& path, const LoadOp
 
   TensorBinder binder(m->gguf_);
   m->layers_.resize(m->hp_.n_layer);
+  // A pack holds each routed expert as tensors of its own instead of the table's stacked
+  // ones; ExpertLayoutFromGguf finds them and the check after it compares them.
+  const bool pack = IsExpertMajorPack(md);
   for (const TensorDesc& desc : ArchTensors(*m->arch_, m->hp_)) {
+    using R = TensorRole;
+    if (pack && (desc.role == R::kFfnGateExps || desc.role == R::kFfnUpExps ||
+                 desc.role == R::kFfnDownExps)) {
+      continue;
+    }
     Result<const GgufTensor*> found = binder.Find(desc);
     if (!found.ok()) return fail(found.status());
     const GgufTensor* t = found.value();
-    using R = TensorRole;
     const bool bias = desc.suffix == TensorSuffix::kBias;
     if (desc.layer < 0) {
       switch (desc.role) {
@@ -135,6 +142,22 @@ Result<std::unique_ptr<Model>> Model::Load(const std::string& path, const LoadOp
   Result<ExpertLayout> layout = ExpertLayoutFromGguf(m->gguf_, m->hp_.n_layer);
   if (!layout.ok()) return fail(layout.status());
   m->expert_layout_ = std::make_unique<ExpertLayout>(std::move(layout.value()));
+  const HParams& want = m->hp_;
+  for (uint32_t il = 0; il < want.n_layer; ++il) {
+    const ExpertSpec& s = m->expert_layout_->spec(il);
+    if (m->expert_layout_->n_expert() != want.n_expert || s.n_embd != want.n_embd ||
+        s.n_ff != want.n_ff_exp) {
+      return fail(InvalidArgument("layer {}: {} experts of {}x{}, the hyperparameters say {} of "
+                                  "{}x{}", il, m->expert_layout_->n_expert(), s.n_embd, s.n_ff,
+                                  want.n_expert, want.n_embd, want.n_ff_exp));
+    }
+    for (GgmlType type : {s.gate_type, s.up_type, s.down_type}) {
+      if (!CanDequantize(type)) {
+        return fail(Unimplemented("layer {}: experts of type {}, which moetier cannot compute "
+                                  "with yet", il, TypeName(type)));
+      }
+    }
+  }
   if (Status s = m->CopyDenseWeights(); !s.ok()) return fail(s);
   return m;
 }

@@ -5,6 +5,7 @@
 
 #include <array>
 #include <cstdint>
+#include <span>
 #include <string>
 #include <utility>
 #include <vector>
@@ -54,37 +55,67 @@ struct ExpertPartTensor {
   const uint8_t* mapped = nullptr;  // expert 0's part in the read-only file mapping
 };
 
+// An expert-major pack keeps each expert as one contiguous record: gate | up | down, each
+// part at a fixed offset inside the record, zero padding between parts. All records of a
+// layer have the same shape. The record is the unit of reading and of checksumming.
+struct RecordShape {
+  uint64_t length = 0;                    // bytes from the gate's first to the down's last
+  std::array<uint64_t, 3> part_offset{};  // where gate, up, down start (gate at 0)
+};
+
+struct ExpertRecord {
+  uint32_t file = 0;                // index into files()
+  uint64_t offset = 0;              // absolute offset of the record's first byte
+  uint64_t checksum = 0;            // RecordChecksum (experts/record_checksum.h) of its bytes
+  const uint8_t* mapped = nullptr;  // the record in the read-only file mapping
+};
+
+// Where every routed expert's bytes are. Two physical layouts, one interface:
+// - tensor-major (a llama.cpp GGUF): expert e's part p is slice e of the stacked part
+//   tensor; the three parts are apart and there are no records;
+// - expert-major (a pack): one record per expert (has_records()).
+// extent(), mapped() and Matrices() work for both. Immutable once built; thread-safe to read.
 class ExpertLayout {
  public:
   // The architecture adapter builds the layout (model/expert_layout_gguf.h): files, then one
-  // AddLayer per layer in order.
+  // AddLayer (tensor-major) or AddRecordLayer (pack) per layer in order, all of one kind.
   ExpertLayout(std::vector<std::string> files, uint32_t n_expert)
       : n_expert_(n_expert), files_(std::move(files)) {}
-  void AddLayer(const ExpertSpec& spec, const std::array<ExpertPartTensor, 3>& parts) {
-    specs_.push_back(spec);
-    parts_.push_back(parts);
-  }
+  void AddLayer(const ExpertSpec& spec, const std::array<ExpertPartTensor, 3>& parts);
+  // `records` has n_expert() entries; each part fits its record.
+  void AddRecordLayer(const ExpertSpec& spec, const RecordShape& shape,
+                      std::vector<ExpertRecord> records);
 
   uint32_t n_layer() const { return static_cast<uint32_t>(specs_.size()); }
   uint32_t n_expert() const { return n_expert_; }
   const std::vector<std::string>& files() const { return files_; }
   const ExpertSpec& spec(uint32_t layer) const { return specs_[layer]; }
-  // The extent of one part of one expert.
+  // The extent of one part of one expert (inside its record for a pack).
   ByteExtent extent(uint32_t layer, uint32_t expert, ExpertPart part) const;
-  // The largest payload of one expert over all layers (bytes).
+  // The largest payload of one expert over all layers (bytes; parts only, no padding).
   uint64_t max_expert_bytes() const;
-  // Total bytes of all experts.
+  // Total payload bytes of all experts.
   uint64_t total_bytes() const;
 
   // Where one part of one expert is in the read-only file mapping.
-  const uint8_t* mapped(uint32_t layer, uint32_t expert, ExpertPart part) const {
-    const ExpertPartTensor& pt = parts_[layer][part];
-    return pt.mapped + uint64_t{expert} * pt.expert_bytes;
-  }
-  // Bytes of one part of all experts of a layer (the stacked tensor's size).
+  const uint8_t* mapped(uint32_t layer, uint32_t expert, ExpertPart part) const;
+  // Bytes of one part of all experts of a layer (n_expert x the part's bytes). Contiguous
+  // at mapped(layer, 0, part) only when !has_records().
   uint64_t part_tensor_bytes(uint32_t layer, ExpertPart part) const {
-    return parts_[layer][part].expert_bytes * n_expert_;
+    return extent(layer, 0, part).length * n_expert_;
   }
+
+  // Records (expert-major packs only; the accessors below require has_records()).
+  bool has_records() const { return !records_.empty(); }
+  const RecordShape& record_shape(uint32_t layer) const;
+  const ExpertRecord& record(uint32_t layer, uint32_t expert) const;
+  ByteExtent record_extent(uint32_t layer, uint32_t expert) const;
+  // The longest record over all layers (bytes); 0 without records.
+  uint64_t max_record_bytes() const;
+
+  // The mapped byte ranges that hold experts, for madvise and warm-up: one per stacked part
+  // tensor (tensor-major) or one per record (pack), in file order within each layer.
+  std::vector<std::span<const uint8_t>> MappedRanges() const;
 
   // The matrices of an expert whose parts start at gate/up/down.
   ExpertMatrices Matrices(uint32_t layer, const uint8_t* gate, const uint8_t* up,
@@ -93,8 +124,10 @@ class ExpertLayout {
  private:
   uint32_t n_expert_ = 0;
   std::vector<std::string> files_;
-  std::vector<ExpertSpec> specs_;                   // (n_layer)
-  std::vector<std::array<ExpertPartTensor, 3>> parts_;  // (n_layer) gate, up, down
+  std::vector<ExpertSpec> specs_;                       // (n_layer)
+  std::vector<std::array<ExpertPartTensor, 3>> parts_;  // (n_layer) tensor-major only
+  std::vector<RecordShape> record_shapes_;              // (n_layer) packs only
+  std::vector<std::vector<ExpertRecord>> records_;      // (n_layer, n_expert) packs only
 };
 
 }  // namespace mt

@@ -5,7 +5,22 @@
 
 #include <cstring>
 
+#include "experts/record_checksum.h"
+
 namespace mt {
+namespace {
+
+Status CheckRecord(const ExpertLayout& layout, uint32_t layer, uint32_t expert) {
+  const ExpertRecord& rec = layout.record(layer, expert);
+  const uint64_t length = layout.record_shape(layer).length;
+  const uint64_t sum = RecordChecksum(rec.mapped, length);
+  if (sum == rec.checksum) return Status::Ok();
+  return Corrupt("{}: layer {} expert {}: the record at offset {} ({} bytes) fails its checksum "
+                 "(xxh3 {:016x}, expected {:016x}); run moetier pack --verify",
+                 layout.files()[rec.file], layer, expert, rec.offset, length, sum, rec.checksum);
+}
+
+}  // namespace
 
 InMemoryStore::InMemoryStore(const ExpertLayout& layout, std::string tier) : layout_(layout) {
   stats_.tier = std::move(tier);
@@ -41,12 +56,21 @@ Result<std::unique_ptr<ResidentStore>> ResidentStore::Create(const ExpertLayout&
   s->copies_.resize(layout.n_layer());
   for (uint32_t il = 0; il < layout.n_layer(); ++il) {
     for (int p = 0; p < kNumExpertParts; ++p) {
-      const ExpertPart part = static_cast<ExpertPart>(p);
-      const uint64_t bytes = layout.part_tensor_bytes(il, part);
-      Result<AlignedBuffer> buf = AlignedBuffer::Allocate(bytes);
+      Result<AlignedBuffer> buf =
+          AlignedBuffer::Allocate(layout.part_tensor_bytes(il, static_cast<ExpertPart>(p)));
       if (!buf.ok()) return buf.status().WithContext("resident experts");
-      std::memcpy(buf->data(), layout.mapped(il, 0, part), bytes);
       s->copies_[il][p] = std::move(buf.value());
+    }
+    // Expert by expert: the parts are contiguous in a stacked tensor, apart in a pack. A
+    // pack's record is checked against its checksum first (xxh3 is far faster than the
+    // page-ins the copy needs anyway), so a corrupt expert is never loaded.
+    for (uint32_t e = 0; e < layout.n_expert(); ++e) {
+      if (layout.has_records()) MT_RETURN_IF_ERROR(CheckRecord(layout, il, e));
+      for (int p = 0; p < kNumExpertParts; ++p) {
+        const ExpertPart part = static_cast<ExpertPart>(p);
+        const uint64_t stride = layout.extent(il, e, part).length;
+        std::memcpy(s->copies_[il][p].data() + e * stride, layout.mapped(il, e, part), stride);
+      }
     }
   }
   return s;
@@ -66,14 +90,11 @@ Result<std::unique_ptr<MmapStore>> MmapStore::Create(const ExpertLayout& layout,
   s->watch_ = std::move(watch.value());
   // Experts are read at random: readahead would only pull in neighbours nobody asked for.
   const uintptr_t page = 4096;
-  for (uint32_t il = 0; il < layout.n_layer(); ++il) {
-    for (int p = 0; p < kNumExpertParts; ++p) {
-      const ExpertPart part = static_cast<ExpertPart>(p);
-      const uintptr_t begin = reinterpret_cast<uintptr_t>(layout.mapped(il, 0, part));
-      const uintptr_t end = begin + layout.part_tensor_bytes(il, part);
-      const uintptr_t b = begin & ~(page - 1);
-      ::madvise(reinterpret_cast<void*>(b), end - b, MADV_RANDOM);
-    }
+  for (std::span<const uint8_t> range : layout.MappedRanges()) {
+    const uintptr_t begin = reinterpret_cast<uintptr_t>(range.data());
+    const uintptr_t end = begin + range.size();
+    const uintptr_t b = begin & ~(page - 1);
+    ::madvise(reinterpret_cast<void*>(b), end - b, MADV_RANDOM);
   }
   if (warm) s->warm_thread_ = std::thread([ptr = s.get()] { ptr->Warm(); });
   return s;
@@ -88,13 +109,9 @@ MmapStore::~MmapStore() {
 void MmapStore::Warm() {
   ::setpriority(PRIO_PROCESS, 0, 19);
   volatile uint8_t sink = 0;
-  for (uint32_t il = 0; il < layout_.n_layer() && !stop_warm_; ++il) {
-    for (int p = 0; p < kNumExpertParts && !stop_warm_; ++p) {
-      const ExpertPart part = static_cast<ExpertPart>(p);
-      const uint8_t* base = layout_.mapped(il, 0, part);
-      const uint64_t bytes = layout_.part_tensor_bytes(il, part);
-      for (uint64_t off = 0; off < bytes && !stop_warm_; off += 4096) sink ^= base[off];
-    }
+  for (std::span<const uint8_t> range : layout_.MappedRanges()) {
+    for (uint64_t off = 0; off < range.size() && !stop_warm_; off += 4096) sink = sink ^ range[off];
+    if (stop_warm_) break;
   }
   (void)sink;
 }

@@ -37,7 +37,9 @@ class InMemoryStore : public ExpertStore {
 // Copies every expert into anonymous memory at creation (the speed baseline).
 class ResidentStore final : public InMemoryStore {
  public:
-  // Reads the experts from the mapping; memory is the layout's total_bytes().
+  // Reads the experts from the mapping; memory is the layout's total_bytes(). For an
+  // expert-major pack every record is checked against its checksum as it is copied: a
+  // mismatch is an error naming the file, layer, expert and offset, and nothing is loaded.
   static Result<std::unique_ptr<ResidentStore>> Create(const ExpertLayout& layout);
   std::string name() const override { return "resident"; }
 
@@ -50,6 +52,9 @@ class ResidentStore final : public InMemoryStore {
 // Points kernels into the file mapping. Expert ranges get MADV_RANDOM (no readahead of
 // neighbours). With `warm`, a background thread pre-faults every expert page at low
 // priority, without delaying the first token.
+// Pack checksums are not checked here: the page cache may fetch any page at any time, so
+// there is no one moment the record is read (checking at start-up would read the whole
+// file, which mmap mode exists to avoid). `moetier pack --verify` checks a pack.
 class MmapStore final : public InMemoryStore {
  public:
   static Result<std::unique_ptr<MmapStore>> Create(const ExpertLayout& layout, bool warm);

@@ -5,7 +5,9 @@
 #include <cmath>
 #include <cstring>
 
+#include "base/check.h"
 #include "base/log.h"
+#include "experts/record_checksum.h"
 
 namespace mt {
 namespace {
@@ -22,6 +24,10 @@ std::array<uint64_t, 3> StagedOffsets(const ExpertSpec& s) {
   const uint64_t g = StagedBytes(s.gate_bytes()), u = StagedBytes(s.up_bytes());
   return {0, g, g + u};
 }
+
+// The tag of a read: slot * 4 + what it reads (a part, or the whole record of a pack).
+constexpr uint64_t kRecordTag = 3;
+constexpr const char* kWhat[4] = {"gate", "up", "down", "record"};
 
 uint64_t NowNs() {
   return static_cast<uint64_t>(std::chrono::duration_cast<std::chrono::nanoseconds>(
@@ -45,9 +51,13 @@ Result<std::unique_ptr<StreamStore>> StreamStore::Create(const ExpertLayout& lay
   std::unique_ptr<StreamStore> s(new StreamStore(layout, std::move(io)));
   for (uint32_t il = 0; il < layout.n_layer(); ++il) {
     const ExpertSpec& spec = layout.spec(il);
-    s->slot_bytes_ = std::max(s->slot_bytes_, StagedBytes(spec.gate_bytes()) +
-                                                  StagedBytes(spec.up_bytes()) +
-                                                  StagedBytes(spec.down_bytes()));
+    // A pack's record starts aligned: it is read whole, rounded up to the alignment.
+    const uint64_t need =
+        layout.has_records()
+            ? RoundUp(layout.record_shape(il).length, kAlign)
+            : StagedBytes(spec.gate_bytes()) + StagedBytes(spec.up_bytes()) +
+                  StagedBytes(spec.down_bytes());
+    s->slot_bytes_ = std::max(s->slot_bytes_, need);
   }
   const uint64_t all = uint64_t{layout.n_layer()} * layout.n_expert();
   const uint64_t n_slots =
@@ -154,10 +164,22 @@ void StreamStore::StartLoad(int32_t s, uint32_t layer, uint32_t expert) {
   slot.state = SlotState::kLoading;
   slot.layer = static_cast<int32_t>(layer);
   slot.expert = static_cast<int32_t>(expert);
-  slot.parts_pending = kNumExpertParts;
   slot.error = Status::Ok();
   SlotOf(layer, expert) = s;
   policy_->Assign(s, layer * layout_.n_expert() + expert);
+  if (layout_.has_records()) {
+    // One read of the whole record (parts and the padding between them); Reap checks it.
+    const ByteExtent rec = layout_.record_extent(layer, expert);
+    MT_CHECK(rec.offset % kAlign == 0);
+    slot.parts_pending = 1;
+    slot.payload_at = layout_.record_shape(layer).part_offset;
+    queued_.push_back(ReadOp{files_[rec.file], rec.offset, RoundUp(rec.length, kAlign),
+                             SlotData(s), uint64_t(s) * 4 + kRecordTag});
+    ++stats_.total.reads;
+    ++stats_.layers[layer].reads;
+    return;
+  }
+  slot.parts_pending = kNumExpertParts;
   const std::array<uint64_t, 3> staged = StagedOffsets(layout_.spec(layer));
   for (int p = 0; p < kNumExpertParts; ++p) {
     const ByteExtent ext = layout_.extent(layer, expert, static_cast<ExpertPart>(p));
@@ -197,17 +219,34 @@ void StreamStore::SubmitQueued() {
   queued_.clear();
 }
 
-Status StreamStore::ReadError(int32_t s, ExpertPart part, int64_t result, uint64_t wanted) const {
+ByteExtent StreamStore::ExtentOf(int32_t s, uint64_t what) const {
   const Slot& slot = slots_[s];
-  const ByteExtent ext = layout_.extent(slot.layer, slot.expert, part);
+  if (what == kRecordTag) return layout_.record_extent(slot.layer, slot.expert);
+  return layout_.extent(slot.layer, slot.expert, static_cast<ExpertPart>(what));
+}
+
+Status StreamStore::ReadError(int32_t s, uint64_t what, int64_t result, uint64_t wanted) const {
+  const Slot& slot = slots_[s];
+  const ByteExtent ext = ExtentOf(s, what);
   const std::string& file = layout_.files()[ext.file];
-  static constexpr const char* kPart[3] = {"gate", "up", "down"};
   if (result < 0) {
     return IoError("{}: layer {} expert {} ({}): read at offset {} failed: {}", file, slot.layer,
-                   slot.expert, kPart[part], ext.offset, std::strerror(static_cast<int>(-result)));
+                   slot.expert, kWhat[what], ext.offset, std::strerror(static_cast<int>(-result)));
   }
   return IoError("{}: layer {} expert {} ({}): short read at offset {}: {} of {} bytes", file,
-                 slot.layer, slot.expert, kPart[part], ext.offset, result, wanted);
+                 slot.layer, slot.expert, kWhat[what], ext.offset, result, wanted);
+}
+
+Status StreamStore::CheckRecord(int32_t s) {
+  const Slot& slot = slots_[s];
+  const ExpertRecord& rec = layout_.record(slot.layer, slot.expert);
+  const uint64_t length = layout_.record_shape(slot.layer).length;
+  const uint64_t sum = RecordChecksum(SlotData(s), length);
+  if (sum == rec.checksum) return Status::Ok();
+  return Corrupt("{}: layer {} expert {}: the record at offset {} ({} bytes) fails its checksum "
+                 "(xxh3 {:016x}, expected {:016x}); run moetier pack --verify",
+                 layout_.files()[rec.file], slot.layer, slot.expert, rec.offset, length, sum,
+                 rec.checksum);
 }
 
 void StreamStore::Reap(bool block) {
@@ -215,19 +254,24 @@ void StreamStore::Reap(bool block) {
   const size_t n = io_->Wait(done, block ? 1 : 0, -1);
   for (size_t i = 0; i < n; ++i) {
     const int32_t s = static_cast<int32_t>(done[i].tag / 4);
-    const ExpertPart part = static_cast<ExpertPart>(done[i].tag % 4);
+    const uint64_t what = done[i].tag % 4;
     Slot& slot = slots_[s];
     --in_flight_;
-    const ByteExtent ext = layout_.extent(slot.layer, slot.expert, part);
+    const ByteExtent ext = ExtentOf(s, what);
     const uint64_t wanted = ext.offset % kAlign + ext.length;  // through the payload's end
     TierCounters& layer = stats_.layers[slot.layer];
     if (done[i].result < 0 || static_cast<uint64_t>(done[i].result) < wanted) {
-      if (slot.error.ok()) slot.error = ReadError(s, part, done[i].result, wanted);
+      if (slot.error.ok()) slot.error = ReadError(s, what, done[i].result, wanted);
     } else {
+      // A record's payload is its parts; the padding between them counts as physical only.
+      const uint64_t payload =
+          what == kRecordTag ? layout_.spec(slot.layer).bytes() : ext.length;
       stats_.total.bytes_physical += done[i].result;
       layer.bytes_physical += done[i].result;
-      stats_.total.bytes_payload += ext.length;
-      layer.bytes_payload += ext.length;
+      stats_.total.bytes_payload += payload;
+      layer.bytes_payload += payload;
+      // Fail closed: a record whose bytes do not match its checksum is never computed with.
+      if (what == kRecordTag && slot.error.ok()) slot.error = CheckRecord(s);
     }
     if (--slot.parts_pending > 0) continue;
     if (slot.placing) {

@@ -10,6 +10,9 @@
 //   as soon as its own reads complete.
 // - A failed or short read fails the demand with the file, layer, expert and offset; the
 //   slot is dropped, never computed with.
+// - An expert-major pack (ExpertLayout::has_records()) is read one record per expert (one
+//   request instead of three) and the record's xxh3 checksum is checked as it lands; a
+//   mismatch fails closed like a failed read (error naming file, layer, expert, offset).
 //
 // Memory: the slot pool is reserved (virtual) at creation and its pages are touched only
 // when a slot is first filled. Not thread-safe: one owner thread.
@@ -107,7 +110,12 @@ class StreamStore final : public ExpertStore {
   void Retire(int32_t s);
   // Starts placement loads while few are in flight.
   void StartPlacements();
-  Status ReadError(int32_t s, ExpertPart part, int64_t result, uint64_t wanted) const;
+  // The bytes a read of slot s fetches: part `what` (0..2) or the whole record (3).
+  ByteExtent ExtentOf(int32_t s, uint64_t what) const;
+  Status ReadError(int32_t s, uint64_t what, int64_t result, uint64_t wanted) const;
+  // Ok when the record just read into slot s matches its checksum; else a one-line error
+  // naming the file, layer, expert and offset.
+  Status CheckRecord(int32_t s);
 
   const ExpertLayout& layout_;
   std::unique_ptr<IoEngine> io_;

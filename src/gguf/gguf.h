@@ -216,8 +216,12 @@ class GgufWriter {
 
   // Declares the next tensor. Fails on a duplicate name, a name that is empty or longer than
   // llama.cpp's 63 bytes, an empty or oversized shape, a zero dimension, or a row length that
-  // is not a multiple of the type's block size.
-  Status AddTensor(std::string name, GgmlType type, std::vector<uint64_t> shape);
+  // is not a multiple of the type's block size. With `keep_with_previous`, a split set never
+  // starts a new shard before this tensor: it lands in the same shard as the one declared
+  // before it (a group that alone passes split_max_bytes gets a shard to itself, as an
+  // oversized single tensor does).
+  Status AddTensor(std::string name, GgmlType type, std::vector<uint64_t> shape,
+                   bool keep_with_previous = false);
 
   // Creates the temporary file(s) and writes headers. No AddTensor after this.
   Status Begin();

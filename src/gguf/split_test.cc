@@ -32,12 +32,16 @@ std::vector<uint8_t> TensorBytes(size_t i) {
 }
 
 // Writes the five tensors with `options` into dir/m.gguf; returns the output paths.
-std::vector<std::string> WriteSet(const TempDir& dir, GgufWriterOptions options) {
+// Tensor i is declared keep_with_previous when keep[i].
+std::vector<std::string> WriteSet(const TempDir& dir, GgufWriterOptions options,
+                                  std::vector<bool> keep = {}) {
+  keep.resize(kElements.size(), false);
   GgufWriter w(dir.File("m.gguf"), options);
   w.metadata().Set("general.architecture", GgufValue::String("test"));
   w.metadata().Set("test.value", GgufValue::Uint32(7));
   for (size_t i = 0; i < kElements.size(); ++i) {
-    EXPECT_TRUE(w.AddTensor("t" + std::to_string(i), GgmlType::kF32, {kElements[i]}).ok());
+    EXPECT_TRUE(
+        w.AddTensor("t" + std::to_string(i), GgmlType::kF32, {kElements[i]}, keep[i]).ok());
   }
   EXPECT_TRUE(w.Begin().ok());
   for (size_t i = 0; i < kElements.size(); ++i) EXPECT_TRUE(w.Write(TensorBytes(i)).ok());
@@ -117,6 +121,38 @@ TEST(GgufSplitTest, SplitWithAlignment) {
   const std::vector<std::string> paths = WriteSet(dir, o);
   ASSERT_EQ(paths.size(), 4u);
   ExpectSet(dir, paths, {0, 0, 1, 2, 3}, 64);
+}
+
+TEST(GgufSplitTest, TensorsKeptWithThePreviousOneShareItsShard) {
+  // Padded sizes 32, 96, 32, 160, 32, at most 128 bytes per shard.
+  {
+    // {t0, t1, t2} is one group of 160 bytes: over the limit, so a shard of its own.
+    TempDir dir;
+    GgufWriterOptions o;
+    o.split_max_bytes = 128;
+    const std::vector<std::string> paths = WriteSet(dir, o, {false, true, true});
+    ASSERT_EQ(paths.size(), 3u);
+    ExpectSet(dir, paths, {0, 0, 0, 1, 2}, 32);
+  }
+  {
+    // {t3, t4} (192 bytes) does not fit after t2, starts a shard, and t4 stays with t3.
+    TempDir dir;
+    GgufWriterOptions o;
+    o.split_max_bytes = 128;
+    const std::vector<std::string> paths =
+        WriteSet(dir, o, {false, false, false, false, true});
+    ASSERT_EQ(paths.size(), 3u);
+    ExpectSet(dir, paths, {0, 0, 1, 2, 2}, 32);
+  }
+  {
+    // By count, at most 2: t0; {t1, t2} does not fit beside t0; {t3, t4}.
+    TempDir dir;
+    GgufWriterOptions o;
+    o.split_max_tensors = 2;
+    const std::vector<std::string> paths = WriteSet(dir, o, {false, false, true});
+    ASSERT_EQ(paths.size(), 3u);
+    ExpectSet(dir, paths, {0, 1, 1, 2, 2}, 32);
+  }
 }
 
 TEST(GgufSplitTest, OneShardSetOpensAsASingleFile) {

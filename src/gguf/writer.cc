@@ -67,6 +67,7 @@ struct GgufWriter::Impl {
     uint64_t n_bytes = 0;
     uint32_t shard = 0;
     uint64_t offset = 0;  // relative to its shard's data section
+    bool keep_with_previous = false;  // never the first tensor of a shard
   };
   struct Shard {
     std::string final_path;
@@ -142,7 +143,8 @@ GgufWriter::GgufWriter(std::string path, GgufWriterOptions options)
 
 GgufWriter::~GgufWriter() = default;
 
-Status GgufWriter::AddTensor(std::string name, GgmlType type, std::vector<uint64_t> shape) {
+Status GgufWriter::AddTensor(std::string name, GgmlType type, std::vector<uint64_t> shape,
+                             bool keep_with_previous) {
   Impl& im = *impl_;
   if (im.state != Impl::State::kDeclaring) {
     return InvalidArgument("{}: tensor '{}' declared after Begin", path_, name);
@@ -180,6 +182,7 @@ Status GgufWriter::AddTensor(std::string name, GgmlType type, std::vector<uint64
     return InvalidArgument("{}: tensor '{}': size in bytes overflows", path_, name);
   }
   im.names.insert(name);
+  t.keep_with_previous = keep_with_previous && !im.tensors.empty();
   t.name = std::move(name);
   t.type = type;
   t.shape = std::move(shape);
@@ -250,17 +253,28 @@ Status GgufWriter::Begin() {
     }
   }
 
-  // Assign tensors to shards the way gguf-split does: by padded data bytes or by count.
+  // Assign tensors to shards the way gguf-split does: by padded data bytes or by count. A
+  // group (a tensor and those kept with it) is placed as one.
   const bool split = options_.split_max_bytes > 0 || options_.split_max_tensors > 0;
   uint32_t n_shards = 1;
   {
     uint64_t shard_bytes = 0, shard_tensors = 0;
-    for (Impl::Tensor& t : im.tensors) {
-      const uint64_t padded = gf::AlignUp(t.n_bytes, alignment);
+    for (size_t i = 0; i < im.tensors.size(); ++i) {
+      Impl::Tensor& t = im.tensors[i];
+      uint64_t group_bytes = 0, group_tensors = 0;
+      for (size_t j = i; !t.keep_with_previous && j < im.tensors.size() &&
+                         (j == i || im.tensors[j].keep_with_previous);
+           ++j) {
+        group_bytes += gf::AlignUp(im.tensors[j].n_bytes, alignment);
+        ++group_tensors;
+      }
       const bool full =
-          shard_tensors > 0 &&
-          ((options_.split_max_tensors > 0 && shard_tensors >= options_.split_max_tensors) ||
-           (options_.split_max_bytes > 0 && shard_bytes + padded > options_.split_max_bytes));
+          !t.keep_with_previous && shard_tensors > 0 &&
+          ((options_.split_max_tensors > 0 &&
+            shard_tensors + group_tensors > options_.split_max_tensors) ||
+           (options_.split_max_bytes > 0 &&
+            shard_bytes + group_bytes > options_.split_max_bytes));
+      const uint64_t padded = gf::AlignUp(t.n_bytes, alignment);
       if (split && full) {
         ++n_shards;
         shard_bytes = shard_tensors = 0;

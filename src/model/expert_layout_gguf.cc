@@ -1,20 +1,29 @@
 #include "model/expert_layout_gguf.h"
 
+#include <limits>
 #include <optional>
 
 #include "gguf/gguf.h"
+#include "model/tensor_names.h"
 
 namespace mt {
+namespace {
 
-Result<ExpertLayout> ExpertLayoutFromGguf(const GgufModel& model, uint32_t n_layer) {
+constexpr TensorRole kStacked[3] = {TensorRole::kFfnGateExps, TensorRole::kFfnUpExps,
+                                    TensorRole::kFfnDownExps};
+
+std::vector<std::string> FilesOf(const GgufModel& model) {
   std::vector<std::string> files;
   for (const GgufShard& s : model.shards()) files.push_back(s.path);
+  return files;
+}
+
+Result<ExpertLayout> TensorMajorLayout(const GgufModel& model, uint32_t n_layer) {
   std::optional<ExpertLayout> layout;
-  static constexpr const char* kNames[3] = {"ffn_gate_exps", "ffn_up_exps", "ffn_down_exps"};
   for (uint32_t il = 0; il < n_layer; ++il) {
     const GgufTensor* t[3];
     for (int p = 0; p < 3; ++p) {
-      std::string name = fmt::format("blk.{}.{}.weight", il, kNames[p]);
+      std::string name = TensorName(kStacked[p], static_cast<int>(il));
       t[p] = model.FindTensor(name);
       if (t[p] == nullptr) return NotFound("missing tensor {}", name);
       if (t[p]->shape.size() != 3) return InvalidArgument("tensor {} is not 3-D", name);
@@ -25,7 +34,7 @@ Result<ExpertLayout> ExpertLayoutFromGguf(const GgufModel& model, uint32_t n_lay
         t[kDown]->shape != std::vector<uint64_t>{n_ff, n_embd, n_expert}) {
       return InvalidArgument("layer {}: expert tensors have inconsistent shapes", il);
     }
-    if (!layout) layout.emplace(files, static_cast<uint32_t>(n_expert));
+    if (!layout) layout.emplace(FilesOf(model), static_cast<uint32_t>(n_expert));
     if (n_expert != layout->n_expert()) {
       return InvalidArgument("layer {} has {} experts, layer 0 has {}", il, n_expert,
                              layout->n_expert());
@@ -46,5 +55,107 @@ Result<ExpertLayout> ExpertLayoutFromGguf(const GgufModel& model, uint32_t n_lay
   return std::move(*layout);
 }
 
+// The checksum array of a pack, checked against n_layer; n_expert is its length / n_layer.
+Result<const GgufArray*> PackChecksums(const GgufMetadata& md, uint32_t n_layer) {
+  const GgufValue* v = md.Find(kKeyExpertChecksums);
+  if (v == nullptr) return NotFound("an {} pack needs the key {}", kExpertMajor, kKeyExpertChecksums);
+  const GgufArray* a = v->AsArray();
+  if (a == nullptr || a->element_type != GgufType::kUint64) {
+    return Corrupt("key {} is {}, expected an array of uint64", kKeyExpertChecksums,
+                           v->ToShortString());
+  }
+  const uint64_t n = a->items.size();
+  if (n == 0 || n % n_layer != 0 || n / n_layer > std::numeric_limits<uint32_t>::max()) {
+    return Corrupt("key {} has {} checksums, expected n_layer ({}) x n_expert",
+                           kKeyExpertChecksums, n, n_layer);
+  }
+  return a;
+}
+
+Result<ExpertLayout> PackLayout(const GgufModel& model, uint32_t n_layer) {
+  const GgufMetadata& md = model.metadata();
+  const GgufValue* kind = md.Find(kKeyExpertLayout);
+  const std::string* s = kind->AsString();
+  if (s == nullptr || *s != kExpertMajor) {
+    return Corrupt("key {} is {}; the only layout moetier knows is \"{}\"",
+                           kKeyExpertLayout, kind->ToShortString(), kExpertMajor);
+  }
+  if (n_layer == 0) return InvalidArgument("the model has no layers");
+  Result<const GgufArray*> sums = PackChecksums(md, n_layer);
+  if (!sums.ok()) return sums.status();
+  const uint32_t n_expert = static_cast<uint32_t>(sums.value()->items.size() / n_layer);
+  ExpertLayout layout(FilesOf(model), n_expert);
+  for (uint32_t il = 0; il < n_layer; ++il) {
+    ExpertSpec spec;
+    RecordShape shape;
+    std::vector<ExpertRecord> records(n_expert);
+    for (uint32_t e = 0; e < n_expert; ++e) {
+      const GgufTensor* t[3];
+      for (int p = 0; p < 3; ++p) {
+        std::string name = PerExpertTensorName(kStacked[p], static_cast<int>(il),
+                                               static_cast<int>(e));
+        t[p] = model.FindTensor(name);
+        if (t[p] == nullptr) return NotFound("missing tensor {}", name);
+        if (t[p]->shape.size() != 2) return Corrupt("tensor {} is not 2-D", name);
+      }
+      const GgufTensor& gate = *t[kGate];
+      const GgufTensor& up = *t[kUp];
+      const GgufTensor& down = *t[kDown];
+      const uint64_t n_embd = gate.shape[0], n_ff = gate.shape[1];
+      if (up.shape != gate.shape || down.shape != std::vector<uint64_t>{n_ff, n_embd} ||
+          n_embd > std::numeric_limits<uint32_t>::max() ||
+          n_ff > std::numeric_limits<uint32_t>::max()) {
+        return Corrupt("layer {} expert {}: gate/up/down have inconsistent shapes", il,
+                               e);
+      }
+      if (up.shard != gate.shard || down.shard != gate.shard ||
+          up.file_offset < gate.file_offset + gate.n_bytes ||
+          down.file_offset < up.file_offset + up.n_bytes) {
+        return Corrupt("layer {} expert {}: gate, up and down are not one record in "
+                               "this order in one file",
+                               il, e);
+      }
+      const std::string& file = model.shards()[gate.shard].path;
+      if (gate.file_offset % kPackAlignment != 0) {
+        return Corrupt("{}: layer {} expert {}: record at offset {} is not {}-aligned",
+                               file, il, e, gate.file_offset, kPackAlignment);
+      }
+      RecordShape here;
+      here.part_offset = {0, up.file_offset - gate.file_offset,
+                          down.file_offset - gate.file_offset};
+      here.length = down.file_offset + down.n_bytes - gate.file_offset;
+      if (e == 0) {
+        spec.n_embd = static_cast<uint32_t>(n_embd);
+        spec.n_ff = static_cast<uint32_t>(n_ff);
+        spec.gate_type = gate.type;
+        spec.up_type = up.type;
+        spec.down_type = down.type;
+        shape = here;
+      } else if (n_embd != spec.n_embd || n_ff != spec.n_ff || gate.type != spec.gate_type ||
+                 up.type != spec.up_type || down.type != spec.down_type) {
+        return Corrupt("layer {} expert {}: shape or type differs from expert 0's", il,
+                               e);
+      } else if (here.length != shape.length || here.part_offset != shape.part_offset) {
+        return Corrupt("layer {} expert {}: record shape differs from expert 0's", il,
+                               e);
+      }
+      const uint64_t sum = *sums.value()->items[uint64_t{il} * n_expert + e].AsUint();
+      records[e] = {gate.shard, gate.file_offset, sum, gate.data};
+    }
+    layout.AddRecordLayer(spec, shape, std::move(records));
+  }
+  return layout;
+}
+
+}  // namespace
+
+bool IsExpertMajorPack(const GgufMetadata& metadata) {
+  return metadata.Contains(kKeyExpertLayout);
+}
+
+Result<ExpertLayout> ExpertLayoutFromGguf(const GgufModel& model, uint32_t n_layer) {
+  if (IsExpertMajorPack(model.metadata())) return PackLayout(model, n_layer);
+  return TensorMajorLayout(model, n_layer);
+}
 
 }  // namespace mt

@@ -22,6 +22,15 @@ Result<MemoryPlan> ComputeMemoryPlan(const GgufModel& model) {
   for (const GgufTensor& t : model.tensors()) {
     plan.total_bytes += t.n_bytes;
     int il = LayerOfTensorName(t.name);
+    if (std::optional<PerExpertName> pe = ParsePerExpertTensorName(t.name)) {
+      // A pack's expert slice (2-D); expert 0's slices give the bytes of one expert.
+      LayerMemory& lm = layer(il);
+      lm.expert_bytes += t.n_bytes;
+      lm.n_expert = std::max<uint32_t>(lm.n_expert, static_cast<uint32_t>(pe->expert) + 1);
+      if (pe->expert == 0) lm.bytes_per_expert += t.n_bytes;
+      plan.expert_bytes += t.n_bytes;
+      continue;
+    }
     if (IsRoutedExpertTensorName(t.name) && il >= 0) {
       if (t.shape.size() != 3 || t.shape[2] == 0) {
         return InvalidArgument("tensor {}: routed experts must be stacked in a 3-D tensor", t.name);

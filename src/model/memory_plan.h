@@ -1,6 +1,7 @@
 // How a model's bytes divide between the dense part (always resident) and the routed
 // experts (tiered), and how many bytes one decoded token touches. Computed from the tensor
-// table alone, so it works for any GGUF with stacked ffn_*_exps tensors.
+// table alone, so it works for any GGUF with stacked ffn_*_exps tensors, and for
+// expert-major packs (per-expert blk.N.ffn_*.E tensors).
 #pragma once
 
 #include <cstdint>
@@ -15,7 +16,7 @@ class GgufModel;
 struct LayerMemory {
   uint64_t dense_bytes = 0;       // attention, norms, router, shared experts
   uint64_t expert_bytes = 0;      // all routed experts of the layer
-  uint32_t n_expert = 0;          // experts stacked in the layer's ffn_*_exps tensors
+  uint32_t n_expert = 0;          // experts in the layer (stacked, or per-expert tensors)
   uint64_t bytes_per_expert = 0;  // gate + up + down of one expert
 };
 

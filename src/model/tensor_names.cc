@@ -50,12 +50,61 @@ std::string TensorName(TensorRole role, int layer, TensorSuffix suffix) {
   MT_CHECK_MSG(false, "TensorRole missing from the name table");
 }
 
+namespace {
+
+struct PerExpertBase {
+  TensorRole stacked;
+  std::string_view base;  // llama.cpp's LLM_TENSOR_FFN_*_EXP name without "blk.%d." and ".%d"
+};
+constexpr std::array<PerExpertBase, 3> kPerExpertNames = {{
+    {TensorRole::kFfnGateExps, "ffn_gate"},
+    {TensorRole::kFfnUpExps, "ffn_up"},
+    {TensorRole::kFfnDownExps, "ffn_down"},
+}};
+
+// Parses a decimal number without sign or leading zeros at the front of `s`; advances `s`.
+std::optional<int> TakeNumber(std::string_view& s) {
+  int v = -1;
+  auto [end, ec] = std::from_chars(s.data(), s.data() + s.size(), v);
+  if (ec != std::errc() || end == s.data() || v < 0 || (s[0] == '0' && end - s.data() > 1)) {
+    return std::nullopt;
+  }
+  s.remove_prefix(static_cast<size_t>(end - s.data()));
+  return v;
+}
+
+}  // namespace
+
+std::string PerExpertTensorName(TensorRole stacked, int layer, int expert) {
+  for (const PerExpertBase& e : kPerExpertNames) {
+    if (e.stacked == stacked) return fmt::format("blk.{}.{}.{}.weight", layer, e.base, expert);
+  }
+  MT_CHECK_MSG(false, "PerExpertTensorName takes a stacked expert role");
+}
+
+std::optional<PerExpertName> ParsePerExpertTensorName(std::string_view name) {
+  constexpr std::string_view kPrefix = "blk.", kSuffix = ".weight";
+  if (!name.starts_with(kPrefix) || !name.ends_with(kSuffix)) return std::nullopt;
+  std::string_view s = name.substr(kPrefix.size(), name.size() - kPrefix.size() - kSuffix.size());
+  std::optional<int> layer = TakeNumber(s);
+  if (!layer || !s.starts_with('.')) return std::nullopt;
+  s.remove_prefix(1);
+  for (const PerExpertBase& e : kPerExpertNames) {
+    if (!s.starts_with(e.base) || s.size() <= e.base.size() || s[e.base.size()] != '.') continue;
+    std::string_view rest = s.substr(e.base.size() + 1);
+    std::optional<int> expert = TakeNumber(rest);
+    if (!expert || !rest.empty()) return std::nullopt;
+    return PerExpertName{e.stacked, *layer, *expert};
+  }
+  return std::nullopt;
+}
+
 bool IsRoutedExpertTensorName(std::string_view name) {
   for (std::string_view part : {".ffn_gate_exps.", ".ffn_up_exps.", ".ffn_down_exps.",
                                 ".ffn_gate_up_exps."}) {
     if (name.find(part) != std::string_view::npos) return true;
   }
-  return false;
+  return ParsePerExpertTensorName(name).has_value();
 }
 
 int LayerOfTensorName(std::string_view name) {

@@ -2,6 +2,7 @@
 // so a reader who knows llama.cpp finds their way.
 #pragma once
 
+#include <optional>
 #include <string>
 #include <string_view>
 
@@ -35,8 +36,23 @@ enum class TensorSuffix { kWeight, kBias };
 // "blk.3.ffn_down_exps.weight". `layer` is ignored for non-layer tensors.
 std::string TensorName(TensorRole role, int layer, TensorSuffix suffix = TensorSuffix::kWeight);
 
-// True for the stacked routed-expert tensors (ffn_{gate,up,down}_exps, ffn_gate_up_exps),
-// judged by name so it holds for architectures moetier cannot run yet.
+// llama.cpp's per-expert tensor names (LLM_TENSOR_FFN_{GATE,UP,DOWN}_EXP,
+// "blk.%d.ffn_gate.%d"): expert `expert`'s slice of a stacked tensor as a tensor of its own,
+// as expert-major packs store it: "blk.3.ffn_down.17.weight". `stacked` is kFfnGateExps,
+// kFfnUpExps or kFfnDownExps.
+std::string PerExpertTensorName(TensorRole stacked, int layer, int expert);
+
+struct PerExpertName {
+  TensorRole stacked;  // kFfnGateExps, kFfnUpExps or kFfnDownExps
+  int layer;
+  int expert;
+};
+// The parts of a PerExpertTensorName, or nullopt for any other name.
+std::optional<PerExpertName> ParsePerExpertTensorName(std::string_view name);
+
+// True for routed-expert tensors: the stacked ones (ffn_{gate,up,down}_exps,
+// ffn_gate_up_exps), judged by name so it holds for architectures moetier cannot run yet,
+// and the per-expert ones of a pack (PerExpertTensorName).
 bool IsRoutedExpertTensorName(std::string_view name);
 
 // The layer of a "blk.N." tensor name, or -1.
