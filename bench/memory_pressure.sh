@@ -3,13 +3,18 @@
 # cgroup memory limit of 50 % and 25 % of the model file, against the bound measured in the
 # same run. Needs root (it creates the cgroups and drops the page cache).
 #
-#   bench/memory_pressure.sh MODEL [-n TOKENS] [-l "50 25"] [-t THREADS] [-- extra moetier flags]
+#   bench/memory_pressure.sh MODEL [-n TOKENS] [-l "50 25"] [-t THREADS]
+#                            [--pack PACK.gguf] [--profile routing.json] [-- extra moetier flags]
 #
-# For each mode and limit it prints decode tok/s, the expert hit rate, bytes read per
-# token, the achieved read GiB/s, and the bound per token: the larger of
+# Configurations: mmap; stream without prefetch; stream with next-layer prefetch (the
+# default); with --profile, stream with that placement profile; with --pack, stream on the
+# expert-major pack of the same model. For each configuration and limit it prints decode
+# tok/s, the expert hit rate, bytes read per token, the achieved read GiB/s, and the bound
+# per token: the larger of
 #   (bytes read per token) / (sequential O_DIRECT read bandwidth)   and
 #   the in-RAM decode time per token,
-# with the ratio of the achieved speed to that bound.
+# with the ratio of the achieved speed to that bound, and each configuration's speed
+# relative to the first stream one (no prefetch) at the same limit.
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 moetier=${MOETIER:-$here/../build/bin/moetier}
@@ -19,8 +24,12 @@ n_gen=32
 limits="50 25"
 threads=$(nproc)
 extra=()
+pack=""
+profile=""
 while [ $# -gt 0 ]; do
   case "$1" in
+    --pack) pack=$2; shift 2 ;;
+    --profile) profile=$2; shift 2 ;;
     -n) n_gen=$2; shift 2 ;;
     -l) limits=$2; shift 2 ;;
     -t) threads=$2; shift 2 ;;
@@ -82,31 +91,42 @@ fi
 ram_tps=$(/usr/bin/python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))[0]["avg_ts"])' "$work/ram.json")
 echo "in RAM: $(printf %.2f "$ram_tps") tok/s"
 echo
-printf "| %-6s | %5s | %8s | %8s | %12s | %9s | %11s | %7s | %10s |\n" mode limit tok/s "hit %" "read/token" "read GiB/s" "bound tok/s" ratio "peak MiB"
-printf "| %-6s | %5s | %8s | %8s | %12s | %9s | %11s | %7s | %10s |\n" ------ ----: -------: -------: -----------: --------: ----------: ------: ---------:
+# label|model|flags
+configs=("mmap|$model|--moe-storage mmap"
+         "stream, no prefetch|$model|--moe-storage stream --prefetch off"
+         "stream, prefetch|$model|--moe-storage stream --prefetch next-layer")
+[ -n "$profile" ] && configs+=("stream, prefetch, placement|$model|--moe-storage stream --placement $profile")
+[ -n "$pack" ] && configs+=("pack, stream, prefetch|$pack|--moe-storage stream --prefetch next-layer")
+
+printf "| %-28s | %5s | %8s | %8s | %8s | %12s | %9s | %11s | %7s | %10s |\n" configuration limit tok/s "vs no-pf" "hit %" "read/token" "read GiB/s" "bound tok/s" ratio "peak MiB"
+printf "| %-28s | %5s | %8s | %8s | %8s | %12s | %9s | %11s | %7s | %10s |\n" ---- ----: -------: -------: -------: -----------: --------: ----------: ------: ---------:
 
 for pct in $limits; do
   limit=$(( model_bytes * pct / 100 ))
-  for mode in mmap stream; do
+  base_tps=""
+  for cfg in "${configs[@]}"; do
+    IFS='|' read -r label file flags <<< "$cfg"
     set_limit "$limit"
     drop_caches
-    if ! run_limited "$moetier" bench -m "$model" -p 0 -n "$n_gen" -r 1 -t "$threads" \
-        --moe-storage "$mode" --json --stats-json "$work/stats.json" "${extra[@]}" \
+    # shellcheck disable=SC2086
+    if ! run_limited "$moetier" bench -m "$file" -p 0 -n "$n_gen" -r 1 -t "$threads" \
+        $flags --json --stats-json "$work/stats.json" "${extra[@]}" \
         > "$work/out.json" 2> "$work/err.txt"; then
-      printf "| %-6s | %4s%% | failed: %s\n" "$mode" "$pct" "$(tail -1 "$work/err.txt")"
+      printf "| %-28s | %4s%% | failed: %s\n" "$label" "$pct" "$(tail -1 "$work/err.txt")"
       continue
     fi
-    /usr/bin/python3 - "$work/out.json" "$work/stats.json" "$mode" "$pct" "$seq_gbs" "$ram_tps" "$(peak)" <<'PY'
+    line=$(/usr/bin/python3 - "$work/out.json" "$work/stats.json" "$label" "$pct" "$seq_gbs" "$ram_tps" "$(peak)" "$base_tps" <<'PY'
 import json, sys
 out = json.load(open(sys.argv[1]))[0]
 st = json.load(open(sys.argv[2]))
-mode, pct, seq_gbs, ram_tps, peak = sys.argv[3], sys.argv[4], float(sys.argv[5]), float(sys.argv[6]), int(sys.argv[7])
+label, pct, seq_gbs, ram_tps, peak = sys.argv[3], sys.argv[4], float(sys.argv[5]), float(sys.argv[6]), int(sys.argv[7])
+base = float(sys.argv[8]) if sys.argv[8] else None
 tps = out["avg_ts"]
 tokens = st["tokens"] or 1
 read_per_token = st["total"]["bytes_physical"] / tokens
 hit = 100 * st["hit_rate"]
 gib_s = st["read_gib_per_s"]
-if mode == "mmap":
+if label == "mmap":
     # Page faults are invisible to the tier: take what the process read from storage.
     read_per_token = out["storage_read_bytes"] / max(out["tokens_decoded"], 1)
     hit_txt, gib_txt = "n/a", "n/a"
@@ -115,7 +135,11 @@ else:
 read_txt = f"{read_per_token / 2**20:.1f} MiB"
 bound_s = max(read_per_token / (seq_gbs * 1e9), 1 / ram_tps)
 bound_tps = 1 / bound_s
-print(f"| {mode:<6} | {pct:>4}% | {tps:8.2f} | {hit_txt:>8} | {read_txt:>12} | {gib_txt:>9} | {bound_tps:11.2f} | {100 * tps / bound_tps:6.0f}% | {peak / 2**20:10.0f} |")
+vs = f"{tps / base:.2f}x" if base else "-"
+print(f"{tps}\t| {label:<28} | {pct:>4}% | {tps:8.2f} | {vs:>8} | {hit_txt:>8} | {read_txt:>12} | {gib_txt:>9} | {bound_tps:11.2f} | {100 * tps / bound_tps:6.0f}% | {peak / 2**20:10.0f} |")
 PY
+)
+    echo "${line#*$'\t'}"
+    [ "$label" = "stream, no prefetch" ] && base_tps=${line%%$'\t'*}
   done
 done
