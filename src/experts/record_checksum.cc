@@ -5,10 +5,20 @@
 #include <algorithm>
 
 #include "base/check.h"
+#include "base/cpu_features.h"
 
 namespace mt {
+namespace internal {
+uint64_t RecordChecksumAvx2(const uint8_t* data, uint64_t length);  // record_checksum_avx2.cc
+}  // namespace internal
 
 uint64_t RecordChecksum(const uint8_t* data, uint64_t length) {
+  static const bool avx2 = GetCpuFeatures().avx2;
+  if (avx2) return internal::RecordChecksumAvx2(data, length);
+  return XXH3_64bits(data, static_cast<size_t>(length));
+}
+
+uint64_t RecordChecksumBaseline(const uint8_t* data, uint64_t length) {
   return XXH3_64bits(data, static_cast<size_t>(length));
 }
 
