@@ -11,7 +11,8 @@
 # expert-major pack of the same model. For each configuration and limit it prints decode
 # tok/s, the expert hit rate, bytes read per token, the achieved read GiB/s, and the bound
 # per token: the larger of
-#   (bytes read per token) / (sequential O_DIRECT read bandwidth)   and
+#   (bytes read per token) / (the faster of sequential dd and random io_uring O_DIRECT
+#                             reads, both measured now)   and
 #   the in-RAM decode time per token,
 # with the ratio of the achieved speed to that bound, and each configuration's speed
 # relative to the first stream one (no prefetch) at the same limit.
@@ -78,7 +79,18 @@ drop_caches
 seq_bytes=$(( model_bytes < 4294967296 ? model_bytes : 4294967296 ))
 seq_s=$( { /usr/bin/time -f %e dd if="$model" of=/dev/null bs=4M iflag=direct count=$((seq_bytes / 4194304)) status=none; } 2>&1 )
 seq_gbs=$(awk -v b="$seq_bytes" -v s="$seq_s" 'BEGIN { printf "%.3f", b / s / 1e9 }')
-echo "sequential O_DIRECT read: $seq_gbs GB/s"
+echo "sequential O_DIRECT read (dd, 4 MiB): $seq_gbs GB/s"
+# ... and what stream mode's own access pattern can get: random 1-4 MiB O_DIRECT reads
+# through io_uring at queue depth 8 (io_bench, built beside moetier). A shared disk's speed
+# drifts over minutes, so this is measured again just before every configuration, and each
+# row's bound uses the faster of the two.
+io_bench=${IO_BENCH:-$(dirname "$moetier")/io_bench}
+random_gbs() {
+  [ -x "$io_bench" ] || { echo 0; return; }
+  drop_caches
+  "$io_bench" "$model" --engine io_uring --depth 8 --seconds 3 --min-mib 1 --max-mib 4 \
+    --direct on | sed -n 's/.* \([0-9.]*\) GB\/s.*/\1/p' | tail -1
+}
 
 # 2. In-RAM decode time per token (no limit): resident if the experts fit in RAM, else
 #    mmap over a page cache warmed by reading the file once.
@@ -98,14 +110,15 @@ configs=("mmap|$model|--moe-storage mmap"
 [ -n "$profile" ] && configs+=("stream, prefetch, placement|$model|--moe-storage stream --placement $profile")
 [ -n "$pack" ] && configs+=("pack, stream, prefetch|$pack|--moe-storage stream --prefetch next-layer")
 
-printf "| %-28s | %5s | %8s | %8s | %8s | %12s | %9s | %11s | %7s | %10s |\n" configuration limit tok/s "vs no-pf" "hit %" "read/token" "read GiB/s" "bound tok/s" ratio "peak MiB"
-printf "| %-28s | %5s | %8s | %8s | %8s | %12s | %9s | %11s | %7s | %10s |\n" ---- ----: -------: -------: -------: -----------: --------: ----------: ------: ---------:
+printf "| %-28s | %5s | %8s | %8s | %8s | %12s | %9s | %9s | %11s | %7s | %10s |\n" configuration limit tok/s "vs no-pf" "hit %" "read/token" "read GiB/s" "disk GB/s" "bound tok/s" ratio "peak MiB"
+printf "| %-28s | %5s | %8s | %8s | %8s | %12s | %9s | %9s | %11s | %7s | %10s |\n" ---- ----: -------: -------: -------: -----------: --------: --------: ----------: ------: ---------:
 
 for pct in $limits; do
   limit=$(( model_bytes * pct / 100 ))
   base_tps=""
   for cfg in "${configs[@]}"; do
     IFS='|' read -r label file flags <<< "$cfg"
+    disk_gbs=$(awk -v a="$seq_gbs" -v b="$(random_gbs)" 'BEGIN { print (b > a ? b : a) }')
     set_limit "$limit"
     drop_caches
     # shellcheck disable=SC2086
@@ -115,7 +128,7 @@ for pct in $limits; do
       printf "| %-28s | %4s%% | failed: %s\n" "$label" "$pct" "$(tail -1 "$work/err.txt")"
       continue
     fi
-    line=$(/usr/bin/python3 - "$work/out.json" "$work/stats.json" "$label" "$pct" "$seq_gbs" "$ram_tps" "$(peak)" "$base_tps" <<'PY'
+    line=$(/usr/bin/python3 - "$work/out.json" "$work/stats.json" "$label" "$pct" "$disk_gbs" "$ram_tps" "$(peak)" "$base_tps" <<'PY'
 import json, sys
 out = json.load(open(sys.argv[1]))[0]
 st = json.load(open(sys.argv[2]))
@@ -136,7 +149,7 @@ read_txt = f"{read_per_token / 2**20:.1f} MiB"
 bound_s = max(read_per_token / (seq_gbs * 1e9), 1 / ram_tps)
 bound_tps = 1 / bound_s
 vs = f"{tps / base:.2f}x" if base else "-"
-print(f"{tps}\t| {label:<28} | {pct:>4}% | {tps:8.2f} | {vs:>8} | {hit_txt:>8} | {read_txt:>12} | {gib_txt:>9} | {bound_tps:11.2f} | {100 * tps / bound_tps:6.0f}% | {peak / 2**20:10.0f} |")
+print(f"{tps}\t| {label:<28} | {pct:>4}% | {tps:8.2f} | {vs:>8} | {hit_txt:>8} | {read_txt:>12} | {gib_txt:>9} | {seq_gbs:9.2f} | {bound_tps:11.2f} | {100 * tps / bound_tps:6.0f}% | {peak / 2**20:10.0f} |")
 PY
 )
     echo "${line#*$'\t'}"
