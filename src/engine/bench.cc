@@ -48,7 +48,8 @@ Result<BenchSample> BenchPrefill(Context& ctx, int n_prompt, int reps, uint64_t 
   return s;
 }
 
-Result<BenchSample> BenchDecode(Context& ctx, int n_gen, int n_seq, int reps, uint64_t seed) {
+Result<BenchSample> BenchDecode(Context& ctx, int n_gen, int n_seq, int reps, uint64_t seed,
+                                const std::function<void()>& after_warmup) {
   BenchSample s;
   s.test = n_seq == 1 ? fmt::format("tg{}", n_gen) : fmt::format("tg{}-b{}", n_gen, n_seq);
   s.n_gen = n_gen;
@@ -67,6 +68,7 @@ Result<BenchSample> BenchDecode(Context& ctx, int n_gen, int n_seq, int reps, ui
     }
     auto t1 = std::chrono::steady_clock::now();
     if (r >= 0) s.tps.push_back(double(n_gen) * n_seq / Seconds(t0, t1));
+    if (r == -1 && after_warmup) after_warmup();
   }
   Summarize(&s);
   return s;

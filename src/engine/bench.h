@@ -4,6 +4,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <string>
 #include <vector>
 
@@ -28,7 +29,10 @@ Result<BenchSample> BenchPrefill(Context& ctx, int n_prompt, int reps, uint64_t 
 
 // Decode of `n_gen` tokens per sequence, one token per sequence per step, `n_seq`
 // sequences together, from an empty cache (as llama-bench's tg).
-Result<BenchSample> BenchDecode(Context& ctx, int n_gen, int n_seq, int reps, uint64_t seed);
+// `after_warmup`, if set, runs between the warm-up repetition and the measured ones (the CLI
+// restarts its I/O counters there, so bytes per token match the measured speed).
+Result<BenchSample> BenchDecode(Context& ctx, int n_gen, int n_seq, int reps, uint64_t seed,
+                                const std::function<void()>& after_warmup = {});
 
 // Reads `bytes` of (already touched) memory with all threads of `pool`, `reps` times;
 // returns the best GB/s (1e9 bytes/s).
