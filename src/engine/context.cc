@@ -113,6 +113,9 @@ struct Context::Impl {
   RoutingStats routing;   // live (layer, expert) counts
   std::vector<Context::PrefetchCounters> prefetch_counters;  // (n_layer)
   std::vector<uint8_t> predicted;  // (n_batch, n_expert) 1 = predicted for the next layer
+  std::vector<float> next_norm;    // (n_embd) a token's FFN input under the next layer's norm
+  std::vector<float> next_logits;  // (n_expert) the next layer's router logits for it
+  std::vector<int32_t> hinted;     // (n_expert) union of the predicted experts
 
   // Activations, one row per token of the batch.
   std::vector<float> x;        // (n_batch, n_embd) residual stream
@@ -167,10 +170,11 @@ uint64_t Context::Impl::scratch_bytes() const {
   const uint64_t floats = B * (3 * D + hp.n_embd_q() + hp.n_embd_k_gqa() + hp.n_embd_v_gqa() +
                                uint64_t{hp.n_head} * hp.head_dim_v + hp.n_expert + 2 * D + 2 * F +
                                K * D + D) +
-                          uint64_t(pool.size()) * kAttendTile;
+                          uint64_t(pool.size()) * kAttendTile +
+                          D + hp.n_expert;  // next-layer prediction: norm row, logits
   // Three quantized copies of up to three inputs (largest: f32 of the widest input).
   const uint64_t widest = std::max<uint64_t>({D, F, uint64_t{hp.n_head} * hp.head_dim_v});
-  return floats * 4 + 3 * B * widest * (4 + 2 + 2);
+  return floats * 4 + 3 * B * widest * (4 + 2 + 2) + B * hp.n_expert;  // + predicted flags
 }
 
 Status Context::Impl::Allocate() {
@@ -202,6 +206,9 @@ Status Context::Impl::Allocate() {
   }
   group.reserve(hp.n_expert);
   predicted.assign(B * hp.n_expert, 0);
+  next_norm.resize(D);
+  next_logits.resize(hp.n_expert);
+  hinted.reserve(hp.n_expert);
   prefetch_counters.assign(hp.n_layer, {});
   owner.resize(hp.n_expert);
   sh_gate.resize(B * hp.n_ff_shexp);
@@ -353,16 +360,14 @@ void Context::Impl::PrefetchNextLayer(int il, int n) {
   const int64_t D = hp.n_embd;
   Context::PrefetchCounters& pc = prefetch_counters[il + 1];
   std::fill(predicted.begin(), predicted.begin() + int64_t{n} * E, 0);
-  used_experts.clear();  // reused as the union of predictions (refilled by MoE afterwards)
-  float* h = sh_out.data();  // scratch row (n_embd)
-  std::vector<float>& pr = probs;  // reuse row 0.. as scratch for logits
   for (int t = 0; t < n; ++t) {
-    RmsNorm(x.data() + t * D, next.ffn_norm.data(), D, hp.rms_eps, h);
-    float* logits = pr.data() + int64_t{t} * E;
-    for (int e = 0; e < E; ++e) logits[e] = DotF32(next.router.data() + e * D, h, D);
+    RmsNorm(x.data() + t * D, next.ffn_norm.data(), D, hp.rms_eps, next_norm.data());
+    for (int e = 0; e < E; ++e) {
+      next_logits[e] = DotF32(next.router.data() + e * D, next_norm.data(), D);
+    }
     std::iota(order.begin(), order.end(), 0);
     std::partial_sort(order.begin(), order.begin() + K, order.end(), [&](int a, int b) {
-      return logits[a] > logits[b] || (logits[a] == logits[b] && a < b);
+      return next_logits[a] > next_logits[b] || (next_logits[a] == next_logits[b] && a < b);
     });
     for (int s = 0; s < K; ++s) {
       uint8_t& p = predicted[int64_t{t} * E + order[s]];
@@ -372,15 +377,16 @@ void Context::Impl::PrefetchNextLayer(int il, int n) {
       }
     }
   }
+  hinted.clear();
   for (int e = 0; e < E; ++e) {
     for (int t = 0; t < n; ++t) {
       if (predicted[int64_t{t} * E + e]) {
-        used_experts.push_back(e);
+        hinted.push_back(e);
         break;
       }
     }
   }
-  store->Hint(static_cast<uint32_t>(il + 1), used_experts);
+  store->Hint(static_cast<uint32_t>(il + 1), hinted);
 }
 
 void Context::Impl::RunExpert(const ReadyExpert& r, ExpertScratch& s, ThreadPool* p) {
