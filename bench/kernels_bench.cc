@@ -1,7 +1,9 @@
 // Microbenchmark of the matmul (kernels/matmul.h) and attention (kernels/attention.h) kernels.
 // Not a test: it measures.
 //
-//   gemv/<isa>/<type>/<rows>x<cols>[/t2]  one token; the weights cycle through copies
+//   .../panels: the same with the matrix repacked (WeightLayout::kPanels), where the active
+//       variant prefers it.
+//   gemv/<isa>/<type>/<rows>x<cols>[/panels][/t2]  one token; the weights cycle through copies
 //       filling >= 256 MiB, so they stream from DRAM as in decode. Counter GB/s = weight
 //       bytes read per second of CPU time (the machine may be shared); /t2: rows split over
 //       2 threads (mt::ThreadPool), per second of wall time.
@@ -30,6 +32,7 @@
 #include <tuple>
 #include <vector>
 
+#include "base/aligned_buffer.h"
 #include "base/thread_pool.h"
 #include "kernels/attention.h"
 #include "kernels/matmul.h"
@@ -75,32 +78,38 @@ std::vector<float> Input(int64_t n_tok, int64_t cols) {
   return x;
 }
 
+// Weights and buffers as the engine holds them: 2 MiB aligned, on transparent huge pages
+// (base/aligned_buffer.h).
 struct AlignedBytes {
-  struct Free {
-    void operator()(uint8_t* p) const { ::operator delete[](p, std::align_val_t{64}); }
-  };
-  explicit AlignedBytes(size_t n)
-      : p(static_cast<uint8_t*>(::operator new[](n, std::align_val_t{64}))) {}
-  std::unique_ptr<uint8_t, Free> p;
+  explicit AlignedBytes(size_t n) : buf(std::move(AlignedBuffer::Allocate(n).value())), p(buf.data()) {}
+  AlignedBuffer buf;
+  uint8_t* p;
 };
 
+// The matrix in `layout` (kPanels: repacked for the active variant).
+std::vector<uint8_t> InLayout(GgmlType type, int64_t rows, int64_t cols, WeightLayout layout) {
+  std::vector<uint8_t> m = Matrix(type, rows, cols);
+  if (layout == WeightLayout::kPanels) RepackToPanels(type, rows, cols, m.data(), m.data());
+  return m;
+}
+
 void Gemv(benchmark::State& state, Isa isa, GgmlType type, int64_t rows, int64_t cols, int threads,
-          bool hot) {
-  const std::vector<uint8_t>& m = Matrix(type, rows, cols);
+          bool hot, WeightLayout layout) {
+  const std::vector<uint8_t> m = InLayout(type, rows, cols, layout);
   const uint64_t bytes = m.size();
   const int64_t copies = hot ? 1 : std::max<int64_t>(2, (kWorkingSet + bytes - 1) / bytes);
   AlignedBytes ws(copies * bytes);
-  for (int64_t i = 0; i < copies; ++i) std::memcpy(ws.p.get() + i * bytes, m.data(), bytes);
+  for (int64_t i = 0; i < copies; ++i) std::memcpy(ws.p + i * bytes, m.data(), bytes);
   const std::vector<float> x = Input(1, cols);
   Activations a;
   a.Prepare(ActFormatFor(type), 1, cols);
   a.QuantizeTokens(isa, x.data(), cols, 0, 1);
   std::vector<float> y(rows);
   ThreadPool pool(threads);
-  WeightMatrix w{type, nullptr, rows, cols, RowBytes(type, cols)};
+  WeightMatrix w{type, nullptr, rows, cols, RowBytes(type, cols), layout};
   int64_t i = 0;
   for (auto _ : state) {
-    w.data = ws.p.get() + (i++ % copies) * bytes;
+    w.data = ws.p + (i++ % copies) * bytes;
     if (threads == 1) {
       MatMul(isa, w, a, y.data(), rows, 0, rows);
     } else {
@@ -115,14 +124,14 @@ void Gemv(benchmark::State& state, Isa isa, GgmlType type, int64_t rows, int64_t
 }
 
 void Gemm(benchmark::State& state, Isa isa, GgmlType type, int64_t rows, int64_t cols,
-          int64_t n_tok) {
-  const std::vector<uint8_t>& m = Matrix(type, rows, cols);
+          int64_t n_tok, WeightLayout layout) {
+  const std::vector<uint8_t> m = InLayout(type, rows, cols, layout);
   const std::vector<float> x = Input(n_tok, cols);
   Activations a;
   a.Prepare(ActFormatFor(type), n_tok, cols);
   a.QuantizeTokens(isa, x.data(), cols, 0, n_tok);
   std::vector<float> y(n_tok * rows);
-  const WeightMatrix w{type, m.data(), rows, cols, RowBytes(type, cols)};
+  const WeightMatrix w{type, m.data(), rows, cols, RowBytes(type, cols), layout};
   for (auto _ : state) {
     MatMul(isa, w, a, y.data(), rows, 0, rows);
     benchmark::DoNotOptimize(y.data());
@@ -148,7 +157,7 @@ void QuantizeBench(benchmark::State& state, Isa isa, ActFormat f, int64_t cols) 
 void ReadBandwidth(benchmark::State& state, int threads) {
   const size_t n = (1ull << 30) / 8;
   AlignedBytes buf(n * 8);
-  auto* v = reinterpret_cast<uint64_t*>(buf.p.get());
+  auto* v = reinterpret_cast<uint64_t*>(buf.p);
   for (size_t i = 0; i < n; ++i) v[i] = i;
   ThreadPool pool(threads);
   std::vector<uint64_t> sums(threads);
@@ -229,24 +238,27 @@ void RegisterAll() {
                                    isa, f, 2048);
     }
     for (GgmlType type : kTypes) {
-      const std::string tn(TypeName(type));
       for (auto [rows, cols] : kShapes) {
-        const std::string sh = Shape(rows, cols);
-        benchmark::RegisterBenchmark(("gemv/" + in + "/" + tn + "/" + sh).c_str(), Gemv, isa, type,
-                                     rows, cols, 1, false)
-            ->Unit(benchmark::kMicrosecond);
-        benchmark::RegisterBenchmark(("gemv/" + in + "/" + tn + "/" + sh + "/t2").c_str(), Gemv,
-                                     isa, type, rows, cols, 2, false)
-            ->Unit(benchmark::kMicrosecond)
-            ->UseRealTime();
-        benchmark::RegisterBenchmark(("gemv_hot/" + in + "/" + tn + "/" + sh).c_str(), Gemv, isa,
-                                     type, rows, cols, 1, true)
-            ->Unit(benchmark::kMicrosecond);
-        for (int64_t n : {16, 128}) {
-          benchmark::RegisterBenchmark(
-              ("gemm" + std::to_string(n) + "/" + in + "/" + tn + "/" + sh).c_str(), Gemm, isa,
-              type, rows, cols, n)
+        for (WeightLayout layout : {WeightLayout::kRows, WeightLayout::kPanels}) {
+          const bool panels = layout == WeightLayout::kPanels;
+          if (panels && !(isa == ActiveIsa() && PanelsPreferred(type, rows))) continue;
+          const std::string name =
+              in + "/" + std::string(TypeName(type)) + "/" + Shape(rows, cols) + (panels ? "/panels" : "");
+          benchmark::RegisterBenchmark(("gemv/" + name).c_str(), Gemv, isa, type, rows, cols, 1,
+                                       false, layout)
               ->Unit(benchmark::kMicrosecond);
+          benchmark::RegisterBenchmark(("gemv/" + name + "/t2").c_str(), Gemv, isa, type, rows,
+                                       cols, 2, false, layout)
+              ->Unit(benchmark::kMicrosecond)
+              ->UseRealTime();
+          benchmark::RegisterBenchmark(("gemv_hot/" + name).c_str(), Gemv, isa, type, rows, cols,
+                                       1, true, layout)
+              ->Unit(benchmark::kMicrosecond);
+          for (int64_t n : {16, 128}) {
+            benchmark::RegisterBenchmark(("gemm" + std::to_string(n) + "/" + name).c_str(), Gemm,
+                                         isa, type, rows, cols, n, layout)
+                ->Unit(benchmark::kMicrosecond);
+          }
         }
       }
     }

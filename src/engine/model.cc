@@ -163,14 +163,21 @@ Result<std::unique_ptr<Model>> Model::Load(const std::string& path, const LoadOp
 }
 
 // Moves every dense matrix out of the mapping into its own buffer (vectors are already
-// copies). The tied head shares token_embd's copy.
+// copies), in the layout the kernels read fastest where they prefer another (the numbers do
+// not change). The token embedding keeps its rows (looked up by row); a tied head shares
+// them.
 Status Model::CopyDenseWeights() {
   auto copy = [&](WeightMatrix& w) -> Status {
     if (w.data == nullptr) return Status::Ok();
     const uint64_t bytes = w.row_bytes * static_cast<uint64_t>(w.rows);
     Result<AlignedBuffer> buf = AlignedBuffer::Allocate(bytes);
     if (!buf.ok()) return buf.status().WithContext("dense weights");
-    std::memcpy(buf->data(), w.data, bytes);
+    if (&w != &token_embd_ && PanelsPreferred(w.type, w.rows)) {
+      RepackToPanels(w.type, w.rows, w.cols, w.data, buf->data());
+      w.layout = WeightLayout::kPanels;
+    } else {
+      std::memcpy(buf->data(), w.data, bytes);
+    }
     w.data = buf->data();
     dense_copies_.push_back(std::move(buf.value()));
     dense_bytes_ += bytes;

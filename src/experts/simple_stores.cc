@@ -5,6 +5,7 @@
 
 #include <cstring>
 
+#include "experts/kernel_layout.h"
 #include "experts/record_checksum.h"
 
 namespace mt {
@@ -66,11 +67,15 @@ Result<std::unique_ptr<ResidentStore>> ResidentStore::Create(const ExpertLayout&
     // page-ins the copy needs anyway), so a corrupt expert is never loaded.
     for (uint32_t e = 0; e < layout.n_expert(); ++e) {
       if (layout.has_records()) MT_RETURN_IF_ERROR(CheckRecord(layout, il, e));
+      uint8_t* at[kNumExpertParts];
       for (int p = 0; p < kNumExpertParts; ++p) {
         const ExpertPart part = static_cast<ExpertPart>(p);
         const uint64_t stride = layout.extent(il, e, part).length;
-        std::memcpy(s->copies_[il][p].data() + e * stride, layout.mapped(il, e, part), stride);
+        at[p] = s->copies_[il][p].data() + e * stride;
+        std::memcpy(at[p], layout.mapped(il, e, part), stride);
       }
+      // Into the layout the kernels read fastest (the numbers do not change).
+      RepackExpert(layout, il, at[kGate], at[kUp], at[kDown]);
     }
   }
   return s;
@@ -80,7 +85,7 @@ ExpertMatrices ResidentStore::Matrices(uint32_t layer, uint32_t expert) const {
   auto at = [&](ExpertPart p) {
     return copies_[layer][p].data() + uint64_t{expert} * layout_.extent(layer, expert, p).length;
   };
-  return layout_.Matrices(layer, at(kGate), at(kUp), at(kDown));
+  return RepackedMatrices(layout_, layer, at(kGate), at(kUp), at(kDown));
 }
 
 Result<std::unique_ptr<MmapStore>> MmapStore::Create(const ExpertLayout& layout, bool warm) {

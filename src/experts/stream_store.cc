@@ -7,6 +7,7 @@
 
 #include "base/check.h"
 #include "base/log.h"
+#include "experts/kernel_layout.h"
 #include "experts/record_checksum.h"
 
 namespace mt {
@@ -294,6 +295,10 @@ void StreamStore::Reap(bool block) {
       }
       continue;
     }
+    // Checked bytes into the layout the kernels read fastest (the numbers do not change).
+    uint8_t* base = SlotData(s);
+    RepackExpert(layout_, slot.layer, base + slot.payload_at[kGate], base + slot.payload_at[kUp],
+                 base + slot.payload_at[kDown]);
     slot.state = SlotState::kReady;
     EndPrefetch(s);  // a finished prefetch is an ordinary cached expert now
     if (slot.demanded) {
@@ -389,7 +394,7 @@ Result<std::optional<ReadyExpert>> StreamStore::NextReady(bool wait) {
       Slot& slot = slots_[s];
       slot.demanded = false;  // handed out: the lease holds the pin now
       uint8_t* base = SlotData(s);
-      ExpertMatrices m = layout_.Matrices(slot.layer, base + slot.payload_at[kGate],
+      ExpertMatrices m = RepackedMatrices(layout_, slot.layer, base + slot.payload_at[kGate],
                                           base + slot.payload_at[kUp],
                                           base + slot.payload_at[kDown]);
       return std::optional<ReadyExpert>(ReadyExpert{slot.expert, ExpertLease(this, s, m)});

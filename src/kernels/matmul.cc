@@ -33,6 +33,7 @@ float DotF32(const float* a, const float* b, int64_t n) {
 
 void MatMulRows(const WeightMatrix& w, const float* x, int64_t x_stride, int64_t n_tok, float* y,
                 int64_t y_stride, int64_t row_begin, int64_t row_end) {
+  MT_CHECK_MSG(w.layout == WeightLayout::kRows, "MatMulRows: reads GGUF rows only");
   thread_local std::vector<float> row_buf;
   for (int64_t r = row_begin; r < row_end; ++r) {
     const float* wr;
@@ -235,29 +236,58 @@ float Activations::Value(int64_t t, int64_t c) const {
 // ---------------------------------------------------------------------------------------
 // Fast path: dispatch.
 
-void MatMul(Isa isa, const WeightMatrix& w, const Activations& a, float* y, int64_t y_stride,
-            int64_t r0, int64_t r1) {
+namespace {
+
+bool PanelsReadable(Isa isa, GgmlType type) {
+  return isa == Isa::kAvx512 &&
+         (type == GgmlType::kQ4_K || type == GgmlType::kQ5_K || type == GgmlType::kQ6_K);
+}
+
+void CheckedMatMul(const kernels::KernelTable& table, Isa isa, const WeightMatrix& w,
+                   const Activations& a, float* y, int64_t y_stride, int64_t r0, int64_t r1) {
   MT_CHECK_MSG(MatMulSupports(w.type), "MatMul: weight type not supported");
   MT_CHECK_MSG(a.format() == ActFormatFor(w.type), "MatMul: activations in the wrong format");
   MT_CHECK_MSG(a.cols() == w.cols, "MatMul: activation columns != weight columns");
   MT_CHECK(0 <= r0 && r0 <= r1 && r1 <= w.rows);
+  const bool panels = w.layout == WeightLayout::kPanels;
+  if (panels) {
+    MT_CHECK_MSG(PanelsReadable(isa, w.type), "MatMul: kPanels weights need the AVX-512 variant");
+    MT_CHECK_MSG(r0 % 16 == 0 && (r1 % 16 == 0 || r1 == w.rows),
+                 "MatMul: kPanels row ranges start and end on 16-row panels");
+  }
   if (r0 == r1 || a.n_tok() == 0) return;
-  const kernels::WeightView wv{w.type, w.data, w.rows, w.cols, w.row_bytes};
+  const kernels::WeightView wv{w.type, w.data, w.rows, w.cols, w.row_bytes, panels};
   const kernels::ActView av{a.token(0), a.token_stride(), a.n_tok(), a.cols()};
-  Table(isa).matmul(wv, av, y, y_stride, r0, r1);
+  table.matmul(wv, av, y, y_stride, r0, r1);
+}
+
+}  // namespace
+
+void MatMul(Isa isa, const WeightMatrix& w, const Activations& a, float* y, int64_t y_stride,
+            int64_t r0, int64_t r1) {
+  CheckedMatMul(Table(isa), isa, w, a, y, y_stride, r0, r1);
 }
 
 void MatMul(const WeightMatrix& w, const Activations& a, float* y, int64_t y_stride, int64_t r0,
             int64_t r1) {
-  static const kernels::KernelTable& table = Table(ActiveIsa());
-  MT_CHECK_MSG(MatMulSupports(w.type), "MatMul: weight type not supported");
-  MT_CHECK_MSG(a.format() == ActFormatFor(w.type), "MatMul: activations in the wrong format");
-  MT_CHECK_MSG(a.cols() == w.cols, "MatMul: activation columns != weight columns");
-  MT_CHECK(0 <= r0 && r0 <= r1 && r1 <= w.rows);
-  if (r0 == r1 || a.n_tok() == 0) return;
-  const kernels::WeightView wv{w.type, w.data, w.rows, w.cols, w.row_bytes};
-  const kernels::ActView av{a.token(0), a.token_stride(), a.n_tok(), a.cols()};
-  table.matmul(wv, av, y, y_stride, r0, r1);
+  static const Isa isa = ActiveIsa();
+  static const kernels::KernelTable& table = Table(isa);
+  CheckedMatMul(table, isa, w, a, y, y_stride, r0, r1);
+}
+
+bool PanelsPreferred(GgmlType type, int64_t rows) {
+  return PanelsReadable(ActiveIsa(), type) && rows > 0 && rows % 16 == 0;
+}
+
+void RepackToPanels(GgmlType type, int64_t rows, int64_t cols, const uint8_t* src, uint8_t* dst) {
+  MT_CHECK_MSG(PanelsPreferred(type, rows), "RepackToPanels: not a kPanels matrix here");
+#ifdef MT_KERNELS_X86
+  const uint64_t row_bytes = RowBytes(type, cols);
+  std::vector<uint8_t> scratch(16 * row_bytes);
+  kernels::RepackKQuantAvx512(type, rows, cols, row_bytes, src, dst, scratch.data());
+#else
+  (void)cols, (void)src, (void)dst;
+#endif
 }
 
 }  // namespace mt

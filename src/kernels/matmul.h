@@ -35,8 +35,15 @@
 
 namespace mt {
 
-// A 2-D weight in GGUF layout: `rows` rows of `cols` elements of `type`; row r starts at
-// data + r * row_bytes. Views into a mapping or a cache slot; owns nothing. Rows may sit at
+// How a weight matrix's bytes are arranged.
+//  kRows:   GGUF: row r at data + r * row_bytes.
+//  kPanels: repacked for the active kernels by RepackToPanels: each 16 rows keep their bytes
+//           (16 * row_bytes, in place) but transposed so that one vector load serves 16
+//           rows. Only MatMul with the variant that asked for it (PanelsPreferred) reads it.
+enum class WeightLayout : uint8_t { kRows, kPanels };
+
+// A 2-D weight: `rows` rows of `cols` elements of `type`, row_bytes per row, arranged as
+// `layout` says. Views into a mapping, a copy or a cache slot; owns nothing. Rows may sit at
 // any byte address (no alignment needed).
 struct WeightMatrix {
   GgmlType type = GgmlType::kF32;
@@ -44,9 +51,21 @@ struct WeightMatrix {
   int64_t rows = 0;
   int64_t cols = 0;
   uint64_t row_bytes = 0;
+  WeightLayout layout = WeightLayout::kRows;
 
+  // Row r (kRows only).
   const uint8_t* row(int64_t r) const { return data + static_cast<uint64_t>(r) * row_bytes; }
 };
+
+// True if the ActiveIsa() kernels read a `type` matrix of `rows` rows faster as kPanels: the
+// AVX-512 Q4_K / Q5_K / Q6_K kernels, rows a multiple of 16. The numbers are the same either
+// way (bit for bit): only where the bytes come from differs.
+bool PanelsPreferred(GgmlType type, int64_t rows);
+
+// Rewrites the rows x cols kRows matrix at src into kPanels at dst (dst may be src; both
+// rows * row_bytes bytes). Requires PanelsPreferred(type, rows). Allocates a scratch of 16
+// rows; not for the hot path (it runs once per load).
+void RepackToPanels(GgmlType type, int64_t rows, int64_t cols, const uint8_t* src, uint8_t* dst);
 
 // True if MatMulRows and MatMul can read `type`: F32, F16, BF16, Q8_0, Q4_0, Q4_1, Q5_0,
 // Q5_1, Q4_K, Q5_K, Q6_K, MXFP4.
@@ -142,7 +161,8 @@ class Activations {
 
 // y[t * y_stride + r] = sum_c W[r][c] * a[t][c] for rows r in [r0, r1) and all a.n_tok()
 // tokens, with the ActiveIsa() variant. Requirements (checked): MatMulSupports(w.type),
-// a.format() == ActFormatFor(w.type), a.cols() == w.cols, 0 <= r0 <= r1 <= w.rows.
+// a.format() == ActFormatFor(w.type), a.cols() == w.cols, 0 <= r0 <= r1 <= w.rows; for a
+// kPanels matrix, the variant it was packed for and r0, r1 multiples of 16 (or r1 = rows).
 // No heap allocation; uses about 30 KiB of stack. Thread-safe: calls on disjoint row ranges
 // (or different outputs) may run concurrently.
 void MatMul(const WeightMatrix& w, const Activations& a, float* y, int64_t y_stride, int64_t r0,

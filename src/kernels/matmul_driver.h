@@ -1,4 +1,5 @@
-// The blocking driver shared by the per-ISA matmul files. Include it ONLY from a per-ISA
+// The blocking driver shared by the per-ISA matmul files (all formats on AVX2; all but the
+// K-quants on AVX-512, see matmul_kquant_avx512.cc). Include it ONLY from a per-ISA
 // file (matmul_avx2.cc, matmul_avx512.cc), after <immintrin.h>: everything here is in an
 // anonymous namespace, so each file gets its own copy compiled with its own flags (see the
 // ODR note in matmul_internal.h).
@@ -136,6 +137,19 @@ template <class F, int T>
   for (; r < r1; ++r) DirectRows<F, 1, T>(w, k, y, y_stride, r);
 }
 
+// Prefetches (into L2) the bytes of steps [s0, s0 + ks) of rows [r, r + kRows) that exist.
+template <class F>
+void PrefetchPanel(const WeightView& w, int64_t r, int64_t s0, int64_t ks) {
+  const int64_t step_bytes = static_cast<int64_t>(w.row_bytes) * F::kStep / w.cols;
+  const int64_t r_end = r + F::kRows < w.rows ? r + F::kRows : w.rows;
+  for (; r < r_end; ++r) {
+    const uint8_t* p = w.data + r * w.row_bytes + s0 * step_bytes;
+    for (int64_t b = 0; b < ks * step_bytes; b += 64) {
+      _mm_prefetch(reinterpret_cast<const char*>(p + b), _MM_HINT_T1);
+    }
+  }
+}
+
 template <class F>
 void Run(const WeightView& w, const ActView& a, float* y, int64_t y_stride, int64_t r0,
          int64_t r1) {
@@ -174,6 +188,9 @@ void Run(const WeightView& w, const ActView& a, float* y, int64_t y_stride, int6
           const RowRef rr{w.data + (r + i) * w.row_bytes, w.cols, w.type};
           for (int64_t s = 0; s < ks; ++s) F::Unpack(rr, s0 + s, &panel[i * KS + s]);
         }
+        // The weights come from DRAM and the unpack stalls on them: fetch the next panel's
+        // bytes for these steps into L2 while the tiles below compute.
+        if (t0 == 0) PrefetchPanel<F>(w, r + R, s0, ks);
         if (nr == R) {
           Tokens<F, R>(panel, KS, ks, k, nt, s0, acc);
         } else {

@@ -24,6 +24,7 @@ struct WeightView {
   int64_t rows;
   int64_t cols;
   uint64_t row_bytes;
+  bool panels;  // WeightLayout::kPanels (only the AVX-512 K-quant kernels read it)
 };
 
 // Activation layouts, one token row at base + t * token_stride (64-byte aligned). Every byte
@@ -66,6 +67,15 @@ struct KernelTable {
   void (*matmul)(const WeightView& w, const ActView& a, float* y, int64_t y_stride, int64_t r0,
                  int64_t r1);
 };
+
+// AVX-512 Q4_K / Q5_K / Q6_K products on transposed 16-row panels (matmul_kquant_avx512.cc),
+// with the KernelTable::matmul contract; false (nothing done) for other weight types.
+bool MatMulKQuantAvx512(const WeightView& w, const ActView& a, float* y, int64_t y_stride,
+                        int64_t r0, int64_t r1);
+// Rewrites a Q4_K / Q5_K / Q6_K matrix of `rows` (a multiple of 16) GGUF rows from src into
+// the kPanels layout at dst (dst may be src); scratch: 16 * row_bytes bytes.
+void RepackKQuantAvx512(GgmlType type, int64_t rows, int64_t cols, uint64_t row_bytes,
+                        const uint8_t* src, uint8_t* dst, uint8_t* scratch);
 
 const KernelTable& ScalarKernels();
 const KernelTable& Avx2Kernels();    // only in x86 builds

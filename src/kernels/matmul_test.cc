@@ -478,6 +478,41 @@ TEST_P(MatMulTest, AgreesWithScalarVariant) {
   }
 }
 
+TEST_P(MatMulTest, PanelsMatchRows) {
+  // The kPanels layout (RepackToPanels) gives the same bits as the GGUF rows it came from, in
+  // both schedules (1-2 tokens fused, more buffered), for whole and split row ranges, and
+  // repacking in place equals repacking into another buffer.
+  if (!PanelsPreferred(type_, 16)) GTEST_SKIP() << "the active variant reads GGUF rows only";
+  if (isa_ != ActiveIsa()) GTEST_SKIP() << "kPanels is for the active variant";
+  const int64_t rows = 48;
+  for (int64_t cols : {TestCols(type_), 3 * TestCols(type_)}) {
+    for (bool random_bytes : {false, true}) {
+      const TestMatrix m = MakeMatrix(type_, rows, cols, 21, random_bytes);
+      const uint64_t bytes = rows * m.w.row_bytes;
+      std::vector<uint8_t> packed(bytes), in_place(m.w.data, m.w.data + bytes);
+      RepackToPanels(type_, rows, cols, m.w.data, packed.data());
+      RepackToPanels(type_, rows, cols, in_place.data(), in_place.data());
+      ASSERT_EQ(packed, in_place);
+      ASSERT_NE(std::vector<uint8_t>(m.w.data, m.w.data + bytes), packed);
+      WeightMatrix pw = m.w;
+      pw.data = packed.data();
+      pw.layout = WeightLayout::kPanels;
+      for (int64_t n_tok : {1, 2, 3, 9, 20}) {
+        const std::vector<float> x = MakeInput(n_tok, cols, cols, 7);
+        Activations a;
+        const std::vector<float> want = RunMatMul(isa_, m, x.data(), cols, n_tok, &a);
+        const int64_t y_stride = rows + 5;
+        std::vector<float> got(want.size(), -7.0f);
+        MatMul(isa_, pw, a, got.data(), y_stride, 0, 16);
+        MatMul(isa_, pw, a, got.data(), y_stride, 16, rows);
+        for (size_t i = 0; i < want.size(); ++i) {
+          ASSERT_EQ(Bits(got[i]), Bits(want[i])) << "cols " << cols << " n_tok " << n_tok << " at " << i;
+        }
+      }
+    }
+  }
+}
+
 TEST_P(MatMulTest, ReferencePathAgrees) {
   // MatMulRows (the float reference path the engine uses today) against the definition.
   if (isa_ != Isa::kScalar) GTEST_SKIP() << "independent of the variant";

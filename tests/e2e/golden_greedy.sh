@@ -1,9 +1,9 @@
 #!/usr/bin/env bash
 # The golden greedy test: a short greedy continuation of the tiny preset is pinned per
 # kernel variant in tests/golden/tiny_greedy_<isa>.txt (the variants round differently in
-# the last bits, so a near-tie can break differently; scalar and avx2 agree today). When the
-# avx512 file was pinned, llama.cpp's llama-completion on the same file produced the same
-# first 13 tokens; the continuation then differs at a near-tie that the two engines'
+# the last bits, so a near-tie can break differently; all three agree today). When the
+# first avx512 file was pinned, llama.cpp's llama-completion on the same file produced the
+# same first 13 tokens; the continuation then differs at a near-tie that the two engines'
 # activation roundings break differently (with float activations the whole text matched).
 # The numbers themselves are checked against the numpy reference (reference_logits.sh) and
 # against llama.cpp's perplexity. Variants this CPU cannot run are skipped.

@@ -1,0 +1,32 @@
+#include "experts/kernel_layout.h"
+
+#include "kernels/matmul.h"
+
+namespace mt {
+
+namespace {
+
+void MarkPanels(WeightMatrix& w) {
+  if (PanelsPreferred(w.type, w.rows)) w.layout = WeightLayout::kPanels;
+}
+
+}  // namespace
+
+ExpertMatrices RepackedMatrices(const ExpertLayout& layout, uint32_t layer, const uint8_t* gate,
+                                const uint8_t* up, const uint8_t* down) {
+  ExpertMatrices m = layout.Matrices(layer, gate, up, down);
+  MarkPanels(m.gate);
+  MarkPanels(m.up);
+  MarkPanels(m.down);
+  return m;
+}
+
+void RepackExpert(const ExpertLayout& layout, uint32_t layer, uint8_t* gate, uint8_t* up,
+                  uint8_t* down) {
+  const ExpertMatrices m = layout.Matrices(layer, gate, up, down);
+  for (auto [w, data] : {std::pair{&m.gate, gate}, {&m.up, up}, {&m.down, down}}) {
+    if (PanelsPreferred(w->type, w->rows)) RepackToPanels(w->type, w->rows, w->cols, data, data);
+  }
+}
+
+}  // namespace mt
