@@ -70,9 +70,10 @@ int Run(const BenchFlags& f) {
   const Model& m = *model.value();
   ContextOptions o;
   o.n_ctx = static_cast<uint32_t>(std::max({f.n_prompt, f.n_gen, 1}));
-  o.n_batch = static_cast<uint32_t>(std::max(f.n_prompt, 1));
-  o.n_threads = f.n_threads;
   o.n_seq_max = static_cast<uint32_t>(*std::max_element(seqs.begin(), seqs.end()));
+  // A batched decode step is one forward pass of n_seq tokens, so the batch must hold them.
+  o.n_batch = std::max(static_cast<uint32_t>(std::max(f.n_prompt, 1)), o.n_seq_max);
+  o.n_threads = f.n_threads;
   if (Status s = ResolveStorageFlags(f.storage, &o); !s.ok()) return ReportError(s);
   Result<std::unique_ptr<Context>> ctx = Context::Create(m, o);
   if (!ctx.ok()) return ReportError(ctx.status().WithContext(f.model));
