@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <initializer_list>
 #include <numeric>
 #include <optional>
 
@@ -96,6 +97,14 @@ struct Context::Impl {
   void SharedExpert(int il, int n);
   // y (n rows, stride y_stride) = in * W^T, rows of W split across threads.
   void Project(const WeightMatrix& w, Input& in, float* y, int64_t y_stride);
+  // Several products of one input in one parallel region: one hand-off to the workers
+  // instead of one per matrix (decode issues ~100 a token).
+  struct Product {
+    const WeightMatrix* w;
+    float* y;
+    int64_t y_stride;
+  };
+  void ProjectAll(std::initializer_list<Product> products, Input& in);
   // The same on the calling thread only.
   static void ProjectSerial(const WeightMatrix& w, Input& in, float* y, int64_t y_stride);
 
@@ -243,6 +252,32 @@ void Context::Impl::Project(const WeightMatrix& w, Input& in, float* y, int64_t 
   const Activations& a = in.For(w.type, &pool);
   pool.ParallelFor(
       w.rows, [&](int64_t r0, int64_t r1, int) { MatMul(w, a, y, y_stride, r0, r1); }, 16);
+}
+
+void Context::Impl::ProjectAll(std::initializer_list<Product> products, Input& in) {
+  int64_t total = 0;
+  bool panels_aligned = true;  // every matrix's rows start on a 16-row boundary of the range
+  for (const Product& p : products) {
+    in.For(p.w->type, &pool);  // quantized once, before the parallel region
+    panels_aligned = panels_aligned && total % 16 == 0;
+    total += p.w->rows;
+  }
+  if (!panels_aligned) {
+    for (const Product& p : products) Project(*p.w, in, p.y, p.y_stride);
+    return;
+  }
+  pool.ParallelFor(
+      total,
+      [&](int64_t begin, int64_t end, int) {
+        int64_t base = 0;
+        for (const Product& p : products) {
+          const int64_t r0 = std::max<int64_t>(begin - base, 0);
+          const int64_t r1 = std::min<int64_t>(end - base, p.w->rows);
+          if (r0 < r1) MatMul(*p.w, in.For(p.w->type, nullptr), p.y, p.y_stride, r0, r1);
+          base += p.w->rows;
+        }
+      },
+      16);
 }
 
 void Context::Impl::Attention(int il, std::span<const BatchToken> batch) {
@@ -444,8 +479,7 @@ void Context::Impl::SharedExpert(int il, int n) {
   const LayerWeights& L = model.layer(il);
   const int64_t D = hp.n_embd, F = hp.n_ff_shexp;
   in_main.Set(xn.data(), D, n, D);
-  Project(L.shexp_gate, in_main, sh_gate.data(), F);
-  Project(L.shexp_up, in_main, sh_up.data(), F);
+  ProjectAll({{&L.shexp_gate, sh_gate.data(), F}, {&L.shexp_up, sh_up.data(), F}}, in_main);
   SwiGlu(sh_gate.data(), sh_up.data(), int64_t{n} * F, sh_gate.data());
   in_sh.Set(sh_gate.data(), F, n, F);
   Project(L.shexp_down, in_sh, sh_out.data(), D);
@@ -474,9 +508,7 @@ Status Context::Impl::Forward(std::span<const BatchToken> batch, float* logits) 
       RmsNorm(x.data() + t * D, L.attn_norm.data(), D, hp.rms_eps, xn.data() + t * D);
     }
     in_main.Set(xn.data(), D, n, D);
-    Project(L.wq, in_main, q.data(), QD);
-    Project(L.wk, in_main, k.data(), KD);
-    Project(L.wv, in_main, v.data(), VD);
+    ProjectAll({{&L.wq, q.data(), QD}, {&L.wk, k.data(), KD}, {&L.wv, v.data(), VD}}, in_main);
     for (int t = 0; t < n; ++t) {
       float* qt = q.data() + t * QD;
       float* kt = k.data() + t * KD;
