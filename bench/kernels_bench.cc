@@ -2,7 +2,7 @@
 // Not a test: it measures.
 //
 //   .../panels: the same with the matrix repacked (WeightLayout::kPanels), where the active
-//       variant prefers it.
+//       variant prefers it; repack/...: the repacking itself, in place, GB/s of weights.
 //   gemv/<isa>/<type>/<rows>x<cols>[/panels][/t2]  one token; the weights cycle through copies
 //       filling >= 256 MiB, so they stream from DRAM as in decode. Counter GB/s = weight
 //       bytes read per second of CPU time (the machine may be shared); /t2: rows split over
@@ -140,6 +140,17 @@ void Gemm(benchmark::State& state, Isa isa, GgmlType type, int64_t rows, int64_t
                                                benchmark::Counter::kIsRate);
 }
 
+// RepackToPanels in place (what a stream slot pays when an expert arrives), GB/s of weights.
+void RepackBench(benchmark::State& state, GgmlType type, int64_t rows, int64_t cols) {
+  std::vector<uint8_t> m = Matrix(type, rows, cols);
+  for (auto _ : state) {
+    RepackToPanels(type, rows, cols, m.data(), m.data());
+    benchmark::ClobberMemory();
+  }
+  state.counters["GB/s"] = benchmark::Counter(static_cast<double>(m.size()) * state.iterations() / 1e9,
+                                              benchmark::Counter::kIsRate);
+}
+
 void QuantizeBench(benchmark::State& state, Isa isa, ActFormat f, int64_t cols) {
   const int64_t n_tok = 64;
   const std::vector<float> x = Input(n_tok, cols);
@@ -244,6 +255,10 @@ void RegisterAll() {
           if (panels && !(isa == ActiveIsa() && PanelsPreferred(type, rows))) continue;
           const std::string name =
               in + "/" + std::string(TypeName(type)) + "/" + Shape(rows, cols) + (panels ? "/panels" : "");
+          if (panels) {
+            benchmark::RegisterBenchmark(("repack/" + name).c_str(), RepackBench, type, rows, cols)
+                ->Unit(benchmark::kMicrosecond);
+          }
           benchmark::RegisterBenchmark(("gemv/" + name).c_str(), Gemv, isa, type, rows, cols, 1,
                                        false, layout)
               ->Unit(benchmark::kMicrosecond);

@@ -92,6 +92,32 @@ TEST_F(StorageTest, EveryTierGivesTheSameBits) {
   }
 }
 
+TEST_F(StorageTest, DecodingTokenByTokenGivesTheSameBits) {
+  // One token per step hands a cached expert out again and again: after a few uses the
+  // stream tier rewrites it into the kernels' layout in its slot (StreamStore::NextReady),
+  // which must not change a bit either.
+  auto m = Load();
+  auto decode = [&](StorageOptions s) {
+    ContextOptions o;
+    o.n_ctx = 64;
+    o.n_threads = 2;
+    o.storage = std::move(s);
+    auto ctx = Context::Create(*m, o);
+    EXPECT_TRUE(ctx.ok()) << ctx.status().message();
+    std::vector<float> all, logits;
+    for (int32_t t : kTokens) {
+      EXPECT_TRUE((*ctx)->Eval(std::vector<int32_t>{t}, LogitsFor::kLast, &logits).ok());
+      all.insert(all.end(), logits.begin(), logits.end());
+    }
+    return all;
+  };
+  StorageOptions resident;
+  resident.mode = MoeStorage::kResident;
+  const std::vector<float> want = decode(resident);
+  EXPECT_TRUE(decode(Stream("100%")) == want);
+  EXPECT_TRUE(decode(Stream("30%")) == want);
+}
+
 TEST_F(StorageTest, TooSmallACacheIsRefused) {
   auto m = Load();
   ContextOptions o;

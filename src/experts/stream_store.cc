@@ -166,6 +166,8 @@ void StreamStore::StartLoad(int32_t s, uint32_t layer, uint32_t expert) {
   slot.layer = static_cast<int32_t>(layer);
   slot.expert = static_cast<int32_t>(expert);
   slot.error = Status::Ok();
+  slot.uses = 0;
+  slot.repacked = false;
   SlotOf(layer, expert) = s;
   policy_->Assign(s, layer * layout_.n_expert() + expert);
   if (layout_.has_records()) {
@@ -295,10 +297,6 @@ void StreamStore::Reap(bool block) {
       }
       continue;
     }
-    // Checked bytes into the layout the kernels read fastest (the numbers do not change).
-    uint8_t* base = SlotData(s);
-    RepackExpert(layout_, slot.layer, base + slot.payload_at[kGate], base + slot.payload_at[kUp],
-                 base + slot.payload_at[kDown]);
     slot.state = SlotState::kReady;
     EndPrefetch(s);  // a finished prefetch is an ordinary cached expert now
     if (slot.demanded) {
@@ -393,10 +391,18 @@ Result<std::optional<ReadyExpert>> StreamStore::NextReady(bool wait) {
       ready_.pop_front();
       Slot& slot = slots_[s];
       slot.demanded = false;  // handed out: the lease holds the pin now
-      uint8_t* base = SlotData(s);
-      ExpertMatrices m = RepackedMatrices(layout_, slot.layer, base + slot.payload_at[kGate],
-                                          base + slot.payload_at[kUp],
-                                          base + slot.payload_at[kDown]);
+      uint8_t* const gate = SlotData(s) + slot.payload_at[kGate];
+      uint8_t* const up = SlotData(s) + slot.payload_at[kUp];
+      uint8_t* const down = SlotData(s) + slot.payload_at[kDown];
+      // An expert that keeps being used is rewritten into the layout the kernels read
+      // fastest (no lease is out: one per layer step). Repacking costs about as much as
+      // ten uses save, so experts used once or twice before eviction stay as read.
+      if (!slot.repacked && ++slot.uses >= kRepackAfterUses) {
+        RepackExpert(layout_, slot.layer, gate, up, down);
+        slot.repacked = true;
+      }
+      ExpertMatrices m = slot.repacked ? RepackedMatrices(layout_, slot.layer, gate, up, down)
+                                       : layout_.Matrices(slot.layer, gate, up, down);
       return std::optional<ReadyExpert>(ReadyExpert{slot.expert, ExpertLease(this, s, m)});
     }
     if (waiting_.empty() && backlog_.empty()) return std::optional<ReadyExpert>();

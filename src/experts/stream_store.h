@@ -87,9 +87,13 @@ class StreamStore final : public ExpertStore {
     bool placed = false;         // pinned for good by placement
     bool placing = false;        // a placement load in flight (counted in placing_)
     int32_t parts_pending = 0;   // reads in flight
+    uint32_t uses = 0;           // hand-outs since it was loaded
+    bool repacked = false;       // in the kernels' layout (kernel_layout.h), not the file's
     Status error;                // first failed read
     std::array<uint64_t, 3> payload_at{};  // where each part's bytes start in the slot
   };
+
+  static constexpr uint32_t kRepackAfterUses = 4;  // see NextReady
 
   StreamStore(const ExpertLayout& layout, std::unique_ptr<IoEngine> io);
   uint8_t* SlotData(int32_t s) { return pool_.data() + uint64_t(s) * slot_bytes_; }
