@@ -119,9 +119,8 @@ Status ReportTierStats(const StorageFlags& f, Context& ctx, double wall_seconds,
                  s.read_busy_ns * 1e-9, s.read_gib_per_s(), t.demand_stall_ns * 1e-9,
                  wall_seconds);
     if (t.prefetch_reads > 0) {
-      uint64_t predicted = 0, correct = 0, actual = 0;
+      uint64_t correct = 0, actual = 0;
       for (const Context::PrefetchCounters& p : ctx.prefetch_counters()) {
-        predicted += p.predicted;
         correct += p.correct;
         actual += p.actual;
       }

@@ -107,7 +107,7 @@ int64_t ActBlockSize(ActFormat format);
 // Sizing: Reserve(max tokens of a batch, max columns of any input) once; Prepare/Quantize
 // then never allocate. (They grow the buffer if asked for more, which allocates.)
 // Memory per token, rounded up to 64 bytes: kF32 4 * cols; kQ8_0 1.25 * cols;
-// kQ8_K 1.5 * cols.
+// kQ8_K 1.75 * cols.
 //
 // Thread-safety: Prepare/Quantize mutate; QuantizeTokens on disjoint token ranges may run
 // concurrently after one Prepare; MatMul only reads, from any number of threads.

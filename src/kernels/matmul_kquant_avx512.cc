@@ -279,10 +279,7 @@ template <class F>
 [[gnu::always_inline]] inline __m512 FoldSub(const typename F::Scales& sc, int j, __m512i sum,
                                              const ActBlockQ8K* a, __m512 g) {
   g = _mm512_fmadd_ps(_mm512_cvtepi32_ps(sum), sc.Scale(j), g);
-  if constexpr (F::kSub == 32) {
-    const float bs = static_cast<float>(a->bsum[2 * j] + a->bsum[2 * j + 1]);
-    g = _mm512_fnmadd_ps(sc.Mins(j), _mm512_set1_ps(bs), g);
-  }
+  if constexpr (F::kSub == 32) g = _mm512_fnmadd_ps(sc.Mins(j), _mm512_set1_ps(a->bsum32[j]), g);
   return g;
 }
 
