@@ -9,8 +9,8 @@
 //       2 threads (mt::ThreadPool), per second of wall time.
 //   gemv_hot/...                           the same on one copy (cache-resident): the
 //       kernel's compute roof.
-//   gemm<n>/<isa>/<type>/<rows>x<cols>     n tokens (16: a typical expert batch in prefill;
-//       128). Counter GOP/s = 2 * rows * cols * n / s (one multiply-add = 2 ops).
+//   gemm<n>/<isa>/<type>/<rows>x<cols>     n tokens (4: an expert's share of 32 decoded
+//       sequences; 16: a typical expert batch in prefill; 128). Counter GOP/s = 2 * rows * cols * n / s (one multiply-add = 2 ops).
 //   quantize/<isa>/<fmt>/<cols>            activation quantization, GB/s of float input.
 //   read_bandwidth[/t2]                    plain sum over a 1 GiB buffer (the DRAM roof).
 //   attend/<isa>/<f16|f32>/<n_pos>         AttendHead (kernels/attention.h), one query over
@@ -269,7 +269,7 @@ void RegisterAll() {
           benchmark::RegisterBenchmark(("gemv_hot/" + name).c_str(), Gemv, isa, type, rows, cols,
                                        1, true, layout)
               ->Unit(benchmark::kMicrosecond);
-          for (int64_t n : {16, 128}) {
+          for (int64_t n : {4, 16, 128}) {
             benchmark::RegisterBenchmark(("gemm" + std::to_string(n) + "/" + name).c_str(), Gemm,
                                          isa, type, rows, cols, n, layout)
                 ->Unit(benchmark::kMicrosecond);

@@ -10,8 +10,9 @@
 //  - a repacked panel (kPanels, made once by RepackKQuantAvx512 for the resident copies and
 //    cache slots): the same vectors stored in order, read as one sequential stream.
 // and go through one of two schedules, with the same arithmetic:
-//  - few tokens (decode, n_tok <= kFusedMaxToks): each super-block's codes go straight from
-//    the source into the products, never leaving the registers;
+//  - few tokens (decode, small expert batches; n_tok <= the format's kFusedMaxToks): each
+//    super-block's codes go straight from the source into the products, never leaving the
+//    registers, and each sub-block's sums are folded into g as soon as they are complete;
 //  - more tokens: each super-block of the panel is unpacked once into an L1 buffer, then
 //    register tiles of up to 8 tokens run over it.
 //
@@ -43,7 +44,6 @@ namespace {
 
 constexpr int kPanelRows = 16;    // one row per 32-bit lane
 constexpr int kMaxToks = 8;       // tokens of a register tile
-constexpr int kFusedMaxToks = 2;  // up to this many tokens, the fused schedule
 
 // ---- Reading a panel ----------------------------------------------------------------------
 
@@ -137,11 +137,13 @@ struct PackedSource {
 
 // ---- Formats ------------------------------------------------------------------------------
 //
-// A format reads super-block s of a panel: Read(src, s, emit) calls emit(j, g, codes) for each
-// of its code vectors (lane i: the codes of row i for elements G .. G + 3 of the super-block,
-// one byte each, G = kSub * j + 4 g; sub-blocks j of kSub elements), all of sub-block j's
-// and returns the scales, from which Scale(j) and Mins(j) (K4 only) are made. kChunkBytes:
-// the bytes of a block that are read as 16-byte chunks.
+// A format reads super-block s of a panel: Read(src, s, emit, done) calls emit(j, g, codes)
+// for each of its code vectors (lane i: the codes of row i for elements G .. G + 3 of the
+// super-block, one byte each, G = kSub * j + 4 g; sub-blocks j of kSub elements) and
+// done(j, scales) once all of sub-block j's are out, for j = 0, 1, ... in order; it returns
+// the scales, from which Scale(j) and Mins(j) (K4 only) are made. kChunkBytes: the bytes of
+// a block that are read as 16-byte chunks. kFusedMaxToks: the most tokens the fused schedule
+// takes (its live sums grow with the sub-blocks a format has open at once).
 
 // Q4_K (kFifthBit false, 144 bytes) and Q5_K (true, 176 bytes): d, dmin (f16), 12 bytes of
 // 6-bit scales and mins, [Q5_K: qh[32]], qs[128]. The 32 bytes of qs chunk c hold elements
@@ -152,6 +154,7 @@ struct K4 {
   static constexpr int64_t kBytes = kFifthBit ? 176 : 144;
   static constexpr int kSub = 32, kNumSub = 8;
   static constexpr int64_t kChunkBytes = kBytes;
+  static constexpr int kFusedMaxToks = 4;  // two sub-blocks open at a time
 
   struct Scales {
     __m512 d, dmin;
@@ -171,12 +174,13 @@ struct K4 {
     }
   };
 
-  template <class Src, class Emit>
-  [[gnu::always_inline]] static Scales Read(const Src& src, int64_t s, Emit&& emit) {
+  template <class Src, class Emit, class Done>
+  [[gnu::always_inline]] static Scales Read(const Src& src, int64_t s, Emit&& emit, Done&& done) {
     constexpr int64_t kQs = kFifthBit ? 48 : 16;
     const __m512i low4 = _mm512_set1_epi8(0x0F), one = _mm512_set1_epi8(1);
     __m512i hdr[4], qh[8];
     src.Chunk(s, 0, hdr);
+    const Scales sc{HalfLow(hdr[0]), HalfHigh(hdr[0]), hdr[1], hdr[2], hdr[3]};
     if (kFifthBit) {
       src.Chunk(s, 16, qh);  // qh[g] lane i = qh dword g of row i
       src.Chunk(s, 32, qh + 4);
@@ -200,8 +204,12 @@ struct K4 {
         emit(2 * c, g, lo);
         emit(2 * c + 1, g, hi);
       }
+      if (cc % 2 == 1) {  // chunks 2c and 2c + 1 complete sub-blocks 2c and 2c + 1
+        done(cc - 1, sc);
+        done(cc, sc);
+      }
     }
-    return Scales{HalfLow(hdr[0]), HalfHigh(hdr[0]), hdr[1], hdr[2], hdr[3]};
+    return sc;
   }
 };
 
@@ -212,6 +220,7 @@ struct Q6K {
   static constexpr int64_t kBytes = 210;
   static constexpr int kSub = 16, kNumSub = 16;
   static constexpr int64_t kChunkBytes = 208;  // then d, read apart (Q6KD)
+  static constexpr int kFusedMaxToks = 2;       // all 16 sub-blocks open until the end
 
   struct Scales {
     __m512 d;
@@ -222,9 +231,12 @@ struct Q6K {
     }
   };
 
-  template <class Src, class Emit>
-  [[gnu::always_inline]] static Scales Read(const Src& src, int64_t s, Emit&& emit) {
+  template <class Src, class Emit, class Done>
+  [[gnu::always_inline]] static Scales Read(const Src& src, int64_t s, Emit&& emit, Done&& done) {
     const __m512i low4 = _mm512_set1_epi8(0x0F), three = _mm512_set1_epi8(3);
+    Scales sc;
+    src.Chunk(s, 192, sc.sc4);
+    sc.d = _mm512_cvtph_ps(src.Q6KD(s));
 #pragma unroll
     for (int h = 0; h < 2; ++h) {
       __m512i qh[8];  // qh dwords 8h .. 8h + 7
@@ -251,9 +263,9 @@ struct Q6K {
         }
       }
     }
-    Scales sc;
-    src.Chunk(s, 192, sc.sc4);
-    sc.d = _mm512_cvtph_ps(src.Q6KD(s));
+    // Each chunk feeds sub-blocks 8h + c and 8h + c + 4, so all are complete only now.
+#pragma unroll
+    for (int j = 0; j < kNumSub; ++j) done(j, sc);
     return sc;
   }
 };
@@ -298,23 +310,22 @@ template <class F, class Src, int T>
     for (int t = 0; t < T; ++t) {
       at[t] = reinterpret_cast<const ActBlockQ8K*>(a.data + t * a.token_stride) + s;
     }
-    __m512i sum[F::kNumSub][T];
-#pragma unroll
-    for (int j = 0; j < F::kNumSub; ++j) {
-      for (int t = 0; t < T; ++t) sum[j][t] = SumStart<F>(at[t], j);
-    }
-    const typename F::Scales sc = F::Read(src, s, [&](int j, int g, __m512i codes) {
-#pragma unroll
-      for (int t = 0; t < T; ++t) {
-        sum[j][t] = _mm512_dpbusd_epi32(sum[j][t], codes, Bcast4(at[t], F::kSub * j + 4 * g));
-      }
-    });
+    __m512i sum[F::kNumSub][T];  // S_j, open from its first group until done(j)
     __m512 g[T];
     for (int t = 0; t < T; ++t) g[t] = _mm512_setzero_ps();
+    F::Read(
+        src, s,
+        [&](int j, int gi, __m512i codes) {
 #pragma unroll
-    for (int j = 0; j < F::kNumSub; ++j) {
-      for (int t = 0; t < T; ++t) g[t] = FoldSub<F>(sc, j, sum[j][t], at[t], g[t]);
-    }
+          for (int t = 0; t < T; ++t) {
+            const __m512i start = gi == 0 ? SumStart<F>(at[t], j) : sum[j][t];
+            sum[j][t] = _mm512_dpbusd_epi32(start, codes, Bcast4(at[t], F::kSub * j + 4 * gi));
+          }
+        },
+        [&](int j, const typename F::Scales& sc) {
+#pragma unroll
+          for (int t = 0; t < T; ++t) g[t] = FoldSub<F>(sc, j, sum[j][t], at[t], g[t]);
+        });
     for (int t = 0; t < T; ++t) f[t] = _mm512_fmadd_ps(g[t], _mm512_set1_ps(at[t]->d), f[t]);
     if (next != nullptr) PrefetchPart(*next, s, n_sb);
   }
@@ -378,7 +389,9 @@ void BufferedPanel(const Src& src, const Panel& p, const Panel* next, const ActV
   alignas(64) Unpacked<F> u;
   const int64_t n_sb = a.cols / 256;
   for (int64_t s = 0; s < n_sb; ++s) {
-    u.sc = F::Read(src, s, [&](int j, int g, __m512i codes) { u.q[kGroups * j + g] = codes; });
+    u.sc = F::Read(
+        src, s, [&](int j, int g, __m512i codes) { u.q[kGroups * j + g] = codes; },
+        [](int, const typename F::Scales&) {});
     if (next != nullptr) PrefetchPart(*next, s, n_sb);
     for (int64_t t0 = 0; t0 < a.n_tok; t0 += kMaxToks) {
       const uint8_t* tok = a.data + t0 * a.token_stride;
@@ -401,15 +414,15 @@ void BufferedPanel(const Src& src, const Panel& p, const Panel* next, const ActV
 template <class F, class Src>
 void RunPanel(const Src& src, const Panel& p, const Panel* next, const ActView& a, float* y,
               int64_t y_stride) {
-  if (a.n_tok == 1) {
-    FusedPanel<F, Src, 1>(src, p, next, a, y, y_stride);
-  } else if (a.n_tok == 2) {
-    FusedPanel<F, Src, 2>(src, p, next, a, y, y_stride);
-  } else {
-    BufferedPanel<F, Src>(src, p, next, a, y, y_stride);
+  static_assert(F::kFusedMaxToks == 2 || F::kFusedMaxToks == 4);
+  switch (a.n_tok <= F::kFusedMaxToks ? a.n_tok : 0) {
+    case 1: return FusedPanel<F, Src, 1>(src, p, next, a, y, y_stride);
+    case 2: return FusedPanel<F, Src, 2>(src, p, next, a, y, y_stride);
+    case 3: return FusedPanel<F, Src, 3>(src, p, next, a, y, y_stride);
+    case 4: return FusedPanel<F, Src, 4>(src, p, next, a, y, y_stride);
+    default: return BufferedPanel<F, Src>(src, p, next, a, y, y_stride);
   }
 }
-static_assert(kFusedMaxToks == 2, "RunPanel sends 1 and 2 tokens to FusedPanel");
 
 // Rows [r0, r1) in panels of 16, prefetching the next panel while one computes.
 template <class F>
