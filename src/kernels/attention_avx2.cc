@@ -14,6 +14,7 @@
 
 #include "kernels/attention.h"
 #include "kernels/attention_internal.h"
+#include "kernels/lane_sum.h"
 
 namespace mt::kernels {
 namespace {
@@ -25,14 +26,6 @@ __m256i TailMask(int64_t left) {
   const __m256i lanes = _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7);
   const int n = left >= 8 ? 8 : static_cast<int>(left);
   return _mm256_cmpgt_epi32(_mm256_set1_epi32(n), lanes);
-}
-
-// Fixed-order sum of the 8 lanes: halves, then pairs.
-float Reduce8(__m256 v) {
-  const __m128 s4 = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
-  const __m128 s2 = _mm_add_ps(s4, _mm_movehl_ps(s4, s4));
-  const __m128 s1 = _mm_add_ss(s2, _mm_movehdup_ps(s2));
-  return _mm_cvtss_f32(s1);
 }
 
 // e^x as Exp16 in attention_avx512.cc: 2^n e^r, e^r by its degree-7 Taylor polynomial, 2^n

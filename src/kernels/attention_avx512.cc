@@ -14,6 +14,7 @@
 
 #include "kernels/attention.h"
 #include "kernels/attention_internal.h"
+#include "kernels/lane_sum.h"
 
 namespace mt::kernels {
 namespace {
@@ -22,15 +23,6 @@ constexpr int kChunksPerGroup = 8;  // 16-float output chunks kept in registers 
 
 __mmask16 TailMask(int64_t left) {
   return left >= 16 ? __mmask16{0xFFFF} : static_cast<__mmask16>((1u << left) - 1);
-}
-
-// Fixed-order sum of the 16 lanes: halves, then quarters, then pairs.
-float Reduce16(__m512 v) {
-  const __m256 s8 = _mm256_add_ps(_mm512_castps512_ps256(v), _mm512_extractf32x8_ps(v, 1));
-  const __m128 s4 = _mm_add_ps(_mm256_castps256_ps128(s8), _mm256_extractf128_ps(s8, 1));
-  const __m128 s2 = _mm_add_ps(s4, _mm_movehl_ps(s4, s4));
-  const __m128 s1 = _mm_add_ss(s2, _mm_movehdup_ps(s2));
-  return _mm_cvtss_f32(s1);
 }
 
 // e^x: 2^n e^r with n = round(x log2(e)) and r = x - n ln(2) (ln 2 split into a short high

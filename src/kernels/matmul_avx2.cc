@@ -15,6 +15,7 @@
 
 #include "kernels/matmul_driver.h"
 #include "kernels/matmul_internal.h"
+#include "kernels/lane_sum.h"
 
 namespace mt::kernels {
 namespace {
@@ -35,14 +36,6 @@ uint32_t Load32(const uint8_t* p) {
 
 __m256i LoadU256(const uint8_t* p) {
   return _mm256_loadu_si256(reinterpret_cast<const __m256i*>(p));
-}
-
-// Fixed-order sum of the 8 lanes: halves, then pairs.
-float Reduce8(__m256 v) {
-  const __m128 s4 = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
-  const __m128 s2 = _mm_add_ps(s4, _mm_movehl_ps(s4, s4));
-  const __m128 s1 = _mm_add_ss(s2, _mm_movehdup_ps(s2));
-  return _mm_cvtss_f32(s1);
 }
 
 // Sum of 8 int32 lanes (exact, order-free).

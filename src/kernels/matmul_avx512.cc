@@ -17,6 +17,7 @@
 
 #include "kernels/matmul_driver.h"
 #include "kernels/matmul_internal.h"
+#include "kernels/lane_sum.h"
 
 namespace mt::kernels {
 namespace {
@@ -33,15 +34,6 @@ uint32_t Load32(const uint8_t* p) {
   uint32_t v;
   std::memcpy(&v, p, 4);
   return v;
-}
-
-// Fixed-order sum of the 16 lanes: halves, then quarters, then pairs.
-float Reduce16(__m512 v) {
-  const __m256 s8 = _mm256_add_ps(_mm512_castps512_ps256(v), _mm512_extractf32x8_ps(v, 1));
-  const __m128 s4 = _mm_add_ps(_mm256_castps256_ps128(s8), _mm256_extractf128_ps(s8, 1));
-  const __m128 s2 = _mm_add_ps(s4, _mm_movehl_ps(s4, s4));
-  const __m128 s1 = _mm_add_ss(s2, _mm_movehdup_ps(s2));
-  return _mm_cvtss_f32(s1);
 }
 
 // ---- Activation quantization (bit-identical to the scalar variant) ------------------------
