@@ -286,7 +286,9 @@ void RepackToPanels(GgmlType type, int64_t rows, int64_t cols, const uint8_t* sr
   MT_CHECK_MSG(PanelsPreferred(type, rows), "RepackToPanels: not a kPanels matrix here");
 #ifdef MT_KERNELS_X86
   const uint64_t row_bytes = RowBytes(type, cols);
-  std::vector<uint8_t> scratch(16 * row_bytes);
+  // Stream slots repack while decoding: the scratch only grows, so that is no allocation.
+  thread_local std::vector<uint8_t> scratch;
+  if (scratch.size() < 16 * row_bytes) scratch.resize(16 * row_bytes);
   kernels::RepackKQuantAvx512(type, rows, cols, row_bytes, src, dst, scratch.data());
 #else
   (void)cols, (void)src, (void)dst;

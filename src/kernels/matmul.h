@@ -63,8 +63,9 @@ struct WeightMatrix {
 bool PanelsPreferred(GgmlType type, int64_t rows);
 
 // Rewrites the rows x cols kRows matrix at src into kPanels at dst (dst may be src; both
-// rows * row_bytes bytes). Requires PanelsPreferred(type, rows). Allocates a scratch of 16
-// rows; not for the hot path (it runs once per load).
+// rows * row_bytes bytes). Requires PanelsPreferred(type, rows). Uses a per-thread scratch
+// of 16 rows that only grows (it runs at load, and in stream mode when a cached expert is
+// reused).
 void RepackToPanels(GgmlType type, int64_t rows, int64_t cols, const uint8_t* src, uint8_t* dst);
 
 // True if MatMulRows and MatMul can read `type`: F32, F16, BF16, Q8_0, Q4_0, Q4_1, Q5_0,
