@@ -15,7 +15,6 @@
 #include "kernels/matmul.h"
 #include "kernels/ops.h"
 #include "quant/dequant.h"
-#include "quant/float16.h"
 
 namespace mt {
 namespace {
@@ -92,6 +91,9 @@ struct Context::Impl {
   // into slot_out. With several experts and threads, each thread runs whole experts;
   // otherwise each expert's rows are split across threads. Same bits either way.
   void RunExperts(std::span<const ReadyExpert> group);
+  // logits (n, n_expert) = in (n, n_embd) . router (n_expert, n_embd)^T, f32, the (token,
+  // expert) dot products split across threads (each is one DotF32: same bits either way).
+  void RouterLogits(const float* router, const float* in, int n, float* logits);
   // One expert, on the calling thread (pool null) or with its rows split (pool set).
   void RunExpert(const ReadyExpert& r, ExpertScratch& s, ThreadPool* pool);
   void SharedExpert(int il, int n);
@@ -122,8 +124,8 @@ struct Context::Impl {
   RoutingStats routing;   // live (layer, expert) counts
   std::vector<Context::PrefetchCounters> prefetch_counters;  // (n_layer)
   std::vector<uint8_t> predicted;  // (n_batch, n_expert) 1 = predicted for the next layer
-  std::vector<float> next_norm;    // (n_embd) a token's FFN input under the next layer's norm
-  std::vector<float> next_logits;  // (n_expert) the next layer's router logits for it
+  std::vector<float> next_norm;    // (n_batch, n_embd) FFN inputs under the next layer's norm
+  std::vector<float> next_logits;  // (n_batch, n_expert) the next layer's router logits
   std::vector<int32_t> hinted;     // (n_expert) union of the predicted experts
 
   // Activations, one row per token of the batch.
@@ -180,7 +182,7 @@ uint64_t Context::Impl::scratch_bytes() const {
                                uint64_t{hp.n_head} * hp.head_dim_v + hp.n_expert + 2 * D + 2 * F +
                                K * D + D) +
                           uint64_t(pool.size()) * kAttendTile +
-                          D + hp.n_expert;  // next-layer prediction: norm row, logits
+                          B * (D + hp.n_expert);  // next-layer prediction: norms, logits
   // Three quantized copies of up to three inputs (largest: f32 of the widest input).
   const uint64_t widest = std::max<uint64_t>({D, F, uint64_t{hp.n_head} * hp.head_dim_v});
   return floats * 4 + 3 * B * widest * (4 + 2 + 2) + B * hp.n_expert;  // + predicted flags
@@ -215,8 +217,8 @@ Status Context::Impl::Allocate() {
   }
   group.reserve(hp.n_expert);
   predicted.assign(B * hp.n_expert, 0);
-  next_norm.resize(D);
-  next_logits.resize(hp.n_expert);
+  next_norm.resize(B * D);
+  next_logits.resize(B * hp.n_expert);
   hinted.reserve(hp.n_expert);
   prefetch_counters.assign(hp.n_layer, {});
   owner.resize(hp.n_expert);
@@ -316,9 +318,9 @@ Status Context::Impl::MoE(int il, int n) {
   const int E = static_cast<int>(hp.n_expert), K = static_cast<int>(hp.n_expert_used);
   const int64_t D = hp.n_embd;
   // Router: softmax over all experts, top-k (ties to the lower id), optional renormalise.
+  RouterLogits(L.router.data(), xn.data(), n, probs.data());
   for (int t = 0; t < n; ++t) {
     float* pr = probs.data() + int64_t{t} * E;
-    for (int e = 0; e < E; ++e) pr[e] = DotF32(L.router.data() + e * D, xn.data() + t * D, D);
     SoftmaxInPlace(pr, E);
     std::iota(order.begin(), order.end(), 0);
     std::partial_sort(order.begin(), order.begin() + K, order.end(), [&](int a, int b) {
@@ -389,6 +391,18 @@ Status Context::Impl::MoE(int il, int n) {
   return Status::Ok();
 }
 
+void Context::Impl::RouterLogits(const float* router, const float* in, int n, float* logits) {
+  const int64_t E = hp.n_expert, D = hp.n_embd;
+  pool.ParallelFor(
+      n * E,
+      [&](int64_t i0, int64_t i1, int) {
+        for (int64_t i = i0; i < i1; ++i) {
+          logits[i] = DotF32(router + (i % E) * D, in + (i / E) * D, D);
+        }
+      },
+      8);
+}
+
 void Context::Impl::PrefetchNextLayer(int il, int n) {
   const LayerWeights& next = model.layer(il + 1);
   const int E = static_cast<int>(hp.n_expert), K = static_cast<int>(hp.n_expert_used);
@@ -396,13 +410,14 @@ void Context::Impl::PrefetchNextLayer(int il, int n) {
   Context::PrefetchCounters& pc = prefetch_counters[il + 1];
   std::fill(predicted.begin(), predicted.begin() + int64_t{n} * E, 0);
   for (int t = 0; t < n; ++t) {
-    RmsNorm(x.data() + t * D, next.ffn_norm.data(), D, hp.rms_eps, next_norm.data());
-    for (int e = 0; e < E; ++e) {
-      next_logits[e] = DotF32(next.router.data() + e * D, next_norm.data(), D);
-    }
+    RmsNorm(x.data() + t * D, next.ffn_norm.data(), D, hp.rms_eps, next_norm.data() + t * D);
+  }
+  RouterLogits(next.router.data(), next_norm.data(), n, next_logits.data());
+  for (int t = 0; t < n; ++t) {
+    const float* lg = next_logits.data() + int64_t{t} * E;
     std::iota(order.begin(), order.end(), 0);
     std::partial_sort(order.begin(), order.begin() + K, order.end(), [&](int a, int b) {
-      return next_logits[a] > next_logits[b] || (next_logits[a] == next_logits[b] && a < b);
+      return lg[a] > lg[b] || (lg[a] == lg[b] && a < b);
     });
     for (int s = 0; s < K; ++s) {
       uint8_t& p = predicted[int64_t{t} * E + order[s]];
@@ -536,15 +551,10 @@ Status Context::Impl::Forward(std::span<const BatchToken> batch, float* logits) 
            hp.rope_freq_scale, rope);
       const size_t cell = size_t{batch[t].seq} * n_ctx + batch[t].pos;
       const size_t kc = cell * KD, vc = cell * VD;
-      if (kv_type == KvType::kF16) {
-        uint16_t* kd = reinterpret_cast<uint16_t*>(k_cache[il].data()) + kc;
-        uint16_t* vd = reinterpret_cast<uint16_t*>(v_cache[il].data()) + vc;
-        for (int64_t i = 0; i < KD; ++i) kd[i] = Fp32ToFp16(kt[i]);
-        for (int64_t i = 0; i < VD; ++i) vd[i] = Fp32ToFp16(vt[i]);
-      } else {
-        std::copy_n(kt, KD, reinterpret_cast<float*>(k_cache[il].data()) + kc);
-        std::copy_n(vt, VD, reinterpret_cast<float*>(v_cache[il].data()) + vc);
-      }
+      const KvElemType elem = kv_type == KvType::kF16 ? KvElemType::kF16 : KvElemType::kF32;
+      const size_t elt = kv_type == KvType::kF16 ? 2 : 4;  // bytes per cache element
+      StoreKv(kt, KD, elem, k_cache[il].data() + kc * elt);
+      StoreKv(vt, VD, elem, v_cache[il].data() + vc * elt);
     }
     Attention(il, batch);
     in_main.Set(attn.data(), AD, n, AD);

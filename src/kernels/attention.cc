@@ -1,5 +1,7 @@
 #include "kernels/attention.h"
 
+#include <cstring>
+
 #include "base/check.h"
 #include "kernels/attention_internal.h"
 
@@ -7,6 +9,30 @@ namespace mt {
 namespace {
 
 using AttendFn = void (*)(const kernels::AttendArgs&);
+using StoreF16Fn = void (*)(const float*, int64_t, uint16_t*);
+
+StoreF16Fn StoreVariant(Isa isa) {
+  MT_CHECK_MSG(IsaSupported(isa), "KV store variant not supported by this CPU or build");
+  switch (isa) {
+#ifdef MT_KERNELS_X86
+    case Isa::kAvx2:
+      return kernels::StoreF16Avx2;
+    case Isa::kAvx512:
+      return kernels::StoreF16Avx512;
+#endif
+    default:
+      return kernels::StoreF16Scalar;
+  }
+}
+
+void Store(StoreF16Fn fn, const float* src, int64_t n, KvElemType type, void* dst) {
+  MT_CHECK(n >= 0);
+  if (type == KvElemType::kF32) {
+    std::memcpy(dst, src, static_cast<size_t>(n) * sizeof(float));
+  } else {
+    fn(src, n, static_cast<uint16_t*>(dst));
+  }
+}
 
 AttendFn Variant(Isa isa) {
   MT_CHECK_MSG(IsaSupported(isa), "attention variant not supported by this CPU or build");
@@ -47,6 +73,15 @@ void AttendHead(Isa isa, const float* q, const void* k, const void* v, KvElemTyp
                 int64_t k_stride, int64_t v_stride, int64_t n_pos, int d_k, int d_v, float scale,
                 float* out, float* scratch) {
   Run(Variant(isa), q, k, v, type, k_stride, v_stride, n_pos, d_k, d_v, scale, out, scratch);
+}
+
+void StoreKv(const float* src, int64_t n, KvElemType type, void* dst) {
+  static const StoreF16Fn fn = StoreVariant(ActiveIsa());
+  Store(fn, src, n, type, dst);
+}
+
+void StoreKv(Isa isa, const float* src, int64_t n, KvElemType type, void* dst) {
+  Store(StoreVariant(isa), src, n, type, dst);
 }
 
 }  // namespace mt

@@ -53,4 +53,11 @@ void AttendHead(Isa isa, const float* q, const void* k, const void* v, KvElemTyp
                 int64_t k_stride, int64_t v_stride, int64_t n_pos, int d_k, int d_v, float scale,
                 float* out, float* scratch);
 
+// Writes n floats as one KV cache row of `type` at dst: f32 as they are; f16 as
+// quant/float16.h's Fp32ToFp16 (round to nearest even, overflow to inf, NaN to the quiet NaN
+// 0x7E00 with its sign), the same bits in every variant.
+void StoreKv(const float* src, int64_t n, KvElemType type, void* dst);
+// The same with an explicit variant (tests, benchmarks); it must be supported (checked).
+void StoreKv(Isa isa, const float* src, int64_t n, KvElemType type, void* dst);
+
 }  // namespace mt

@@ -200,7 +200,31 @@ void Attend(const AttendArgs& a) {
   ScaleOut(a.out, a.d_v, _mm256_set1_ps(1.0f / l));
 }
 
+// 8 floats to halves as Fp32ToFp16: the hardware rounds to nearest even like it, but keeps
+// a NaN's payload, so NaNs become the quiet NaN (with their sign) first.
+__m128i ToF16(__m256 x) {
+  const __m256 nan = _mm256_cmp_ps(x, x, _CMP_UNORD_Q);
+  const __m256 quiet = _mm256_or_ps(_mm256_and_ps(x, _mm256_set1_ps(-0.0f)),
+                                    _mm256_castsi256_ps(_mm256_set1_epi32(0x7FC00000)));
+  return _mm256_cvtps_ph(_mm256_blendv_ps(x, quiet, nan),
+                         _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+}
+
 }  // namespace
+
+void StoreF16Avx2(const float* src, int64_t n, uint16_t* dst) {
+  int64_t i = 0;
+  for (; i + 8 <= n; i += 8) {
+    _mm_storeu_si128(reinterpret_cast<__m128i*>(dst + i), ToF16(_mm256_loadu_ps(src + i)));
+  }
+  if (i < n) {
+    alignas(32) float in[8] = {};
+    alignas(16) uint16_t out[8];
+    std::memcpy(in, src + i, (n - i) * sizeof(float));
+    _mm_store_si128(reinterpret_cast<__m128i*>(out), ToF16(_mm256_load_ps(in)));
+    std::memcpy(dst + i, out, (n - i) * sizeof(uint16_t));
+  }
+}
 
 void AttendAvx2(const AttendArgs& args) {
   // A local copy: the compiler may keep its fields in registers (it must reload those of a

@@ -178,7 +178,24 @@ void Attend(const AttendArgs& a) {
   ScaleOut(a.out, a.d_v, _mm512_set1_ps(1.0f / l));
 }
 
+// 16 floats to halves as Fp32ToFp16: the hardware rounds to nearest even like it, but keeps
+// a NaN's payload, so NaNs become the quiet NaN (with their sign) first.
+__m256i ToF16(__m512 x) {
+  const __mmask16 nan = _mm512_cmp_ps_mask(x, x, _CMP_UNORD_Q);
+  const __m512 quiet = _mm512_or_ps(_mm512_and_ps(x, _mm512_set1_ps(-0.0f)),
+                                    _mm512_castsi512_ps(_mm512_set1_epi32(0x7FC00000)));
+  return _mm512_cvtps_ph(_mm512_mask_blend_ps(nan, x, quiet),
+                         _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+}
+
 }  // namespace
+
+void StoreF16Avx512(const float* src, int64_t n, uint16_t* dst) {
+  for (int64_t i = 0; i < n; i += 16) {
+    const __mmask16 m = TailMask(n - i);
+    _mm256_mask_storeu_epi16(dst + i, m, ToF16(_mm512_maskz_loadu_ps(m, src + i)));
+  }
+}
 
 void AttendAvx512(const AttendArgs& args) {
   const AttendArgs a = args;  // a local copy: its fields can stay in registers

@@ -24,6 +24,11 @@ struct AttendArgs {
   float* scratch;  // (min(n_pos, kAttendTile))
 };
 
+// StoreKv (kernels/attention.h) for f16: n floats to n halves, Fp32ToFp16's bits.
+void StoreF16Scalar(const float* src, int64_t n, uint16_t* dst);
+void StoreF16Avx2(const float* src, int64_t n, uint16_t* dst);    // only in x86 builds
+void StoreF16Avx512(const float* src, int64_t n, uint16_t* dst);  // only in x86 builds
+
 void AttendScalar(const AttendArgs& a);
 void AttendAvx2(const AttendArgs& a);    // only in x86 builds
 void AttendAvx512(const AttendArgs& a);  // only in x86 builds

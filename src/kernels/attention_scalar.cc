@@ -29,6 +29,10 @@ float Exp(float x) { return x < -87.3f ? 0.0f : std::exp(x); }
 
 }  // namespace
 
+void StoreF16Scalar(const float* src, int64_t n, uint16_t* dst) {
+  for (int64_t i = 0; i < n; ++i) dst[i] = Fp32ToFp16(src[i]);
+}
+
 void AttendScalar(const AttendArgs& a) {
   float m = -INFINITY;  // running maximum of the scores
   float l = 0.0f;       // running sum of exp(s_j - m)

@@ -26,6 +26,7 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <bit>
 #include <cmath>
 #include <cstring>
 #include <random>
@@ -347,6 +348,43 @@ TEST_P(AttentionTest, VariantsAgree) {
              b.data(), s.data());
   const Expected ref = Reference(q.data(), k, v, n_pos, 0.09f);
   for (int i = 0; i < d; ++i) EXPECT_LE(std::fabs(a[i] - b[i]), 2 * ref.tol[i]) << i;
+}
+
+// The KV store writes Fp32ToFp16's bits in every variant: random bit patterns (every class:
+// normals, f16 subnormals and underflow, overflow, inf, NaN with payloads), ties at the f16
+// rounding boundaries, and lengths with every tail.
+TEST_P(AttentionTest, StoreKvGivesFp32ToFp16Bits) {
+  std::mt19937 rng(5);
+  std::vector<float> x;
+  for (int i = 0; i < 4000; ++i) {
+    const uint32_t bits = rng();
+    // Bias the exponent to the f16 range half of the time, so normals/subnormals are common.
+    const uint32_t e = i % 2 ? (rng() % 48 + 97) << 23 : bits & 0x7F800000u;
+    x.push_back(std::bit_cast<float>((bits & 0x807FFFFFu) | e));
+  }
+  for (uint32_t h = 0; h < 0x7C00u; h += 97) {  // exact midpoints between neighbouring halves
+    const float lo = Fp16ToFp32(static_cast<uint16_t>(h));
+    const float hi = Fp16ToFp32(static_cast<uint16_t>(h + 1));
+    x.push_back(lo + (hi - lo) / 2);
+    x.push_back(-(lo + (hi - lo) / 2));
+  }
+  for (float f : {0.0f, -0.0f, 65504.0f, 65519.99f, 65520.0f, 1e9f, -INFINITY, INFINITY, NAN,
+                  -NAN, std::bit_cast<float>(0x7F800001u), std::bit_cast<float>(0xFFBFFFFFu)}) {
+    x.push_back(f);
+  }
+  for (int64_t n : {int64_t{0}, int64_t{1}, int64_t{7}, int64_t{9}, int64_t{17},
+                    static_cast<int64_t>(x.size())}) {
+    std::vector<uint16_t> got(n + 1, 0xABCD);
+    StoreKv(isa_, x.data(), n, KvElemType::kF16, got.data());
+    for (int64_t i = 0; i < n; ++i) {
+      ASSERT_EQ(got[i], Fp32ToFp16(x[i])) << "element " << i << " bits 0x" << std::hex
+                                           << std::bit_cast<uint32_t>(x[i]);
+    }
+    EXPECT_EQ(got[n], 0xABCD) << "wrote past n=" << n;
+  }
+  std::vector<float> f32(5);
+  StoreKv(isa_, x.data(), 5, KvElemType::kF32, f32.data());
+  EXPECT_EQ(std::memcmp(f32.data(), x.data(), 5 * sizeof(float)), 0);
 }
 
 TEST(AttentionDeathTest, RejectsEmptyRange) {

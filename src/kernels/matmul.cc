@@ -17,20 +17,6 @@ bool MatMulSupports(GgmlType type) { return CanDequantize(type); }
 // ---------------------------------------------------------------------------------------
 // Float reference path.
 
-float DotF32(const float* a, const float* b, int64_t n) {
-  // 16 independent partial sums (vectorisable), combined in a fixed tree order.
-  float acc[16] = {};
-  int64_t i = 0;
-  for (; i + 16 <= n; i += 16) {
-    for (int j = 0; j < 16; ++j) acc[j] += a[i + j] * b[i + j];
-  }
-  for (int j = 0; i < n; ++i, ++j) acc[j] += a[i] * b[i];
-  for (int w = 8; w >= 1; w /= 2) {
-    for (int j = 0; j < w; ++j) acc[j] += acc[j + w];
-  }
-  return acc[0];
-}
-
 void MatMulRows(const WeightMatrix& w, const float* x, int64_t x_stride, int64_t n_tok, float* y,
                 int64_t y_stride, int64_t row_begin, int64_t row_end) {
   MT_CHECK_MSG(w.layout == WeightLayout::kRows, "MatMulRows: reads GGUF rows only");
@@ -89,6 +75,15 @@ const kernels::KernelTable& Table(Isa isa) {
 }
 
 }  // namespace
+
+float DotF32(const float* a, const float* b, int64_t n) {
+  static const kernels::KernelTable& table = Table(ActiveIsa());
+  return table.dot_f32(a, b, n);
+}
+
+float DotF32(Isa isa, const float* a, const float* b, int64_t n) {
+  return Table(isa).dot_f32(a, b, n);
+}
 
 ActFormat ActFormatFor(GgmlType weight_type) {
   switch (weight_type) {

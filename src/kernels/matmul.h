@@ -78,8 +78,12 @@ bool MatMulSupports(GgmlType type);
 void MatMulRows(const WeightMatrix& w, const float* x, int64_t x_stride, int64_t n_tok, float* y,
                 int64_t y_stride, int64_t row_begin, int64_t row_end);
 
-// Dot product of two float vectors with the fixed summation order MatMulRows uses.
+// Dot product of two float vectors with the fixed summation order MatMulRows uses: 16
+// partial sums (element i into sum i % 16, a product then an add, no FMA) combined by
+// halves. Vectorised per ISA variant with identical bits in every variant.
 float DotF32(const float* a, const float* b, int64_t n);
+// The same with an explicit variant (tests, benchmarks); it must be supported (checked).
+float DotF32(Isa isa, const float* a, const float* b, int64_t n);
 
 // ---------------------------------------------------------------------------------------
 // Fast path.

@@ -310,10 +310,25 @@ void MatMulAvx512(const WeightView& w, const ActView& a, float* y, int64_t y_str
   }
 }
 
+// The 16 partial sums of KernelTable::dot_f32 are the 16 lanes.
+float DotF32Avx512(const float* a, const float* b, int64_t n) {
+  __m512 acc = _mm512_setzero_ps();
+  int64_t i = 0;
+  for (; i + 16 <= n; i += 16) {
+    acc = _mm512_add_ps(acc, _mm512_mul_ps(_mm512_loadu_ps(a + i), _mm512_loadu_ps(b + i)));
+  }
+  if (i < n) {  // the tail adds to the first n - i lanes only (an added +0 could flip a -0)
+    const __mmask16 m = static_cast<__mmask16>((1u << (n - i)) - 1);
+    acc = _mm512_mask_add_ps(
+        acc, m, acc, _mm512_mul_ps(_mm512_maskz_loadu_ps(m, a + i), _mm512_maskz_loadu_ps(m, b + i)));
+  }
+  return Reduce16(acc);
+}
+
 }  // namespace
 
 const KernelTable& Avx512Kernels() {
-  static const KernelTable table{QuantizeQ8_0, QuantizeQ8_K, MatMulAvx512};
+  static const KernelTable table{QuantizeQ8_0, QuantizeQ8_K, MatMulAvx512, DotF32Avx512};
   return table;
 }
 

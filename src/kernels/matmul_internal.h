@@ -70,6 +70,10 @@ struct KernelTable {
   // one ActFormatFor(w.type) names; the dispatcher has checked everything.
   void (*matmul)(const WeightView& w, const ActView& a, float* y, int64_t y_stride, int64_t r0,
                  int64_t r1);
+  // DotF32 (kernels/matmul.h): 16 partial sums, acc[i % 16] += a[i] * b[i] (a product, then
+  // a sum: no FMA), combined as Reduce16 does (halves, then 4, 2, 1). Identical bits in
+  // every variant.
+  float (*dot_f32)(const float* a, const float* b, int64_t n);
 };
 
 // AVX-512 Q4_K / Q5_K / Q6_K products on transposed 16-row panels (matmul_kquant_avx512.cc),

@@ -378,10 +378,23 @@ void MatMulScalar(const WeightView& w, const ActView& a, float* y, int64_t y_str
   }
 }
 
+float DotF32Scalar(const float* a, const float* b, int64_t n) {
+  float acc[16] = {};
+  int64_t i = 0;
+  for (; i + 16 <= n; i += 16) {
+    for (int j = 0; j < 16; ++j) acc[j] += a[i + j] * b[i + j];
+  }
+  for (int j = 0; i < n; ++i, ++j) acc[j] += a[i] * b[i];
+  for (int w = 8; w >= 1; w /= 2) {
+    for (int j = 0; j < w; ++j) acc[j] += acc[j + w];
+  }
+  return acc[0];
+}
+
 }  // namespace
 
 const KernelTable& ScalarKernels() {
-  static const KernelTable table{QuantizeQ8_0, QuantizeQ8_K, MatMulScalar};
+  static const KernelTable table{QuantizeQ8_0, QuantizeQ8_K, MatMulScalar, DotF32Scalar};
   return table;
 }
 

@@ -23,7 +23,9 @@
 
 #include <gtest/gtest.h>
 
+#include <bit>
 #include <cmath>
+#include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <random>
@@ -267,6 +269,31 @@ TEST(ActQuant, EveryIsaWritesTheSameBytes) {
       ASSERT_EQ(a.token_stride(), ref.token_stride());
       EXPECT_EQ(std::memcmp(a.token(0), ref.token(0), n_tok * ref.token_stride()), 0)
           << IsaName(isa) << " format " << static_cast<int>(f);
+    }
+  }
+}
+
+// DotF32's order is spelled out (matmul.h), so every variant must give the scalar bits,
+// including the tails of lengths that are not multiples of 16.
+TEST(DotF32, EveryIsaGivesTheScalarBits) {
+  std::mt19937 rng(11);
+  std::uniform_real_distribution<float> u(-2.0f, 2.0f);
+  std::vector<float> a(300), b(300);
+  for (float& v : a) v = u(rng);
+  for (float& v : b) v = u(rng) * 1e-3f;
+  for (Isa isa : kAllIsas) {
+    if (!IsaSupported(isa)) {
+      std::printf("[  SKIPPED ] DotF32 %s: not supported by this CPU\n", IsaName(isa).data());
+      continue;
+    }
+    for (int64_t n : {0, 1, 7, 15, 16, 17, 31, 32, 33, 100, 255, 256, 257, 300}) {
+      for (int64_t off : {0, 1, 3}) {
+        if (off + n > 300) continue;
+        const float want = DotF32(Isa::kScalar, a.data() + off, b.data() + off, n);
+        const float got = DotF32(isa, a.data() + off, b.data() + off, n);
+        ASSERT_EQ(std::bit_cast<uint32_t>(got), std::bit_cast<uint32_t>(want))
+            << IsaName(isa) << " n=" << n << " off=" << off;
+      }
     }
   }
 }
