@@ -82,6 +82,9 @@ struct Context::Impl {
   // Runs a batch of at most n_batch tokens; writes the logits of the tokens that want them,
   // in batch order, to `logits` (n_vocab each).
   Status Forward(std::span<const BatchToken> batch, float* logits);
+  // The q, k, v rows of the batch made ready for attention (bias, q/k norm, rotation), and k
+  // and v stored into the cache; tokens' q and k/v in parallel (each item is independent).
+  void PrepareAttention(int il, std::span<const BatchToken> batch);
   void Attention(int il, std::span<const BatchToken> batch);
   Status MoE(int il, int n);
   // Applies layer il+1's router to the current FFN input (the residual stream after layer
@@ -135,6 +138,7 @@ struct Context::Impl {
   std::vector<float> k;        // (n_batch, n_head_kv * head_dim_k)
   std::vector<float> v;        // (n_batch, n_head_kv * head_dim_v)
   std::vector<float> attn;     // (n_batch, n_head * head_dim_v) attention output per head
+  std::vector<float> rope_cs;  // (n_batch, n_rot) each token's rotation cosines, then sines
   std::vector<float> scores;   // (n_threads, kAttendTile) attention scores of one tile
   std::vector<float> probs;    // (n_batch, n_expert) router probabilities
   std::vector<int32_t> order;  // (n_expert) router sort scratch
@@ -147,6 +151,7 @@ struct Context::Impl {
   std::vector<ExpertScratch> ex;   // (n_threads) per-thread expert scratch
   std::vector<ReadyExpert> group;  // (<= n_expert) experts ready to run together
   std::vector<int32_t> owner;      // (n_expert) thread that runs each expert of a group
+  std::vector<int64_t> split;      // (n_threads + 1) ProjectAll's row range of each thread
   std::vector<float> sh_gate;  // (n_batch, n_ff_shexp) shared expert
   std::vector<float> sh_up;    // (n_batch, n_ff_shexp)
   std::vector<float> sh_out;   // (n_batch, n_embd)
@@ -179,7 +184,8 @@ uint64_t Context::Impl::scratch_bytes() const {
   const uint64_t B = n_batch, K = hp.n_expert_used, D = hp.n_embd;
   const uint64_t F = std::max(hp.n_ff_exp, hp.n_ff_shexp);
   const uint64_t floats = B * (3 * D + hp.n_embd_q() + hp.n_embd_k_gqa() + hp.n_embd_v_gqa() +
-                               uint64_t{hp.n_head} * hp.head_dim_v + hp.n_expert + 2 * D + 2 * F +
+                               uint64_t{hp.n_head} * hp.head_dim_v + hp.n_rot + hp.n_expert +
+                               2 * D + 2 * F +
                                K * D + D) +
                           uint64_t(pool.size()) * kAttendTile +
                           B * (D + hp.n_expert);  // next-layer prediction: norms, logits
@@ -197,6 +203,7 @@ Status Context::Impl::Allocate() {
   k.resize(B * hp.n_embd_k_gqa());
   v.resize(B * hp.n_embd_v_gqa());
   attn.resize(B * hp.n_head * hp.head_dim_v);
+  rope_cs.resize(B * hp.n_rot);
   scores.resize(static_cast<size_t>(pool.size()) * kAttendTile);
   probs.resize(B * hp.n_expert);
   order.resize(hp.n_expert);
@@ -222,6 +229,7 @@ Status Context::Impl::Allocate() {
   hinted.reserve(hp.n_expert);
   prefetch_counters.assign(hp.n_layer, {});
   owner.resize(hp.n_expert);
+  split.resize(pool.size() + 1);
   sh_gate.resize(B * hp.n_ff_shexp);
   sh_up.resize(B * hp.n_ff_shexp);
   sh_out.resize(B * D);
@@ -268,18 +276,76 @@ void Context::Impl::ProjectAll(std::initializer_list<Product> products, Input& i
     for (const Product& p : products) Project(*p.w, in, p.y, p.y_stride);
     return;
   }
-  pool.ParallelFor(
-      total,
-      [&](int64_t begin, int64_t end, int) {
-        int64_t base = 0;
-        for (const Product& p : products) {
-          const int64_t r0 = std::max<int64_t>(begin - base, 0);
-          const int64_t r1 = std::min<int64_t>(end - base, p.w->rows);
-          if (r0 < r1) MatMul(*p.w, in.For(p.w->type, nullptr), p.y, p.y_stride, r0, r1);
-          base += p.w->rows;
-        }
-      },
-      16);
+  // One contiguous range per thread, of equal bytes rather than rows: the matrices may
+  // differ in type (Q4_K_M keeps attn_v in Q6_K, 1.46x the bytes of a Q4_K row).
+  uint64_t total_bytes = 0;
+  for (const Product& p : products) total_bytes += p.w->rows * p.w->row_bytes;
+  const int parts = pool.size();
+  split[0] = 0;
+  int part = 1;
+  uint64_t bytes = 0;  // before `row`
+  int64_t row = 0;
+  for (const Product& p : products) {
+    for (int64_t r = 0; r < p.w->rows; r += 16, row += 16) {
+      while (part < parts && bytes >= total_bytes * part / parts) split[part++] = row;
+      bytes += std::min<int64_t>(16, p.w->rows - r) * p.w->row_bytes;
+    }
+  }
+  while (part <= parts) split[part++] = total;
+  pool.ParallelFor(parts, [&](int64_t i0, int64_t i1, int) {
+    for (int64_t i = i0; i < i1; ++i) {
+      const int64_t begin = split[i], end = split[i + 1];
+      int64_t base = 0;
+      for (const Product& p : products) {
+        const int64_t r0 = std::max<int64_t>(begin - base, 0);
+        const int64_t r1 = std::min<int64_t>(end - base, p.w->rows);
+        if (r0 < r1) MatMul(*p.w, in.For(p.w->type, nullptr), p.y, p.y_stride, r0, r1);
+        base += p.w->rows;
+      }
+    }
+  });
+}
+
+void Context::Impl::PrepareAttention(int il, std::span<const BatchToken> batch) {
+  const LayerWeights& L = model.layer(il);
+  const int64_t QD = hp.n_embd_q(), KD = hp.n_embd_k_gqa(), VD = hp.n_embd_v_gqa();
+  const RopeMode rope = arch.rope_type == RopeType::kNeox ? RopeMode::kNeox : RopeMode::kNorm;
+  const KvElemType elem = kv_type == KvType::kF16 ? KvElemType::kF16 : KvElemType::kF32;
+  const size_t elt = kv_type == KvType::kF16 ? 2 : 4;  // bytes per cache element
+  // Bias, then the q/k norm, then the rotation of one projection row of one token.
+  auto finish = [&](float* row, int64_t width, const std::vector<float>& bias,
+                    const std::vector<float>& norm, uint32_t heads, const float* cos_sin) {
+    for (int64_t i = 0; i < width && !bias.empty(); ++i) row[i] += bias[i];
+    if (arch.qk_norm == QkNorm::kPerHead) {
+      for (uint32_t h = 0; h < heads; ++h) {
+        float* rh = row + h * hp.head_dim_k;
+        RmsNorm(rh, norm.data(), hp.head_dim_k, hp.rms_eps, rh);
+      }
+    } else if (arch.qk_norm == QkNorm::kWholeProjection) {
+      RmsNorm(row, norm.data(), width, hp.rms_eps, row);
+    }
+    RopeRotate(row, static_cast<int>(heads), static_cast<int>(hp.head_dim_k),
+               static_cast<int>(hp.n_rot), cos_sin, rope);
+  };
+  // Item 2t: token t's q; item 2t + 1: its k and v, into the cache.
+  pool.ParallelFor(int64_t{2} * static_cast<int64_t>(batch.size()),
+                          [&](int64_t begin, int64_t end, int) {
+    for (int64_t item = begin; item < end; ++item) {
+      const int64_t t = item / 2;
+      const float* cos_sin = rope_cs.data() + t * hp.n_rot;
+      if (item % 2 == 0) {
+        finish(q.data() + t * QD, QD, L.bq, L.attn_q_norm, hp.n_head, cos_sin);
+        continue;
+      }
+      float* kt = k.data() + t * KD;
+      float* vt = v.data() + t * VD;
+      finish(kt, KD, L.bk, L.attn_k_norm, hp.n_head_kv, cos_sin);
+      for (int64_t i = 0; i < VD && !L.bv.empty(); ++i) vt[i] += L.bv[i];
+      const size_t cell = size_t{batch[t].seq} * n_ctx + batch[t].pos;
+      StoreKv(kt, KD, elem, k_cache[il].data() + cell * KD * elt);
+      StoreKv(vt, VD, elem, v_cache[il].data() + cell * VD * elt);
+    }
+  });
 }
 
 void Context::Impl::Attention(int il, std::span<const BatchToken> batch) {
@@ -516,7 +582,10 @@ Status Context::Impl::Forward(std::span<const BatchToken> batch, float* logits) 
   for (int t = 0; t < n; ++t) {
     DequantizeRow(embd.type, embd.row(batch[t].token), x.data() + t * D, D);
   }
-  const RopeMode rope = arch.rope_type == RopeType::kNeox ? RopeMode::kNeox : RopeMode::kNorm;
+  for (int t = 0; t < n; ++t) {
+    RopeAngles(hp.n_rot, static_cast<int>(batch[t].pos), hp.rope_freq_base, hp.rope_freq_scale,
+               rope_cs.data() + int64_t{t} * hp.n_rot);
+  }
   for (int il = 0; il < static_cast<int>(hp.n_layer); ++il) {
     const LayerWeights& L = model.layer(il);
     for (int t = 0; t < n; ++t) {
@@ -524,38 +593,7 @@ Status Context::Impl::Forward(std::span<const BatchToken> batch, float* logits) 
     }
     in_main.Set(xn.data(), D, n, D);
     ProjectAll({{&L.wq, q.data(), QD}, {&L.wk, k.data(), KD}, {&L.wv, v.data(), VD}}, in_main);
-    for (int t = 0; t < n; ++t) {
-      float* qt = q.data() + t * QD;
-      float* kt = k.data() + t * KD;
-      float* vt = v.data() + t * VD;
-      for (int64_t i = 0; i < QD && !L.bq.empty(); ++i) qt[i] += L.bq[i];
-      for (int64_t i = 0; i < KD && !L.bk.empty(); ++i) kt[i] += L.bk[i];
-      for (int64_t i = 0; i < VD && !L.bv.empty(); ++i) vt[i] += L.bv[i];
-      if (arch.qk_norm == QkNorm::kPerHead) {
-        for (uint32_t h = 0; h < hp.n_head; ++h) {
-          float* qh = qt + h * hp.head_dim_k;
-          RmsNorm(qh, L.attn_q_norm.data(), hp.head_dim_k, hp.rms_eps, qh);
-        }
-        for (uint32_t h = 0; h < hp.n_head_kv; ++h) {
-          float* kh = kt + h * hp.head_dim_k;
-          RmsNorm(kh, L.attn_k_norm.data(), hp.head_dim_k, hp.rms_eps, kh);
-        }
-      } else if (arch.qk_norm == QkNorm::kWholeProjection) {
-        RmsNorm(qt, L.attn_q_norm.data(), QD, hp.rms_eps, qt);
-        RmsNorm(kt, L.attn_k_norm.data(), KD, hp.rms_eps, kt);
-      }
-      const int pos = static_cast<int>(batch[t].pos);
-      Rope(qt, hp.n_head, hp.head_dim_k, hp.n_rot, pos, hp.rope_freq_base, hp.rope_freq_scale,
-           rope);
-      Rope(kt, hp.n_head_kv, hp.head_dim_k, hp.n_rot, pos, hp.rope_freq_base,
-           hp.rope_freq_scale, rope);
-      const size_t cell = size_t{batch[t].seq} * n_ctx + batch[t].pos;
-      const size_t kc = cell * KD, vc = cell * VD;
-      const KvElemType elem = kv_type == KvType::kF16 ? KvElemType::kF16 : KvElemType::kF32;
-      const size_t elt = kv_type == KvType::kF16 ? 2 : 4;  // bytes per cache element
-      StoreKv(kt, KD, elem, k_cache[il].data() + kc * elt);
-      StoreKv(vt, VD, elem, v_cache[il].data() + vc * elt);
-    }
+    PrepareAttention(il, batch);
     Attention(il, batch);
     in_main.Set(attn.data(), AD, n, AD);
     Project(L.wo, in_main, xn.data(), D);

@@ -11,16 +11,23 @@ void RmsNorm(const float* x, const float* weight, int64_t n, float eps, float* o
   for (int64_t i = 0; i < n; ++i) out[i] = x[i] * scale * (weight ? weight[i] : 1.0f);
 }
 
-void Rope(float* x, int n_heads, int head_dim, int n_rot, int pos, float freq_base,
-          float freq_scale, RopeMode mode) {
+void RopeAngles(int n_rot, int pos, float freq_base, float freq_scale, float* cos_sin) {
   const int half = n_rot / 2;
   for (int i = 0; i < half; ++i) {
     const double theta = pos * static_cast<double>(freq_scale) *
                          std::pow(static_cast<double>(freq_base), -2.0 * i / n_rot);
-    const float c = static_cast<float>(std::cos(theta));
-    const float s = static_cast<float>(std::sin(theta));
-    for (int h = 0; h < n_heads; ++h) {
-      float* v = x + static_cast<int64_t>(h) * head_dim;
+    cos_sin[i] = static_cast<float>(std::cos(theta));
+    cos_sin[half + i] = static_cast<float>(std::sin(theta));
+  }
+}
+
+void RopeRotate(float* x, int n_heads, int head_dim, int n_rot, const float* cos_sin,
+                RopeMode mode) {
+  const int half = n_rot / 2;
+  for (int h = 0; h < n_heads; ++h) {
+    float* v = x + static_cast<int64_t>(h) * head_dim;
+    for (int i = 0; i < half; ++i) {
+      const float c = cos_sin[i], s = cos_sin[half + i];
       const int a = mode == RopeMode::kNeox ? i : 2 * i;
       const int b = mode == RopeMode::kNeox ? i + half : 2 * i + 1;
       const float x0 = v[a], x1 = v[b];
