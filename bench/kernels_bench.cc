@@ -269,7 +269,7 @@ void RegisterAll() {
           benchmark::RegisterBenchmark(("gemv_hot/" + name).c_str(), Gemv, isa, type, rows, cols,
                                        1, true, layout)
               ->Unit(benchmark::kMicrosecond);
-          for (int64_t n : {4, 16, 128}) {
+          for (int64_t n : {4, 8, 16, 128}) {
             benchmark::RegisterBenchmark(("gemm" + std::to_string(n) + "/" + name).c_str(), Gemm,
                                          isa, type, rows, cols, n, layout)
                 ->Unit(benchmark::kMicrosecond);

@@ -507,7 +507,8 @@ TEST_P(MatMulTest, AgreesWithScalarVariant) {
 
 TEST_P(MatMulTest, PanelsMatchRows) {
   // The kPanels layout (RepackToPanels) gives the same bits as the GGUF rows it came from, in
-  // both schedules (1-2 tokens fused, more buffered), for whole and split row ranges, and
+  // every schedule (fused up to 4 tokens, 2 for Q6_K; Q4_K/Q5_K fused in two passes up to 8;
+  // more buffered), for whole and split row ranges, and
   // repacking in place equals repacking into another buffer.
   if (!PanelsPreferred(type_, 16)) GTEST_SKIP() << "the active variant reads GGUF rows only";
   if (isa_ != ActiveIsa()) GTEST_SKIP() << "kPanels is for the active variant";
@@ -524,7 +525,7 @@ TEST_P(MatMulTest, PanelsMatchRows) {
       WeightMatrix pw = m.w;
       pw.data = packed.data();
       pw.layout = WeightLayout::kPanels;
-      for (int64_t n_tok : {1, 2, 3, 9, 20}) {
+      for (int64_t n_tok : {1, 2, 3, 4, 6, 8, 9, 20}) {
         const std::vector<float> x = MakeInput(n_tok, cols, cols, 7);
         Activations a;
         const std::vector<float> want = RunMatMul(isa_, m, x.data(), cols, n_tok, &a);
