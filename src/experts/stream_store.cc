@@ -76,6 +76,7 @@ Result<std::unique_ptr<StreamStore>> StreamStore::Create(const ExpertLayout& lay
   if (!pool.ok()) return pool.status().WithContext("expert cache");
   s->pool_ = std::move(pool.value());
   s->slots_.resize(n_slots);
+  if (n_slots == all) s->repack_after_uses_ = 1;
   for (int64_t i = static_cast<int64_t>(n_slots) - 1; i >= 0; --i) {
     s->free_.push_back(static_cast<int32_t>(i));
   }
@@ -397,7 +398,7 @@ Result<std::optional<ReadyExpert>> StreamStore::NextReady(bool wait) {
       // An expert that keeps being used is rewritten into the layout the kernels read
       // fastest (no lease is out: one per layer step). Repacking costs about as much as
       // ten uses save, so experts used once or twice before eviction stay as read.
-      if (!slot.repacked && ++slot.uses >= kRepackAfterUses) {
+      if (!slot.repacked && ++slot.uses >= repack_after_uses_) {
         RepackExpert(layout_, slot.layer, gate, up, down);
         slot.repacked = true;
       }

@@ -94,6 +94,9 @@ class StreamStore final : public ExpertStore {
   };
 
   static constexpr uint32_t kRepackAfterUses = 4;  // see NextReady
+  // kRepackAfterUses, or 1 when the cache holds every expert (nothing is ever evicted, so a
+  // repack always pays back).
+  uint32_t repack_after_uses_ = kRepackAfterUses;
 
   StreamStore(const ExpertLayout& layout, std::unique_ptr<IoEngine> io);
   uint8_t* SlotData(int32_t s) { return pool_.data() + uint64_t(s) * slot_bytes_; }
