@@ -26,6 +26,7 @@ struct BenchFlags {
   int n_gen = 32;
   int reps = 3;
   int n_threads = 0;
+  bool pin_threads = false;
   std::string seqs = "1";
   bool json = false;
   uint64_t seed = 1;
@@ -74,6 +75,7 @@ int Run(const BenchFlags& f) {
   // A batched decode step is one forward pass of n_seq tokens, so the batch must hold them.
   o.n_batch = std::max(static_cast<uint32_t>(std::max(f.n_prompt, 1)), o.n_seq_max);
   o.n_threads = f.n_threads;
+  o.pin_threads = f.pin_threads;
   if (Status s = ResolveStorageFlags(f.storage, &o); !s.ok()) return ReportError(s);
   Result<std::unique_ptr<Context>> ctx = Context::Create(m, o);
   if (!ctx.ok()) return ReportError(ctx.status().WithContext(f.model));
@@ -115,7 +117,7 @@ int Run(const BenchFlags& f) {
   const std::string tier = (*ctx)->expert_store().name();
   const uint64_t probe_bytes = std::min<uint64_t>(uint64_t{1} << 30, (*ctx)->storage_plan().budget / 4);
   ctx.value().reset();
-  ThreadPool pool(f.n_threads);
+  ThreadPool pool(f.n_threads, f.pin_threads);
   const double membw = MeasureReadBandwidth(pool, probe_bytes, 5);
   const TokenCost cost = TokenCostOf(m);
 
@@ -181,7 +183,7 @@ CommandMain SetupBench(CLI::App& sub) {
   sub.add_option("-n,--n-gen", f->n_gen, "Generated tokens for the tg test (0: skip)")
       ->default_str("32");
   sub.add_option("-r,--repetitions", f->reps, "Repetitions of each test")->default_str("3");
-  sub.add_option("-t,--threads", f->n_threads, "Threads (default: all cores)");
+  AddThreadFlags(sub, f->n_threads, f->pin_threads);
   sub.add_option("--seqs", f->seqs, "Sequences decoded together in the tg tests, e.g. 1,8")
       ->default_str("1");
   sub.add_flag("--json", f->json, "Print JSON");

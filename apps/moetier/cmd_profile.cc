@@ -19,6 +19,7 @@ struct ProfileFlags {
   int n_gen = 0;
   uint32_t n_ctx = 2048;
   int n_threads = 0;
+  bool pin_threads = false;
   StorageFlags storage;
 };
 
@@ -38,6 +39,7 @@ int Run(const ProfileFlags& f) {
   ContextOptions o;
   o.n_ctx = std::min(f.n_ctx, m.hparams().n_ctx_train);
   o.n_threads = f.n_threads;
+  o.pin_threads = f.pin_threads;
   if (Status s = ResolveStorageFlags(f.storage, &o); !s.ok()) return ReportError(s);
   o.routing_stats_file.clear();  // a profile starts from zero
   Result<std::unique_ptr<Context>> ctx = Context::Create(m, o);
@@ -98,7 +100,7 @@ CommandMain SetupProfile(CLI::App& sub) {
   sub.add_option("-n,--n-predict", f->n_gen, "Greedy tokens to generate after each prompt")
       ->default_str("0");
   sub.add_option("-c,--ctx-size", f->n_ctx, "Context size")->default_str("2048");
-  sub.add_option("-t,--threads", f->n_threads, "Threads (default: all cores)");
+  AddThreadFlags(sub, f->n_threads, f->pin_threads);
   AddStorageFlags(sub, &f->storage);
   return [f]() { return Run(*f); };
 }

@@ -27,6 +27,7 @@ struct RunFlags {
   uint32_t n_ctx = 0;  // 0: 4096, or the model's training context if smaller
   uint32_t n_batch = 512;
   int n_threads = 0;
+  bool pin_threads = false;
   SamplerParams sampling;
   int64_t seed = -1;
   bool chat = false;
@@ -132,6 +133,7 @@ int Run(const RunFlags& f) {
   copt.n_ctx = f.n_ctx != 0 ? f.n_ctx : std::min<uint32_t>(4096, m.hparams().n_ctx_train);
   copt.n_batch = f.n_batch;
   copt.n_threads = f.n_threads;
+  copt.pin_threads = f.pin_threads;
   if (f.kv_type != "f16" && f.kv_type != "f32") {
     return ReportError(InvalidArgument("--kv-type must be f16 or f32, not '{}'", f.kv_type));
   }
@@ -246,7 +248,7 @@ CommandMain SetupRun(CLI::App& sub) {
   sub.add_option("-c,--ctx-size", f->n_ctx, "Context size (default 4096, at most the model's)");
   sub.add_option("-b,--batch-size", f->n_batch, "Prompt tokens per forward pass")
       ->default_str("512");
-  sub.add_option("-t,--threads", f->n_threads, "Threads (default: all cores)");
+  AddThreadFlags(sub, f->n_threads, f->pin_threads);
   sub.add_option("--temp", f->sampling.temperature, "Temperature (0: greedy)")->default_str("0.8");
   sub.add_option("--top-k", f->sampling.top_k, "Top-k (0: off)")->default_str("40");
   sub.add_option("--top-p", f->sampling.top_p, "Top-p (1: off)")->default_str("0.95");

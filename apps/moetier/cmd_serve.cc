@@ -29,6 +29,7 @@ struct ServeFlags {
   uint32_t n_ctx = 0;  // per slot; 0: 4096, or the model's training context if smaller
   uint32_t n_batch = 512;
   int n_threads = 0;
+  bool pin_threads = false;
   std::string kv_type = "f16";
   size_t max_queue = 64;
   std::string chat_template;
@@ -66,6 +67,7 @@ int Serve(const ServeFlags& f) {
   copt.n_seq_max = f.n_parallel;
   copt.n_batch = std::max(f.n_batch, f.n_parallel);
   copt.n_threads = f.n_threads;
+  copt.pin_threads = f.pin_threads;
   copt.kv_type = f.kv_type == "f32" ? KvType::kF32 : KvType::kF16;
   if (Status s = ResolveStorageFlags(f.storage, &copt); !s.ok()) return ReportError(s);
   Result<std::unique_ptr<Context>> ctx = Context::Create(m, copt);
@@ -141,7 +143,7 @@ CommandMain SetupServe(CLI::App& sub) {
                  "Context per slot (default 4096, at most the model's); KV cache = parallel x ctx");
   sub.add_option("-b,--batch-size", f->n_batch, "Tokens per batched forward step")
       ->default_str("512");
-  sub.add_option("-t,--threads", f->n_threads, "Threads (default: all cores)");
+  AddThreadFlags(sub, f->n_threads, f->pin_threads);
   sub.add_option("--kv-type", f->kv_type, "KV cache type: f16 or f32")->default_str("f16");
   sub.add_option("--max-queue", f->max_queue,
                  "Requests waiting for a slot before new ones get 503")

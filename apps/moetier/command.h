@@ -28,6 +28,9 @@ struct CommandDef {
 // the status: 2 for invalid arguments, 1 otherwise.
 int ReportError(const Status& status);
 
+// -t/--threads and --pin, the same for every command that computes.
+void AddThreadFlags(CLI::App& sub, int& n_threads, bool& pin_threads);
+
 CommandMain SetupInspect(CLI::App& sub);
 CommandMain SetupSynth(CLI::App& sub);
 CommandMain SetupRun(CLI::App& sub);

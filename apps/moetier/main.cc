@@ -17,6 +17,12 @@ int ReportError(const Status& status) {
   return status.code() == StatusCode::kInvalidArgument ? kExitUsage : kExitError;
 }
 
+void AddThreadFlags(CLI::App& sub, int& n_threads, bool& pin_threads) {
+  sub.add_option("-t,--threads", n_threads, "Threads (default: all cores)");
+  sub.add_flag("--pin", pin_threads,
+               "Pin thread i to the i-th CPU this process may use (taskset/cpuset respected)");
+}
+
 namespace {
 
 constexpr CommandDef kCommands[] = {

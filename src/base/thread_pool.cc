@@ -1,5 +1,8 @@
 #include "base/thread_pool.h"
 
+#include <pthread.h>
+#include <sched.h>
+
 #include <algorithm>
 #include <chrono>
 
@@ -20,6 +23,23 @@ std::pair<int64_t, int64_t> PartRange(int64_t n, int64_t grain, int i, int parts
   return {std::min(n, b0 * grain), std::min(n, b1 * grain)};
 }
 
+// The CPUs this process may use. Affinity is per thread in Linux, and a pinned pool leaves
+// its caller on one CPU, so the set is read once, by the first pool, before any pinning.
+const std::vector<int>& AllowedCpus() {
+  static const std::vector<int> cpus = [] {
+    std::vector<int> out;
+    cpu_set_t set;
+    CPU_ZERO(&set);
+    if (sched_getaffinity(0, sizeof(set), &set) == 0) {
+      for (int c = 0; c < CPU_SETSIZE; ++c) {
+        if (CPU_ISSET(c, &set)) out.push_back(c);
+      }
+    }
+    return out;
+  }();
+  return cpus;
+}
+
 int64_t NowNanos() {
   return std::chrono::duration_cast<std::chrono::nanoseconds>(
              std::chrono::steady_clock::now().time_since_epoch())
@@ -32,8 +52,27 @@ int ThreadPool::DefaultThreads() {
   return std::max(1u, std::thread::hardware_concurrency());
 }
 
-ThreadPool::ThreadPool(int n_threads) : n_threads_(n_threads > 0 ? n_threads : DefaultThreads()) {
-  for (int i = 1; i < n_threads_; ++i) workers_.emplace_back([this, i] { WorkerLoop(i); });
+ThreadPool::ThreadPool(int n_threads, bool pin)
+    : n_threads_(n_threads > 0 ? n_threads : DefaultThreads()), pin_(pin) {
+  AllowedCpus();  // read while no pool has pinned anything yet
+  if (pin_) {
+    cpus_ = AllowedCpus();
+    pin_ = !cpus_.empty();
+  }
+  for (int i = 1; i < n_threads_; ++i) {
+    workers_.emplace_back([this, i] {
+      PinCurrentThread(i);
+      WorkerLoop(i);
+    });
+  }
+}
+
+void ThreadPool::PinCurrentThread(int index) const {
+  if (!pin_) return;
+  cpu_set_t set;
+  CPU_ZERO(&set);
+  CPU_SET(cpus_[static_cast<size_t>(index) % cpus_.size()], &set);
+  pthread_setaffinity_np(pthread_self(), sizeof(set), &set);
 }
 
 ThreadPool::~ThreadPool() {
@@ -77,6 +116,10 @@ void ThreadPool::ParallelFor(int64_t n, const std::function<void(int64_t, int64_
                              int64_t grain) {
   if (n <= 0) return;
   grain = std::max<int64_t>(grain, 1);
+  if (pin_ && std::this_thread::get_id() != pinned_caller_) {
+    PinCurrentThread(0);
+    pinned_caller_ = std::this_thread::get_id();
+  }
   if (n_threads_ == 1 || n <= grain) {
     fn(0, n, 0);
     return;

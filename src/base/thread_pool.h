@@ -23,8 +23,12 @@ namespace mt {
 
 class ThreadPool {
  public:
-  // n_threads <= 0: one per hardware thread.
-  explicit ThreadPool(int n_threads);
+  // n_threads <= 0: one per hardware thread. pin: thread i runs only on the i-th CPU this
+  // process may use (sched_getaffinity when the first pool is made, so taskset and cgroup
+  // cpusets are respected; i wraps around when there are more threads than CPUs). The
+  // caller's thread is thread 0: it is pinned when it first calls ParallelFor (again if
+  // another thread takes over), and stays pinned after the pool is gone.
+  explicit ThreadPool(int n_threads, bool pin = false);
   ~ThreadPool();
   ThreadPool(const ThreadPool&) = delete;
   ThreadPool& operator=(const ThreadPool&) = delete;
@@ -42,8 +46,14 @@ class ThreadPool {
   static constexpr int64_t kSpinNanos = 200000;  // 0.2 ms of spinning before sleeping
 
   void WorkerLoop(int index);
+  // Pins the calling thread to cpus_[index % size] (pin_ only; failures are ignored: pinning
+  // is a hint for speed, never needed for correctness).
+  void PinCurrentThread(int index) const;
 
   int n_threads_;
+  bool pin_ = false;
+  std::vector<int> cpus_;                 // pin_: the CPUs this process may use, in order
+  std::thread::id pinned_caller_;         // pin_: the caller thread pinned as thread 0
   std::vector<std::thread> workers_;
   std::mutex mu_;
   std::condition_variable wake_cv_;

@@ -1,8 +1,12 @@
 #include "base/thread_pool.h"
 
+#include <pthread.h>
+#include <sched.h>
+
 #include <gtest/gtest.h>
 
 #include <atomic>
+#include <thread>
 #include <vector>
 
 namespace mt {
@@ -30,6 +34,56 @@ TEST(ThreadPoolTest, RangesRespectGrain) {
     EXPECT_EQ(b % 16, 0);
     EXPECT_TRUE(e == 100 || e % 16 == 0);
   }
+}
+
+// --pin: every thread, the caller included, runs on exactly one CPU, thread i on the i-th
+// CPU the process may use (wrapping around).
+TEST(ThreadPoolTest, PinnedThreadsRunOnTheirOwnCpu) {
+  cpu_set_t allowed;
+  CPU_ZERO(&allowed);
+  ASSERT_EQ(sched_getaffinity(0, sizeof(allowed), &allowed), 0);
+  std::vector<int> cpus;
+  for (int c = 0; c < CPU_SETSIZE; ++c) {
+    if (CPU_ISSET(c, &allowed)) cpus.push_back(c);
+  }
+  const int threads = 3;
+  std::vector<int> pinned_to(threads, -2);
+  std::thread caller([&] {  // a fresh thread: pinning must not stick to the test's thread
+    // A second pool made by a caller that the first one pinned still spreads over all the
+    // CPUs (affinity is per thread: the set must not be re-read from the pinned caller).
+    ThreadPool first(threads, true);
+    first.ParallelFor(threads, [](int64_t, int64_t, int) {});
+    ThreadPool pool(threads, true);
+    pool.ParallelFor(threads, [&](int64_t b, int64_t e, int t) {
+      cpu_set_t mine;
+      CPU_ZERO(&mine);
+      pthread_getaffinity_np(pthread_self(), sizeof(mine), &mine);
+      int only = -1;
+      for (int c = 0; c < CPU_SETSIZE; ++c) {
+        if (CPU_ISSET(c, &mine)) only = only == -1 ? c : -3;  // -3: more than one CPU
+      }
+      for (int64_t i = b; i < e; ++i) pinned_to[i] = t == i ? only : -4;
+    });
+  });
+  caller.join();
+  for (int t = 0; t < threads; ++t) {
+    EXPECT_EQ(pinned_to[t], cpus[t % cpus.size()]) << "thread " << t;
+  }
+}
+
+TEST(ThreadPoolTest, UnpinnedThreadsKeepTheProcessCpus) {
+  cpu_set_t allowed;
+  CPU_ZERO(&allowed);
+  ASSERT_EQ(sched_getaffinity(0, sizeof(allowed), &allowed), 0);
+  ThreadPool pool(2);
+  std::atomic<int> same{0};
+  pool.ParallelFor(2, [&](int64_t, int64_t, int) {
+    cpu_set_t mine;
+    CPU_ZERO(&mine);
+    pthread_getaffinity_np(pthread_self(), sizeof(mine), &mine);
+    same += CPU_EQUAL(&mine, &allowed) ? 1 : 0;
+  });
+  EXPECT_EQ(same.load(), 2);
 }
 
 TEST(ThreadPoolTest, ReusableManyTimes) {

@@ -173,7 +173,7 @@ Context::Impl::Impl(const Model& m, uint32_t n_ctx_, const ContextOptions& o)
       n_seq(std::max(o.n_seq_max, 1u)),
       n_batch(std::max(o.n_batch, 1u)),
       kv_type(o.kv_type),
-      pool(o.n_threads) {}
+      pool(o.n_threads, o.pin_threads) {}
 
 uint64_t Context::Impl::kv_bytes() const {
   const uint64_t elt = kv_type == KvType::kF16 ? 2 : 4;

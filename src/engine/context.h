@@ -21,6 +21,7 @@ struct ContextOptions {
   uint32_t n_ctx = 4096;   // positions in the KV cache; 0 = the model's training context
   uint32_t n_batch = 512;  // most tokens per forward pass (prefill is split into batches)
   int n_threads = 0;       // 0 = all cores
+  bool pin_threads = false;  // thread i on the i-th allowed CPU (ThreadPool)
   KvType kv_type = KvType::kF16;
   uint32_t n_seq_max = 1;  // sequences with their own KV cache (n_ctx positions each)
   StorageOptions storage;  // where the routed experts come from
