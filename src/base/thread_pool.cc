@@ -112,8 +112,7 @@ void ThreadPool::WorkerLoop(int index) {
   }
 }
 
-void ThreadPool::ParallelFor(int64_t n, const std::function<void(int64_t, int64_t, int)>& fn,
-                             int64_t grain) {
+void ThreadPool::ParallelFor(int64_t n, RangeFn fn, int64_t grain) {
   if (n <= 0) return;
   grain = std::max<int64_t>(grain, 1);
   if (pin_ && std::this_thread::get_id() != pinned_caller_) {

@@ -14,12 +14,32 @@
 #include <atomic>
 #include <condition_variable>
 #include <cstdint>
-#include <functional>
 #include <mutex>
 #include <thread>
+#include <type_traits>
 #include <vector>
 
 namespace mt {
+
+// What ParallelFor runs: a non-owning reference to a callable fn(begin, end, thread). Unlike
+// std::function it never allocates (a lambda capturing by reference is too big for
+// std::function's inline buffer), so a parallel region costs no heap. It must not outlive
+// the callable: ParallelFor uses it only until it returns.
+class RangeFn {
+ public:
+  template <class F>
+    requires(!std::is_same_v<std::remove_cvref_t<F>, RangeFn>)
+  RangeFn(F&& f)  // NOLINT: implicit, so that callers pass lambdas as they are
+      : obj_(const_cast<void*>(static_cast<const void*>(&f))),
+        call_([](void* o, int64_t b, int64_t e, int t) {
+          (*static_cast<std::remove_reference_t<F>*>(o))(b, e, t);
+        }) {}
+  void operator()(int64_t begin, int64_t end, int thread) const { call_(obj_, begin, end, thread); }
+
+ private:
+  void* obj_;
+  void (*call_)(void*, int64_t, int64_t, int);
+};
 
 class ThreadPool {
  public:
@@ -37,8 +57,7 @@ class ThreadPool {
 
   // Calls fn(begin, end, thread_index) for contiguous ranges covering [0, n). Ranges are
   // aligned to `grain` items (except the last) so kernels can work in blocks.
-  void ParallelFor(int64_t n, const std::function<void(int64_t, int64_t, int)>& fn,
-                   int64_t grain = 1);
+  void ParallelFor(int64_t n, RangeFn fn, int64_t grain = 1);
 
   static int DefaultThreads();
 
@@ -58,7 +77,7 @@ class ThreadPool {
   std::mutex mu_;
   std::condition_variable wake_cv_;
   // The current job; published by bumping generation_ (release), read after acquiring it.
-  const std::function<void(int64_t, int64_t, int)>* job_ = nullptr;
+  const RangeFn* job_ = nullptr;
   int64_t job_n_ = 0;
   int64_t job_grain_ = 1;
   std::atomic<uint64_t> generation_{0};

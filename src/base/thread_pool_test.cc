@@ -6,8 +6,24 @@
 #include <gtest/gtest.h>
 
 #include <atomic>
+#include <cstdlib>
+#include <new>
 #include <thread>
 #include <vector>
+
+// Counts heap allocations while g_count_news is set (the ParallelFor test below).
+namespace {
+std::atomic<bool> g_count_news{false};
+std::atomic<int> g_news{0};
+}  // namespace
+
+void* operator new(size_t n) {
+  if (g_count_news.load(std::memory_order_relaxed)) ++g_news;
+  if (void* p = std::malloc(n ? n : 1)) return p;
+  throw std::bad_alloc();
+}
+void operator delete(void* p) noexcept { std::free(p); }
+void operator delete(void* p, size_t) noexcept { std::free(p); }
 
 namespace mt {
 namespace {
@@ -84,6 +100,25 @@ TEST(ThreadPoolTest, UnpinnedThreadsKeepTheProcessCpus) {
     same += CPU_EQUAL(&mine, &allowed) ? 1 : 0;
   });
   EXPECT_EQ(same.load(), 2);
+}
+
+// A parallel region allocates nothing, even for a lambda that captures a lot (std::function
+// would put such a closure on the heap on every call).
+TEST(ThreadPoolTest, ParallelForDoesNotAllocate) {
+  ThreadPool pool(2);
+  std::vector<int64_t> sums(2, 0);
+  int64_t a = 1, b = 2, c = 3, d = 4, e = 5;
+  pool.ParallelFor(8, [&](int64_t, int64_t, int) {});  // workers started and spinning
+  g_news = 0;
+  g_count_news = true;
+  for (int rep = 0; rep < 100; ++rep) {
+    pool.ParallelFor(64, [&](int64_t begin, int64_t end, int t) {
+      sums[t] += (end - begin) * (a + b + c + d + e);
+    });
+  }
+  g_count_news = false;
+  EXPECT_EQ(g_news.load(), 0);
+  EXPECT_EQ(sums[0] + sums[1], 100 * 64 * 15);
 }
 
 TEST(ThreadPoolTest, ReusableManyTimes) {
