@@ -1,12 +1,15 @@
 #include "kernels/matmul.h"
 
 #include <algorithm>
+#include <cstdlib>
 #include <cstring>
 #include <new>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "base/check.h"
+#include "base/cpu_features.h"
 #include "kernels/matmul_internal.h"
 #include "quant/dequant.h"
 
@@ -45,7 +48,7 @@ int64_t RoundUp(int64_t n, int64_t m) { return (n + m - 1) / m * m; }
 int64_t TokenStride(ActFormat format, int64_t cols) {
   switch (format) {
     case ActFormat::kF32:
-      return RoundUp(cols, 16) * 4;
+      return RoundUp(cols, 32) * 4;  // 32: a BF16 dot-product step (matmul_bf16_avx512.cc)
     case ActFormat::kQ8_0: {
       const int64_t nbp = kernels::Q8_0PaddedBlocks(cols);
       return RoundUp(kernels::Q8_0SumOffset(nbp) + nbp * 4, 64);
@@ -75,6 +78,16 @@ const kernels::KernelTable& Table(Isa isa) {
 }
 
 }  // namespace
+
+namespace kernels {
+bool UseBf16Dot() {
+  static const bool use = [] {
+    const char* env = std::getenv("MOETIER_BF16_DOT");
+    return GetCpuFeatures().avx512bf16 && !(env != nullptr && std::string_view(env) == "0");
+  }();
+  return use;
+}
+}  // namespace kernels
 
 float DotF32(const float* a, const float* b, int64_t n) {
   static const kernels::KernelTable& table = Table(ActiveIsa());

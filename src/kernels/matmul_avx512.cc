@@ -306,6 +306,7 @@ void MatMulAvx512(const WeightView& w, const ActView& a, float* y, int64_t y_str
     case GgmlType::kF16:
       return Run<FloatTraits<GgmlType::kF16>>(w, a, y, y_stride, r0, r1);
     default:  // BF16
+      if (UseBf16Dot()) return MatMulBf16Avx512(w, a, y, y_stride, r0, r1);
       return Run<FloatTraits<GgmlType::kBF16>>(w, a, y, y_stride, r0, r1);
   }
 }

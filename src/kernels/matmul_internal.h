@@ -30,7 +30,7 @@ struct WeightView {
 // Activation layouts, one token row at base + t * token_stride (64-byte aligned). Every byte
 // of a row is written (padding is zero), so equal inputs give equal rows.
 //
-// kF32:  float x[PadCols(cols, 16)]; the padding is zero.
+// kF32:  float x[PadCols(cols, 32)]; the padding is zero.
 // kQ8_0: int8 qs[nbp * 32], then float d[nbp], then float s[nbp] = d * (sum of the block's
 //        qs) (for the minimum term of Q4_1/Q5_1); nbp = blocks rounded up to even (so that a
 //        64-element step of two blocks always exists); padding blocks are all zero. d starts
@@ -80,6 +80,13 @@ struct KernelTable {
 // with the KernelTable::matmul contract; false (nothing done) for other weight types.
 bool MatMulKQuantAvx512(const WeightView& w, const ActView& a, float* y, int64_t y_stride,
                         int64_t r0, int64_t r1);
+// AVX-512 BF16 (vdpbf16ps) products of BF16 weights (matmul_bf16_avx512.cc), with the
+// KernelTable::matmul contract; only for CPUs with AVX512_BF16 (the caller checks).
+void MatMulBf16Avx512(const WeightView& w, const ActView& a, float* y, int64_t y_stride,
+                      int64_t r0, int64_t r1);
+// True if this CPU has AVX512_BF16 and MOETIER_BF16_DOT is not "0" (the AVX-512 variant
+// then runs BF16 weights through MatMulBf16Avx512). Resolved once.
+bool UseBf16Dot();
 // Rewrites a Q4_K / Q5_K / Q6_K matrix of `rows` (a multiple of 16) GGUF rows from src into
 // the kPanels layout at dst (dst may be src); scratch: 16 * row_bytes bytes.
 void RepackKQuantAvx512(GgmlType type, int64_t rows, int64_t cols, uint64_t row_bytes,
