@@ -246,7 +246,7 @@ void Scheduler::Step() {
   if (batch.empty()) return;
 
   const size_t n_vocab = ctx_.n_vocab();
-  std::vector<float> logits;
+  std::vector<float>& logits = step_logits_;
   std::vector<bool> failed(slots_.size(), false);
   Status status = ctx_.Decode(batch, &logits);
   if (!status.ok()) {
