@@ -71,8 +71,8 @@ class ThreadPool {
 
   int n_threads_;
   bool pin_ = false;
-  std::vector<int> cpus_;                 // pin_: the CPUs this process may use, in order
-  std::thread::id pinned_caller_;         // pin_: the caller thread pinned as thread 0
+  std::vector<int> cpus_;          // pin_: the CPUs this process may use, in order
+  std::thread::id pinned_caller_;  // pin_: the caller thread pinned as thread 0
   std::vector<std::thread> workers_;
   std::mutex mu_;
   std::condition_variable wake_cv_;

@@ -185,8 +185,7 @@ uint64_t Context::Impl::scratch_bytes() const {
   const uint64_t F = std::max(hp.n_ff_exp, hp.n_ff_shexp);
   const uint64_t floats = B * (3 * D + hp.n_embd_q() + hp.n_embd_k_gqa() + hp.n_embd_v_gqa() +
                                uint64_t{hp.n_head} * hp.head_dim_v + hp.n_rot + hp.n_expert +
-                               2 * D + 2 * F +
-                               K * D + D) +
+                               2 * D + 2 * F + K * D + D) +
                           uint64_t(pool.size()) * kAttendTile +
                           B * (D + hp.n_expert);  // next-layer prediction: norms, logits
   // Three quantized copies of up to three inputs (largest: f32 of the widest input).
@@ -328,8 +327,8 @@ void Context::Impl::PrepareAttention(int il, std::span<const BatchToken> batch) 
                static_cast<int>(hp.n_rot), cos_sin, rope);
   };
   // Item 2t: token t's q; item 2t + 1: its k and v, into the cache.
-  pool.ParallelFor(int64_t{2} * static_cast<int64_t>(batch.size()),
-                          [&](int64_t begin, int64_t end, int) {
+  const int64_t items = int64_t{2} * static_cast<int64_t>(batch.size());
+  pool.ParallelFor(items, [&](int64_t begin, int64_t end, int) {
     for (int64_t item = begin; item < end; ++item) {
       const int64_t t = item / 2;
       const float* cos_sin = rope_cs.data() + t * hp.n_rot;
