@@ -15,7 +15,12 @@
 #                             reads, both measured now)   and
 #   the in-RAM decode time per token,
 # with the ratio of the achieved speed to that bound, and each configuration's speed
-# relative to the first stream one (no prefetch) at the same limit.
+# relative to the first stream one (no prefetch) at the same limit. The last column, disk
+# busy, is the share of the decode wall time during which the stream tier had reads in
+# flight: the ratio against a bound taken from the device's own delivered rate in the same
+# run. On a disk whose speed swings between runs (shared virtual disks; a host cache that
+# serves re-read blocks faster than the device) it is the steadier measure of how close
+# decode runs to what the disk allows.
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 moetier=${MOETIER:-$here/../build/bin/moetier}
@@ -110,8 +115,8 @@ configs=("mmap|$model|--moe-storage mmap"
 [ -n "$profile" ] && configs+=("stream, prefetch, placement|$model|--moe-storage stream --placement $profile")
 [ -n "$pack" ] && configs+=("pack, stream, prefetch|$pack|--moe-storage stream --prefetch next-layer")
 
-printf "| %-28s | %5s | %8s | %8s | %8s | %12s | %9s | %9s | %11s | %7s | %10s |\n" configuration limit tok/s "vs no-pf" "hit %" "read/token" "read GiB/s" "disk GB/s" "bound tok/s" ratio "peak MiB"
-printf "| %-28s | %5s | %8s | %8s | %8s | %12s | %9s | %9s | %11s | %7s | %10s |\n" ---- ----: -------: -------: -------: -----------: --------: --------: ----------: ------: ---------:
+printf "| %-28s | %5s | %8s | %8s | %8s | %12s | %9s | %9s | %11s | %7s | %10s | %9s |\n" configuration limit tok/s "vs no-pf" "hit %" "read/token" "read GiB/s" "disk GB/s" "bound tok/s" ratio "peak MiB" "disk busy"
+printf "| %-28s | %5s | %8s | %8s | %8s | %12s | %9s | %9s | %11s | %7s | %10s | %9s |\n" ---- ----: -------: -------: -------: -----------: --------: --------: ----------: ------: ---------: --------:
 
 for pct in $limits; do
   limit=$(( model_bytes * pct / 100 ))
@@ -142,17 +147,18 @@ gib_s = st["read_gib_per_s"]
 if label == "mmap":
     # Page faults are invisible to the tier: take what the process read from storage.
     read_per_token = out["storage_read_bytes"] / max(out["tokens_decoded"], 1)
-    hit_txt, gib_txt = "n/a", "n/a"
+    hit_txt, gib_txt, busy_txt = "n/a", "n/a", "n/a"
 else:
     hit_txt, gib_txt = f"{hit:.1f}", f"{gib_s:.2f}"
+    busy_txt = f"{100 * st['read_busy_s'] / st['wall_s']:.0f}%" if st["wall_s"] > 0 else "-"
 read_txt = f"{read_per_token / 2**20:.1f} MiB"
 bound_s = max(read_per_token / (seq_gbs * 1e9), 1 / ram_tps)
 bound_tps = 1 / bound_s
 vs = f"{tps / base:.2f}x" if base else "-"
-print(f"{tps}\t| {label:<28} | {pct:>4}% | {tps:8.2f} | {vs:>8} | {hit_txt:>8} | {read_txt:>12} | {gib_txt:>9} | {seq_gbs:9.2f} | {bound_tps:11.2f} | {100 * tps / bound_tps:6.0f}% | {peak / 2**20:10.0f} |")
+print(f"{tps}\t| {label:<28} | {pct:>4}% | {tps:8.2f} | {vs:>8} | {hit_txt:>8} | {read_txt:>12} | {gib_txt:>9} | {seq_gbs:9.2f} | {bound_tps:11.2f} | {100 * tps / bound_tps:6.0f}% | {peak / 2**20:10.0f} | {busy_txt:>9} |")
 PY
 )
     echo "${line#*$'\t'}"
-    [ "$label" = "stream, no prefetch" ] && base_tps=${line%%$'\t'*}
+    if [ "$label" = "stream, no prefetch" ]; then base_tps=${line%%$'\t'*}; fi
   done
 done
