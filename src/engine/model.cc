@@ -172,11 +172,10 @@ Status Model::CopyDenseWeights() {
     const uint64_t bytes = w.row_bytes * static_cast<uint64_t>(w.rows);
     Result<AlignedBuffer> buf = AlignedBuffer::Allocate(bytes);
     if (!buf.ok()) return buf.status().WithContext("dense weights");
-    if (&w != &token_embd_ && PanelsPreferred(w.type, w.rows)) {
-      RepackToPanels(w.type, w.rows, w.cols, w.data, buf->data());
-      w.layout = WeightLayout::kPanels;
-    } else {
+    if (&w == &token_embd_) {
       std::memcpy(buf->data(), w.data, bytes);
+    } else {
+      w.layout = CopyForKernels(w, buf->data());
     }
     w.data = buf->data();
     dense_copies_.push_back(std::move(buf.value()));

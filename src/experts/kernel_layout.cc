@@ -25,7 +25,7 @@ void RepackExpert(const ExpertLayout& layout, uint32_t layer, uint8_t* gate, uin
                   uint8_t* down) {
   const ExpertMatrices m = layout.Matrices(layer, gate, up, down);
   for (auto [w, data] : {std::pair{&m.gate, gate}, {&m.up, up}, {&m.down, down}}) {
-    if (PanelsPreferred(w->type, w->rows)) RepackToPanels(w->type, w->rows, w->cols, data, data);
+    CopyForKernels(*w, data);  // in place
   }
 }
 

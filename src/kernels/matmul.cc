@@ -290,6 +290,16 @@ bool PanelsPreferred(GgmlType type, int64_t rows) {
   return PanelsReadable(ActiveIsa(), type) && rows > 0 && rows % 16 == 0;
 }
 
+WeightLayout CopyForKernels(const WeightMatrix& w, uint8_t* dst) {
+  MT_CHECK_MSG(w.layout == WeightLayout::kRows, "CopyForKernels: reads GGUF rows only");
+  if (PanelsPreferred(w.type, w.rows)) {
+    RepackToPanels(w.type, w.rows, w.cols, w.data, dst);
+    return WeightLayout::kPanels;
+  }
+  if (dst != w.data) std::memcpy(dst, w.data, w.row_bytes * static_cast<uint64_t>(w.rows));
+  return WeightLayout::kRows;
+}
+
 void RepackToPanels(GgmlType type, int64_t rows, int64_t cols, const uint8_t* src, uint8_t* dst) {
   MT_CHECK_MSG(PanelsPreferred(type, rows), "RepackToPanels: not a kPanels matrix here");
 #ifdef MT_KERNELS_X86

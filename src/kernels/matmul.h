@@ -68,6 +68,12 @@ bool PanelsPreferred(GgmlType type, int64_t rows);
 // reused).
 void RepackToPanels(GgmlType type, int64_t rows, int64_t cols, const uint8_t* src, uint8_t* dst);
 
+// Writes the kRows matrix w to dst (w.row_bytes * w.rows bytes; dst may be w.data) in the
+// layout the kernels read fastest, and returns that layout: kPanels where PanelsPreferred
+// (RepackToPanels), else kRows (the bytes as they are). For the memory moetier owns: dense
+// weights at load, resident experts, stream cache slots.
+WeightLayout CopyForKernels(const WeightMatrix& w, uint8_t* dst);
+
 // True if MatMulRows and MatMul can read `type`: F32, F16, BF16, Q8_0, Q4_0, Q4_1, Q5_0,
 // Q5_1, Q4_K, Q5_K, Q6_K, MXFP4.
 bool MatMulSupports(GgmlType type);

@@ -46,12 +46,6 @@ int32_t HSum8(__m256i v) {
   return _mm_cvtsi128_si32(s);
 }
 
-struct Acc256 {
-  using Acc = __m256;
-  static __m256 Zero() { return _mm256_setzero_ps(); }
-  static float Reduce(__m256 v) { return Reduce8(v); }
-};
-
 // ---- Activation quantization (bit-identical to the scalar variant) ------------------------
 
 // Codes of 8 floats times id, clamped like the scalar Code() and rounded half to even, as

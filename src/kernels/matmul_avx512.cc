@@ -93,13 +93,6 @@ void QuantizeQ8_K(const float* x, int64_t cols, uint8_t* dst) {
   }
 }
 
-// The accumulator policy every traits class here inherits.
-struct Acc512 {
-  using Acc = __m512;
-  static __m512 Zero() { return _mm512_setzero_ps(); }
-  static float Reduce(__m512 v) { return Reduce16(v); }
-};
-
 // ---- Format traits (the interface is described in matmul_driver.h) ----------------------
 
 // The 32-block formats. A step is two blocks. Codes w (signed: Q8_0 [-128, 127], Q4_0

@@ -23,10 +23,7 @@ struct alignas(64) UnpackedBf16 {
   __m512i w;  // 32 bf16 weights
 };
 
-struct Bf16DotTraits {
-  using Acc = __m512;
-  static __m512 Zero() { return _mm512_setzero_ps(); }
-  static float Reduce(__m512 v) { return Reduce16(v); }
+struct Bf16DotTraits : Acc512 {
   static constexpr int64_t kStep = 32;
   static constexpr int kRows = 4, kToks = 4;
   static constexpr int kDirectRows = 4;

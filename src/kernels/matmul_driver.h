@@ -7,6 +7,7 @@
 // A format's traits class F provides:
 //   using Acc = the vector type of one float accumulator (__m256 / __m512);
 //   static Acc Zero();  static float Reduce(Acc);   fixed-order horizontal sum
+//                       (inherit Acc256 / Acc512, defined below)
 //   kStep                 columns per step (a run of columns with one set of weight scales)
 //   kRows, kToks          register tile: rows x tokens
 //   kDirectRows           rows interleaved in the few-token path
@@ -31,10 +32,27 @@
 
 #include <cstdint>
 
+#include "kernels/lane_sum.h"
 #include "kernels/matmul_internal.h"
 
 namespace mt::kernels {
 namespace {
+
+// The accumulator part of a traits class (F::Acc, F::Zero, F::Reduce): one float vector
+// per (row, token), its lanes summed in lane_sum.h's fixed order.
+struct Acc256 {
+  using Acc = __m256;
+  static __m256 Zero() { return _mm256_setzero_ps(); }
+  static float Reduce(__m256 v) { return Reduce8(v); }
+};
+
+#ifdef __AVX512F__
+struct Acc512 {
+  using Acc = __m512;
+  static __m512 Zero() { return _mm512_setzero_ps(); }
+  static float Reduce(__m512 v) { return Reduce16(v); }
+};
+#endif
 
 // Where a row's bytes are and what they hold.
 struct RowRef {
