@@ -94,7 +94,8 @@ void ThreadPool::WorkerLoop(int index) {
     for (int spins = 0; gen == seen; ++spins) {
       MT_CPU_RELAX();
       gen = generation_.load(std::memory_order_acquire);
-      if (gen == seen && (spins & 255) == 0 && NowNanos() > deadline) {
+      if (gen == seen && (spins & 255) == 0 && awake_.load(std::memory_order_relaxed) == 0 &&
+          NowNanos() > deadline) {
         std::unique_lock<std::mutex> lock(mu_);
         sleeping_.fetch_add(1);
         wake_cv_.wait(lock, [&] {

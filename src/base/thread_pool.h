@@ -4,7 +4,9 @@
 //
 // A forward pass issues hundreds of ParallelFor calls per token, so waking workers must be
 // cheap: workers spin on an atomic for a short while (kSpinNanos) before sleeping on a
-// condition variable, and the caller spins for the last workers to finish.
+// condition variable, and the caller spins for the last workers to finish. A forward pass
+// holds a KeepAwake so they keep spinning between its regions, and a LetSleep while it waits
+// on the disk.
 //
 // Splitting is by range only, so a loop whose items are independent (e.g. output rows)
 // gives bit-identical results for any thread count. ParallelFor is not reentrant and the
@@ -61,6 +63,39 @@ class ThreadPool {
 
   static int DefaultThreads();
 
+  // While one lives, idle workers spin instead of going to sleep after kSpinNanos. A forward
+  // pass holds one: its serial parts (router, top-k, the stream tier's bookkeeping) can
+  // outlast the spin window, and waking a sleeping worker costs far more than a region
+  // (~0.5-1 ms on a virtual machine whose host has descheduled the idle vCPU). Held by the
+  // pool's owner thread; must not outlive the pool.
+  class KeepAwake {
+   public:
+    explicit KeepAwake(ThreadPool& pool) : pool_(pool) { pool_.awake_.fetch_add(1); }
+    ~KeepAwake() { pool_.awake_.fetch_sub(1); }
+    KeepAwake(const KeepAwake&) = delete;
+    KeepAwake& operator=(const KeepAwake&) = delete;
+
+   private:
+    ThreadPool& pool_;
+  };
+
+  // Inside a KeepAwake: lets the workers sleep again while it lives. For waits that are long
+  // and not the pool's business (expert reads from disk): a vCPU spinning through them
+  // slowed this VM's disk by 10-20 %, as the host's I/O work shares its cores.
+  class LetSleep {
+   public:
+    explicit LetSleep(ThreadPool& pool) : pool_(pool) { pool_.awake_.fetch_sub(1); }
+    ~LetSleep() { pool_.awake_.fetch_add(1); }
+    LetSleep(const LetSleep&) = delete;
+    LetSleep& operator=(const LetSleep&) = delete;
+
+   private:
+    ThreadPool& pool_;
+  };
+
+  // Workers asleep on the condition variable now (for tests).
+  int sleeping_workers() const { return sleeping_.load(); }
+
  private:
   static constexpr int64_t kSpinNanos = 200000;  // 0.2 ms of spinning before sleeping
 
@@ -83,6 +118,7 @@ class ThreadPool {
   std::atomic<uint64_t> generation_{0};
   std::atomic<int> pending_{0};
   std::atomic<int> sleeping_{0};
+  std::atomic<int> awake_{0};  // live KeepAwake scopes
   std::atomic<bool> stop_{false};
 };
 

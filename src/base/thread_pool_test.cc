@@ -6,6 +6,7 @@
 #include <gtest/gtest.h>
 
 #include <atomic>
+#include <chrono>
 #include <cstdlib>
 #include <new>
 #include <thread>
@@ -119,6 +120,38 @@ TEST(ThreadPoolTest, ParallelForDoesNotAllocate) {
   g_count_news = false;
   EXPECT_EQ(g_news.load(), 0);
   EXPECT_EQ(sums[0] + sums[1], 100 * 64 * 15);
+}
+
+// Waits up to 5 s for the pool's one worker to fall asleep.
+bool WorkerFallsAsleep(const ThreadPool& pool) {
+  for (int i = 0; i < 5000 && pool.sleeping_workers() == 0; ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  }
+  return pool.sleeping_workers() == 1;
+}
+
+TEST(ThreadPoolTest, KeepAwakeAndLetSleepDecideWhetherIdleWorkersSleep) {
+  ThreadPool pool(2);
+  std::atomic<int64_t> sum{0};
+  auto count = [&](int64_t b, int64_t e, int) { sum += e - b; };
+  pool.ParallelFor(10, count);
+  ASSERT_TRUE(WorkerFallsAsleep(pool));  // idle without a scope: sleeps after kSpinNanos
+  {
+    ThreadPool::KeepAwake awake(pool);
+    pool.ParallelFor(10, count);  // wakes it; from now on it must keep spinning
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));  // 250x the spin window
+    EXPECT_EQ(pool.sleeping_workers(), 0);
+    {
+      ThreadPool::LetSleep idle(pool);
+      EXPECT_TRUE(WorkerFallsAsleep(pool));
+    }
+    pool.ParallelFor(10, count);  // awake again, and held so
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    EXPECT_EQ(pool.sleeping_workers(), 0);
+  }
+  EXPECT_TRUE(WorkerFallsAsleep(pool));  // the scope is gone: it sleeps again
+  pool.ParallelFor(10, count);
+  EXPECT_EQ(sum.load(), 40);  // 4 regions of 10
 }
 
 TEST(ThreadPoolTest, ReusableManyTimes) {

@@ -433,8 +433,14 @@ Status Context::Impl::MoE(int il, int n) {
     // Everything ready now runs together (all of it, for the in-memory tiers); a stream
     // tier's misses join later groups as their reads complete.
     group.clear();
-    for (bool wait = true;; wait = false) {
-      Result<std::optional<ReadyExpert>> next = store->NextReady(wait);
+    for (bool first = true;; first = false) {
+      Result<std::optional<ReadyExpert>> next = store->NextReady(false);
+      if (first && next.ok() && !next.value() && store->Pending()) {
+        // Nothing ready: block on the reads, and let the workers sleep meanwhile (a vCPU
+        // spinning through a read wait slows this VM's disk: docs/tiering.md).
+        ThreadPool::LetSleep idle(pool);
+        next = store->NextReady(true);
+      }
       if (!next.ok()) {
         group.clear();
         return next.status();
@@ -572,6 +578,7 @@ void Context::Impl::SharedExpert(int il, int n) {
 
 Status Context::Impl::Forward(std::span<const BatchToken> batch, float* logits) {
   MT_RETURN_IF_ERROR(store->CheckFiles());
+  ThreadPool::KeepAwake awake(pool);  // between regions, however long the serial parts
   const int n = static_cast<int>(batch.size());
   routing.AddTokens(static_cast<uint64_t>(n));
   const int64_t D = hp.n_embd;
