@@ -4,9 +4,11 @@
 // engine loads a pack in every storage mode exactly as the original (bit-identical logits).
 //
 // Kernel layout: the records hold the original GGUF blocks (Q4_K, Q6_K, ... rows exactly as
-// in the stacked tensors). The CPU kernels (kernels/matmul*) read ggml block layouts
-// directly and do not repack, so a repacked record layout would buy nothing: a pack changes
-// where an expert's bytes are, never the bytes.
+// in the stacked tensors): a pack changes where an expert's bytes are, never the bytes, so
+// one pack serves every CPU. The AVX-512 K-quant kernels read 16-row panels faster
+// (kernels/matmul.h, kPanels); the in-memory tiers repack into them (resident at load, a
+// stream slot on its 4th use) and mmap mode computes from the rows. Storing panels in the
+// pack would need a metadata key naming the layout and a way back to rows for other CPUs.
 #pragma once
 
 #include <cstdint>
