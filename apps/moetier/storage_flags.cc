@@ -26,6 +26,11 @@ void AddStorageFlags(CLI::App& sub, StorageFlags* f) {
   sub.add_option("--prefetch", f->prefetch,
                  "stream: read the next layer's predicted experts ahead: off, next-layer")
       ->default_str("next-layer");
+  sub.add_option("--prefetch-depth", f->prefetch_depth,
+                 "stream: layers ahead that prefetch predicts (1: the next; more pays when reads "
+                 "land early, as from a pack)")
+      ->check(CLI::Range(1, 8))
+      ->default_str("1");
   sub.add_option("--eviction", f->eviction, "stream: eviction policy: lru, lfu, placement")
       ->default_str("lru");
   sub.add_option("--placement", f->placement,
@@ -44,6 +49,7 @@ Status ResolveStorageFlags(const StorageFlags& f, ContextOptions* copt) {
     return InvalidArgument("--prefetch: '{}' is not one of off, next-layer", f.prefetch);
   }
   o->prefetch = f.prefetch == "next-layer";
+  o->prefetch_depth = f.prefetch_depth;
   if (f.eviction != "lru" && f.eviction != "lfu" && f.eviction != "placement") {
     return InvalidArgument("--eviction: '{}' is not one of lru, lfu, placement", f.eviction);
   }

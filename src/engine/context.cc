@@ -88,8 +88,14 @@ struct Context::Impl {
   void Attention(int il, std::span<const BatchToken> batch);
   Status MoE(int il, int n);
   // Applies layer il+1's router to the current FFN input (the residual stream after layer
-  // il's attention) and hints the predicted experts to the store.
+  // il's attention) and hints the predicted experts to the store; with prefetch_depth d,
+  // layers il+2..il+d as well (only il+1's prediction is scored for recall).
   void PrefetchNextLayer(int il, int n);
+  // The top-k of layer `target`'s router applied to the current FFN input, per token, as
+  // flags[t * n_expert + e] = 1 (flags cleared first); returns how many were set.
+  uint64_t PredictExperts(int target, int n, uint8_t* flags);
+  // Hints the union over the batch's tokens of `flags` for layer `target`.
+  void HintPredicted(int target, int n, const uint8_t* flags);
   // Runs the ready experts of `group` over their tokens, writing their weighted outputs
   // into slot_out. With several experts and threads, each thread runs whole experts;
   // otherwise each expert's rows are split across threads. Same bits either way.
@@ -124,11 +130,13 @@ struct Context::Impl {
   StoragePlan plan;
   std::unique_ptr<ExpertStore> store;
   bool prefetch = false;  // predict the next layer's experts and hint them
+  int prefetch_depth = 1;  // layers ahead (StorageOptions::prefetch_depth)
   RoutingStats routing;   // live (layer, expert) counts
   std::vector<Context::PrefetchCounters> prefetch_counters;  // (n_layer)
   std::vector<uint8_t> predicted;  // (n_batch, n_expert) 1 = predicted for the next layer
   std::vector<float> next_norm;    // (n_batch, n_embd) FFN inputs under the next layer's norm
   std::vector<float> next_logits;  // (n_batch, n_expert) the next layer's router logits
+  std::vector<uint8_t> predicted_ahead;  // (n_batch, n_expert) the same for layers beyond
   std::vector<int32_t> hinted;     // (n_expert) union of the predicted experts
 
   // Activations, one row per token of the batch.
@@ -190,7 +198,7 @@ uint64_t Context::Impl::scratch_bytes() const {
                           B * (D + hp.n_expert);  // next-layer prediction: norms, logits
   // Three quantized copies of up to three inputs (largest: f32 of the widest input).
   const uint64_t widest = std::max<uint64_t>({D, F, uint64_t{hp.n_head} * hp.head_dim_v});
-  return floats * 4 + 3 * B * widest * (4 + 2 + 2) + B * hp.n_expert;  // + predicted flags
+  return floats * 4 + 3 * B * widest * (4 + 2 + 2) + 2 * B * hp.n_expert;  // + prediction flags
 }
 
 Status Context::Impl::Allocate() {
@@ -223,6 +231,7 @@ Status Context::Impl::Allocate() {
   }
   group.reserve(hp.n_expert);
   predicted.assign(B * hp.n_expert, 0);
+  if (prefetch_depth > 1) predicted_ahead.assign(B * hp.n_expert, 0);
   next_norm.resize(B * D);
   next_logits.resize(B * hp.n_expert);
   hinted.reserve(hp.n_expert);
@@ -475,15 +484,24 @@ void Context::Impl::RouterLogits(const float* router, const float* in, int n, fl
 }
 
 void Context::Impl::PrefetchNextLayer(int il, int n) {
-  const LayerWeights& next = model.layer(il + 1);
+  prefetch_counters[il + 1].predicted += PredictExperts(il + 1, n, predicted.data());
+  HintPredicted(il + 1, n, predicted.data());
+  for (int d = 2; d <= prefetch_depth && il + d < static_cast<int>(hp.n_layer); ++d) {
+    PredictExperts(il + d, n, predicted_ahead.data());
+    HintPredicted(il + d, n, predicted_ahead.data());
+  }
+}
+
+uint64_t Context::Impl::PredictExperts(int target, int n, uint8_t* flags) {
+  const LayerWeights& L = model.layer(target);
   const int E = static_cast<int>(hp.n_expert), K = static_cast<int>(hp.n_expert_used);
   const int64_t D = hp.n_embd;
-  Context::PrefetchCounters& pc = prefetch_counters[il + 1];
-  std::fill(predicted.begin(), predicted.begin() + int64_t{n} * E, 0);
+  std::fill(flags, flags + int64_t{n} * E, 0);
   for (int t = 0; t < n; ++t) {
-    RmsNorm(x.data() + t * D, next.ffn_norm.data(), D, hp.rms_eps, next_norm.data() + t * D);
+    RmsNorm(x.data() + t * D, L.ffn_norm.data(), D, hp.rms_eps, next_norm.data() + t * D);
   }
-  RouterLogits(next.router.data(), next_norm.data(), n, next_logits.data());
+  RouterLogits(L.router.data(), next_norm.data(), n, next_logits.data());
+  uint64_t set = 0;
   for (int t = 0; t < n; ++t) {
     const float* lg = next_logits.data() + int64_t{t} * E;
     std::iota(order.begin(), order.end(), 0);
@@ -491,23 +509,26 @@ void Context::Impl::PrefetchNextLayer(int il, int n) {
       return lg[a] > lg[b] || (lg[a] == lg[b] && a < b);
     });
     for (int s = 0; s < K; ++s) {
-      uint8_t& p = predicted[int64_t{t} * E + order[s]];
-      if (!p) {
-        p = 1;
-        ++pc.predicted;
-      }
+      uint8_t& p = flags[int64_t{t} * E + order[s]];
+      set += !p;
+      p = 1;
     }
   }
+  return set;
+}
+
+void Context::Impl::HintPredicted(int target, int n, const uint8_t* flags) {
+  const int E = static_cast<int>(hp.n_expert);
   hinted.clear();
   for (int e = 0; e < E; ++e) {
     for (int t = 0; t < n; ++t) {
-      if (predicted[int64_t{t} * E + e]) {
+      if (flags[int64_t{t} * E + e]) {
         hinted.push_back(e);
         break;
       }
     }
   }
-  store->Hint(static_cast<uint32_t>(il + 1), hinted);
+  store->Hint(static_cast<uint32_t>(target), hinted);
 }
 
 void Context::Impl::RunExpert(const ReadyExpert& r, ExpertScratch& s, ThreadPool* p) {
@@ -684,6 +705,7 @@ Result<std::unique_ptr<Context>> Context::Create(const Model& model,
   impl.store = std::move(store.value());
   if (auto* stream = dynamic_cast<StreamStore*>(impl.store.get())) {
     impl.prefetch = options.storage.prefetch;
+    impl.prefetch_depth = static_cast<int>(std::max<uint32_t>(options.storage.prefetch_depth, 1));
     if (profile) {
       stream->Place(profile->RankByActivationsPerByte(ExpertBytesPerLayer(model)),
                     static_cast<uint32_t>(options.storage.placement_share * stream->n_slots()));

@@ -165,11 +165,14 @@ TEST_F(StorageTest, PrefetchIsAdvisoryAndAccounted) {
   resident.mode = MoeStorage::kResident;
   const std::vector<float> want = Logits(*m, resident);
   const uint32_t K = m->hparams().n_expert_used, n_layer = m->hparams().n_layer;
+  for (uint32_t depth : {1u, 2u})
   for (const char* cache : {"100%", "30%", "8%"}) {
+    SCOPED_TRACE(testing::Message() << "depth " << depth);
     ContextOptions o;
     o.n_ctx = 64;
     o.storage = Stream(cache);
     ASSERT_TRUE(o.storage.prefetch);  // the default in stream mode
+    o.storage.prefetch_depth = depth;
     auto ctx = Context::Create(*m, o);
     ASSERT_TRUE(ctx.ok()) << ctx.status().message();
     std::vector<float> logits;
@@ -203,6 +206,23 @@ TEST_F(StorageTest, PrefetchIsAdvisoryAndAccounted) {
     }
     EXPECT_GT(correct, 0u) << cache;
   }
+  // Token by token at 100 % (nothing is evicted), depth 2 reads ahead every expert that
+  // depth 1 does, and those that only the prediction from two layers back names.
+  uint64_t prefetches[3] = {};
+  for (uint32_t depth : {1u, 2u}) {
+    ContextOptions o;
+    o.n_ctx = 64;
+    o.n_batch = 1;
+    o.storage = Stream("100%");
+    o.storage.prefetch_depth = depth;
+    auto ctx = Context::Create(*m, o);
+    ASSERT_TRUE(ctx.ok()) << ctx.status().message();
+    std::vector<float> logits;
+    ASSERT_TRUE((*ctx)->Eval(kTokens, LogitsFor::kAll, &logits).ok());
+    EXPECT_TRUE(logits == want) << "depth " << depth;
+    prefetches[depth] = (*ctx)->expert_store().stats().total.prefetch_reads;
+  }
+  EXPECT_GT(prefetches[2], prefetches[1]);
 }
 
 TEST_F(StorageTest, EvictionPoliciesAndPlacementGiveTheSameBits) {

@@ -45,7 +45,7 @@ assert len(s["counts"]) == 4 and all(len(l) == s["n_expert"] for l in s["counts"
 # every token of every layer picked n_expert_used experts
 assert len({sum(l) for l in s["counts"]}) == 1 and sum(s["counts"][0]) % s["tokens"] == 0
 PY
-for args in "--prefetch off" "--prefetch next-layer --stats" "--eviction lfu" \
+for args in "--prefetch off" "--prefetch next-layer --stats" "--prefetch-depth 3" "--eviction lfu" \
             "--eviction placement --placement $WORK/profile.json" \
             "--placement $WORK/profile.json --placement-share 0.25"; do
   out=$("$MOETIER" run -m "$model" -p "The tiers must agree" -n 12 --temp 0 --ignore-eos \
@@ -65,6 +65,7 @@ done
   "$WORK/live.json" && pass "--routing-stats accumulates over restarts" || fail "routing stats file"
 
 expect_error 2 "bad prefetch" -- "$MOETIER" run -m "$model" -p "Hi" --prefetch always
+expect_error 2 "bad prefetch depth" -- "$MOETIER" run -m "$model" -p "Hi" --prefetch-depth 0
 expect_error 2 "bad eviction" -- "$MOETIER" run -m "$model" -p "Hi" --eviction mru
 expect_error 2 "bad placement share" -- "$MOETIER" run -m "$model" -p "Hi" --placement-share 2
 expect_error 2 "placement policy without a profile" -- "$MOETIER" run -m "$model" -p "Hi" \
