@@ -9,34 +9,22 @@
 #include "engine/context.h"
 #include "engine/model.h"
 #include "gguf/gguf.h"
-#include "synth/synth.h"
+#include "synth/synth_test_util.h"
 
 namespace mt {
 namespace {
+
+using testing_synth::SynthModels;
 
 namespace fs = std::filesystem;
 
 class EngineTest : public ::testing::Test {
  protected:
-  static void SetUpTestSuite() {
-    dir_ = fs::temp_directory_path() / ("moetier-engine-test-" + std::to_string(getpid()));
-    fs::create_directories(dir_);
-  }
-  static void TearDownTestSuite() { fs::remove_all(dir_); }
+  static void SetUpTestSuite() { models_ = std::make_unique<SynthModels>("engine-test", 7); }
+  static void TearDownTestSuite() { models_.reset(); }
 
-  // Synthesizes `preset` at `type` once per test binary run.
   static std::string Synth(const std::string& preset, const std::string& type) {
-    std::string path = (dir_ / (preset + "-" + type + ".gguf")).string();
-    if (!fs::exists(path)) {
-      SynthOptions o;
-      o.output_path = path;
-      o.preset = preset;
-      o.file_type = type;
-      o.seed = 7;
-      Result<SynthResult> r = Synthesize(o);
-      EXPECT_TRUE(r.ok()) << r.status().message();
-    }
-    return path;
+    return models_->Get(preset, type);
   }
 
   static std::vector<float> Logits(const Model& m, std::span<const int32_t> tokens, int threads,
@@ -54,10 +42,8 @@ class EngineTest : public ::testing::Test {
     return logits;
   }
 
-  static fs::path dir_;
+  static inline std::unique_ptr<SynthModels> models_;
 };
-
-fs::path EngineTest::dir_;
 
 const std::vector<int32_t> kTokens = {1, 17, 300, 2, 45, 999, 5, 60, 61, 62, 700, 3};
 
@@ -191,7 +177,7 @@ std::string WriteMetadataOnly(const fs::path& dir, const std::string& name, cons
 TEST_F(EngineTest, LoadErrorsNameWhatIsWrong) {
   GgufMetadata md;
   md.Set("general.architecture", GgufValue::String("gpt2"));
-  std::string gpt2 = WriteMetadataOnly(dir_, "gpt2.gguf", md);
+  std::string gpt2 = WriteMetadataOnly(models_->dir(), "gpt2.gguf", md);
   auto r = Model::Load(gpt2, LoadOptions{});
   ASSERT_FALSE(r.ok());
   EXPECT_EQ(r.status().message(),
@@ -200,7 +186,7 @@ TEST_F(EngineTest, LoadErrorsNameWhatIsWrong) {
   // A real model's metadata without its tensors: the first missing tensor is named.
   auto good = GgufModel::Open(Synth("olmoe-tiny", "q8_0"));
   ASSERT_TRUE(good.ok());
-  std::string no_tensors = WriteMetadataOnly(dir_, "no-tensors.gguf", good->metadata());
+  std::string no_tensors = WriteMetadataOnly(models_->dir(), "no-tensors.gguf", good->metadata());
   r = Model::Load(no_tensors, LoadOptions{});
   EXPECT_EQ(r.status().message(), no_tensors + ": missing tensor token_embd.weight");
 
@@ -209,7 +195,7 @@ TEST_F(EngineTest, LoadErrorsNameWhatIsWrong) {
   for (const auto& e : good->metadata().entries()) {
     if (!e.key.starts_with("tokenizer.")) no_vocab.Set(e.key, e.value);
   }
-  std::string no_tok = WriteMetadataOnly(dir_, "no-tokenizer.gguf", no_vocab);
+  std::string no_tok = WriteMetadataOnly(models_->dir(), "no-tokenizer.gguf", no_vocab);
   r = Model::Load(no_tok, LoadOptions{});
   ASSERT_FALSE(r.ok());
   EXPECT_NE(r.status().message().find("token_embd"), std::string::npos);

@@ -11,28 +11,22 @@
 #include "engine/model.h"
 #include "experts/stream_store.h"
 #include "io/fault_injecting_engine.h"
-#include "synth/synth.h"
+#include "synth/synth_test_util.h"
 
 namespace mt {
 namespace {
+
+using testing_synth::SynthModels;
 
 namespace fs = std::filesystem;
 
 class StorageTest : public ::testing::Test {
  protected:
   static void SetUpTestSuite() {
-    // On the build's filesystem rather than /tmp (often tmpfs, which refuses O_DIRECT).
-    dir_ = fs::current_path() / ("storage-test-" + std::to_string(getpid()));
-    fs::create_directories(dir_);
-    SynthOptions o;
-    o.output_path = (dir_ / "olmoe.gguf").string();
-    o.preset = "olmoe-tiny";
-    o.file_type = "q4_k_m";
-    o.seed = 11;
-    ASSERT_TRUE(Synthesize(o).ok());
-    model_path_ = o.output_path;
+    models_ = std::make_unique<SynthModels>("storage-test", 11);
+    model_path_ = models_->Get("olmoe-tiny", "q4_k_m");
   }
-  static void TearDownTestSuite() { fs::remove_all(dir_); }
+  static void TearDownTestSuite() { models_.reset(); }
 
   static std::unique_ptr<Model> Load(const std::string& path = model_path_) {
     auto m = Model::Load(path, LoadOptions{});
@@ -65,12 +59,10 @@ class StorageTest : public ::testing::Test {
 
   static inline const std::vector<int32_t> kTokens = {5, 1000, 77, 4242, 9, 31000, 12, 640,
                                                       33, 1, 2, 3, 4, 5, 6};
-  static fs::path dir_;
-  static std::string model_path_;
+  static inline std::unique_ptr<SynthModels> models_;
+  static inline std::string model_path_;
 };
 
-fs::path StorageTest::dir_;
-std::string StorageTest::model_path_;
 
 TEST_F(StorageTest, EveryTierGivesTheSameBits) {
   auto m = Load();
@@ -231,7 +223,7 @@ TEST_F(StorageTest, EvictionPoliciesAndPlacementGiveTheSameBits) {
   resident.mode = MoeStorage::kResident;
   const std::vector<float> want = Logits(*m, resident);
   // A profile of the same tokens, saved as moetier profile / --routing-stats would.
-  const std::string profile = (dir_ / "profile.json").string();
+  const std::string profile = (models_->dir() / "profile.json").string();
   {
     ContextOptions o;
     o.n_ctx = 64;
@@ -285,7 +277,7 @@ TEST_F(StorageTest, EvictionPoliciesAndPlacementGiveTheSameBits) {
 
 TEST_F(StorageTest, RoutingStatsFileMakesARestartWarm) {
   auto m = Load();
-  const std::string path = (dir_ / "live-stats.json").string();
+  const std::string path = (models_->dir() / "live-stats.json").string();
   fs::remove(path);
   ContextOptions o;
   o.n_ctx = 64;
@@ -349,7 +341,7 @@ TEST_F(StorageTest, FailedReadsFailClosedAndTheContextRecovers) {
     ASSERT_FALSE(s.ok());
     EXPECT_EQ(s.code(), StatusCode::kIoError);
     // file, layer, expert and offset are named
-    EXPECT_NE(s.message().find("olmoe.gguf: layer "), std::string::npos) << s.message();
+    EXPECT_NE(s.message().find("olmoe-tiny-q4_k_m.gguf: layer "), std::string::npos) << s.message();
     EXPECT_NE(s.message().find(" expert "), std::string::npos) << s.message();
     EXPECT_NE(s.message().find("offset "), std::string::npos) << s.message();
     EXPECT_EQ(ctx->n_past(), 0u);
@@ -404,7 +396,7 @@ TEST_F(StorageTest, SlowReadsOnlyCostTime) {
 }
 
 TEST_F(StorageTest, AFileTruncatedOrReplacedUnderARunningProcessIsDetected) {
-  const std::string copy = (dir_ / "victim.gguf").string();
+  const std::string copy = (models_->dir() / "victim.gguf").string();
   for (MoeStorage mode : {MoeStorage::kMmap, MoeStorage::kStream}) {
     for (bool replace : {false, true}) {
       fs::copy_file(model_path_, copy, fs::copy_options::overwrite_existing);

@@ -22,10 +22,12 @@
 #include "model/memory_plan.h"
 #include "model/tensor_names.h"
 #include "pack/pack.h"
-#include "synth/synth.h"
+#include "synth/synth_test_util.h"
 
 namespace mt {
 namespace {
+
+using testing_synth::SynthModels;
 
 namespace fs = std::filesystem;
 
@@ -51,31 +53,16 @@ uint64_t RoundUp4K(uint64_t x) { return (x + 4095) / 4096 * 4096; }
 
 class PackTest : public ::testing::Test {
  protected:
-  static void SetUpTestSuite() {
-    // On the build's filesystem rather than /tmp (often tmpfs, which refuses O_DIRECT).
-    dir_ = fs::current_path() / ("pack-test-" + std::to_string(getpid()));
-    fs::create_directories(dir_);
-  }
-  static void TearDownTestSuite() { fs::remove_all(dir_); }
+  static void SetUpTestSuite() { models_ = std::make_unique<SynthModels>("pack-test", 5); }
+  static void TearDownTestSuite() { models_.reset(); }
 
-  // Synthesizes `preset` at `type` once per test binary run.
   static std::string Synth(const std::string& preset, const std::string& type) {
-    std::string path = (dir_ / (preset + "-" + type + ".gguf")).string();
-    if (!fs::exists(path)) {
-      SynthOptions o;
-      o.output_path = path;
-      o.preset = preset;
-      o.file_type = type;
-      o.seed = 5;
-      Result<SynthResult> r = Synthesize(o);
-      EXPECT_TRUE(r.ok()) << r.status().message();
-    }
-    return path;
+    return models_->Get(preset, type);
   }
 
   static std::string Pack(const std::string& in, const std::string& name,
                           uint64_t split_max_bytes = 0) {
-    const std::string out = (dir_ / name).string();
+    const std::string out = (models_->dir() / name).string();
     PackOptions o;
     o.split_max_bytes = split_max_bytes;
     Result<PackResult> r = PackModel(in, out, o);
@@ -149,10 +136,9 @@ class PackTest : public ::testing::Test {
 
   static inline const std::vector<int32_t> kTokens = {5, 1000, 77, 4242, 9, 31000, 12, 640,
                                                       33, 1, 2, 3, 4, 5, 6};
-  static fs::path dir_;
+  static inline std::unique_ptr<SynthModels> models_;
 };
 
-fs::path PackTest::dir_;
 
 TEST(RecordShapeTest, PartsStartAtThe4KiBBoundaryAfterThePartBefore) {
   // Q6_K rows of 256: 210 bytes; 256 rows: 53760 bytes = 13 x 4096 + 512.
@@ -321,7 +307,7 @@ TEST_F(PackTest, SplitPackKeepsEveryRecordWhole) {
   Result<GgufModel> m = GgufModel::Open(first);
   ASSERT_TRUE(m.ok()) << m.status().message();
   EXPECT_GT(m->shards().size(), 10u);
-  EXPECT_FALSE(fs::exists(dir_ / "split.pack.gguf"));
+  EXPECT_FALSE(fs::exists(models_->dir() / "split.pack.gguf"));
   ExpectPackOf(orig, first);
   const std::vector<float> want = Logits(orig, MoeStorage::kResident);
   ASSERT_FALSE(want.empty());
@@ -371,7 +357,7 @@ TEST_F(PackTest, EvictionPoliciesAndPlacementWorkOnAPack) {
   const std::vector<float> want = Logits(orig, MoeStorage::kResident);
   auto m = Model::Load(pack, LoadOptions{});
   ASSERT_TRUE(m.ok()) << m.status().message();
-  const std::string profile = (dir_ / "pack-profile.json").string();
+  const std::string profile = (models_->dir() / "pack-profile.json").string();
   {
     ContextOptions o;
     o.n_ctx = 64;
@@ -624,7 +610,7 @@ TEST_F(PackTest, MalformedPacksAreOneLineErrorsNamingWhatIsWrong) {
   };
   for (const Case& c : cases) {
     SCOPED_TRACE(c.name);
-    const std::string bad = (dir_ / "bad.gguf").string();
+    const std::string bad = (models_->dir() / "bad.gguf").string();
     Rewrite(pack, bad, c.edit, c.drop, c.alignment);
     auto m = Model::Load(bad, LoadOptions{});
     ASSERT_FALSE(m.ok());
@@ -638,14 +624,14 @@ TEST_F(PackTest, MalformedPacksAreOneLineErrorsNamingWhatIsWrong) {
 TEST_F(PackTest, AFailedPackLeavesNoFile) {
   const std::string orig = Synth("olmoe-tiny", "q4_k_m");
   PackOptions o;
-  Result<PackResult> r = PackModel(orig, (dir_ / "missing-dir" / "x.gguf").string(), o);
+  Result<PackResult> r = PackModel(orig, (models_->dir() / "missing-dir" / "x.gguf").string(), o);
   ASSERT_FALSE(r.ok());
-  EXPECT_FALSE(fs::exists(dir_ / "missing-dir"));
-  Result<PackResult> bad_input = PackModel((dir_ / "nope.gguf").string(),
-                                           (dir_ / "y.gguf").string(), o);
+  EXPECT_FALSE(fs::exists(models_->dir() / "missing-dir"));
+  Result<PackResult> bad_input = PackModel((models_->dir() / "nope.gguf").string(),
+                                           (models_->dir() / "y.gguf").string(), o);
   ASSERT_FALSE(bad_input.ok());
-  EXPECT_FALSE(fs::exists(dir_ / "y.gguf"));
-  EXPECT_FALSE(fs::exists(dir_ / "y.gguf.tmp"));
+  EXPECT_FALSE(fs::exists(models_->dir() / "y.gguf"));
+  EXPECT_FALSE(fs::exists(models_->dir() / "y.gguf.tmp"));
 }
 
 }  // namespace

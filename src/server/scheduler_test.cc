@@ -13,13 +13,14 @@
 #include "engine/context.h"
 #include "engine/model.h"
 #include "io/fault_injecting_engine.h"
-#include "synth/synth.h"
+#include "synth/synth_test_util.h"
 #include "tokenizer/tokenizer.h"
 
 namespace mt::server {
 namespace {
 
-namespace fs = std::filesystem;
+using testing_synth::SynthModels;
+
 using namespace std::chrono_literals;
 
 struct Outcome {
@@ -32,22 +33,15 @@ struct Outcome {
 class SchedulerTest : public ::testing::Test {
  protected:
   static void SetUpTestSuite() {
-    dir_ = fs::current_path() / ("scheduler-test-" + std::to_string(getpid()));
-    fs::create_directories(dir_);
-    SynthOptions o;
-    o.output_path = (dir_ / "olmoe.gguf").string();
-    o.preset = "olmoe-tiny";
-    o.file_type = "q4_k_m";
-    o.seed = 5;
-    ASSERT_TRUE(Synthesize(o).ok());
-    auto m = Model::Load(o.output_path, LoadOptions{});
+    models_ = std::make_unique<SynthModels>("scheduler-test", 5);
+    auto m = Model::Load(models_->Get("olmoe-tiny", "q4_k_m"), LoadOptions{});
     ASSERT_TRUE(m.ok()) << m.status().message();
     model_ = std::move(m.value()).release();
   }
   static void TearDownTestSuite() {
     delete model_;
     model_ = nullptr;
-    fs::remove_all(dir_);
+    models_.reset();
   }
 
   static const Tokenizer& Tok() { return *model_->tokenizer(); }
@@ -142,7 +136,7 @@ class SchedulerTest : public ::testing::Test {
     return out;
   }
 
-  static inline fs::path dir_;
+  static inline std::unique_ptr<SynthModels> models_;
   static inline Model* model_ = nullptr;
 };
 
