@@ -63,35 +63,28 @@ class ThreadPool {
 
   static int DefaultThreads();
 
-  // While one lives, idle workers spin instead of going to sleep after kSpinNanos. A forward
-  // pass holds one: its serial parts (router, top-k, the stream tier's bookkeeping) can
-  // outlast the spin window, and waking a sleeping worker costs far more than a region
-  // (~0.5-1 ms on a virtual machine whose host has descheduled the idle vCPU). Held by the
-  // pool's owner thread; must not outlive the pool.
-  class KeepAwake {
+  // Adds kDelta to the pool's awake count while it lives; workers sleep after kSpinNanos
+  // idle only while the count is 0. Held by the pool's owner thread; must not outlive it.
+  template <int kDelta>
+  class AwakeScope {
    public:
-    explicit KeepAwake(ThreadPool& pool) : pool_(pool) { pool_.awake_.fetch_add(1); }
-    ~KeepAwake() { pool_.awake_.fetch_sub(1); }
-    KeepAwake(const KeepAwake&) = delete;
-    KeepAwake& operator=(const KeepAwake&) = delete;
+    explicit AwakeScope(ThreadPool& pool) : pool_(pool) { pool_.awake_.fetch_add(kDelta); }
+    ~AwakeScope() { pool_.awake_.fetch_sub(kDelta); }
+    AwakeScope(const AwakeScope&) = delete;
+    AwakeScope& operator=(const AwakeScope&) = delete;
 
    private:
     ThreadPool& pool_;
   };
-
+  // While one lives, idle workers spin instead of going to sleep. A forward pass holds one:
+  // its serial parts (router, top-k, the stream tier's bookkeeping) can outlast the spin
+  // window, and waking a sleeping worker costs far more than a region (~0.5-1 ms on a
+  // virtual machine whose host has descheduled the idle vCPU).
+  using KeepAwake = AwakeScope<+1>;
   // Inside a KeepAwake: lets the workers sleep again while it lives. For waits that are long
   // and not the pool's business (expert reads from disk): a vCPU spinning through them
   // slowed this VM's disk by 10-20 %, as the host's I/O work shares its cores.
-  class LetSleep {
-   public:
-    explicit LetSleep(ThreadPool& pool) : pool_(pool) { pool_.awake_.fetch_sub(1); }
-    ~LetSleep() { pool_.awake_.fetch_add(1); }
-    LetSleep(const LetSleep&) = delete;
-    LetSleep& operator=(const LetSleep&) = delete;
-
-   private:
-    ThreadPool& pool_;
-  };
+  using LetSleep = AwakeScope<-1>;
 
   // Workers asleep on the condition variable now (for tests).
   int sleeping_workers() const { return sleeping_.load(); }
