@@ -111,7 +111,7 @@ class ThreadPool {
   std::atomic<uint64_t> generation_{0};
   std::atomic<int> pending_{0};
   std::atomic<int> sleeping_{0};
-  std::atomic<int> awake_{0};  // live KeepAwake scopes
+  std::atomic<int> awake_{0};  // live KeepAwake scopes minus live LetSleep scopes
   std::atomic<bool> stop_{false};
 };
 
