@@ -129,8 +129,9 @@ struct Context::Impl {
   ThreadPool pool;
   StoragePlan plan;
   std::unique_ptr<ExpertStore> store;
-  bool prefetch = false;  // predict the next layer's experts and hint them
-  int prefetch_depth = 1;  // layers ahead (StorageOptions::prefetch_depth)
+  // Layers ahead whose experts are predicted and hinted to the store (stream mode with
+  // prefetch: StorageOptions::prefetch_depth); 0: no prefetch.
+  int prefetch_depth = 0;
   RoutingStats routing;   // live (layer, expert) counts
   std::vector<Context::PrefetchCounters> prefetch_counters;  // (n_layer)
   std::vector<uint8_t> predicted;  // (n_batch, n_expert) 1 = predicted for the next layer
@@ -418,7 +419,7 @@ Status Context::Impl::MoE(int il, int n) {
     for (int s = 0; s < K; ++s) {
       const int32_t e = topk_id[t * K + s];
       routing.Add(static_cast<uint32_t>(il), static_cast<uint32_t>(e));
-      if (prefetch && il > 0) {
+      if (prefetch_depth > 0 && il > 0) {
         ++pc.actual;
         pc.correct += predicted[int64_t{t} * E + e];
       }
@@ -437,7 +438,7 @@ Status Context::Impl::MoE(int il, int n) {
 
   store->BeginLayer(static_cast<uint32_t>(il), used_experts);
   // Demand first, then the hint: the next layer's reads overlap this layer's experts.
-  if (prefetch && il + 1 < static_cast<int>(hp.n_layer)) PrefetchNextLayer(il, n);
+  if (prefetch_depth > 0 && il + 1 < static_cast<int>(hp.n_layer)) PrefetchNextLayer(il, n);
   while (store->Pending()) {
     // Everything ready now runs together (all of it, for the in-memory tiers); a stream
     // tier's misses join later groups as their reads complete.
@@ -704,8 +705,9 @@ Result<std::unique_ptr<Context>> Context::Create(const Model& model,
   if (!store.ok()) return store.status();
   impl.store = std::move(store.value());
   if (auto* stream = dynamic_cast<StreamStore*>(impl.store.get())) {
-    impl.prefetch = options.storage.prefetch;
-    impl.prefetch_depth = static_cast<int>(std::max<uint32_t>(options.storage.prefetch_depth, 1));
+    if (options.storage.prefetch) {
+      impl.prefetch_depth = static_cast<int>(std::max<uint32_t>(options.storage.prefetch_depth, 1));
+    }
     if (profile) {
       stream->Place(profile->RankByActivationsPerByte(ExpertBytesPerLayer(model)),
                     static_cast<uint32_t>(options.storage.placement_share * stream->n_slots()));
