@@ -11,8 +11,9 @@
 // - A failed or short read fails the demand with the file, layer, expert and offset; the
 //   slot is dropped, never computed with.
 // - An expert-major pack (ExpertLayout::has_records()) is read one record per expert (one
-//   request instead of three) and the record's xxh3 checksum is checked as it lands; a
-//   mismatch fails closed like a failed read (error naming file, layer, expert, offset).
+//   request instead of three) and the record's xxh3 checksum is checked before its first
+//   hand-out; a mismatch fails closed like a failed read (error naming file, layer, expert,
+//   offset) and drops the slot, so the next request reads the record again.
 //
 // Memory: the slot pool is reserved (virtual) at creation and its pages are touched only
 // when a slot is first filled. Not thread-safe: one owner thread.
@@ -89,6 +90,7 @@ class StreamStore final : public ExpertStore {
     int32_t parts_pending = 0;   // reads in flight
     uint32_t uses = 0;           // hand-outs since it was loaded
     bool repacked = false;       // in the kernels' layout (kernel_layout.h), not the file's
+    bool unchecked = false;      // a pack record read but not yet checked against its checksum
     Status error;                // first failed read
     std::array<uint64_t, 3> payload_at{};  // where each part's bytes start in the slot
   };
