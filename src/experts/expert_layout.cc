@@ -67,6 +67,15 @@ ByteExtent ExpertLayout::record_extent(uint32_t layer, uint32_t expert) const {
   return {r.file, r.offset, record_shapes_[layer].length};
 }
 
+Status ExpertLayout::CheckRecordSum(uint32_t layer, uint32_t expert, uint64_t sum) const {
+  const ExpertRecord& r = record(layer, expert);
+  if (sum == r.checksum) return Status::Ok();
+  return Corrupt("{}: layer {} expert {}: the record at offset {} ({} bytes) fails its checksum "
+                 "(xxh3 {:016x}, expected {:016x}); run moetier pack --verify",
+                 files_[r.file], layer, expert, r.offset, record_shapes_[layer].length, sum,
+                 r.checksum);
+}
+
 uint64_t ExpertLayout::max_record_bytes() const {
   uint64_t m = 0;
   for (const RecordShape& s : record_shapes_) m = std::max(m, s.length);

@@ -110,6 +110,9 @@ class ExpertLayout {
   const RecordShape& record_shape(uint32_t layer) const;
   const ExpertRecord& record(uint32_t layer, uint32_t expert) const;
   ByteExtent record_extent(uint32_t layer, uint32_t expert) const;
+  // Ok when `sum` (RecordChecksum of a copy of the record) is the checksum the pack stores
+  // for it; else the one-line error naming the file, layer, expert and offset.
+  Status CheckRecordSum(uint32_t layer, uint32_t expert, uint64_t sum) const;
   // The longest record over all layers (bytes); 0 without records.
   uint64_t max_record_bytes() const;
 

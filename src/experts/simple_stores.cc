@@ -12,13 +12,9 @@ namespace mt {
 namespace {
 
 Status CheckRecord(const ExpertLayout& layout, uint32_t layer, uint32_t expert) {
-  const ExpertRecord& rec = layout.record(layer, expert);
-  const uint64_t length = layout.record_shape(layer).length;
-  const uint64_t sum = RecordChecksum(rec.mapped, length);
-  if (sum == rec.checksum) return Status::Ok();
-  return Corrupt("{}: layer {} expert {}: the record at offset {} ({} bytes) fails its checksum "
-                 "(xxh3 {:016x}, expected {:016x}); run moetier pack --verify",
-                 layout.files()[rec.file], layer, expert, rec.offset, length, sum, rec.checksum);
+  return layout.CheckRecordSum(
+      layer, expert,
+      RecordChecksum(layout.record(layer, expert).mapped, layout.record_shape(layer).length));
 }
 
 }  // namespace

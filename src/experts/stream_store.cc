@@ -244,14 +244,8 @@ Status StreamStore::ReadError(int32_t s, uint64_t what, int64_t result, uint64_t
 
 Status StreamStore::CheckRecord(int32_t s) {
   const Slot& slot = slots_[s];
-  const ExpertRecord& rec = layout_.record(slot.layer, slot.expert);
-  const uint64_t length = layout_.record_shape(slot.layer).length;
-  const uint64_t sum = RecordChecksum(SlotData(s), length);
-  if (sum == rec.checksum) return Status::Ok();
-  return Corrupt("{}: layer {} expert {}: the record at offset {} ({} bytes) fails its checksum "
-                 "(xxh3 {:016x}, expected {:016x}); run moetier pack --verify",
-                 layout_.files()[rec.file], slot.layer, slot.expert, rec.offset, length, sum,
-                 rec.checksum);
+  const uint64_t sum = RecordChecksum(SlotData(s), layout_.record_shape(slot.layer).length);
+  return layout_.CheckRecordSum(slot.layer, slot.expert, sum);
 }
 
 void StreamStore::Reap(bool block) {
