@@ -1,5 +1,6 @@
-// moetier pack IN.gguf -o OUT.gguf [--split-max-size SIZE] [-q]: rewrite a MoE GGUF as an
-//   expert-major pack (one aligned, checksummed record per expert; model/expert_layout_gguf.h).
+// moetier pack IN.gguf -o OUT.gguf [--split-max-size SIZE] [--rows] [-q]: rewrite a MoE GGUF
+//   as an expert-major pack (one aligned, checksummed record per expert, K-quants as 16-row
+//   panels unless --rows; model/expert_layout_gguf.h).
 // moetier pack --verify FILE: recompute every record's checksum; mismatches name the layer
 //   and expert, and exit 1.
 #include <unistd.h>
@@ -16,6 +17,7 @@ struct PackFlags {
   std::string output;
   std::string split_max_size;
   std::string verify;
+  bool rows = false;
   bool quiet = false;
 };
 
@@ -57,14 +59,15 @@ int Pack(const PackFlags& f) {
     o.split_max_bytes = size.value();
   }
   o.show_progress = !f.quiet && isatty(STDERR_FILENO);
+  o.weights = f.rows ? WeightLayout::kRows : WeightLayout::kPanels;
   Result<PackResult> r = PackModel(f.input, f.output, o);
   if (!r.ok()) return FileError(r.status());
   fmt::print("wrote {} ({} file{}, {})\n", r->paths.front(), r->paths.size(),
              r->paths.size() == 1 ? "" : "s", HumanBytes(r->file_bytes));
   fmt::print("  {} layers x {} experts: one record each, {}-aligned, xxh3-64 checksums; "
-             "records up to {}; experts {}\n",
+             "records up to {}; experts {}, K-quants as {}\n",
              r->n_layer, r->n_expert, HumanBytes(4096), HumanBytes(r->max_record_bytes),
-             HumanBytes(r->expert_bytes));
+             HumanBytes(r->expert_bytes), f.rows ? "GGUF rows" : "16-row panels");
   fmt::print("  {} dense tensors copied unchanged\n", r->n_dense_tensors);
   return kExitOk;
 }
@@ -80,11 +83,14 @@ CommandMain SetupPack(CLI::App& sub) {
   sub.add_option("--verify", flags->verify,
                  "Check every expert record of the pack FILE against its checksum")
       ->type_name("FILE");
+  sub.add_flag("--rows", flags->rows,
+               "Store expert weights as GGUF rows, not as the 16-row panels the AVX-512 kernels "
+               "read (for mmap mode on CPUs without AVX-512)");
   sub.add_flag("-q,--quiet", flags->quiet, "No progress line");
   return [flags]() {
     const PackFlags& f = *flags;
     if (!f.verify.empty()) {
-      if (!f.input.empty() || !f.output.empty() || !f.split_max_size.empty()) {
+      if (!f.input.empty() || !f.output.empty() || !f.split_max_size.empty() || f.rows) {
         return ReportError(InvalidArgument("--verify takes only the pack: moetier pack --verify "
                                            "FILE"));
       }

@@ -3,6 +3,7 @@
 #include <algorithm>
 
 #include "base/check.h"
+#include "kernels/panel_layout.h"
 
 namespace mt {
 namespace {
@@ -117,6 +118,11 @@ ExpertMatrices ExpertLayout::Matrices(uint32_t layer, const uint8_t* gate, const
   m.gate = {s.gate_type, gate, s.n_ff, s.n_embd, RowBytes(s.gate_type, s.n_embd)};
   m.up = {s.up_type, up, s.n_ff, s.n_embd, RowBytes(s.up_type, s.n_embd)};
   m.down = {s.down_type, down, s.n_embd, s.n_ff, RowBytes(s.down_type, s.n_ff)};
+  if (weight_layout_ == WeightLayout::kPanels) {
+    for (WeightMatrix* w : {&m.gate, &m.up, &m.down}) {
+      if (HasPanelForm(w->type, w->rows)) w->layout = WeightLayout::kPanels;
+    }
+  }
   return m;
 }
 

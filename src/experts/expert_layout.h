@@ -120,7 +120,13 @@ class ExpertLayout {
   // tensor (tensor-major) or one per record (pack), in file order within each layer.
   std::vector<std::span<const uint8_t>> MappedRanges() const;
 
-  // The matrices of an expert whose parts start at gate/up/down.
+  // How the file stores the matrices that have a 16-row panel form (HasPanelForm,
+  // kernels/panel_layout.h): kRows (GGUF, the default) or kPanels (a pack written so). The
+  // others are always kRows.
+  WeightLayout weight_layout() const { return weight_layout_; }
+  void set_weight_layout(WeightLayout layout) { weight_layout_ = layout; }
+
+  // The matrices of an expert whose parts start at gate/up/down, in the file's layout.
   ExpertMatrices Matrices(uint32_t layer, const uint8_t* gate, const uint8_t* up,
                           const uint8_t* down) const;
 
@@ -131,6 +137,7 @@ class ExpertLayout {
   std::vector<std::array<ExpertPartTensor, 3>> parts_;  // (n_layer) tensor-major only
   std::vector<RecordShape> record_shapes_;              // (n_layer) packs only
   std::vector<std::vector<ExpertRecord>> records_;      // (n_layer, n_expert) packs only
+  WeightLayout weight_layout_ = WeightLayout::kRows;
 };
 
 }  // namespace mt

@@ -6,8 +6,9 @@ namespace mt {
 
 namespace {
 
+// What CopyForKernels made of w.
 void MarkPanels(WeightMatrix& w) {
-  if (PanelsPreferred(w.type, w.rows)) w.layout = WeightLayout::kPanels;
+  w.layout = PanelsPreferred(w.type, w.rows) ? WeightLayout::kPanels : WeightLayout::kRows;
 }
 
 }  // namespace

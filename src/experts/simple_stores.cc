@@ -7,6 +7,7 @@
 
 #include "experts/kernel_layout.h"
 #include "experts/record_checksum.h"
+#include "kernels/isa.h"
 
 namespace mt {
 namespace {
@@ -85,6 +86,18 @@ ExpertMatrices ResidentStore::Matrices(uint32_t layer, uint32_t expert) const {
 }
 
 Result<std::unique_ptr<MmapStore>> MmapStore::Create(const ExpertLayout& layout, bool warm) {
+  // The kernels read the mapping as it is: a pack's panels only where they read panels.
+  for (uint32_t il = 0; il < layout.n_layer(); ++il) {
+    const ExpertMatrices m = layout.Matrices(il, nullptr, nullptr, nullptr);
+    for (const WeightMatrix* w : {&m.gate, &m.up, &m.down}) {
+      if (w->layout == WeightLayout::kPanels && !PanelsPreferred(w->type, w->rows)) {
+        return InvalidArgument(
+            "{}: the pack stores expert weights as 16-row panels, which the {} kernels cannot "
+            "read in place: use --moe-storage resident or stream, or pack with --rows",
+            layout.files().front(), IsaName(ActiveIsa()));
+      }
+    }
+  }
   std::unique_ptr<MmapStore> s(new MmapStore(layout));
   Result<FileWatch> watch = FileWatch::Open(layout.files());
   if (!watch.ok()) return watch.status();

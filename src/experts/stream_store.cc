@@ -406,8 +406,11 @@ Result<std::optional<ReadyExpert>> StreamStore::NextReady(bool wait) {
       uint8_t* const down = SlotData(s) + slot.payload_at[kDown];
       // An expert that keeps being used is rewritten into the layout the kernels read
       // fastest (no lease is out: one per layer step). Repacking costs about as much as
-      // ten uses save, so experts used once or twice before eviction stay as read.
-      if (!slot.repacked && ++slot.uses >= repack_after_uses_) {
+      // ten uses save, so experts used once or twice before eviction stay as read. A
+      // pack's panels are ready at once where the kernels read panels (RepackExpert does
+      // nothing), and must become rows at once where they do not.
+      const bool panels_file = layout_.weight_layout() == WeightLayout::kPanels;
+      if (!slot.repacked && (panels_file || ++slot.uses >= repack_after_uses_)) {
         RepackExpert(layout_, slot.layer, gate, up, down);
         slot.repacked = true;
       }

@@ -11,6 +11,7 @@
 #include "base/check.h"
 #include "base/cpu_features.h"
 #include "kernels/matmul_internal.h"
+#include "kernels/panel_layout.h"
 #include "quant/dequant.h"
 
 namespace mt {
@@ -291,13 +292,17 @@ bool PanelsPreferred(GgmlType type, int64_t rows) {
 }
 
 WeightLayout CopyForKernels(const WeightMatrix& w, uint8_t* dst) {
-  MT_CHECK_MSG(w.layout == WeightLayout::kRows, "CopyForKernels: reads GGUF rows only");
-  if (PanelsPreferred(w.type, w.rows)) {
+  const bool panels = PanelsPreferred(w.type, w.rows);
+  if (w.layout == WeightLayout::kPanels && !panels) {
+    PanelsToRows(w.type, w.rows, w.cols, w.data, dst);  // a pack's panels, on another CPU
+    return WeightLayout::kRows;
+  }
+  if (w.layout == WeightLayout::kRows && panels) {
     RepackToPanels(w.type, w.rows, w.cols, w.data, dst);
     return WeightLayout::kPanels;
   }
   if (dst != w.data) std::memcpy(dst, w.data, w.row_bytes * static_cast<uint64_t>(w.rows));
-  return WeightLayout::kRows;
+  return w.layout;
 }
 
 void RepackToPanels(GgmlType type, int64_t rows, int64_t cols, const uint8_t* src, uint8_t* dst) {

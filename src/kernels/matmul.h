@@ -37,9 +37,10 @@ namespace mt {
 
 // How a weight matrix's bytes are arranged.
 //  kRows:   GGUF: row r at data + r * row_bytes.
-//  kPanels: repacked for the active kernels by RepackToPanels: each 16 rows keep their bytes
-//           (16 * row_bytes, in place) but transposed so that one vector load serves 16
-//           rows. Only MatMul with the variant that asked for it (PanelsPreferred) reads it.
+//  kPanels: each 16 rows keep their bytes (16 * row_bytes, in place) but transposed so that
+//           one vector load serves 16 rows (defined in kernels/panel_layout.h; made fast by
+//           RepackToPanels). Only MatMul with the variant that asked for it
+//           (PanelsPreferred) reads it.
 enum class WeightLayout : uint8_t { kRows, kPanels };
 
 // A 2-D weight: `rows` rows of `cols` elements of `type`, row_bytes per row, arranged as
@@ -68,10 +69,11 @@ bool PanelsPreferred(GgmlType type, int64_t rows);
 // reused).
 void RepackToPanels(GgmlType type, int64_t rows, int64_t cols, const uint8_t* src, uint8_t* dst);
 
-// Writes the kRows matrix w to dst (w.row_bytes * w.rows bytes; dst may be w.data) in the
-// layout the kernels read fastest, and returns that layout: kPanels where PanelsPreferred
-// (RepackToPanels), else kRows (the bytes as they are). For the memory moetier owns: dense
-// weights at load, resident experts, stream cache slots.
+// Writes the matrix w (kRows, or kPanels as a pack may store it) to dst (w.row_bytes *
+// w.rows bytes; dst may be w.data) in the layout the kernels read fastest, and returns that
+// layout: kPanels where PanelsPreferred, else kRows (panels turned back into rows:
+// kernels/panel_layout.h). For the memory moetier owns: dense weights at load, resident
+// experts, stream cache slots.
 WeightLayout CopyForKernels(const WeightMatrix& w, uint8_t* dst);
 
 // True if MatMulRows and MatMul can read `type`: F32, F16, BF16, Q8_0, Q4_0, Q4_1, Q5_0,

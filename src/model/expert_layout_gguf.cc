@@ -85,6 +85,15 @@ Result<ExpertLayout> PackLayout(const GgufModel& model, uint32_t n_layer) {
   if (!sums.ok()) return sums.status();
   const uint32_t n_expert = static_cast<uint32_t>(sums.value()->items.size() / n_layer);
   ExpertLayout layout(FilesOf(model), n_expert);
+  if (const GgufValue* w = md.Find(kKeyExpertWeights); w != nullptr) {
+    const std::string* form = w->AsString();
+    if (form != nullptr && *form == kWeightsPanels) {
+      layout.set_weight_layout(WeightLayout::kPanels);
+    } else if (form == nullptr || *form != kWeightsRows) {
+      return Corrupt("key {} is {}; moetier knows \"{}\" and \"{}\"", kKeyExpertWeights,
+                     w->ToShortString(), kWeightsRows, kWeightsPanels);
+    }
+  }
   for (uint32_t il = 0; il < n_layer; ++il) {
     ExpertSpec spec;
     RecordShape shape;

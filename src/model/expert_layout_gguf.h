@@ -11,14 +11,19 @@
 //     general.alignment         uint32    4096 (kPackAlignment)
 //     moetier.expert_layout     string    "expert-major"
 //     moetier.expert_checksums  [uint64]  n_layer * n_expert, index layer * n_expert + expert
+//     moetier.expert_weights    string    "panels16" or "rows" (absent: "rows")
 //   n_expert is the checksum count / n_layer.
 // - Tensors: the dense ones first, unchanged (names, types, shapes, bytes, order); then for
 //   each layer l, for each expert e, three tensors, with llama.cpp's per-expert names:
 //     blk.l.ffn_gate.e.weight  (n_embd, n_ff)   slice e of blk.l.ffn_gate_exps
 //     blk.l.ffn_up.e.weight    (n_embd, n_ff)   slice e of blk.l.ffn_up_exps
 //     blk.l.ffn_down.e.weight  (n_ff, n_embd)   slice e of blk.l.ffn_down_exps
-//   Each slice's bytes are the stacked tensor's, unchanged: GGUF-native quantized rows,
-//   which is what the kernels read, so nothing is repacked.
+//   With "rows", each slice's bytes are the stacked tensor's, unchanged (GGUF-native
+//   quantized rows). With "panels16", the slices that have a 16-row panel form (Q4_K, Q5_K,
+//   Q6_K with rows a multiple of 16: kernels/panel_layout.h) hold it instead, the form the
+//   AVX-512 kernels read, so that loading them repacks nothing; other slices are rows.
+//   Sizes and offsets are the same either way. The tensor types stay the GGUF ones: a
+//   reader other than moetier can list a panels pack but must not compute with it.
 // - The record of (l, e) is the bytes from the first byte of its gate tensor to the last
 //   byte of its down tensor: gate | zeros | up | zeros | down, the zeros padding each part
 //   to the next 4096 multiple (GGUF's own tensor alignment). A record starts 4096-aligned,
@@ -44,6 +49,9 @@ class GgufMetadata;
 inline constexpr std::string_view kKeyExpertLayout = "moetier.expert_layout";
 inline constexpr std::string_view kExpertMajor = "expert-major";
 inline constexpr std::string_view kKeyExpertChecksums = "moetier.expert_checksums";
+inline constexpr std::string_view kKeyExpertWeights = "moetier.expert_weights";
+inline constexpr std::string_view kWeightsRows = "rows";
+inline constexpr std::string_view kWeightsPanels = "panels16";
 inline constexpr uint32_t kPackAlignment = 4096;
 
 // True when the metadata has moetier.expert_layout (ExpertLayoutFromGguf checks its value):

@@ -8,6 +8,7 @@
 
 #include "experts/record_checksum.h"
 #include "gguf/gguf.h"
+#include "kernels/panel_layout.h"
 #include "model/expert_layout_gguf.h"
 #include "model/hparams.h"
 #include "model/tensor_names.h"
@@ -55,17 +56,37 @@ uint64_t PartBytes(const ExpertSpec& s, int part) {
   return part == kGate ? s.gate_bytes() : part == kUp ? s.up_bytes() : s.down_bytes();
 }
 
-// The checksum expert (il, e) of `in` will have as a record of `shape`: its parts with
-// zeros in between, hashed without assembling them.
-uint64_t RecordChecksumOf(const ExpertLayout& in, uint32_t il, uint32_t e,
-                          const RecordShape& shape, RecordHasher& h) {
+// The bytes part p of expert (il, e) of `in` has in the output: the input's, turned into
+// `weights` (through `buffer`) where the part has a panel form stored the other way.
+std::span<const uint8_t> OutputPart(const ExpertLayout& in, uint32_t il, uint32_t e, int p,
+                                    WeightLayout weights, std::vector<uint8_t>& buffer) {
+  const uint8_t* src = in.mapped(il, e, static_cast<ExpertPart>(p));
+  const uint64_t n = PartBytes(in.spec(il), p);
+  const ExpertMatrices m = in.Matrices(il, src, src, src);
+  const WeightMatrix& w = p == kGate ? m.gate : p == kUp ? m.up : m.down;
+  if (!HasPanelForm(w.type, w.rows) || w.layout == weights) return {src, n};
+  buffer.resize(n);
+  if (weights == WeightLayout::kPanels) {
+    RowsToPanels(w.type, w.rows, w.cols, src, buffer.data());
+  } else {
+    PanelsToRows(w.type, w.rows, w.cols, src, buffer.data());
+  }
+  return buffer;
+}
+
+// Hashes (and with `writer`, writes) expert (il, e) of `in` as the record of `shape` it
+// becomes: its output parts with zeros in between, never assembled. Returns the checksum.
+Result<uint64_t> EmitRecord(const ExpertLayout& in, uint32_t il, uint32_t e,
+                            const RecordShape& shape, WeightLayout weights, RecordHasher& h,
+                            std::vector<uint8_t>& buffer, GgufWriter* writer) {
   h.Reset();
   uint64_t at = 0;
   for (int p = 0; p < kNumExpertParts; ++p) {
-    const uint64_t n = PartBytes(in.spec(il), p);
+    const std::span<const uint8_t> bytes = OutputPart(in, il, e, p, weights, buffer);
     h.UpdateZeros(shape.part_offset[p] - at);
-    h.Update({in.mapped(il, e, static_cast<ExpertPart>(p)), n});
-    at = shape.part_offset[p] + n;
+    h.Update(bytes);
+    if (writer != nullptr) MT_RETURN_IF_ERROR(writer->Write(bytes));
+    at = shape.part_offset[p] + bytes.size();
   }
   return h.Digest();
 }
@@ -140,13 +161,17 @@ Result<PackResult> PackModel(const std::string& input, const std::string& output
 
   // Pass 1: the checksums, which the header carries before any data.
   RecordHasher hasher;
+  std::vector<uint8_t> part_buffer;  // one converted part (bounded memory)
   std::vector<GgufValue> sums;
   sums.reserve(uint64_t{n_layer} * n_expert);
   {
     ProgressLine progress(options.show_progress, "pack: checksums", result.expert_bytes);
     for (uint32_t il = 0; il < n_layer; ++il) {
       for (uint32_t e = 0; e < n_expert; ++e) {
-        sums.push_back(GgufValue::Uint64(RecordChecksumOf(layout, il, e, shapes[il], hasher)));
+        Result<uint64_t> sum = EmitRecord(layout, il, e, shapes[il], options.weights, hasher,
+                                          part_buffer, nullptr);
+        if (!sum.ok()) return sum.status();
+        sums.push_back(GgufValue::Uint64(sum.value()));
         progress.Add(layout.spec(il).bytes());
       }
     }
@@ -163,6 +188,9 @@ Result<PackResult> PackModel(const std::string& input, const std::string& output
   md.Set("general.alignment", GgufValue::Uint32(kPackAlignment));
   md.Set(std::string(kKeyExpertLayout), GgufValue::String(std::string(kExpertMajor)));
   md.Set(std::string(kKeyExpertChecksums), GgufValue::Array(GgufType::kUint64, std::move(sums)));
+  md.Set(std::string(kKeyExpertWeights),
+         GgufValue::String(std::string(options.weights == WeightLayout::kPanels ? kWeightsPanels
+                                                                                : kWeightsRows)));
 
   // Dense tensors first, in file order and unchanged; then the records.
   const std::unordered_set<std::string> expert_names = ExpertTensorNames(layout);
@@ -192,7 +220,8 @@ Result<PackResult> PackModel(const std::string& input, const std::string& output
   MT_RETURN_IF_ERROR(writer.Begin());
 
   // Pass 2: the data. Each record is hashed again as it is written, so the file's bytes are
-  // the ones its checksums describe even if the input changed between the passes.
+  // the ones its checksums describe even if the input changed between the passes (else the
+  // output never appears).
   ProgressLine progress(options.show_progress, "pack: writing", dense_bytes + result.expert_bytes);
   for (const GgufTensor* t : dense) {
     for (uint64_t off = 0; off < t->n_bytes; off += kChunkBytes) {
@@ -204,15 +233,13 @@ Result<PackResult> PackModel(const std::string& input, const std::string& output
   const GgufArray& written_sums = *md.FindArray(kKeyExpertChecksums);
   for (uint32_t il = 0; il < n_layer; ++il) {
     for (uint32_t e = 0; e < n_expert; ++e) {
-      if (RecordChecksumOf(layout, il, e, shapes[il], hasher) !=
-          *written_sums.items[uint64_t{il} * n_expert + e].AsUint()) {
+      Result<uint64_t> sum = EmitRecord(layout, il, e, shapes[il], options.weights, hasher,
+                                        part_buffer, &writer);
+      if (!sum.ok()) return sum.status();
+      if (sum.value() != *written_sums.items[uint64_t{il} * n_expert + e].AsUint()) {
         return IoError("{}: layer {} expert {} changed while it was being packed", input, il, e);
       }
-      for (int p = 0; p < kNumExpertParts; ++p) {
-        const uint64_t n = PartBytes(layout.spec(il), p);
-        MT_RETURN_IF_ERROR(writer.Write({layout.mapped(il, e, static_cast<ExpertPart>(p)), n}));
-        progress.Add(n);
-      }
+      progress.Add(layout.spec(il).bytes());
     }
   }
   MT_RETURN_IF_ERROR(writer.Finish());

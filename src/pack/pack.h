@@ -3,12 +3,11 @@
 // tier reads with one request. The format is defined in model/expert_layout_gguf.h; the
 // engine loads a pack in every storage mode exactly as the original (bit-identical logits).
 //
-// Kernel layout: the records hold the original GGUF blocks (Q4_K, Q6_K, ... rows exactly as
-// in the stacked tensors): a pack changes where an expert's bytes are, never the bytes, so
-// one pack serves every CPU. The AVX-512 K-quant kernels read 16-row panels faster
-// (kernels/matmul.h, kPanels); the in-memory tiers repack into them (resident at load, a
-// stream slot on its 4th use) and mmap mode computes from the rows. Storing panels in the
-// pack would need a metadata key naming the layout and a way back to rows for other CPUs.
+// Kernel layout: by default the parts that have a 16-row panel form (Q4_K, Q5_K, Q6_K;
+// kernels/panel_layout.h) are stored as panels, the form the AVX-512 kernels read, so one
+// file is the mmap arena, the O_DIRECT read unit and the kernels' input, and loading repacks
+// nothing. Other CPUs turn them back into rows as they load (resident, stream); mmap mode
+// there needs a pack written with rows (PackOptions::weights, `moetier pack --rows`).
 #pragma once
 
 #include <cstdint>
@@ -23,6 +22,9 @@ namespace mt {
 struct PackOptions {
   uint64_t split_max_bytes = 0;  // > 0: a split set OUT-0000K-of-0000N.gguf; records stay whole
   bool show_progress = false;    // a progress line on stderr (for terminals)
+  // How to store the parts that have a panel form: kPanels (default) or GGUF kRows. The
+  // input may hold either (a pack); parts are converted as needed.
+  WeightLayout weights = WeightLayout::kPanels;
 };
 
 struct PackResult {

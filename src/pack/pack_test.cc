@@ -17,6 +17,7 @@
 #include "experts/stream_store.h"
 #include "gguf/gguf.h"
 #include "io/fault_injecting_engine.h"
+#include "kernels/panel_layout.h"
 #include "model/expert_layout_gguf.h"
 #include "model/hparams.h"
 #include "model/memory_plan.h"
@@ -61,10 +62,12 @@ class PackTest : public ::testing::Test {
   }
 
   static std::string Pack(const std::string& in, const std::string& name,
-                          uint64_t split_max_bytes = 0) {
+                          uint64_t split_max_bytes = 0,
+                          WeightLayout weights = WeightLayout::kPanels) {
     const std::string out = (models_->dir() / name).string();
     PackOptions o;
     o.split_max_bytes = split_max_bytes;
+    o.weights = weights;
     Result<PackResult> r = PackModel(in, out, o);
     EXPECT_TRUE(r.ok()) << r.status().message();
     return r.ok() ? r->paths.front() : out;
@@ -155,7 +158,17 @@ TEST(RecordShapeTest, PartsStartAtThe4KiBBoundaryAfterThePartBefore) {
 
 // Checks the pack at `pack_path` against the tensor-major original tensor by tensor, from
 // the file's bytes and an independent xxh3 call.
-void ExpectPackOf(const std::string& original_path, const std::string& pack_path) {
+// The bytes of part `w` as GGUF rows, whichever form it has.
+std::vector<uint8_t> AsRows(const WeightMatrix& w) {
+  std::vector<uint8_t> rows(w.data, w.data + w.row_bytes * w.rows);
+  if (w.layout == WeightLayout::kPanels) {
+    PanelsToRows(w.type, w.rows, w.cols, rows.data(), rows.data());
+  }
+  return rows;
+}
+
+void ExpectPackOf(const std::string& original_path, const std::string& pack_path,
+                  WeightLayout weights = WeightLayout::kPanels) {
   Result<GgufModel> orig = GgufModel::Open(original_path);
   Result<GgufModel> pack = GgufModel::Open(pack_path);
   ASSERT_TRUE(orig.ok() && pack.ok());
@@ -181,6 +194,9 @@ void ExpectPackOf(const std::string& original_path, const std::string& pack_path
   ASSERT_NE(sums, nullptr);
   ASSERT_EQ(sums->element_type, GgufType::kUint64);
   ASSERT_EQ(sums->items.size(), uint64_t{L} * E);
+  ASSERT_NE(pm.FindString("moetier.expert_weights"), nullptr);
+  EXPECT_EQ(*pm.FindString("moetier.expert_weights"),
+            weights == WeightLayout::kPanels ? "panels16" : "rows");
 
   // The dense tensors first, unchanged and in order.
   std::vector<const GgufTensor*> dense;
@@ -197,7 +213,9 @@ void ExpectPackOf(const std::string& original_path, const std::string& pack_path
     EXPECT_EQ(std::memcmp(p.data, dense[i]->data, p.n_bytes), 0) << p.name;
   }
 
-  // Then (layer, expert, gate|up|down): slices of the stacked tensors, one record each.
+  // Then (layer, expert, gate|up|down): slices of the stacked tensors, one record each; with
+  // panels, the slices that have a panel form hold it.
+  int converted = 0;
   std::vector<std::vector<uint8_t>> files;
   for (const GgufShard& s : pack->shards()) files.push_back(ReadAll(s.path));
   size_t i = dense.size();
@@ -216,7 +234,14 @@ void ExpectPackOf(const std::string& original_path, const std::string& pack_path
         EXPECT_EQ(part[p]->shape, (std::vector<uint64_t>{stacked.shape[0], stacked.shape[1]}));
         const uint64_t slice = stacked.n_bytes / E;
         ASSERT_EQ(part[p]->n_bytes, slice);
-        EXPECT_EQ(std::memcmp(part[p]->data, stacked.data + e * slice, slice), 0);
+        std::vector<uint8_t> want(stacked.data + e * slice, stacked.data + (e + 1) * slice);
+        const int64_t rows = static_cast<int64_t>(stacked.shape[1]);
+        if (weights == WeightLayout::kPanels && HasPanelForm(stacked.type, rows)) {
+          RowsToPanels(stacked.type, rows, static_cast<int64_t>(stacked.shape[0]), want.data(),
+                       want.data());
+          ++converted;
+        }
+        EXPECT_EQ(std::memcmp(part[p]->data, want.data(), slice), 0);
       }
       // One shard; gate 4 KiB-aligned; up and down at the next 4 KiB boundary; zeros between.
       const uint64_t at = part[0]->file_offset;
@@ -243,14 +268,19 @@ void ExpectPackOf(const std::string& original_path, const std::string& pack_path
       previous_shard = part[0]->shard;
     }
   }
+  // Both presets' experts are K-quants with rows a multiple of 16: all of them convert.
+  EXPECT_EQ(converted, weights == WeightLayout::kPanels ? int(L * E * 3) : 0);
 }
 
 TEST_F(PackTest, PackHoldsTheOriginalBytesAsAlignedChecksummedRecords) {
   // q6_k: parts of 53760 bytes, so records have padding between their parts.
   for (const char* type : {"q6_k", "q4_k_m"}) {
-    SCOPED_TRACE(type);
-    const std::string orig = Synth("olmoe-tiny", type);
-    ExpectPackOf(orig, Pack(orig, std::string("olmoe-") + type + ".pack.gguf"));
+    for (WeightLayout weights : {WeightLayout::kPanels, WeightLayout::kRows}) {
+      SCOPED_TRACE(fmt::format("{} {}", type, weights == WeightLayout::kPanels ? "panels" : "rows"));
+      const std::string orig = Synth("olmoe-tiny", type);
+      const std::string name = fmt::format("olmoe-{}-{}.pack.gguf", type, int(weights));
+      ExpectPackOf(orig, Pack(orig, name, 0, weights), weights);
+    }
   }
 }
 
@@ -280,7 +310,15 @@ TEST_F(PackTest, LayoutOfAPackDescribesTheSameExpertBytes) {
         ASSERT_EQ(x.length, y.length);
         EXPECT_EQ(y.offset, rec.offset + lb.record_shape(l).part_offset[p]);
         EXPECT_LE(y.offset + y.length, rec.offset + rec.length);
-        EXPECT_EQ(std::memcmp(la.mapped(l, e, part), lb.mapped(l, e, part), x.length), 0);
+        const ExpertMatrices ma = la.Matrices(l, la.mapped(l, e, kGate), la.mapped(l, e, kUp),
+                                              la.mapped(l, e, kDown));
+        const ExpertMatrices mb = lb.Matrices(l, lb.mapped(l, e, kGate), lb.mapped(l, e, kUp),
+                                              lb.mapped(l, e, kDown));
+        const WeightMatrix* wa[3] = {&ma.gate, &ma.up, &ma.down};
+        const WeightMatrix* wb[3] = {&mb.gate, &mb.up, &mb.down};
+        EXPECT_EQ(wa[p]->layout, WeightLayout::kRows);
+        EXPECT_EQ(wb[p]->layout, WeightLayout::kPanels);  // q6_k, rows a multiple of 16
+        EXPECT_TRUE(AsRows(*wa[p]) == AsRows(*wb[p]));
       }
     }
   }
@@ -298,6 +336,19 @@ TEST_F(PackTest, APackGivesBitIdenticalLogitsInEveryStorageMode) {
     EXPECT_TRUE(Logits(pack, MoeStorage::kMmap, 1) == want);
     EXPECT_TRUE(Logits(pack, MoeStorage::kStream) == want);
   }
+}
+
+TEST_F(PackTest, ARowsPackGivesBitIdenticalLogitsInEveryStorageMode) {
+  const std::string orig = Synth("olmoe-tiny", "q4_k_m");
+  const std::string pack = Pack(orig, "rows.pack.gguf", 0, WeightLayout::kRows);
+  auto m = Model::Load(pack, LoadOptions{});
+  ASSERT_TRUE(m.ok()) << m.status().message();
+  EXPECT_EQ(m.value()->expert_layout().weight_layout(), WeightLayout::kRows);
+  const std::vector<float> want = Logits(orig, MoeStorage::kResident);
+  ASSERT_FALSE(want.empty());
+  EXPECT_TRUE(Logits(pack, MoeStorage::kResident) == want);
+  EXPECT_TRUE(Logits(pack, MoeStorage::kMmap) == want);
+  EXPECT_TRUE(Logits(pack, MoeStorage::kStream) == want);
 }
 
 TEST_F(PackTest, SplitPackKeepsEveryRecordWhole) {
@@ -505,6 +556,14 @@ TEST_F(PackTest, PackingIsDeterministicAndAPackRepacksToItself) {
   const std::vector<uint8_t> bytes = ReadAll(a);
   EXPECT_TRUE(ReadAll(b) == bytes);
   EXPECT_TRUE(ReadAll(c) == bytes);
+  // Between the two weight forms, either way: a panels pack packed with rows is the rows
+  // pack of the original, and back.
+  const std::string rows = Pack(orig, "det-rows.pack.gguf", 0, WeightLayout::kRows);
+  const std::string d = Pack(a, "det-d.pack.gguf", 0, WeightLayout::kRows);
+  const std::string e = Pack(rows, "det-e.pack.gguf");
+  EXPECT_TRUE(ReadAll(d) == ReadAll(rows));
+  EXPECT_TRUE(ReadAll(e) == bytes);
+  EXPECT_FALSE(ReadAll(rows) == bytes);
 }
 
 TEST_F(PackTest, MemoryPlanOfAPackEqualsTheOriginals) {

@@ -27,6 +27,33 @@ for mode in resident mmap stream; do
   [ "$out" = "$ref" ] && pass "$mode: same text from the pack" || fail "$mode: different text: $(cat "$WORK/run.err")"
 done
 
+# The pack stores K-quants as 16-row panels (the AVX-512 kernels' form). Kernels that read
+# rows (MOETIER_ISA=avx2) get them back as rows in resident and stream mode; mmap mode cannot
+# turn them in place and says what to do, and a --rows pack serves it.
+"$MOETIER" inspect "$pack" > "$WORK/out" 2>&1 && grep -q 'moetier.expert_weights .*"panels16"' "$WORK/out" &&
+  pass "the pack stores panels" || fail "no moetier.expert_weights = panels16"
+if MOETIER_ISA=avx2 "$MOETIER" inspect "$model" > /dev/null 2>&1; then
+  ref_avx2=$(MOETIER_ISA=avx2 run_text "$model" resident)
+  for mode in resident stream; do
+    out=$(MOETIER_ISA=avx2 run_text "$pack" "$mode" --expert-cache 30%)
+    [ "$out" = "$ref_avx2" ] && pass "avx2 $mode: panels become rows, same text" ||
+      fail "avx2 $mode: different text: $(cat "$WORK/run.err")"
+  done
+  MOETIER_ISA=avx2 run_text "$pack" mmap > "$WORK/out"
+  rc=$?
+  last=$(tail -1 "$WORK/run.err")
+  [ "$rc" -eq 2 ] && [ ! -s "$WORK/out" ] &&
+    [[ "$last" == *"stores expert weights as 16-row panels, which the avx2 kernels cannot read in place"*"--rows" ]] &&
+    pass "avx2 mmap: refused -> $last" || fail "avx2 mmap: exit $rc: $(cat "$WORK/run.err")"
+  "$MOETIER" pack --rows -q "$model" -o "$WORK/rows.pack.gguf" > "$WORK/out" 2>&1 &&
+    grep -q "K-quants as GGUF rows" "$WORK/out" || fail "pack --rows: $(cat "$WORK/out")"
+  out=$(MOETIER_ISA=avx2 run_text "$WORK/rows.pack.gguf" mmap)
+  [ "$out" = "$ref_avx2" ] && pass "avx2 mmap: a --rows pack, same text" ||
+    fail "avx2 mmap of the rows pack: $(cat "$WORK/run.err")"
+else
+  echo "skip: avx2 (not supported here)"
+fi
+
 # Stream mode reads each expert of a pack with one request.
 run_text "$pack" stream --expert-cache 30% --prefetch off --stats-json "$WORK/s.json" > /dev/null
 $PY - "$WORK/s.json" <<'PY' && pass "stream: one read per expert" || fail "stream: reads per expert"

@@ -1,0 +1,78 @@
+#include "kernels/panel_layout.h"
+
+#include <cstring>
+#include <vector>
+
+#include "base/check.h"
+
+namespace mt {
+namespace {
+
+constexpr int kPanelRows = 16;
+
+// Copies one panel (16 rows of row_bytes) between the two forms through `scratch`, so that
+// dst may be src. to_panels: rows at src, panel at dst; else the reverse.
+void ConvertPanel(uint64_t block_bytes, uint64_t chunk_bytes, uint64_t row_bytes, bool to_panels,
+                  const uint8_t* src, uint8_t* dst, uint8_t* scratch) {
+  const uint64_t panel_bytes = kPanelRows * row_bytes;
+  std::memcpy(scratch, src, panel_bytes);
+  const uint64_t n_sb = row_bytes / block_bytes;
+  // Byte (row i, offset o in the row) of the rows form <-> byte p of the panel form.
+  auto move = [&](int i, uint64_t o, uint64_t p) {
+    if (to_panels) {
+      dst[p] = scratch[i * row_bytes + o];
+    } else {
+      dst[i * row_bytes + o] = scratch[p];
+    }
+  };
+  for (uint64_t s = 0; s < n_sb; ++s) {
+    const uint64_t base = s * block_bytes;
+    for (uint64_t off = 0; off < chunk_bytes; off += 16) {
+      for (int k = 0; k < 4; ++k) {
+        for (int i = 0; i < kPanelRows; ++i) {
+          for (int b = 0; b < 4; ++b) {
+            move(i, base + off + 4 * k + b, 16 * (base + off) + 64 * k + 4 * i + b);
+          }
+        }
+      }
+    }
+    for (uint64_t tail = chunk_bytes; tail < block_bytes; tail += 2) {  // Q6_K's d
+      for (int i = 0; i < kPanelRows; ++i) {
+        for (int b = 0; b < 2; ++b) move(i, base + tail + b, 16 * (base + tail) + 2 * i + b);
+      }
+    }
+  }
+}
+
+void Convert(GgmlType type, int64_t rows, int64_t cols, const uint8_t* src, uint8_t* dst,
+             bool to_panels) {
+  MT_CHECK_MSG(HasPanelForm(type, rows), "panel form: not a 16-row K-quant matrix");
+  const uint64_t block_bytes = RowBytes(type, 256);
+  const uint64_t chunk_bytes = type == GgmlType::kQ6_K ? 208 : block_bytes;
+  const uint64_t row_bytes = RowBytes(type, static_cast<uint64_t>(cols));
+  // Stream slots convert while decoding: the scratch only grows, so that is no allocation.
+  thread_local std::vector<uint8_t> scratch;
+  if (scratch.size() < kPanelRows * row_bytes) scratch.resize(kPanelRows * row_bytes);
+  for (int64_t r = 0; r < rows; r += kPanelRows) {
+    const uint64_t at = static_cast<uint64_t>(r) * row_bytes;
+    ConvertPanel(block_bytes, chunk_bytes, row_bytes, to_panels, src + at, dst + at,
+                 scratch.data());
+  }
+}
+
+}  // namespace
+
+bool HasPanelForm(GgmlType type, int64_t rows) {
+  return (type == GgmlType::kQ4_K || type == GgmlType::kQ5_K || type == GgmlType::kQ6_K) &&
+         rows > 0 && rows % kPanelRows == 0;
+}
+
+void RowsToPanels(GgmlType type, int64_t rows, int64_t cols, const uint8_t* src, uint8_t* dst) {
+  Convert(type, rows, cols, src, dst, /*to_panels=*/true);
+}
+
+void PanelsToRows(GgmlType type, int64_t rows, int64_t cols, const uint8_t* src, uint8_t* dst) {
+  Convert(type, rows, cols, src, dst, /*to_panels=*/false);
+}
+
+}  // namespace mt
