@@ -1,6 +1,6 @@
 // libFuzzer target for the expert layout of a GGUF (model/expert_layout_gguf.h), above all
-// the metadata of an expert-major pack: moetier.expert_layout, moetier.expert_checksums and
-// the per-expert tensors that make up each record. Any bytes that the GGUF reader accepts
+// the metadata of an expert-major pack: moetier.expert_layout, moetier.expert_checksums,
+// moetier.expert_weights and the per-expert tensors that make up each record. Any bytes that the GGUF reader accepts
 // give a layout or a one-line error, never a crash; a layout's every extent and record lies
 // inside the file, and each record is hashed whole, so ASan checks the bounds it promised.
 #include <algorithm>
@@ -10,9 +10,11 @@
 #include <cstdlib>
 #include <span>
 #include <string>
+#include <vector>
 
 #include "experts/record_checksum.h"
 #include "gguf/gguf.h"
+#include "kernels/panel_layout.h"
 #include "model/expert_layout_gguf.h"
 #include "model/tensor_names.h"
 
@@ -60,6 +62,20 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
       const mt::ByteExtent r = l.record_extent(il, e);
       if (r.offset % mt::kPackAlignment != 0 || r.offset + r.length > size) Fail("record extent");
       sum += mt::RecordChecksum(l.record(il, e).mapped, r.length) == l.record(il, e).checksum;
+    }
+  }
+  // A panels pack's parts turn back into rows within their own bytes (ASan checks it).
+  if (l.weight_layout() == mt::WeightLayout::kPanels && l.n_expert() > 0) {
+    for (uint32_t il = 0; il < l.n_layer(); ++il) {
+      const mt::ExpertMatrices m =
+          l.Matrices(il, l.mapped(il, 0, mt::kGate), l.mapped(il, 0, mt::kUp),
+                     l.mapped(il, 0, mt::kDown));
+      for (const mt::WeightMatrix* w : {&m.gate, &m.up, &m.down}) {
+        if (w->layout != mt::WeightLayout::kPanels) continue;
+        std::vector<uint8_t> rows(w->data, w->data + w->row_bytes * w->rows);
+        mt::PanelsToRows(w->type, w->rows, w->cols, rows.data(), rows.data());
+        sum += rows.front();
+      }
     }
   }
   g_sink = sum;
