@@ -28,9 +28,8 @@ void AddStorageFlags(CLI::App& sub, StorageFlags* f) {
       ->default_str("next-layer");
   sub.add_option("--prefetch-depth", f->prefetch_depth,
                  "stream: layers ahead that prefetch predicts (1: the next; more pays when reads "
-                 "land early, as from a pack)")
-      ->check(CLI::Range(1, 8))
-      ->default_str("1");
+                 "land early; default 2 for an expert-major pack, else 1)")
+      ->check(CLI::Range(1, 8));
   sub.add_option("--eviction", f->eviction, "stream: eviction policy: lru, lfu, placement")
       ->default_str("lru");
   sub.add_option("--placement", f->placement,
@@ -132,9 +131,10 @@ Status ReportTierStats(const StorageFlags& f, Context& ctx, double wall_seconds,
       }
       const uint64_t would_miss = t.misses + t.prefetch_hits;
       std::fprintf(stderr,
-                   "moetier: prefetch: recall@k %.1f%%, %llu experts read ahead (%s), %.1f%% of "
-                   "would-be misses turned into hits, %s wasted\n",
-                   actual ? 100.0 * correct / actual : 0.0, (unsigned long long)t.prefetch_reads,
+                   "moetier: prefetch (depth %d): recall@k %.1f%%, %llu experts read ahead (%s), "
+                   "%.1f%% of would-be misses turned into hits, %s wasted\n",
+                   ctx.prefetch_depth(), actual ? 100.0 * correct / actual : 0.0,
+                   (unsigned long long)t.prefetch_reads,
                    HumanBytes(t.prefetch_bytes).c_str(),
                    would_miss ? 100.0 * t.prefetch_hits / would_miss : 0.0,
                    HumanBytes(t.prefetch_wasted_bytes).c_str());

@@ -22,7 +22,7 @@ struct StorageFlags {
   bool stats = false;
   std::string stats_json;
   std::string prefetch = "next-layer";
-  uint32_t prefetch_depth = 1;
+  uint32_t prefetch_depth = 0;  // 0: auto (StorageOptions)
   std::string eviction = "lru";
   std::string placement;
   double placement_share = 0.25;

@@ -660,6 +660,8 @@ const std::vector<Context::PrefetchCounters>& Context::prefetch_counters() const
   return impl_->prefetch_counters;
 }
 
+int Context::prefetch_depth() const { return impl_->prefetch_depth; }
+
 Result<std::unique_ptr<Context>> Context::Create(const Model& model,
                                                  const ContextOptions& options) {
   const uint32_t n_train = model.hparams().n_ctx_train;
@@ -706,7 +708,12 @@ Result<std::unique_ptr<Context>> Context::Create(const Model& model,
   impl.store = std::move(store.value());
   if (auto* stream = dynamic_cast<StreamStore*>(impl.store.get())) {
     if (options.storage.prefetch) {
-      impl.prefetch_depth = static_cast<int>(std::max<uint32_t>(options.storage.prefetch_depth, 1));
+      // A pack's single-request reads land early enough for a second layer of hints to pay
+      // (olmoe, 25 %: +12-14 %); on a tensor-major file they do not (-2-3 %).
+      const uint32_t depth = options.storage.prefetch_depth != 0 ? options.storage.prefetch_depth
+                             : model.expert_layout().has_records() ? 2
+                                                                   : 1;
+      impl.prefetch_depth = static_cast<int>(depth);
     }
     if (profile) {
       stream->Place(profile->RankByActivationsPerByte(ExpertBytesPerLayer(model)),

@@ -85,6 +85,8 @@ class Context {
     uint64_t actual = 0;     // (token, expert) choices of the router
   };
   const std::vector<PrefetchCounters>& prefetch_counters() const;
+  // Layers ahead that prefetch hints (StorageOptions::prefetch_depth resolved); 0: off.
+  int prefetch_depth() const;
 
  private:
   struct Impl;

@@ -338,6 +338,20 @@ TEST_F(PackTest, APackGivesBitIdenticalLogitsInEveryStorageMode) {
   }
 }
 
+TEST_F(PackTest, PrefetchLooksTwoLayersAheadOnAPackByDefault) {
+  const std::string orig = Synth("olmoe-tiny", "q4_k_m");
+  const std::string pack = Pack(orig, "depth.pack.gguf");
+  for (auto [path, depth] : {std::pair{orig, 1}, {pack, 2}}) {
+    auto m = Model::Load(path, LoadOptions{});
+    ASSERT_TRUE(m.ok()) << m.status().message();
+    for (bool prefetch : {true, false}) {
+      auto ctx = StreamContext(*m.value(), "50%", prefetch);
+      ASSERT_TRUE(ctx.ok()) << ctx.status().message();
+      EXPECT_EQ((*ctx)->prefetch_depth(), prefetch ? depth : 0) << path;
+    }
+  }
+}
+
 TEST_F(PackTest, ARowsPackGivesBitIdenticalLogitsInEveryStorageMode) {
   const std::string orig = Synth("olmoe-tiny", "q4_k_m");
   const std::string pack = Pack(orig, "rows.pack.gguf", 0, WeightLayout::kRows);

@@ -54,7 +54,7 @@ for args in "--prefetch off" "--prefetch next-layer --stats" "--prefetch-depth 3
 done
 "$MOETIER" run -m "$model" -p "The tiers must agree" -n 12 --temp 0 --moe-storage stream \
   --expert-cache 30% --stats > /dev/null 2> "$WORK/err"
-grep -q "prefetch: recall@k" "$WORK/err" && pass "--stats reports prefetch" ||
+grep -q "prefetch (depth 1): recall@k" "$WORK/err" && pass "--stats reports prefetch" ||
   fail "prefetch stats: $(cat "$WORK/err")"
 rm -f "$WORK/live.json"
 for i in 1 2; do
