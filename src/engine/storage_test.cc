@@ -322,6 +322,59 @@ std::unique_ptr<Context> FaultyContext(const Model& m, FaultPlan plan) {
   return std::move(ctx.value());
 }
 
+// Passes reads to a pread engine and counts them, and those marked untouched_dst.
+class CountingEngine final : public IoEngine {
+ public:
+  CountingEngine(std::unique_ptr<IoEngine> inner, uint64_t* reads, uint64_t* untouched)
+      : inner_(std::move(inner)), reads_(reads), untouched_(untouched) {}
+  Result<int> AddFile(const std::string& path, DirectMode direct) override {
+    return inner_->AddFile(path, direct);
+  }
+  bool is_direct(int file) const override { return inner_->is_direct(file); }
+  Status Submit(std::span<const ReadOp> ops) override {
+    for (const ReadOp& op : ops) {
+      ++*reads_;
+      *untouched_ += op.untouched_dst;
+    }
+    return inner_->Submit(ops);
+  }
+  size_t Wait(std::span<ReadCompletion> out, size_t min, int timeout_ms) override {
+    return inner_->Wait(out, min, timeout_ms);
+  }
+  size_t in_flight() const override { return inner_->in_flight(); }
+  std::string name() const override { return "counting"; }
+
+ private:
+  std::unique_ptr<IoEngine> inner_;
+  uint64_t* reads_;
+  uint64_t* untouched_;
+};
+
+TEST_F(StorageTest, OnlyASlotsFirstReadsAreMarkedUntouched) {
+  auto m = Load();
+  ContextOptions o;
+  o.n_ctx = 64;
+  o.storage = Stream("10%");
+  uint64_t reads = 0, untouched = 0;
+  o.storage.make_io = [&]() -> Result<std::unique_ptr<IoEngine>> {
+    Result<std::unique_ptr<IoEngine>> inner = CreatePreadEngine(2);
+    if (!inner.ok()) return inner.status();
+    return std::unique_ptr<IoEngine>(
+        std::make_unique<CountingEngine>(std::move(inner.value()), &reads, &untouched));
+  };
+  auto ctx = Context::Create(*m, o);
+  ASSERT_TRUE(ctx.ok()) << ctx.status().message();
+  std::vector<float> logits;
+  ASSERT_TRUE((*ctx)->Eval(kTokens, LogitsFor::kLast, &logits).ok());
+  const auto* stream = dynamic_cast<const StreamStore*>(&(*ctx)->expert_store());
+  ASSERT_NE(stream, nullptr);
+  // The cache is small enough to be reused: every slot was filled once (its three reads
+  // marked), and the reads into reused slots were not.
+  EXPECT_GT(stream->stats().total.evictions, 0u);
+  EXPECT_EQ(untouched, 3u * stream->n_slots());
+  EXPECT_GT(reads, untouched);
+}
+
 TEST_F(StorageTest, FailedReadsFailClosedAndTheContextRecovers) {
   auto m = Load();
   StorageOptions resident;

@@ -108,7 +108,7 @@ class StreamStore final : public ExpertStore {
   // A free slot, or an evicted one; -1 if every slot is pinned or loading.
   int32_t TakeSlot(bool for_prefetch);
   void DropSlot(int32_t s);
-  // Submits the reads of (layer, expert) into slot s.
+  // Queues the reads of (layer, expert) into slot s.
   void StartLoad(int32_t s, uint32_t layer, uint32_t expert);
   void SubmitQueued();
   // Waits for at least one completion (if `block`) and processes what arrived.
@@ -137,6 +137,7 @@ class StreamStore final : public ExpertStore {
   uint64_t slot_bytes_ = 0;
   AlignedBuffer pool_;         // (n_slots * slot_bytes) lazily touched
   std::vector<Slot> slots_;    // (n_slots)
+  std::vector<uint8_t> filled_;  // (n_slots) 1 once a read was submitted into the slot
   std::vector<int32_t> slot_of_;  // (n_layer * n_expert) slot index or -1
   std::vector<int32_t> free_;     // empty slots
   int32_t prefetch_slots_ = 0;    // slots held by prefetches not yet demanded

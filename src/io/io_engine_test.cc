@@ -79,6 +79,7 @@ class IoEngineTest : public ::testing::TestWithParam<std::string> {
       r.op.file = file;
       r.op.dst = r.buf.get();
       r.op.tag = 1000 + static_cast<uint64_t>(i);
+      r.op.untouched_dst = i % 2 == 0;  // a hint (io_uring: IOSQE_ASYNC): the same bytes
       reads.push_back(std::move(r));
     }
     for (int i = 0; i < n_reads; i += batch) {

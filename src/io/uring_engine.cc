@@ -179,6 +179,7 @@ class UringEngine final : public IoEngine {
       const ReadOp& op = slots_[slot].op;
       int fd = files_.Get(op.file)->fd;
       io_uring_prep_read(sqe, fd, op.dst, static_cast<unsigned>(op.length), op.offset);
+      if (op.untouched_dst) io_uring_sqe_set_flags(sqe, IOSQE_ASYNC);
       io_uring_sqe_set_data64(sqe, slot);
       added = true;
     }
