@@ -36,10 +36,8 @@ class StorageTest : public ::testing::Test {
 
   static std::vector<float> Logits(const Model& m, StorageOptions s, int threads = 2,
                                    Status* status = nullptr) {
-    ContextOptions o;
-    o.n_ctx = 64;
+    ContextOptions o = Options(std::move(s));
     o.n_threads = threads;
-    o.storage = std::move(s);
     auto ctx = Context::Create(m, o);
     EXPECT_TRUE(ctx.ok()) << ctx.status().message();
     std::vector<float> logits;
@@ -47,6 +45,14 @@ class StorageTest : public ::testing::Test {
     if (status) *status = st;
     else EXPECT_TRUE(st.ok()) << st.message();
     return logits;
+  }
+
+  // The context options of these tests: 64 positions, experts as `storage` says.
+  static ContextOptions Options(StorageOptions storage) {
+    ContextOptions o;
+    o.n_ctx = 64;
+    o.storage = std::move(storage);
+    return o;
   }
 
   static StorageOptions Stream(const std::string& cache, IoBackend io = IoBackend::kAuto) {
@@ -90,10 +96,8 @@ TEST_F(StorageTest, DecodingTokenByTokenGivesTheSameBits) {
   // which must not change a bit either.
   auto m = Load();
   auto decode = [&](StorageOptions s) {
-    ContextOptions o;
-    o.n_ctx = 64;
+    ContextOptions o = Options(std::move(s));
     o.n_threads = 2;
-    o.storage = std::move(s);
     auto ctx = Context::Create(*m, o);
     EXPECT_TRUE(ctx.ok()) << ctx.status().message();
     std::vector<float> all, logits;
@@ -123,9 +127,7 @@ TEST_F(StorageTest, TooSmallACacheIsRefused) {
 
 TEST_F(StorageTest, StreamCountsHitsMissesAndBytes) {
   auto m = Load();
-  ContextOptions o;
-  o.n_ctx = 64;
-  o.storage = Stream("100%");
+  ContextOptions o = Options(Stream("100%"));
   o.storage.prefetch = false;  // every read is a demand miss (prefetch: the next test)
   auto ctx = Context::Create(*m, o);
   ASSERT_TRUE(ctx.ok());
@@ -160,9 +162,7 @@ TEST_F(StorageTest, PrefetchIsAdvisoryAndAccounted) {
   for (uint32_t depth : {1u, 2u})
   for (const char* cache : {"100%", "30%", "8%"}) {
     SCOPED_TRACE(testing::Message() << "depth " << depth);
-    ContextOptions o;
-    o.n_ctx = 64;
-    o.storage = Stream(cache);
+    ContextOptions o = Options(Stream(cache));
     ASSERT_TRUE(o.storage.prefetch);  // the default in stream mode
     o.storage.prefetch_depth = depth;
     auto ctx = Context::Create(*m, o);
@@ -202,10 +202,8 @@ TEST_F(StorageTest, PrefetchIsAdvisoryAndAccounted) {
   // depth 1 does, and those that only the prediction from two layers back names.
   uint64_t prefetches[3] = {};
   for (uint32_t depth : {1u, 2u}) {
-    ContextOptions o;
-    o.n_ctx = 64;
+    ContextOptions o = Options(Stream("100%"));
     o.n_batch = 1;
-    o.storage = Stream("100%");
     o.storage.prefetch_depth = depth;
     auto ctx = Context::Create(*m, o);
     ASSERT_TRUE(ctx.ok()) << ctx.status().message();
@@ -246,9 +244,7 @@ TEST_F(StorageTest, EvictionPoliciesAndPlacementGiveTheSameBits) {
   }
   // Placement pins experts (in the background) and never evicts them; at 8 % it leaves
   // room for a layer's demand.
-  ContextOptions o;
-  o.n_ctx = 64;
-  o.storage = Stream("30%");
+  ContextOptions o = Options(Stream("30%"));
   o.storage.placement_file = profile;
   auto ctx = Context::Create(*m, o);
   ASSERT_TRUE(ctx.ok()) << ctx.status().message();
@@ -352,9 +348,7 @@ class CountingEngine final : public IoEngine {
 
 TEST_F(StorageTest, OnlyASlotsFirstReadsAreMarkedUntouched) {
   auto m = Load();
-  ContextOptions o;
-  o.n_ctx = 64;
-  o.storage = Stream("10%");
+  ContextOptions o = Options(Stream("10%"));
   uint64_t reads = 0, untouched = 0;
   o.storage.make_io = [&]() -> Result<std::unique_ptr<IoEngine>> {
     Result<std::unique_ptr<IoEngine>> inner = CreatePreadEngine(2);

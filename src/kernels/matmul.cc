@@ -288,7 +288,7 @@ void MatMul(const WeightMatrix& w, const Activations& a, float* y, int64_t y_str
 }
 
 bool PanelsPreferred(GgmlType type, int64_t rows) {
-  return PanelsReadable(ActiveIsa(), type) && rows > 0 && rows % 16 == 0;
+  return PanelsReadable(ActiveIsa(), type) && HasPanelForm(type, rows);
 }
 
 WeightLayout CopyForKernels(const WeightMatrix& w, uint8_t* dst) {
