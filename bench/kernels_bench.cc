@@ -9,6 +9,9 @@
 //       2 threads (mt::ThreadPool), per second of wall time.
 //   gemv_hot/...                           the same on one copy (cache-resident): the
 //       kernel's compute roof.
+//   gemm4_dram/...                         4 tokens with the weights streaming from DRAM as
+//       in gemv (an expert's share of 32 decoded sequences); GB/s as gemv. Near gemv's GB/s:
+//       the products hide under the memory reads; near gemm4's time: they do not.
 //   gemm<n>/<isa>/<type>/<rows>x<cols>     n tokens (4: an expert's share of 32 decoded
 //       sequences; 16: a typical expert batch in prefill; 128). Counter GOP/s = 2 * rows * cols * n / s (one multiply-add = 2 ops).
 //   quantize/<isa>/<fmt>/<cols>            activation quantization, GB/s of float input.
@@ -94,17 +97,17 @@ std::vector<uint8_t> InLayout(GgmlType type, int64_t rows, int64_t cols, WeightL
 }
 
 void Gemv(benchmark::State& state, Isa isa, GgmlType type, int64_t rows, int64_t cols, int threads,
-          bool hot, WeightLayout layout) {
+          bool hot, WeightLayout layout, int64_t n_tok) {
   const std::vector<uint8_t> m = InLayout(type, rows, cols, layout);
   const uint64_t bytes = m.size();
   const int64_t copies = hot ? 1 : std::max<int64_t>(2, (kWorkingSet + bytes - 1) / bytes);
   AlignedBytes ws(copies * bytes);
   for (int64_t i = 0; i < copies; ++i) std::memcpy(ws.p + i * bytes, m.data(), bytes);
-  const std::vector<float> x = Input(1, cols);
+  const std::vector<float> x = Input(n_tok, cols);
   Activations a;
-  a.Prepare(ActFormatFor(type), 1, cols);
-  a.QuantizeTokens(isa, x.data(), cols, 0, 1);
-  std::vector<float> y(rows);
+  a.Prepare(ActFormatFor(type), n_tok, cols);
+  a.QuantizeTokens(isa, x.data(), cols, 0, n_tok);
+  std::vector<float> y(rows * n_tok);
   ThreadPool pool(threads);
   WeightMatrix w{type, nullptr, rows, cols, RowBytes(type, cols), layout};
   int64_t i = 0;
@@ -260,14 +263,17 @@ void RegisterAll() {
                 ->Unit(benchmark::kMicrosecond);
           }
           benchmark::RegisterBenchmark(("gemv/" + name).c_str(), Gemv, isa, type, rows, cols, 1,
-                                       false, layout)
+                                       false, layout, 1)
               ->Unit(benchmark::kMicrosecond);
           benchmark::RegisterBenchmark(("gemv/" + name + "/t2").c_str(), Gemv, isa, type, rows,
-                                       cols, 2, false, layout)
+                                       cols, 2, false, layout, 1)
               ->Unit(benchmark::kMicrosecond)
               ->UseRealTime();
           benchmark::RegisterBenchmark(("gemv_hot/" + name).c_str(), Gemv, isa, type, rows, cols,
-                                       1, true, layout)
+                                       1, true, layout, 1)
+              ->Unit(benchmark::kMicrosecond);
+          benchmark::RegisterBenchmark(("gemm4_dram/" + name).c_str(), Gemv, isa, type, rows,
+                                       cols, 1, false, layout, 4)
               ->Unit(benchmark::kMicrosecond);
           for (int64_t n : {4, 8, 16, 128}) {
             benchmark::RegisterBenchmark(("gemm" + std::to_string(n) + "/" + name).c_str(), Gemm,

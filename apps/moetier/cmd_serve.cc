@@ -69,6 +69,7 @@ int Serve(const ServeFlags& f) {
   copt.n_threads = f.n_threads;
   copt.pin_threads = f.pin_threads;
   copt.kv_type = f.kv_type == "f32" ? KvType::kF32 : KvType::kF16;
+  copt.populate_kv = true;  // the slots fill it over time: fault it in now, not in requests
   if (Status s = ResolveStorageFlags(f.storage, &copt); !s.ok()) return ReportError(s);
   Result<std::unique_ptr<Context>> ctx = Context::Create(m, copt);
   if (!ctx.ok()) return ReportError(ctx.status().WithContext(f.model));

@@ -40,6 +40,20 @@ Result<AlignedBuffer> AlignedBuffer::Allocate(size_t bytes) {
   return b;
 }
 
+Status AlignedBuffer::Populate() {
+  if (size_ == 0) return Status::Ok();
+#ifdef MADV_POPULATE_WRITE
+  if (::madvise(data_, size_, MADV_POPULATE_WRITE) == 0) return Status::Ok();
+  if (errno != EINVAL) {  // EINVAL: a kernel older than 5.14; touch the pages instead
+    return Status(StatusCode::kResourceExhausted,
+                  fmt::format("cannot populate {} bytes: {}", size_, std::strerror(errno)));
+  }
+#endif
+  volatile uint8_t* p = data_;
+  for (size_t i = 0; i < size_; i += 4096) p[i] = p[i];
+  return Status::Ok();
+}
+
 AlignedBuffer& AlignedBuffer::operator=(AlignedBuffer&& o) noexcept {
   if (this != &o) {
     if (data_) ::munmap(data_, size_);

@@ -22,6 +22,12 @@ class AlignedBuffer {
   AlignedBuffer& operator=(const AlignedBuffer&) = delete;
   ~AlignedBuffer();
 
+  // Makes every page resident and writable now, keeping the contents: the page faults are
+  // paid here instead of at first use (a buffer that will be filled anyway, e.g. a
+  // server's KV cache), and the memory is really there before work starts. Errors name the
+  // size (ENOMEM: the memory is not available).
+  Status Populate();
+
   uint8_t* data() { return data_; }
   const uint8_t* data() const { return data_; }
   size_t size() const { return size_; }

@@ -126,6 +126,7 @@ struct Context::Impl {
   const uint32_t n_seq;
   const uint32_t n_batch;
   const KvType kv_type;
+  const bool populate_kv;
   ThreadPool pool;
   StoragePlan plan;
   std::unique_ptr<ExpertStore> store;
@@ -182,6 +183,7 @@ Context::Impl::Impl(const Model& m, uint32_t n_ctx_, const ContextOptions& o)
       n_seq(std::max(o.n_seq_max, 1u)),
       n_batch(std::max(o.n_batch, 1u)),
       kv_type(o.kv_type),
+      populate_kv(o.populate_kv),
       pool(o.n_threads, o.pin_threads) {}
 
 uint64_t Context::Impl::kv_bytes() const {
@@ -258,6 +260,11 @@ Status Context::Impl::Allocate() {
     if (!vb.ok()) return vb.status().WithContext("KV cache");
     k_cache.push_back(std::move(kb.value()));
     v_cache.push_back(std::move(vb.value()));
+  }
+  if (populate_kv) {
+    for (std::vector<AlignedBuffer>* cache : {&k_cache, &v_cache}) {
+      for (AlignedBuffer& b : *cache) MT_RETURN_IF_ERROR(b.Populate().WithContext("KV cache"));
+    }
   }
   return Status::Ok();
 }

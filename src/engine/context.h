@@ -24,6 +24,10 @@ struct ContextOptions {
   bool pin_threads = false;  // thread i on the i-th allowed CPU (ThreadPool)
   KvType kv_type = KvType::kF16;
   uint32_t n_seq_max = 1;  // sequences with their own KV cache (n_ctx positions each)
+  // Make the whole KV cache resident at Create instead of page by page as positions fill
+  // (AlignedBuffer::Populate). For a server, whose slots fill all of it over time: the page
+  // faults move out of the requests, and memory that is not there fails at start.
+  bool populate_kv = false;
   StorageOptions storage;  // where the routed experts come from
   // Routing statistics to start from (e.g. a restarted server's, --routing-stats); empty:
   // start from zero.

@@ -4,6 +4,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cstdio>
 #include <filesystem>
 
 #include "engine/context.h"
@@ -162,6 +163,42 @@ TEST_F(EngineTest, EvalRejectsBadTokensAndAFullContext) {
   EXPECT_TRUE((*ctx)->Eval(three, LogitsFor::kLast, &logits).ok());
   EXPECT_EQ((*ctx)->Eval(three, LogitsFor::kLast, &logits).code(), StatusCode::kResourceExhausted);
   EXPECT_FALSE((*ctx)->Eval({}, LogitsFor::kLast, &logits).ok());
+}
+
+// Resident memory of this process (/proc/self/statm), bytes.
+uint64_t ResidentBytes() {
+  FILE* f = std::fopen("/proc/self/statm", "r");
+  unsigned long long size = 0, resident = 0;
+  if (f != nullptr) {
+    EXPECT_EQ(std::fscanf(f, "%llu %llu", &size, &resident), 2);
+    std::fclose(f);
+  }
+  return resident * static_cast<uint64_t>(::sysconf(_SC_PAGESIZE));
+}
+
+TEST_F(EngineTest, PopulateKvMakesTheKvCacheResidentAtCreate) {
+  auto m = Model::Load(Synth("olmoe-tiny", "q8_0"), LoadOptions{});
+  ASSERT_TRUE(m.ok());
+  ContextOptions o;
+  o.n_ctx = 4096;
+  o.n_seq_max = 8;
+  o.n_threads = 1;
+  for (bool populate : {false, true}) {
+    o.populate_kv = populate;
+    const uint64_t before = ResidentBytes();
+    auto ctx = Context::Create(*m.value(), o);
+    ASSERT_TRUE(ctx.ok());
+    const uint64_t kv = (*ctx)->storage_plan().kv_cache, grew = ResidentBytes() - before;
+    ASSERT_GE(kv, uint64_t{64} << 20);  // large against the rest of what Create allocates
+    if (populate) {
+      EXPECT_GE(grew, kv) << "populate_kv";
+    } else {
+      EXPECT_LT(grew, kv / 2) << "lazy KV";
+    }
+    // Same logits either way.
+    std::vector<float> logits;
+    EXPECT_TRUE((*ctx)->Eval(kTokens, LogitsFor::kLast, &logits).ok());
+  }
 }
 
 // Writes a GGUF with the given metadata and no tensors.
