@@ -30,8 +30,8 @@ void AddStorageFlags(CLI::App& sub, StorageFlags* f) {
                  "stream: layers ahead that prefetch predicts (1: the next; more pays when reads "
                  "land early; default 2 for an expert-major pack, else 1)")
       ->check(CLI::Range(1, 8));
-  sub.add_option("--eviction", f->eviction, "stream: eviction policy: lru, lfu, placement")
-      ->default_str("lru");
+  sub.add_option("--eviction", f->eviction, "stream: eviction policy: lfu, lru, placement")
+      ->default_str("lfu");
   sub.add_option("--placement", f->placement,
                  "stream: pin the hottest experts of a routing profile (moetier profile)");
   sub.add_option("--placement-share", f->placement_share,

@@ -23,7 +23,7 @@ struct StorageFlags {
   std::string stats_json;
   std::string prefetch = "next-layer";
   uint32_t prefetch_depth = 0;  // 0: auto (StorageOptions)
-  std::string eviction = "lru";
+  std::string eviction = "lfu";
   std::string placement;
   double placement_share = 0.25;
   std::string routing_stats;

@@ -38,7 +38,7 @@ struct StreamOptions {
   uint32_t min_slots = 1;      // the experts one layer needs (top-k); fewer is refused
   DirectMode direct = DirectMode::kAuto;
   double prefetch_share = 0.25;  // most of the slots prefetch may hold
-  std::string policy = "lru";    // eviction: lru, lfu, placement
+  std::string policy = "lfu";    // eviction: lfu, lru, placement
   std::vector<float> score;      // (n_layer * n_expert) profile score, for "placement"
 };
 
