@@ -26,7 +26,8 @@ struct ContextOptions {
   uint32_t n_seq_max = 1;  // sequences with their own KV cache (n_ctx positions each)
   // Make the whole KV cache resident at Create instead of page by page as positions fill
   // (AlignedBuffer::Populate). For a server, whose slots fill all of it over time: the page
-  // faults move out of the requests, and memory that is not there fails at start.
+  // faults move out of the requests, and a KV cache the memory cannot hold shows at
+  // start-up rather than in the middle of serving.
   bool populate_kv = false;
   StorageOptions storage;  // where the routed experts come from
   // Routing statistics to start from (e.g. a restarted server's, --routing-stats); empty:
