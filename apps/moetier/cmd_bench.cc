@@ -88,9 +88,10 @@ int Run(const BenchFlags& f) {
     samples.push_back(s.value());
   }
   if (f.n_gen > 0) {
-    for (int n_seq : seqs) {
-      // The tier statistics and the bytes read cover the measured repetitions of the
-      // single-sequence decode test (not its cold warm-up), as its tok/s does.
+    for (size_t i = 0; i < seqs.size(); ++i) {
+      const int n_seq = seqs[i];
+      // The tier statistics and the bytes read cover the measured repetitions of the first
+      // decode test in --seqs (not its cold warm-up), as its tok/s does.
       uint64_t read0 = 0;
       auto t0 = std::chrono::steady_clock::now();
       auto restart_counters = [&] {
@@ -102,11 +103,11 @@ int Run(const BenchFlags& f) {
       if (!s.ok()) return ReportError(s.status());
       samples.push_back(s.value());
       samples.back().storage_read_bytes = ProcessStorageReadBytes() - read0;
-      if (n_seq == 1) {
+      if (i == 0) {
         const double secs =
             std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-        if (Status st = ReportTierStats(f.storage, **ctx, secs, uint64_t(f.n_gen) * f.reps);
-            !st.ok()) {
+        const uint64_t tokens = uint64_t(f.n_gen) * f.reps * n_seq;
+        if (Status st = ReportTierStats(f.storage, **ctx, secs, tokens); !st.ok()) {
           return ReportError(st);
         }
       }

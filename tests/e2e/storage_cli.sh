@@ -32,6 +32,18 @@ done
 grep -q "experts (stream):.*hits" "$WORK/err" && grep -q "layer  0:" "$WORK/err" &&
   pass "--stats prints totals and layers" || fail "--stats: $(cat "$WORK/err")"
 
+# bench reports the statistics of its first decode test, batched or not: 2 tokens x 3
+# sequences -> 6 tokens decoded.
+"$MOETIER" bench -m "$model" -p 0 -n 2 -r 1 --seqs 3 --moe-storage stream --expert-cache 30% \
+  --stats > /dev/null 2> "$WORK/err"
+/usr/bin/python3 - "$WORK/err" <<'PY' && pass "bench --seqs 3 --stats" || fail "bench --seqs 3 --stats: $(cat "$WORK/err")"
+import re, sys
+err = open(sys.argv[1]).read()
+requests = int(re.search(r"experts \(stream\): (\d+) requests", err).group(1))
+per_token = float(re.search(r"per token: .* read, ([0-9.]+) expert requests", err).group(1))
+assert requests > 0 and abs(per_token - requests / 6) < 0.05, (requests, per_token)
+PY
+
 # Prefetch, eviction policies and placement change where bytes come from, never the text.
 printf 'The tiers must agree\nRouting statistics of a second prompt\n' > "$WORK/prompts.txt"
 "$MOETIER" profile -m "$model" -f "$WORK/prompts.txt" -n 4 -o "$WORK/profile.json" > "$WORK/out" 2> "$WORK/err" &&
