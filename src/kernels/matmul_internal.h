@@ -41,11 +41,11 @@ struct alignas(64) ActBlockQ8K {
   float bd[16];      // d * bsum[j]: the block sums pre-scaled (K-quant minimum term)
   int16_t bsum[16];  // sum of qs[16j .. 16j + 15]
   float d;           // scale: x ~ qs * d
-  // float(bsum[2j] + bsum[2j + 1]), the sums per 32 (exact): derived from bsum by the
+  // bsum[2j] + bsum[2j + 1], the sums per 32 (|.| <= 4064): derived from bsum by the
   // dispatcher (so every variant writes the same bytes) for the AVX-512 panel kernels, which
-  // broadcast it straight from memory into their FMAs.
-  float bsum32[8];
-  uint8_t pad[60];  // zero (written by the dispatcher, so that rows are deterministic)
+  // broadcast them in pairs into vpdpwssd (Q4_K/Q5_K's minimum term).
+  int16_t bsum32[8];
+  uint8_t pad[76];  // zero (written by the dispatcher, so that rows are deterministic)
 };
 static_assert(sizeof(ActBlockQ8K) == 448);
 

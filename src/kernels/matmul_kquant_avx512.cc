@@ -24,7 +24,9 @@
 //     Q4_K/Q5_K, for j = 0..7 (sub-blocks of 32):
 //       S_j = sum of q * a over sub-block j                 (exact int32)
 //       g = fma(float(S_j), d * sc[j], g)                   (d * sc[j] is exact in float)
-//       g = fnmadd(dmin * m[j], float(bsum[2j] + bsum[2j+1]), g)
+//     Q4_K/Q5_K, then the minimum term of all 8 at once:
+//       M = sum_j m[j] * (bsum[2j] + bsum[2j+1])            (exact int32, by vpdpwssd)
+//       g = fnmadd(dmin, float(M), g)                       (|M| < 2^21: exact in float)
 //     Q6_K, for j = 0..15 (sub-blocks of 16):
 //       S_j = sum of q * a over j - 32 * bsum[j]           (exact int32; q = code 0..63)
 //       g = fma(float(S_j), d * sc[j], g)
@@ -142,7 +144,7 @@ struct PackedSource {
 // for each of its code vectors (lane i: the codes of row i for elements G .. G + 3 of the
 // super-block, one byte each, G = kSub * j + 4 g; sub-blocks j of kSub elements) and
 // done(j, scales) once all of sub-block j's are out, for j = 0, 1, ... in order; it returns
-// the scales, from which Scale(j) and Mins(j) (K4 only) are made. kChunkBytes: the bytes of
+// the scales, from which Scale(j) and (K4 only) MinPairs are made. kChunkBytes: the bytes of
 // a block that are read as 16-byte chunks. kFusedMaxToks: the most tokens the fused schedule
 // takes (its live sums grow with the sub-blocks a format has open at once).
 
@@ -167,7 +169,26 @@ struct K4 {
     // 8-11 with the top two bits of bytes 0-3 above; m[4..7] = high nibbles of 8-11 with the
     // top two bits of bytes 4-7. Both exact in float.
     __m512 Scale(int j) const { return _mm512_mul_ps(d, _mm512_cvtepi32_ps(Six(u0, j, 0))); }
-    __m512 Mins(int j) const { return _mm512_mul_ps(dmin, _mm512_cvtepi32_ps(Six(u1, j, 4))); }
+    // The mins as int16 pairs for vpdpwssd: out[i] lane r = m[2i] | m[2i + 1] << 16 of row r.
+    void MinPairs(__m512i out[4]) const {
+      const __m512i lo = _mm512_and_si512(u1, _mm512_set1_epi32(0x3F3F3F3F));  // m[0..3]
+      const __m512i hi = _mm512_or_si512(                                       // m[4..7]
+          _mm512_and_si512(_mm512_srli_epi32(u2, 4), _mm512_set1_epi32(0x0F0F0F0F)),
+          _mm512_and_si512(_mm512_srli_epi32(u1, 2), _mm512_set1_epi32(0x30303030)));
+      // Bytes 0, 1 (or 2, 3) of each dword to its two 16-bit halves (0x80: a zero byte).
+      const __m512i idx01 = _mm512_set4_epi32(static_cast<int32_t>(0x800D800Cu),
+                                              static_cast<int32_t>(0x80098008u),
+                                              static_cast<int32_t>(0x80058004u),
+                                              static_cast<int32_t>(0x80018000u));
+      const __m512i idx23 = _mm512_set4_epi32(static_cast<int32_t>(0x800F800Eu),
+                                              static_cast<int32_t>(0x800B800Au),
+                                              static_cast<int32_t>(0x80078006u),
+                                              static_cast<int32_t>(0x80038002u));
+      out[0] = _mm512_shuffle_epi8(lo, idx01);
+      out[1] = _mm512_shuffle_epi8(lo, idx23);
+      out[2] = _mm512_shuffle_epi8(hi, idx01);
+      out[3] = _mm512_shuffle_epi8(hi, idx23);
+    }
     __m512i Six(__m512i lowbits, int j, int nib) const {
       const __m512i m6 = _mm512_set1_epi32(63), m4 = _mm512_set1_epi32(15), m2 = _mm512_set1_epi32(3);
       if (j < 4) return _mm512_and_si512(_mm512_srli_epi32(lowbits, 8 * j), m6);
@@ -294,10 +315,29 @@ template <class F>
 // g's steps for sub-block j (the sequence in the header).
 template <class F>
 [[gnu::always_inline]] inline __m512 FoldSub(const typename F::Scales& sc, int j, __m512i sum,
-                                             const ActBlockQ8K* a, __m512 g) {
-  g = _mm512_fmadd_ps(_mm512_cvtepi32_ps(sum), sc.Scale(j), g);
-  if constexpr (F::kSub == 32) g = _mm512_fnmadd_ps(sc.Mins(j), _mm512_set1_ps(a->bsum32[j]), g);
-  return g;
+                                             __m512 g) {
+  return _mm512_fmadd_ps(_mm512_cvtepi32_ps(sum), sc.Scale(j), g);
+}
+
+// g's last step for a super-block: the minimum term of Q4_K/Q5_K (the header), T tokens.
+template <class F, int T>
+[[gnu::always_inline]] inline void FoldMins(const typename F::Scales& sc,
+                                            const ActBlockQ8K* const* at, __m512* g) {
+  if constexpr (F::kSub == 32) {
+    __m512i mp[4];
+    sc.MinPairs(mp);
+#pragma unroll
+    for (int t = 0; t < T; ++t) {
+      __m512i m = _mm512_setzero_si512();
+#pragma unroll
+      for (int i = 0; i < 4; ++i) {
+        int32_t pair;
+        std::memcpy(&pair, at[t]->bsum32 + 2 * i, 4);
+        m = _mm512_dpwssd_epi32(m, mp[i], _mm512_set1_epi32(pair));
+      }
+      g[t] = _mm512_fnmadd_ps(sc.dmin, _mm512_cvtepi32_ps(m), g[t]);
+    }
+  }
 }
 
 // ---- Fused schedule (few tokens) ----------------------------------------------------------
@@ -318,7 +358,7 @@ template <class F, class Src, int T>
     __m512i sum[F::kNumSub][T];  // S_j, open from its first group until done(j)
     __m512 g[T];
     for (int t = 0; t < T; ++t) g[t] = _mm512_setzero_ps();
-    F::Read(
+    const typename F::Scales sc = F::Read(
         src, s,
         [&](int j, int gi, __m512i codes) {
 #pragma unroll
@@ -329,8 +369,9 @@ template <class F, class Src, int T>
         },
         [&](int j, const typename F::Scales& sc) {
 #pragma unroll
-          for (int t = 0; t < T; ++t) g[t] = FoldSub<F>(sc, j, sum[j][t], at[t], g[t]);
+          for (int t = 0; t < T; ++t) g[t] = FoldSub<F>(sc, j, sum[j][t], g[t]);
         });
+    FoldMins<F, T>(sc, at, g);
     for (int t = 0; t < T; ++t) f[t] = _mm512_fmadd_ps(g[t], _mm512_set1_ps(at[t]->d), f[t]);
     if (next != nullptr) PrefetchPart(*next, s, n_sb);
   }
@@ -378,9 +419,10 @@ template <class F, int T>
     }
     for (int t = 0; t < T; ++t) {
       for (int c = 1; c < kChains; ++c) acc[0][t] = _mm512_add_epi32(acc[0][t], acc[c][t]);
-      g[t] = FoldSub<F>(u.sc, j, acc[0][t], at[t], g[t]);
+      g[t] = FoldSub<F>(u.sc, j, acc[0][t], g[t]);
     }
   }
+  FoldMins<F, T>(u.sc, at, g);
   for (int t = 0; t < T; ++t) {
     f[t] = _mm512_fmadd_ps(g[t], _mm512_set1_ps(at[t]->d), f[t]);
     _mm512_mask_storeu_ps(y + t * y_stride, mask, f[t]);  // y holds f between super-blocks
