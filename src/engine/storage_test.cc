@@ -6,6 +6,7 @@
 
 #include <filesystem>
 #include <fstream>
+#include <numeric>
 
 #include "engine/context.h"
 #include "engine/model.h"
@@ -213,6 +214,62 @@ TEST_F(StorageTest, PrefetchIsAdvisoryAndAccounted) {
     prefetches[depth] = (*ctx)->expert_store().stats().total.prefetch_reads;
   }
   EXPECT_GT(prefetches[2], prefetches[1]);
+}
+
+// A prefetch that has landed waits for its layer: the demand of the layers before it does
+// not evict it, although it is the newest and least used expert in the cache.
+TEST_F(StorageTest, ALandedPrefetchIsKeptUntilItsLayerRuns) {
+  auto m = Load();
+  const ExpertLayout& layout = m->expert_layout();
+  const uint32_t K = m->hparams().n_expert_used;
+  ASSERT_GE(m->hparams().n_expert, 2 * K);
+  StreamOptions probe_options;
+  probe_options.cache_fraction = 1.0;
+  auto probe = StreamStore::Create(layout, CreatePreadEngine(2).value(), probe_options);
+  ASSERT_TRUE(probe.ok()) << probe.status().message();
+  // Every read but the prefetch's (layer 1, expert 0) lands 100 ms late, so the prefetch
+  // has landed before the demand of layer 0 is served.
+  std::vector<uint64_t> prefetch_offsets;
+  for (int p = 0; p < kNumExpertParts; ++p) {
+    const ByteExtent e = layout.extent(1, 0, static_cast<ExpertPart>(p));
+    prefetch_offsets.push_back(e.offset / kDirectIoAlignment * kDirectIoAlignment);
+  }
+  FaultPlan plan;
+  FaultRule late;
+  late.kind = FaultKind::kDelay;
+  late.delay_ms = 100;
+  late.match = [prefetch_offsets](const ReadOp& op) {
+    return std::find(prefetch_offsets.begin(), prefetch_offsets.end(), op.offset) ==
+           prefetch_offsets.end();
+  };
+  plan.rules.push_back(late);
+  StreamOptions o;
+  o.cache_bytes = (K + 1) * (*probe)->slot_bytes();  // one layer's experts and the prefetch
+  o.min_slots = K;
+  auto io = std::make_unique<FaultInjectingEngine>(CreatePreadEngine(2).value(), plan);
+  auto store = StreamStore::Create(layout, std::move(io), o);
+  ASSERT_TRUE(store.ok()) << store.status().message();
+  StreamStore& st = **store;
+  ASSERT_EQ(st.n_slots(), K + 1);
+  auto run_layer = [&](uint32_t layer, int32_t first) {
+    std::vector<int32_t> experts(K);
+    std::iota(experts.begin(), experts.end(), first);
+    st.BeginLayer(layer, experts);
+    if (layer == 0 && first == 0) st.Hint(1, std::vector<int32_t>{0});
+    for (;;) {
+      Result<std::optional<ReadyExpert>> r = st.NextReady(true);
+      ASSERT_TRUE(r.ok()) << r.status().message();
+      if (!r.value()) break;
+    }
+  };
+  run_layer(0, 0);
+  run_layer(0, static_cast<int32_t>(K));  // needs every slot but the prefetch's
+  EXPECT_EQ(st.stats().layers[0].evictions, K);  // the first K made room, not the prefetch
+  EXPECT_EQ(st.stats().layers[1].evictions, 0u);
+  const std::vector<int32_t> prefetched = {0};
+  st.BeginLayer(1, prefetched);
+  EXPECT_EQ(st.stats().layers[1].hits, 1u);
+  EXPECT_EQ(st.stats().layers[1].prefetch_hits, 1u);
 }
 
 TEST_F(StorageTest, EvictionPoliciesAndPlacementGiveTheSameBits) {

@@ -37,11 +37,17 @@ class LruPolicy final : public EvictionPolicy {
   int32_t head_ = kNone, tail_ = kNone;
 };
 
-// Scans the evictable slots (kept in LRU order) for the lowest value of `rank`.
+// Scans the evictable slots for the lowest value of `rank`; among equals, the one that
+// became evictable longest ago (kLeastRecent) or the one loaded last (kNewestLoad).
 class RankedPolicy : public EvictionPolicy {
  public:
-  explicit RankedPolicy(int32_t n_slots) : key_(n_slots, 0), order_(n_slots) {}
-  void Assign(int32_t slot, uint32_t key) override { key_[slot] = key; }
+  enum class Ties { kLeastRecent, kNewestLoad };
+  RankedPolicy(int32_t n_slots, Ties ties)
+      : ties_(ties), key_(n_slots, 0), order_(n_slots), loaded_(n_slots) {}
+  void Assign(int32_t slot, uint32_t key) override {
+    key_[slot] = key;
+    loaded_[slot] = ++clock_;
+  }
   void Insert(int32_t s) override {
     order_[s] = ++clock_;
     if (std::find(evictable_.begin(), evictable_.end(), s) == evictable_.end()) {
@@ -59,7 +65,7 @@ class RankedPolicy : public EvictionPolicy {
     int32_t best = -1;
     for (int32_t s : evictable_) {
       if (best < 0 || Rank(key_[s]) < Rank(key_[best]) ||
-          (Rank(key_[s]) == Rank(key_[best]) && order_[s] < order_[best])) {
+          (Rank(key_[s]) == Rank(key_[best]) && Before(s, best))) {
         best = s;
       }
     }
@@ -70,8 +76,15 @@ class RankedPolicy : public EvictionPolicy {
   virtual double Rank(uint32_t key) const = 0;
 
  private:
+  // Whether s goes before t among equal ranks.
+  bool Before(int32_t s, int32_t t) const {
+    return ties_ == Ties::kNewestLoad ? loaded_[s] > loaded_[t] : order_[s] < order_[t];
+  }
+
+  Ties ties_;
   std::vector<uint32_t> key_;     // (n_slots) expert held by each slot
   std::vector<uint64_t> order_;   // (n_slots) when each slot became evictable
+  std::vector<uint64_t> loaded_;  // (n_slots) when each slot's expert was assigned
   std::vector<int32_t> evictable_;
   uint64_t clock_ = 0;
 };
@@ -79,12 +92,15 @@ class RankedPolicy : public EvictionPolicy {
 class LfuPolicy final : public RankedPolicy {
  public:
   LfuPolicy(int32_t n_slots, uint32_t n_keys)
-      : RankedPolicy(n_slots), count_(n_keys, 0), period_(uint64_t(n_slots) * 8) {}
+      : RankedPolicy(n_slots, Ties::kNewestLoad), count_(n_keys, 0), period_(uint64_t(n_slots) * 8) {}
+  void StartPass() override {
+    if (accesses_ < period_) return;
+    accesses_ = 0;
+    for (float& c : count_) c *= 0.5f;
+  }
   void Access(uint32_t key) override {
     if (key < count_.size()) count_[key] += 1;
-    if (++accesses_ % period_ == 0) {
-      for (float& c : count_) c *= 0.5f;
-    }
+    ++accesses_;
   }
   std::string name() const override { return "lfu"; }
 
@@ -94,13 +110,13 @@ class LfuPolicy final : public RankedPolicy {
  private:
   std::vector<float> count_;  // (n_keys) aged access counts
   uint64_t period_;
-  uint64_t accesses_ = 0;
+  uint64_t accesses_ = 0;  // since the last halving
 };
 
 class ScoredPolicy final : public RankedPolicy {
  public:
   ScoredPolicy(int32_t n_slots, std::vector<float> score)
-      : RankedPolicy(n_slots), score_(std::move(score)) {}
+      : RankedPolicy(n_slots, Ties::kLeastRecent), score_(std::move(score)) {}
   std::string name() const override { return "placement"; }
 
  protected:

@@ -13,6 +13,8 @@ namespace mt {
 class EvictionPolicy {
  public:
   virtual ~EvictionPolicy() = default;
+  // A forward pass begins (its first layer's experts come next).
+  virtual void StartPass() {}
   // The router asked for expert `key` (layer * n_expert + expert), hit or miss.
   virtual void Access(uint32_t key) {}
   // `slot` now holds expert `key` (called before Insert).
@@ -31,8 +33,13 @@ class EvictionPolicy {
 std::unique_ptr<EvictionPolicy> MakeLruPolicy(int32_t n_slots);
 
 // Least frequently used with aging: every access counts one for its expert; all counts
-// halve every `n_slots * 8` accesses, so yesterday's hot experts cool down. The evictable
-// expert with the lowest count goes first (least recently evictable among equals).
+// halve at the first pass start after every `n_slots * 8` accesses, so yesterday's hot
+// experts cool down (at a pass start, so that the experts of one pass count in one epoch).
+// The evictable expert with the lowest count goes first; among equals, the one loaded last.
+// That tie-break resists scans: when a pass uses more experts than the cache holds, all
+// equally often (32 sequences decoded together), the experts loaded first stay and the
+// rest stream through the remaining slots, instead of every expert being evicted just
+// before its layer comes round again.
 std::unique_ptr<EvictionPolicy> MakeLfuPolicy(int32_t n_slots, uint32_t n_keys);
 
 // Placement-aware: a profile's score per expert (activations per byte, higher = keep),

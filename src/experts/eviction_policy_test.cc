@@ -35,7 +35,7 @@ TEST(EvictionPolicyTest, LruEvictsWhatBecameEvictableLongestAgo) {
 }
 
 TEST(EvictionPolicyTest, LfuEvictsTheLeastUsedAndForgetsOldUse) {
-  // 2 slots: counts halve every 2 * 8 = 16 accesses.
+  // 2 slots: counts halve at the first pass start after 2 * 8 = 16 accesses.
   auto p = MakeLfuPolicy(2, 64);
   Fill(*p, 2);  // slot 0 = key 10, slot 1 = key 11
   for (int i = 0; i < 3; ++i) p->Access(10);
@@ -46,18 +46,22 @@ TEST(EvictionPolicyTest, LfuEvictsTheLeastUsedAndForgetsOldUse) {
   p->Access(11);
   // 3 against 4 (7 accesses so far): key 10 is now the least used.
   EXPECT_EQ(p->Victim(), 0);
-  // Equal counts: the one evictable longest goes first (slot 0 before slot 1).
+  // Equal counts: the one loaded last goes first (slot 1 was assigned after slot 0).
   p->Access(10);
-  EXPECT_EQ(p->Victim(), 0);
-  // Aging: 8 accesses to key 12 (no slot) bring the total to 16, halving 4/4/8 to 2/2/4;
-  // the counts keep their order, so the victim is unchanged, and a fresh key with 3 uses
-  // now outranks the old favourites.
+  EXPECT_EQ(p->Victim(), 1);
+  // 8 accesses to key 12 (no slot) bring the total to 16: nothing halves before a pass
+  // starts, so a fresh key with 3 uses stays below the old favourites (4 each).
   for (int i = 0; i < 8; ++i) p->Access(12);
   p->Remove(0);
   p->Assign(0, 13);
   for (int i = 0; i < 3; ++i) p->Access(13);
   p->Insert(0);
-  EXPECT_EQ(p->Victim(), 1);  // key 11 (2) below key 13 (3)
+  EXPECT_EQ(p->Victim(), 0);
+  // The pass start halves 4 / 4 / 8 / 3 to 2 / 2 / 4 / 1.5; three more uses lift key 13 to
+  // 4.5, above key 11's 2.
+  p->StartPass();
+  for (int i = 0; i < 3; ++i) p->Access(13);
+  EXPECT_EQ(p->Victim(), 1);
 }
 
 TEST(EvictionPolicyTest, PlacementKeepsTheBestScoredThenFallsBackToLru) {
@@ -82,10 +86,14 @@ TEST(EvictionPolicyTest, PlacementKeepsTheBestScoredThenFallsBackToLru) {
 
 // Hits of `p` over `keys` with `n_slots` slots, driven as the stream store does: a hit is
 // pinned while used (Remove, then Insert); a miss takes a free slot or the victim's.
-int CountHits(EvictionPolicy& p, int32_t n_slots, const std::vector<uint32_t>& keys) {
+// A pass starts every `pass` keys.
+int CountHits(EvictionPolicy& p, int32_t n_slots, const std::vector<uint32_t>& keys,
+              size_t pass) {
   std::vector<int64_t> held(n_slots, -1);  // key in each slot
   int hits = 0;
-  for (uint32_t key : keys) {
+  for (size_t i = 0; i < keys.size(); ++i) {
+    const uint32_t key = keys[i];
+    if (i % pass == 0) p.StartPass();
     p.Access(key);
     int32_t slot = -1;
     for (int32_t s = 0; s < n_slots; ++s) slot = held[s] == key ? s : slot;
@@ -119,8 +127,25 @@ TEST(EvictionPolicyTest, ACycleLongerThanTheCacheDefeatsLruNotLfu) {
   }
   auto lru = MakeLruPolicy(4);
   auto lfu = MakeLfuPolicy(4, 64);
-  EXPECT_EQ(CountHits(*lru, 4, keys), 0);
-  EXPECT_GE(CountHits(*lfu, 4, keys), 3 * 195);  // the always-used three, after a few tokens
+  EXPECT_EQ(CountHits(*lru, 4, keys, 6), 0);
+  EXPECT_GE(CountHits(*lfu, 4, keys, 6), 3 * 195);  // the always-used three, after a few tokens
+}
+
+TEST(EvictionPolicyTest, LfuKeepsPartOfAScanLongerThanTheCache) {
+  // Many sequences decoded together: every pass asks for the same 6 experts once each, and
+  // 4 slots hold fewer. With equal counts, LRU order would evict each expert just before
+  // it comes round again; LFU evicts the expert loaded last, so the first three stay and
+  // the other three stream through the fourth slot. Counts halve (every 32 accesses) only
+  // at a pass start: halving mid-pass would rank the experts after that point above the
+  // ones before it, and the cache would cycle through them.
+  std::vector<uint32_t> keys;
+  for (uint32_t t = 0; t < 100; ++t) {
+    for (uint32_t k = 0; k < 6; ++k) keys.push_back(k);
+  }
+  auto lru = MakeLruPolicy(4);
+  auto lfu = MakeLfuPolicy(4, 64);
+  EXPECT_EQ(CountHits(*lru, 4, keys, 6), 0);
+  EXPECT_EQ(CountHits(*lfu, 4, keys, 6), 3 * 99);
 }
 
 TEST(EvictionPolicyTest, ByName) {

@@ -300,6 +300,12 @@ void StreamStore::Reap(bool block) {
       continue;
     }
     slot.state = SlotState::kReady;
+    if (slot.prefetch && !slot.demanded && slot.pins == 0) {
+      // Held, not evictable, until its layer has run: the demand of the layers before it
+      // would otherwise evict it first (it is the newest load, and often the least used).
+      held_.push_back(s);
+      continue;
+    }
     EndPrefetch(s);  // a finished prefetch is an ordinary cached expert now
     if (slot.demanded) {
       waiting_.erase(std::find(waiting_.begin(), waiting_.end(), s));
@@ -333,6 +339,7 @@ void StreamStore::BeginLayer(uint32_t layer, std::span<const int32_t> experts) {
   waiting_.clear();
   failed_.clear();
   backlog_.clear();
+  if (layer <= layer_) policy_->StartPass();
   layer_ = layer;
   Reap(false);  // pick up finished prefetches first, so they count as hits
 
@@ -375,6 +382,14 @@ void StreamStore::BeginLayer(uint32_t layer, std::span<const int32_t> experts) {
     slots_[s].demanded = true;
     waiting_.push_back(s);
   }
+  // Prefetches held for this layer (or an earlier one) that it did not take are ordinary
+  // cached experts now.
+  std::erase_if(held_, [&](int32_t h) {
+    if (slots_[h].layer > static_cast<int32_t>(layer)) return false;
+    EndPrefetch(h);
+    if (slots_[h].pins == 0) policy_->Insert(h);
+    return true;
+  });
   SubmitQueued();
 }
 

@@ -5,7 +5,8 @@
 //   lease and never evicted.
 // - Demand requests (BeginLayer) always win; prefetch requests (Hint) may hold at most
 //   `prefetch_share` of the slots and never evict a pinned or demanded expert. A demand
-//   for an expert being prefetched takes over that read.
+//   for an expert being prefetched takes over that read. A prefetch that has landed is
+//   not evictable (and still counts in the share) until its layer has run.
 // - Misses are read in parallel; NextReady hands out cached experts first, then each miss
 //   as soon as its own reads complete.
 // - A failed or short read fails the demand with the file, layer, expert and offset; the
@@ -83,7 +84,7 @@ class StreamStore final : public ExpertStore {
     int32_t expert = -1;
     int32_t pins = 0;            // leases out + demanded and not yet handed out
     bool demanded = false;       // wanted by the current layer
-    bool prefetch = false;       // counted in prefetch_slots_ (a prefetch still loading)
+    bool prefetch = false;       // counted in prefetch_slots_ (a prefetch loading or held)
     bool prefetched_unused = false;  // loaded on a hint and not demanded yet
     bool placed = false;         // pinned for good by placement
     bool placing = false;        // a placement load in flight (counted in placing_)
@@ -141,6 +142,7 @@ class StreamStore final : public ExpertStore {
   std::vector<int32_t> slot_of_;  // (n_layer * n_expert) slot index or -1
   std::vector<int32_t> free_;     // empty slots
   int32_t prefetch_slots_ = 0;    // slots held by prefetches not yet demanded
+  std::vector<int32_t> held_;     // prefetches landed, not evictable until their layer runs
   std::vector<ReadOp> queued_;    // reads to submit
   uint64_t in_flight_ = 0;
   std::deque<std::pair<uint32_t, uint32_t>> to_place_;  // placement loads not started yet
