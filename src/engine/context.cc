@@ -3,6 +3,7 @@
 #include "engine/context.h"
 
 #include <algorithm>
+#include <array>
 #include <cmath>
 #include <initializer_list>
 #include <numeric>
@@ -343,23 +344,36 @@ void Context::Impl::PrepareAttention(int il, std::span<const BatchToken> batch) 
     RopeRotate(row, static_cast<int>(heads), static_cast<int>(hp.head_dim_k),
                static_cast<int>(hp.n_rot), cos_sin, rope);
   };
-  // Item 2t: token t's q; item 2t + 1: its k and v, into the cache.
-  const int64_t items = int64_t{2} * static_cast<int64_t>(batch.size());
+  // Three items per token: its q; its k, into the cache; its v, into the cache. At one
+  // token with two threads the first item goes to one thread and the other two to the
+  // other: the first is q where q outweighs k and v together (GQA), else k (then q with
+  // v's store balance k with its store).
+  enum Part { kQ, kK, kV };
+  const std::array<Part, 3> parts = QD >= KD + VD ? std::array<Part, 3>{kQ, kK, kV}
+                                                  : std::array<Part, 3>{kK, kQ, kV};
+  const int64_t items = int64_t{3} * static_cast<int64_t>(batch.size());
   pool.ParallelFor(items, [&](int64_t begin, int64_t end, int) {
     for (int64_t item = begin; item < end; ++item) {
-      const int64_t t = item / 2;
+      const int64_t t = item / 3;
       const float* cos_sin = rope_cs.data() + t * hp.n_rot;
-      if (item % 2 == 0) {
-        finish(q.data() + t * QD, QD, L.bq, L.attn_q_norm, hp.n_head, cos_sin);
-        continue;
-      }
-      float* kt = k.data() + t * KD;
-      float* vt = v.data() + t * VD;
-      finish(kt, KD, L.bk, L.attn_k_norm, hp.n_head_kv, cos_sin);
-      for (int64_t i = 0; i < VD && !L.bv.empty(); ++i) vt[i] += L.bv[i];
       const size_t cell = size_t{batch[t].seq} * n_ctx + batch[t].pos;
-      StoreKv(kt, KD, elem, k_cache[il].data() + cell * KD * elt);
-      StoreKv(vt, VD, elem, v_cache[il].data() + cell * VD * elt);
+      switch (parts[item % 3]) {
+        case kQ:
+          finish(q.data() + t * QD, QD, L.bq, L.attn_q_norm, hp.n_head, cos_sin);
+          break;
+        case kK: {
+          float* kt = k.data() + t * KD;
+          finish(kt, KD, L.bk, L.attn_k_norm, hp.n_head_kv, cos_sin);
+          StoreKv(kt, KD, elem, k_cache[il].data() + cell * KD * elt);
+          break;
+        }
+        case kV: {
+          float* vt = v.data() + t * VD;
+          for (int64_t i = 0; i < VD && !L.bv.empty(); ++i) vt[i] += L.bv[i];
+          StoreKv(vt, VD, elem, v_cache[il].data() + cell * VD * elt);
+          break;
+        }
+      }
     }
   });
 }

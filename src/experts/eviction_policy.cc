@@ -92,7 +92,9 @@ class RankedPolicy : public EvictionPolicy {
 class LfuPolicy final : public RankedPolicy {
  public:
   LfuPolicy(int32_t n_slots, uint32_t n_keys)
-      : RankedPolicy(n_slots, Ties::kNewestLoad), count_(n_keys, 0), period_(uint64_t(n_slots) * 8) {}
+      : RankedPolicy(n_slots, Ties::kNewestLoad),
+        count_(n_keys, 0),
+        period_(uint64_t(n_slots) * 8) {}
   void StartPass() override {
     if (accesses_ < period_) return;
     accesses_ = 0;
