@@ -168,7 +168,7 @@ struct K4 {
     // Bytes 0-3 low 6 bits = sc[0..3], bytes 4-7 = m[0..3]; sc[4..7] = low nibbles of bytes
     // 8-11 with the top two bits of bytes 0-3 above; m[4..7] = high nibbles of 8-11 with the
     // top two bits of bytes 4-7. Both exact in float.
-    __m512 Scale(int j) const { return _mm512_mul_ps(d, _mm512_cvtepi32_ps(Six(u0, j, 0))); }
+    __m512 Scale(int j) const { return _mm512_mul_ps(d, _mm512_cvtepi32_ps(Sc(j))); }
     // The mins as int16 pairs for vpdpwssd: out[i] lane r = m[2i] | m[2i + 1] << 16 of row r.
     void MinPairs(__m512i out[4]) const {
       const __m512i lo = _mm512_and_si512(u1, _mm512_set1_epi32(0x3F3F3F3F));  // m[0..3]
@@ -189,13 +189,15 @@ struct K4 {
       out[2] = _mm512_shuffle_epi8(hi, idx01);
       out[3] = _mm512_shuffle_epi8(hi, idx23);
     }
-    __m512i Six(__m512i lowbits, int j, int nib) const {
-      const __m512i m6 = _mm512_set1_epi32(63), m4 = _mm512_set1_epi32(15), m2 = _mm512_set1_epi32(3);
-      if (j < 4) return _mm512_and_si512(_mm512_srli_epi32(lowbits, 8 * j), m6);
+    // sc[j] of each row, as int32.
+    __m512i Sc(int j) const {
+      const __m512i m6 = _mm512_set1_epi32(63), m4 = _mm512_set1_epi32(15);
+      const __m512i m2 = _mm512_set1_epi32(3);
+      if (j < 4) return _mm512_and_si512(_mm512_srli_epi32(u0, 8 * j), m6);
       const int k = j - 4;
       return _mm512_or_si512(
-          _mm512_and_si512(_mm512_srli_epi32(u2, 8 * k + nib), m4),
-          _mm512_slli_epi32(_mm512_and_si512(_mm512_srli_epi32(lowbits, 8 * k + 6), m2), 4));
+          _mm512_and_si512(_mm512_srli_epi32(u2, 8 * k), m4),
+          _mm512_slli_epi32(_mm512_and_si512(_mm512_srli_epi32(u0, 8 * k + 6), m2), 4));
     }
   };
 
