@@ -81,11 +81,13 @@ TEST_F(EngineTest, SequencesBatchedTogetherGetTheirOwnLogits) {
   auto ctx = Context::Create(*m.value(), o);
   ASSERT_TRUE(ctx.ok());
   const std::vector<std::vector<int32_t>> seqs = {{1, 2, 3, 4, 5}, {900, 800, 700}, {42}};
-  // Alone: each sequence in its own slot, one after the other.
+  // Alone: each sequence in slot 0 of an empty cache, one after the other (so a slot that
+  // read another slot's cells below would differ).
   std::vector<std::vector<float>> alone;
   for (uint32_t s = 0; s < seqs.size(); ++s) {
+    (*ctx)->ClearKv();
     std::vector<BatchToken> b;
-    for (uint32_t i = 0; i < seqs[s].size(); ++i) b.push_back({seqs[s][i], s, i, true});
+    for (uint32_t i = 0; i < seqs[s].size(); ++i) b.push_back({seqs[s][i], 0, i, true});
     std::vector<float> l;
     ASSERT_TRUE((*ctx)->Decode(b, &l).ok());
     alone.push_back(l);

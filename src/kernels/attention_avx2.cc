@@ -14,6 +14,7 @@
 
 #include "kernels/attention.h"
 #include "kernels/attention_internal.h"
+#include "kernels/attention_prefetch.h"
 #include "kernels/lane_sum.h"
 
 namespace mt::kernels {
@@ -91,6 +92,7 @@ void StoreF(float* p, int64_t left, __m256 v) {
 // first, then the tail chunk (if any): the same FMA chain as one loop over all chunks.
 template <bool kF16, int P>
 void Scores(const AttendArgs& a, int64_t j0, float* s) {
+  for (int p = 0; p < P; ++p) PrefetchForPosition(a, j0 + p);
   __m256 acc[P];
   for (int p = 0; p < P; ++p) acc[p] = _mm256_setzero_ps();
   const int full = a.d_k / 8 * 8;
@@ -170,6 +172,7 @@ void ScaleOut(float* out, int d_v, __m256 c) {
 template <bool kF16>
 void Attend(const AttendArgs& a) {
   for (int i = 0; i < a.d_v; i += 8) StoreF(a.out + i, a.d_v - i, _mm256_setzero_ps());
+  PrefetchFirstRows(a);  // Scores asks for the rest
   float m = -INFINITY;  // running maximum of the scores
   float l = 0.0f;       // running sum of exp(s_j - m)
   float* s = a.scratch;

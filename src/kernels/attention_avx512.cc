@@ -14,6 +14,7 @@
 
 #include "kernels/attention.h"
 #include "kernels/attention_internal.h"
+#include "kernels/attention_prefetch.h"
 #include "kernels/lane_sum.h"
 
 namespace mt::kernels {
@@ -61,6 +62,7 @@ __m512 Load16(const void* base, int64_t at, __mmask16 m) {
 // Scores of positions [j0, j0 + P): s[j] = scale * q . K[j0 + j].
 template <bool kF16, int P>
 void Scores(const AttendArgs& a, int64_t j0, float* s) {
+  for (int p = 0; p < P; ++p) PrefetchForPosition(a, j0 + p);
   __m512 acc[P];
   for (int p = 0; p < P; ++p) acc[p] = _mm512_setzero_ps();
   for (int c = 0; c < a.d_k; c += 16) {
@@ -144,6 +146,7 @@ void Attend(const AttendArgs& a) {
   for (int i = 0; i < a.d_v; i += 16) {
     _mm512_mask_storeu_ps(a.out + i, TailMask(a.d_v - i), _mm512_setzero_ps());
   }
+  PrefetchFirstRows(a);  // Scores asks for the rest
   float m = -INFINITY;  // running maximum of the scores
   float l = 0.0f;       // running sum of exp(s_j - m)
   float* s = a.scratch;
