@@ -400,11 +400,17 @@ void Context::Impl::Attention(int il, std::span<const BatchToken> batch) {
   const int64_t elt = kv_type == KvType::kF16 ? 2 : 4;  // bytes per cache element
   const uint8_t* kc = k_cache[il].data();
   const uint8_t* vc = v_cache[il].data();
+  // Items in (kv head, token, head of the group) order: consecutive items read the same K/V
+  // rows, which a prompt's later tokens then find in L2 (in token order the other heads'
+  // rows went through it in between). Every kv head has the same tokens, so the threads'
+  // contiguous ranges of kv heads are equal work.
+  const int64_t per_kv = int64_t{n} * group;
   pool.ParallelFor(int64_t{n} * n_head, [&](int64_t begin, int64_t end, int thread) {
     float* p = scores.data() + static_cast<size_t>(thread) * kAttendTile;
     for (int64_t item = begin; item < end; ++item) {
-      const int t = static_cast<int>(item / n_head), h = static_cast<int>(item % n_head);
-      const int kvh = h / group;
+      const int kvh = static_cast<int>(item / per_kv);
+      const int t = static_cast<int>(item % per_kv / group);
+      const int h = kvh * group + static_cast<int>(item % group);
       const uint32_t n_pos = batch[t].pos + 1;  // causal: positions 0..pos of its sequence
       const int64_t head = (int64_t{batch[t].seq} * n_kv + kvh) * n_ctx;  // its first cell
       const float* qh = q.data() + int64_t{t} * hp.n_embd_q() + int64_t{h} * dk;
