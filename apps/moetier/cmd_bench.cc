@@ -1,4 +1,4 @@
-// moetier bench -m MODEL [-p 128] [-n 32] [-r 3] [-t N] [--seqs 1,8] [--json]
+// moetier bench -m MODEL [-p 128] [-n 32] [-d 0] [-r 3] [-t N] [--seqs 1,8] [--json]
 // Prints a llama-bench style markdown table (test pp<N> / tg<N>, t/s as mean ± sd) and the
 // roofline measured in the same run.
 #include <chrono>
@@ -24,6 +24,7 @@ struct BenchFlags {
   std::string model;
   int n_prompt = 128;
   int n_gen = 32;
+  int n_depth = 0;
   int reps = 3;
   int n_threads = 0;
   bool pin_threads = false;
@@ -63,14 +64,20 @@ int Run(const BenchFlags& f) {
       }
     }
   }
-  if (f.reps < 1 || f.n_prompt < 0 || f.n_gen < 0) {
-    return ReportError(InvalidArgument("-r must be >= 1, -p and -n >= 0"));
+  if (f.reps < 1 || f.n_prompt < 0 || f.n_gen < 0 || f.n_depth < 0) {
+    return ReportError(InvalidArgument("-r must be >= 1, -p, -n and -d >= 0"));
   }
   Result<std::unique_ptr<Model>> model = Model::Load(f.model, LoadOptions{});
   if (!model.ok()) return ReportError(model.status());
   const Model& m = *model.value();
   ContextOptions o;
-  o.n_ctx = static_cast<uint32_t>(std::max({f.n_prompt, f.n_gen, 1}));
+  const int64_t positions = int64_t{f.n_depth} + std::max({f.n_prompt, f.n_gen, 1});
+  if (positions > m.hparams().n_ctx_train) {
+    return ReportError(InvalidArgument(
+        "-d {} with -p {} / -n {} needs {} positions; the model's training context has {}",
+        f.n_depth, f.n_prompt, f.n_gen, positions, m.hparams().n_ctx_train));
+  }
+  o.n_ctx = static_cast<uint32_t>(positions);
   o.n_seq_max = static_cast<uint32_t>(*std::max_element(seqs.begin(), seqs.end()));
   // A batched decode step is one forward pass of n_seq tokens, so the batch must hold them.
   o.n_batch = std::max(static_cast<uint32_t>(std::max(f.n_prompt, 1)), o.n_seq_max);
@@ -83,7 +90,7 @@ int Run(const BenchFlags& f) {
 
   std::vector<BenchSample> samples;
   if (f.n_prompt > 0) {
-    Result<BenchSample> s = BenchPrefill(**ctx, f.n_prompt, f.reps, f.seed);
+    Result<BenchSample> s = BenchPrefill(**ctx, f.n_prompt, f.n_depth, f.reps, f.seed);
     if (!s.ok()) return ReportError(s.status());
     samples.push_back(s.value());
   }
@@ -99,7 +106,8 @@ int Run(const BenchFlags& f) {
         read0 = ProcessStorageReadBytes();
         t0 = std::chrono::steady_clock::now();
       };
-      Result<BenchSample> s = BenchDecode(**ctx, f.n_gen, n_seq, f.reps, f.seed, restart_counters);
+      Result<BenchSample> s =
+          BenchDecode(**ctx, f.n_gen, n_seq, f.n_depth, f.reps, f.seed, restart_counters);
       if (!s.ok()) return ReportError(s.status());
       samples.push_back(s.value());
       samples.back().storage_read_bytes = ProcessStorageReadBytes() - read0;
@@ -134,7 +142,8 @@ int Run(const BenchFlags& f) {
     for (const BenchSample& s : samples) {
       j.push_back({{"model", label}, {"model_bytes", m.gguf().total_file_bytes()},
                    {"params", n_params}, {"threads", threads}, {"test", s.test},
-                   {"n_prompt", s.n_prompt}, {"n_gen", s.n_gen}, {"n_seq", s.n_seq},
+                   {"n_prompt", s.n_prompt}, {"n_gen", s.n_gen}, {"n_depth", s.n_depth},
+                   {"n_seq", s.n_seq},
                    {"tps", s.tps}, {"avg_ts", s.mean}, {"stddev_ts", s.sd},
                    {"weight_bytes_per_token", cost.bytes}, {"mem_read_gbps", membw},
                    {"isa", IsaName(ActiveIsa())},
@@ -145,14 +154,16 @@ int Run(const BenchFlags& f) {
     fmt::print("{}\n", j.dump(2));
     return kExitOk;
   }
-  fmt::print("| {:<30} | {:>10} | {:>10} | {:<7} | {:>7} | {:>8} | {:>16} |\n", "model", "size",
-             "params", "backend", "threads", "test", "t/s");
-  fmt::print("| {:-<30} | {:->10}: | {:->9}: | {:-<7} | {:->6}: | {:->7}: | {:->15}: |\n", "",
-             "", "", "", "", "", "");
+  size_t test_width = 8;  // as wide as the longest name ("tg32-b8 @ d4096")
+  for (const BenchSample& s : samples) test_width = std::max(test_width, s.test.size());
+  fmt::print("| {:<30} | {:>10} | {:>10} | {:<7} | {:>7} | {:>{}} | {:>16} |\n", "model", "size",
+             "params", "backend", "threads", "test", test_width, "t/s");
+  fmt::print("| {:-<30} | {:->10}: | {:->9}: | {:-<7} | {:->6}: | {:->{}}: | {:->15}: |\n", "",
+             "", "", "", "", "", test_width - 1, "");
   for (const BenchSample& s : samples) {
-    fmt::print("| {:<30} | {:>10} | {:>8.2f} B | {:<7} | {:>7} | {:>8} | {:>16} |\n", label,
+    fmt::print("| {:<30} | {:>10} | {:>8.2f} B | {:<7} | {:>7} | {:>{}} | {:>16} |\n", label,
                HumanBytes(m.gguf().total_file_bytes()), n_params / 1e9, "CPU", threads, s.test,
-               fmt::format("{:.2f} ± {:.2f}", s.mean, s.sd));
+               test_width, fmt::format("{:.2f} ± {:.2f}", s.mean, s.sd));
   }
   fmt::print("\n");
   for (const BenchSample& s : samples) {
@@ -183,6 +194,10 @@ CommandMain SetupBench(CLI::App& sub) {
       ->default_str("128");
   sub.add_option("-n,--n-gen", f->n_gen, "Generated tokens for the tg test (0: skip)")
       ->default_str("32");
+  sub.add_option("-d,--n-depth", f->n_depth,
+                 "Positions already in the KV cache when each test runs (filled first, not "
+                 "timed), as llama-bench's -d")
+      ->default_str("0");
   sub.add_option("-r,--repetitions", f->reps, "Repetitions of each test")->default_str("3");
   AddThreadFlags(sub, f->n_threads, f->pin_threads);
   sub.add_option("--seqs", f->seqs, "Sequences decoded together in the tg tests, e.g. 1,8")

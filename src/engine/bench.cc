@@ -26,18 +26,42 @@ int32_t RandomToken(uint64_t& state, uint32_t n_vocab) {
   return static_cast<int32_t>((state >> 33) % n_vocab);
 }
 
+// Positions [0, n_depth) of sequence `seq`: random tokens (Decode runs them in batches).
+Status FillDepth(Context& ctx, uint32_t seq, int n_depth, uint64_t& state) {
+  if (n_depth == 0) return Status::Ok();
+  std::vector<BatchToken> batch;
+  for (int p = 0; p < n_depth; ++p) {
+    batch.push_back({RandomToken(state, ctx.n_vocab()), seq, static_cast<uint32_t>(p), false});
+  }
+  batch.back().logits = true;
+  std::vector<float> logits;
+  return ctx.Decode(batch, &logits);
+}
+
+std::string DepthSuffix(int n_depth) {
+  return n_depth > 0 ? fmt::format(" @ d{}", n_depth) : std::string();
+}
+
 }  // namespace
 
-Result<BenchSample> BenchPrefill(Context& ctx, int n_prompt, int reps, uint64_t seed) {
+Result<BenchSample> BenchPrefill(Context& ctx, int n_prompt, int n_depth, int reps,
+                                 uint64_t seed) {
   BenchSample s;
-  s.test = fmt::format("pp{}", n_prompt);
+  s.test = fmt::format("pp{}", n_prompt) + DepthSuffix(n_depth);
   s.n_prompt = n_prompt;
+  s.n_depth = n_depth;
   uint64_t state = seed;
   std::vector<int32_t> tokens(n_prompt);
   std::vector<float> logits;
+  ctx.ClearKv();
+  if (n_depth > 0) {
+    std::vector<int32_t> depth(n_depth);
+    for (int32_t& t : depth) t = RandomToken(state, ctx.n_vocab());
+    MT_RETURN_IF_ERROR(ctx.Eval(depth, LogitsFor::kLast, &logits));
+  }
   for (int r = -1; r < reps; ++r) {  // r = -1: warm-up, not counted
     for (int32_t& t : tokens) t = RandomToken(state, ctx.n_vocab());
-    ctx.ClearKv();
+    ctx.TruncateKv(static_cast<uint32_t>(n_depth));
     auto t0 = std::chrono::steady_clock::now();
     MT_RETURN_IF_ERROR(ctx.Eval(tokens, LogitsFor::kLast, &logits));
     auto t1 = std::chrono::steady_clock::now();
@@ -48,13 +72,19 @@ Result<BenchSample> BenchPrefill(Context& ctx, int n_prompt, int reps, uint64_t 
   return s;
 }
 
-Result<BenchSample> BenchDecode(Context& ctx, int n_gen, int n_seq, int reps, uint64_t seed,
-                                const std::function<void()>& after_warmup) {
+Result<BenchSample> BenchDecode(Context& ctx, int n_gen, int n_seq, int n_depth, int reps,
+                                uint64_t seed, const std::function<void()>& after_warmup) {
   BenchSample s;
-  s.test = n_seq == 1 ? fmt::format("tg{}", n_gen) : fmt::format("tg{}-b{}", n_gen, n_seq);
+  s.test = (n_seq == 1 ? fmt::format("tg{}", n_gen) : fmt::format("tg{}-b{}", n_gen, n_seq)) +
+           DepthSuffix(n_depth);
   s.n_gen = n_gen;
   s.n_seq = n_seq;
+  s.n_depth = n_depth;
   uint64_t state = seed;
+  // Each repetition writes positions [n_depth, n_depth + n_gen) again: one fill serves all.
+  for (int q = 0; q < n_seq; ++q) {
+    MT_RETURN_IF_ERROR(FillDepth(ctx, static_cast<uint32_t>(q), n_depth, state));
+  }
   std::vector<BatchToken> step(n_seq);
   std::vector<float> logits;
   for (int r = -1; r < reps; ++r) {
@@ -62,7 +92,7 @@ Result<BenchSample> BenchDecode(Context& ctx, int n_gen, int n_seq, int reps, ui
     for (int i = 0; i < n_gen; ++i) {
       for (int q = 0; q < n_seq; ++q) {
         step[q] = {RandomToken(state, ctx.n_vocab()), static_cast<uint32_t>(q),
-                   static_cast<uint32_t>(i), true};
+                   static_cast<uint32_t>(n_depth + i), true};
       }
       MT_RETURN_IF_ERROR(ctx.Decode(step, &logits));
     }

@@ -15,8 +15,9 @@
 namespace mt {
 
 struct BenchSample {
-  std::string test;          // "pp128", "tg32", "tg32-b8"
+  std::string test;          // "pp128", "tg32", "tg32-b8", "tg32 @ d512"
   int n_prompt = 0;          // tokens per prefill
+  int n_depth = 0;           // positions already in the cache when the test runs
   int n_gen = 0;             // tokens generated per sequence
   int n_seq = 1;             // sequences decoded together
   std::vector<double> tps;   // tokens/s of each repetition
@@ -24,15 +25,18 @@ struct BenchSample {
   uint64_t storage_read_bytes = 0;  // read from storage by the process during the test
 };
 
-// Prefill of `n_prompt` seeded random tokens from an empty cache, logits of the last only.
-Result<BenchSample> BenchPrefill(Context& ctx, int n_prompt, int reps, uint64_t seed);
+// Prefill of `n_prompt` seeded random tokens, logits of the last only, after `n_depth`
+// positions of other random tokens (filled once, not timed; llama-bench's -d).
+Result<BenchSample> BenchPrefill(Context& ctx, int n_prompt, int n_depth, int reps,
+                                 uint64_t seed);
 
 // Decode of `n_gen` tokens per sequence, one token per sequence per step, `n_seq`
-// sequences together, from an empty cache (as llama-bench's tg).
+// sequences together, each after `n_depth` positions of random tokens (filled once, not
+// timed; 0: from an empty cache, as llama-bench's tg).
 // `after_warmup`, if set, runs between the warm-up repetition and the measured ones (the CLI
 // restarts its I/O counters there, so bytes per token match the measured speed).
-Result<BenchSample> BenchDecode(Context& ctx, int n_gen, int n_seq, int reps, uint64_t seed,
-                                const std::function<void()>& after_warmup = {});
+Result<BenchSample> BenchDecode(Context& ctx, int n_gen, int n_seq, int n_depth, int reps,
+                                uint64_t seed, const std::function<void()>& after_warmup = {});
 
 // Reads `bytes` of (already touched) memory with all threads of `pool`, `reps` times;
 // returns the best GB/s (1e9 bytes/s).

@@ -1,0 +1,33 @@
+#!/usr/bin/env bash
+# `moetier bench`: llama-bench's table and names, the JSON fields, tests at a depth (-d) and
+# one-line errors for bad flags.
+source "$(dirname "$0")/common.bash"
+
+model="$WORK/olmoe.gguf"
+"$MOETIER" synth --preset olmoe-tiny --type q4_k_m -q -o "$model" > /dev/null || { fail "synth"; finish; }
+
+# -d: the cache holds 40 positions before each test, so the context must hold 40 more
+# (a fill past it fails with "the context is full"); names get llama-bench's " @ d40".
+"$MOETIER" bench -m "$model" -p 8 -n 4 -d 40 -r 1 --seqs 1,2 > "$WORK/out" 2> "$WORK/err" &&
+  grep -qE '^\| .* \|\s+pp8 @ d40 \|\s+[0-9.]+ ± [0-9.]+ \|$' "$WORK/out" &&
+  grep -qE '^\| .* \|\s+tg4 @ d40 \|' "$WORK/out" && grep -qE '^\| .* \|\s+tg4-b2 @ d40 \|' "$WORK/out" &&
+  pass "bench -d: table rows" || fail "bench -d: $(cat "$WORK/out" "$WORK/err")"
+
+"$MOETIER" bench -m "$model" -p 8 -n 4 -d 40 -r 2 --json > "$WORK/j.json" 2> "$WORK/err" &&
+  $PY - "$WORK/j.json" <<'PY' && pass "bench -d --json" || fail "bench -d --json: $(cat "$WORK/err")"
+import json, sys
+rows = json.load(open(sys.argv[1]))
+assert [r["test"] for r in rows] == ["pp8 @ d40", "tg4 @ d40"], rows
+assert all(r["n_depth"] == 40 and len(r["tps"]) == 2 and r["avg_ts"] > 0 for r in rows)
+PY
+
+# Without -d the names are llama-bench's plain ones.
+"$MOETIER" bench -m "$model" -p 8 -n 4 -r 1 > "$WORK/out" 2> "$WORK/err" &&
+  grep -qE '\|\s+pp8 \|' "$WORK/out" && grep -qE '\|\s+tg4 \|' "$WORK/out" && ! grep -q " @ d" "$WORK/out" &&
+  pass "bench: plain names" || fail "bench: $(cat "$WORK/out" "$WORK/err")"
+
+expect_error 2 "negative depth" -- "$MOETIER" bench -m "$model" -d -1
+expect_error 2 "bad --seqs" -- "$MOETIER" bench -m "$model" --seqs 1,x
+expect_error 2 "depth past the model's context" -- "$MOETIER" bench -m "$model" -d 100000000
+
+finish
