@@ -79,8 +79,10 @@ int Run(const BenchFlags& f) {
   }
   o.n_ctx = static_cast<uint32_t>(positions);
   o.n_seq_max = static_cast<uint32_t>(*std::max_element(seqs.begin(), seqs.end()));
-  // A batched decode step is one forward pass of n_seq tokens, so the batch must hold them.
-  o.n_batch = std::max(static_cast<uint32_t>(std::max(f.n_prompt, 1)), o.n_seq_max);
+  // A batched decode step is one forward pass of n_seq tokens, so the batch must hold them;
+  // the -d fill runs in batches of up to 512 (one token at a time would take minutes).
+  o.n_batch = std::max({static_cast<uint32_t>(std::max(f.n_prompt, 1)), o.n_seq_max,
+                        static_cast<uint32_t>(std::min(f.n_depth, 512))});
   o.n_threads = f.n_threads;
   o.pin_threads = f.pin_threads;
   if (Status s = ResolveStorageFlags(f.storage, &o); !s.ok()) return ReportError(s);

@@ -403,7 +403,7 @@ void Context::Impl::Attention(int il, std::span<const BatchToken> batch) {
   // Items in (kv head, token, head of the group) order: consecutive items read the same K/V
   // rows, which a prompt's later tokens then find in L2 (in token order the other heads'
   // rows went through it in between). Every kv head has the same tokens, so the threads'
-  // contiguous ranges of kv heads are equal work.
+  // contiguous ranges are equal work where the kv heads divide among them (16 or 4 on 2).
   const int64_t per_kv = int64_t{n} * group;
   pool.ParallelFor(int64_t{n} * n_head, [&](int64_t begin, int64_t end, int thread) {
     float* p = scores.data() + static_cast<size_t>(thread) * kAttendTile;
