@@ -153,7 +153,7 @@ struct Context::Impl {
   std::vector<float> v;        // (n_batch, n_head_kv * head_dim_v)
   std::vector<float> attn;     // (n_batch, n_head * head_dim_v) attention output per head
   std::vector<float> rope_cs;  // (n_batch, n_rot) each token's rotation cosines, then sines
-  std::vector<float> scores;   // (n_threads, kAttendTile) attention scores of one tile
+  std::vector<float> scores;   // (n_threads, n_head / n_head_kv, kAttendTile) a tile's scores
   std::vector<float> probs;    // (n_batch, n_expert) router probabilities
   std::vector<int32_t> order;  // (n_expert) router sort scratch
   std::vector<int32_t> topk_id;      // (n_batch, n_expert_used) chosen experts, best first
@@ -203,7 +203,7 @@ uint64_t Context::Impl::scratch_bytes() const {
   const uint64_t floats = B * (3 * D + hp.n_embd_q() + hp.n_embd_k_gqa() + hp.n_embd_v_gqa() +
                                uint64_t{hp.n_head} * hp.head_dim_v + hp.n_rot + hp.n_expert +
                                2 * D + 2 * F + K * D + D) +
-                          uint64_t(pool.size()) * kAttendTile +
+                          uint64_t(pool.size()) * (hp.n_head / hp.n_head_kv) * kAttendTile +
                           B * (D + hp.n_expert);  // next-layer prediction: norms, logits
   // Three quantized copies of up to three inputs (largest: f32 of the widest input).
   const uint64_t widest = std::max<uint64_t>({D, F, uint64_t{hp.n_head} * hp.head_dim_v});
@@ -220,7 +220,7 @@ Status Context::Impl::Allocate() {
   v.resize(B * hp.n_embd_v_gqa());
   attn.resize(B * hp.n_head * hp.head_dim_v);
   rope_cs.resize(B * hp.n_rot);
-  scores.resize(static_cast<size_t>(pool.size()) * kAttendTile);
+  scores.resize(static_cast<size_t>(pool.size()) * (hp.n_head / hp.n_head_kv) * kAttendTile);
   probs.resize(B * hp.n_expert);
   order.resize(hp.n_expert);
   topk_id.resize(B * K);
@@ -400,23 +400,25 @@ void Context::Impl::Attention(int il, std::span<const BatchToken> batch) {
   const int64_t elt = kv_type == KvType::kF16 ? 2 : 4;  // bytes per cache element
   const uint8_t* kc = k_cache[il].data();
   const uint8_t* vc = v_cache[il].data();
-  // Items in (kv head, token, head of the group) order: consecutive items read the same K/V
-  // rows, which a prompt's later tokens then find in L2 (in token order the other heads'
+  // Items are (kv head, token), in that order: an item runs the query heads of its group
+  // together (AttendHeads reads their shared rows once), and consecutive items read the same
+  // K/V rows, which a prompt's later tokens then find in L2 (in token order the other heads'
   // rows went through it in between). Every kv head has the same tokens, so the threads'
   // contiguous ranges are equal work where the kv heads divide among them (16 or 4 on 2).
-  const int64_t per_kv = int64_t{n} * group;
-  pool.ParallelFor(int64_t{n} * n_head, [&](int64_t begin, int64_t end, int thread) {
-    float* p = scores.data() + static_cast<size_t>(thread) * kAttendTile;
+  pool.ParallelFor(int64_t{n} * n_kv, [&](int64_t begin, int64_t end, int thread) {
+    float* p = scores.data() + static_cast<size_t>(thread) * group * kAttendTile;
     for (int64_t item = begin; item < end; ++item) {
-      const int kvh = static_cast<int>(item / per_kv);
-      const int t = static_cast<int>(item % per_kv / group);
-      const int h = kvh * group + static_cast<int>(item % group);
+      const int kvh = static_cast<int>(item / n), t = static_cast<int>(item % n);
+      const int h = kvh * group;  // the group's first query head
       const uint32_t n_pos = batch[t].pos + 1;  // causal: positions 0..pos of its sequence
       const int64_t head = (int64_t{batch[t].seq} * n_kv + kvh) * n_ctx;  // its first cell
       const float* qh = q.data() + int64_t{t} * hp.n_embd_q() + int64_t{h} * dk;
       float* out = attn.data() + int64_t{t} * n_head * dv + int64_t{h} * dv;
-      AttendHead(qh, kc + head * dk * elt, vc + head * dv * elt, elem, dk, dv, n_pos, dk, dv,
-                 scale, out, p);
+      for (int g0 = 0; g0 < group; g0 += kAttendGroupMax) {
+        AttendHeads(qh + int64_t{g0} * dk, dk, std::min(kAttendGroupMax, group - g0),
+                    kc + head * dk * elt, vc + head * dv * elt, elem, dk, dv, n_pos, dk, dv, scale,
+                    out + int64_t{g0} * dv, dv, p);
+      }
     }
   });
 }

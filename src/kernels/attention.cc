@@ -1,5 +1,6 @@
 #include "kernels/attention.h"
 
+#include <array>
 #include <cstring>
 
 #include "base/check.h"
@@ -60,7 +61,48 @@ void Run(AttendFn fn, const float* q, const void* k, const void* v, KvElemType t
                          scale, out, scratch});
 }
 
+// The heads of a group: one call of the AVX-512 group kernel, else each head alone (the
+// other variants have no group kernel; the results are the same either way).
+void RunGroup(Isa isa, const float* q, int64_t q_stride, int n_q, const void* k, const void* v,
+              KvElemType type, int64_t k_stride, int64_t v_stride, int64_t n_pos, int d_k,
+              int d_v, float scale, float* out, int64_t out_stride, float* scratch) {
+  MT_CHECK(n_q >= 1 && n_q <= kAttendGroupMax && n_pos >= 1 && d_k >= 1 && d_v >= 1 &&
+           k_stride >= 0 && v_stride >= 0);
+  const int64_t tile = n_pos < kAttendTile ? n_pos : kAttendTile;
+  std::array<kernels::AttendArgs, kAttendGroupMax> args;
+  for (int i = 0; i < n_q; ++i) {
+    args[i] = kernels::AttendArgs{q + i * q_stride, k, v, type == KvElemType::kF16, k_stride,
+                                  v_stride, n_pos, d_k, d_v, scale, out + i * out_stride,
+                                  scratch + i * tile};
+  }
+#ifdef MT_KERNELS_X86
+  if (isa == Isa::kAvx512) {
+    kernels::AttendGroupAvx512(args.data(), n_q);
+    return;
+  }
+#endif
+  const AttendFn fn = Variant(isa);
+  for (int i = 0; i < n_q; ++i) fn(args[i]);
+}
+
 }  // namespace
+
+void AttendHeads(const float* q, int64_t q_stride, int n_q, const void* k, const void* v,
+                 KvElemType type, int64_t k_stride, int64_t v_stride, int64_t n_pos, int d_k,
+                 int d_v, float scale, float* out, int64_t out_stride, float* scratch) {
+  static const Isa isa = ActiveIsa();
+  RunGroup(isa, q, q_stride, n_q, k, v, type, k_stride, v_stride, n_pos, d_k, d_v, scale, out,
+           out_stride, scratch);
+}
+
+void AttendHeads(Isa isa, const float* q, int64_t q_stride, int n_q, const void* k,
+                 const void* v, KvElemType type, int64_t k_stride, int64_t v_stride,
+                 int64_t n_pos, int d_k, int d_v, float scale, float* out, int64_t out_stride,
+                 float* scratch) {
+  MT_CHECK_MSG(IsaSupported(isa), "attention variant not supported by this CPU or build");
+  RunGroup(isa, q, q_stride, n_q, k, v, type, k_stride, v_stride, n_pos, d_k, d_v, scale, out,
+           out_stride, scratch);
+}
 
 void AttendHead(const float* q, const void* k, const void* v, KvElemType type, int64_t k_stride,
                 int64_t v_stride, int64_t n_pos, int d_k, int d_v, float scale, float* out,

@@ -53,6 +53,21 @@ void AttendHead(Isa isa, const float* q, const void* k, const void* v, KvElemTyp
                 int64_t k_stride, int64_t v_stride, int64_t n_pos, int d_k, int d_v, float scale,
                 float* out, float* scratch);
 
+// The query heads of one GQA group: n_q (1..kAttendGroupMax) queries at q + i * q_stride over
+// the same K/V rows and positions, out + i * out_stride, scratch n_q * min(n_pos, kAttendTile)
+// floats. Each query's result is bit-identical to AttendHead's for it (same variant); the
+// AVX-512 variant loads and widens each K/V chunk once for up to 4 queries (a group's 8
+// heads each converting the same rows made attention compute-bound on qwen3-30b-a3b).
+inline constexpr int kAttendGroupMax = 64;
+void AttendHeads(const float* q, int64_t q_stride, int n_q, const void* k, const void* v,
+                 KvElemType type, int64_t k_stride, int64_t v_stride, int64_t n_pos, int d_k,
+                 int d_v, float scale, float* out, int64_t out_stride, float* scratch);
+// The same with an explicit variant (tests, benchmarks); it must be supported (checked).
+void AttendHeads(Isa isa, const float* q, int64_t q_stride, int n_q, const void* k,
+                 const void* v, KvElemType type, int64_t k_stride, int64_t v_stride,
+                 int64_t n_pos, int d_k, int d_v, float scale, float* out, int64_t out_stride,
+                 float* scratch);
+
 // Writes n floats as one KV cache row of `type` at dst: f32 as they are; f16 as
 // quant/float16.h's Fp32ToFp16 (round to nearest even, overflow to inf, NaN to the quiet NaN
 // 0x7E00 with its sign), the same bits in every variant.

@@ -141,6 +141,33 @@ void ScaleOut(float* out, int d_v, __m512 c) {
   }
 }
 
+// Folds one tile's n scores (in a.scratch) into the running maximum m and sum l, rescaling
+// a.out when m rises, and turns the scores into the tile's weights p.
+void SoftmaxTile(const AttendArgs& a, int64_t n, float& m, float& l) {
+  float* s = a.scratch;
+  __m512 mx = _mm512_set1_ps(-INFINITY);
+  for (int64_t j = 0; j < n; j += 16) {
+    mx = _mm512_max_ps(mx, _mm512_mask_loadu_ps(mx, TailMask(n - j), s + j));
+  }
+  const float tile_max = _mm512_reduce_max_ps(mx);  // order-free: max is exact
+  if (tile_max > m) {
+    const __m512 c = Exp16(_mm512_set1_ps(m - tile_max));  // 0 for the first tile
+    l *= _mm512_cvtss_f32(c);
+    ScaleOut(a.out, a.d_v, c);
+    m = tile_max;
+  }
+  __m512 sum = _mm512_setzero_ps();
+  const __m512 mv = _mm512_set1_ps(m);
+  for (int64_t j = 0; j < n; j += 16) {
+    const __mmask16 k = TailMask(n - j);
+    const __m512 p =
+        _mm512_maskz_mov_ps(k, Exp16(_mm512_sub_ps(_mm512_maskz_loadu_ps(k, s + j), mv)));
+    _mm512_mask_storeu_ps(s + j, k, p);
+    sum = _mm512_add_ps(sum, p);
+  }
+  l += Reduce16(sum);
+}
+
 template <bool kF16>
 void Attend(const AttendArgs& a) {
   for (int i = 0; i < a.d_v; i += 16) {
@@ -155,30 +182,113 @@ void Attend(const AttendArgs& a) {
     int64_t j = 0;
     for (; j + 4 <= n; j += 4) Scores<kF16, 4>(a, j0 + j, s + j);
     for (; j < n; ++j) Scores<kF16, 1>(a, j0 + j, s + j);
-    __m512 mx = _mm512_set1_ps(-INFINITY);
-    for (j = 0; j < n; j += 16) {
-      mx = _mm512_max_ps(mx, _mm512_mask_loadu_ps(mx, TailMask(n - j), s + j));
-    }
-    const float tile_max = _mm512_reduce_max_ps(mx);  // order-free: max is exact
-    if (tile_max > m) {
-      const __m512 c = Exp16(_mm512_set1_ps(m - tile_max));  // 0 for the first tile
-      l *= _mm512_cvtss_f32(c);
-      ScaleOut(a.out, a.d_v, c);
-      m = tile_max;
-    }
-    __m512 sum = _mm512_setzero_ps();
-    const __m512 mv = _mm512_set1_ps(m);
-    for (j = 0; j < n; j += 16) {
-      const __mmask16 k = TailMask(n - j);
-      const __m512 p =
-          _mm512_maskz_mov_ps(k, Exp16(_mm512_sub_ps(_mm512_maskz_loadu_ps(k, s + j), mv)));
-      _mm512_mask_storeu_ps(s + j, k, p);
-      sum = _mm512_add_ps(sum, p);
-    }
-    l += Reduce16(sum);
+    SoftmaxTile(a, n, m, l);
     AccumulateAllV<kF16>(a, s, j0, n);
   }
   ScaleOut(a.out, a.d_v, _mm512_set1_ps(1.0f / l));
+}
+
+// ---- A GQA group: G queries over the same rows, each with Attend's float ops ------------
+
+// Scores<kF16, P> for each of the G queries, the K chunks loaded and widened once for all.
+template <bool kF16, int P, int G>
+void GroupScores(const AttendArgs* a, int64_t j0, int64_t jt) {
+  for (int p = 0; p < P; ++p) PrefetchForPosition(a[0], j0 + p);
+  __m512 acc[G][P];
+  for (int g = 0; g < G; ++g) {
+    for (int p = 0; p < P; ++p) acc[g][p] = _mm512_setzero_ps();
+  }
+  for (int c = 0; c < a[0].d_k; c += 16) {
+    const __mmask16 m = TailMask(a[0].d_k - c);
+    __m512 kv[P];
+    for (int p = 0; p < P; ++p) kv[p] = Load16<kF16>(a[0].k, (j0 + p) * a[0].k_stride + c, m);
+    for (int g = 0; g < G; ++g) {
+      const __m512 qv = _mm512_maskz_loadu_ps(m, a[g].q + c);
+      for (int p = 0; p < P; ++p) acc[g][p] = _mm512_fmadd_ps(qv, kv[p], acc[g][p]);
+    }
+  }
+  for (int g = 0; g < G; ++g) {
+    for (int p = 0; p < P; ++p) a[g].scratch[jt + p] = a[g].scale * Reduce16(acc[g][p]);
+  }
+}
+
+// AccumulateV<kF16, NC> for each of the G queries (weights in their scratch), the V chunks
+// loaded and widened once for all.
+template <bool kF16, int NC, int G>
+void GroupAccumulateV(const AttendArgs* a, int64_t j0, int64_t n, int d0, __mmask16 last) {
+  __m512 acc[G][NC];
+  for (int g = 0; g < G; ++g) {
+    for (int c = 0; c < NC; ++c) {
+      acc[g][c] = _mm512_maskz_loadu_ps(c == NC - 1 ? last : 0xFFFF, a[g].out + d0 + 16 * c);
+    }
+  }
+  for (int64_t j = 0; j < n; ++j) {
+    const int64_t at = (j0 + j) * a[0].v_stride + d0;
+    __m512 vv[NC];
+    for (int c = 0; c < NC; ++c) {
+      vv[c] = Load16<kF16>(a[0].v, at + 16 * c, c == NC - 1 ? last : 0xFFFF);
+    }
+    for (int g = 0; g < G; ++g) {
+      const __m512 pj = _mm512_set1_ps(a[g].scratch[j]);
+      for (int c = 0; c < NC; ++c) acc[g][c] = _mm512_fmadd_ps(pj, vv[c], acc[g][c]);
+    }
+  }
+  for (int g = 0; g < G; ++g) {
+    for (int c = 0; c < NC; ++c) {
+      _mm512_mask_storeu_ps(a[g].out + d0 + 16 * c, c == NC - 1 ? last : 0xFFFF, acc[g][c]);
+    }
+  }
+}
+
+template <bool kF16, int G>
+void GroupAccumulateAllV(const AttendArgs* a, int64_t j0, int64_t n) {
+  constexpr int kGroupChunks = 4;  // G x 4 accumulators and 4 chunks stay in registers
+  const int chunks = (a[0].d_v + 15) / 16;
+  for (int c0 = 0; c0 < chunks; c0 += kGroupChunks) {
+    const int nc = chunks - c0 < kGroupChunks ? chunks - c0 : kGroupChunks;
+    const int d0 = 16 * c0;
+    const __mmask16 last = TailMask(a[0].d_v - (d0 + 16 * (nc - 1)));
+    switch (nc) {
+      case 1: GroupAccumulateV<kF16, 1, G>(a, j0, n, d0, last); break;
+      case 2: GroupAccumulateV<kF16, 2, G>(a, j0, n, d0, last); break;
+      case 3: GroupAccumulateV<kF16, 3, G>(a, j0, n, d0, last); break;
+      default: GroupAccumulateV<kF16, 4, G>(a, j0, n, d0, last); break;
+    }
+  }
+}
+
+template <bool kF16, int G>
+void AttendGroup(const AttendArgs* a) {
+  float m[G], l[G];
+  for (int g = 0; g < G; ++g) {
+    for (int i = 0; i < a[g].d_v; i += 16) {
+      _mm512_mask_storeu_ps(a[g].out + i, TailMask(a[g].d_v - i), _mm512_setzero_ps());
+    }
+    m[g] = -INFINITY;
+    l[g] = 0.0f;
+  }
+  PrefetchFirstRows(a[0]);
+  for (int64_t j0 = 0; j0 < a[0].n_pos; j0 += kAttendTile) {
+    const int64_t n = a[0].n_pos - j0 < kAttendTile ? a[0].n_pos - j0 : kAttendTile;
+    int64_t j = 0;
+    for (; j + 4 <= n; j += 4) GroupScores<kF16, 4, G>(a, j0 + j, j);
+    for (; j < n; ++j) GroupScores<kF16, 1, G>(a, j0 + j, j);
+    for (int g = 0; g < G; ++g) SoftmaxTile(a[g], n, m[g], l[g]);
+    GroupAccumulateAllV<kF16, G>(a, j0, n);
+  }
+  for (int g = 0; g < G; ++g) ScaleOut(a[g].out, a[g].d_v, _mm512_set1_ps(1.0f / l[g]));
+}
+
+template <bool kF16>
+void AttendGroups(const AttendArgs* a, int n_q) {
+  for (int i = 0; i < n_q; i += 4) {  // 4 x 4 score accumulators fill half the registers
+    switch (n_q - i < 4 ? n_q - i : 4) {
+      case 1: Attend<kF16>(a[i]); break;
+      case 2: AttendGroup<kF16, 2>(a + i); break;
+      case 3: AttendGroup<kF16, 3>(a + i); break;
+      default: AttendGroup<kF16, 4>(a + i); break;
+    }
+  }
 }
 
 // 16 floats to halves as Fp32ToFp16: the hardware rounds to nearest even like it, but keeps
@@ -197,6 +307,14 @@ void StoreF16Avx512(const float* src, int64_t n, uint16_t* dst) {
   for (int64_t i = 0; i < n; i += 16) {
     const __mmask16 m = TailMask(n - i);
     _mm256_mask_storeu_epi16(dst + i, m, ToF16(_mm512_maskz_loadu_ps(m, src + i)));
+  }
+}
+
+void AttendGroupAvx512(const AttendArgs* a, int n_q) {
+  if (a[0].f16) {
+    AttendGroups<true>(a, n_q);
+  } else {
+    AttendGroups<false>(a, n_q);
   }
 }
 

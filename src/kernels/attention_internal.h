@@ -30,6 +30,9 @@ void StoreF16Avx2(const float* src, int64_t n, uint16_t* dst);    // only in x86
 void StoreF16Avx512(const float* src, int64_t n, uint16_t* dst);  // only in x86 builds
 
 void AttendScalar(const AttendArgs& a);
+// n_q queries over the same rows (a[i] differ only in q, out and scratch), each with
+// AttendAvx512's float ops for it: the K and V chunks are loaded and widened once per group.
+void AttendGroupAvx512(const AttendArgs* a, int n_q);  // only in x86 builds
 void AttendAvx2(const AttendArgs& a);    // only in x86 builds
 void AttendAvx512(const AttendArgs& a);  // only in x86 builds
 

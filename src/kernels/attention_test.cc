@@ -291,6 +291,50 @@ TEST_P(AttentionTest, DeterministicAndIndependentOfScratch) {
   }
 }
 
+TEST_P(AttentionTest, GroupOfHeadsGivesEachHeadsOwnBits) {
+  // AttendHeads (a GQA group's queries over shared rows) equals AttendHead for each query,
+  // bit for bit: across group sizes that split into passes of 4 in different ways, tile
+  // edges, a tail chunk in d_k and d_v, strides wider than a row, and both element types.
+  struct GroupShape {
+    int d_k, d_v;
+    int64_t stride;
+  };
+  std::mt19937 rng(11);
+  std::normal_distribution<float> gauss(0.0f, 1.0f);
+  for (const GroupShape& g : {GroupShape{128, 128, 128}, GroupShape{72, 80, 96},
+                              GroupShape{16, 40, 40}, GroupShape{100, 100, 512}}) {
+    for (int64_t n_pos : {int64_t{1}, int64_t{7}, int64_t{64}, int64_t{65}, int64_t{200}}) {
+      const int d_kv = std::max(g.d_k, g.d_v);
+      std::vector<float> kv(n_pos * d_kv), vv(n_pos * d_kv);
+      for (float& x : kv) x = gauss(rng);
+      for (float& x : vv) x = gauss(rng);
+      for (bool f16 : {true, false}) {
+        const KvElemType type = f16 ? KvElemType::kF16 : KvElemType::kF32;
+        const Cache k = MakeCache(kv, n_pos, g.d_k, g.stride, f16);
+        const Cache v = MakeCache(vv, n_pos, g.d_v, g.stride, f16);
+        for (int n_q : {1, 2, 3, 4, 5, 8, 11}) {
+          std::vector<float> q(n_q * g.d_k);
+          for (float& x : q) x = gauss(rng);
+          const int64_t tile = std::min(n_pos, kAttendTile);
+          std::vector<float> got(n_q * g.d_v, std::nanf("")), scratch(n_q * tile, std::nanf(""));
+          AttendHeads(isa_, q.data(), g.d_k, n_q, k.data(), v.data(), type, g.stride, g.stride,
+                      n_pos, g.d_k, g.d_v, 0.09f, got.data(), g.d_v, scratch.data());
+          for (int i = 0; i < n_q; ++i) {
+            std::vector<float> want(g.d_v), s(tile);
+            AttendHead(isa_, q.data() + i * g.d_k, k.data(), v.data(), type, g.stride, g.stride,
+                       n_pos, g.d_k, g.d_v, 0.09f, want.data(), s.data());
+            for (int e = 0; e < g.d_v; ++e) {
+              ASSERT_EQ(Bits(got[i * g.d_v + e]), Bits(want[e]))
+                  << "d_k " << g.d_k << " d_v " << g.d_v << " n_pos " << n_pos << " f16 " << f16
+                  << " n_q " << n_q << " query " << i << " element " << e;
+            }
+          }
+        }
+      }
+    }
+  }
+}
+
 TEST_P(AttentionTest, SameBitsOnAnyThreadInAnyOrder) {
   // The engine runs (token, head) items on any thread in any order: items computed in order
   // on one thread and in reverse order on 4 concurrent threads (each with its own scratch)
