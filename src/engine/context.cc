@@ -87,8 +87,8 @@ struct Context::Impl {
   // and v stored into the cache; tokens' q and k/v in parallel (each item is independent).
   void PrepareAttention(int il, std::span<const BatchToken> batch);
   // Stores one token's projection (n_head_kv heads of head_dim) into a layer's K or V cache.
-  void StoreHeads(const float* row, uint32_t head_dim, uint8_t* cache, const BatchToken& token,
-                  KvElemType elem, size_t elt) const;
+  void StoreHeads(const float* row, uint32_t head_dim, uint8_t* cache,
+                  const BatchToken& token) const;
   void Attention(int il, std::span<const BatchToken> batch);
   Status MoE(int il, int n);
   // Applies layer il+1's router to the current FFN input (the residual stream after layer
@@ -329,7 +329,9 @@ void Context::Impl::ProjectAll(std::initializer_list<Product> products, Input& i
 }
 
 void Context::Impl::StoreHeads(const float* row, uint32_t head_dim, uint8_t* cache,
-                               const BatchToken& token, KvElemType elem, size_t elt) const {
+                               const BatchToken& token) const {
+  const KvElemType elem = kv_type == KvType::kF16 ? KvElemType::kF16 : KvElemType::kF32;
+  const size_t elt = kv_type == KvType::kF16 ? 2 : 4;  // bytes per cache element
   for (uint32_t h = 0; h < hp.n_head_kv; ++h) {
     const size_t cell = (size_t{token.seq} * hp.n_head_kv + h) * n_ctx + token.pos;
     StoreKv(row + size_t{h} * head_dim, head_dim, elem, cache + cell * head_dim * elt);
@@ -340,8 +342,6 @@ void Context::Impl::PrepareAttention(int il, std::span<const BatchToken> batch) 
   const LayerWeights& L = model.layer(il);
   const int64_t QD = hp.n_embd_q(), KD = hp.n_embd_k_gqa(), VD = hp.n_embd_v_gqa();
   const RopeMode rope = arch.rope_type == RopeType::kNeox ? RopeMode::kNeox : RopeMode::kNorm;
-  const KvElemType elem = kv_type == KvType::kF16 ? KvElemType::kF16 : KvElemType::kF32;
-  const size_t elt = kv_type == KvType::kF16 ? 2 : 4;  // bytes per cache element
   // Bias, then the q/k norm, then the rotation of one projection row of one token.
   auto finish = [&](float* row, int64_t width, const std::vector<float>& bias,
                     const std::vector<float>& norm, uint32_t heads, const float* cos_sin) {
@@ -376,13 +376,13 @@ void Context::Impl::PrepareAttention(int il, std::span<const BatchToken> batch) 
         case kK: {
           float* kt = k.data() + t * KD;
           finish(kt, KD, L.bk, L.attn_k_norm, hp.n_head_kv, cos_sin);
-          StoreHeads(kt, hp.head_dim_k, k_cache[il].data(), batch[t], elem, elt);
+          StoreHeads(kt, hp.head_dim_k, k_cache[il].data(), batch[t]);
           break;
         }
         case kV: {
           float* vt = v.data() + t * VD;
           for (int64_t i = 0; i < VD && !L.bv.empty(); ++i) vt[i] += L.bv[i];
-          StoreHeads(vt, hp.head_dim_v, v_cache[il].data(), batch[t], elem, elt);
+          StoreHeads(vt, hp.head_dim_v, v_cache[il].data(), batch[t]);
           break;
         }
       }
