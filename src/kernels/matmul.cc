@@ -250,9 +250,17 @@ float Activations::Value(int64_t t, int64_t c) const {
 
 namespace {
 
+// The K-quant matrices that a variant's kernels read as 16-row panels: all three on AVX-512;
+// Q4_K on AVX2 (matmul_avx2.cc, where the panel tile is about 2x the row tile's speed).
 bool PanelsReadable(Isa isa, GgmlType type) {
-  return isa == Isa::kAvx512 &&
-         (type == GgmlType::kQ4_K || type == GgmlType::kQ5_K || type == GgmlType::kQ6_K);
+  switch (isa) {
+    case Isa::kAvx512:
+      return type == GgmlType::kQ4_K || type == GgmlType::kQ5_K || type == GgmlType::kQ6_K;
+    case Isa::kAvx2:
+      return type == GgmlType::kQ4_K;
+    default:
+      return false;
+  }
 }
 
 void CheckedMatMul(const kernels::KernelTable& table, Isa isa, const WeightMatrix& w,
@@ -263,7 +271,7 @@ void CheckedMatMul(const kernels::KernelTable& table, Isa isa, const WeightMatri
   MT_CHECK(0 <= r0 && r0 <= r1 && r1 <= w.rows);
   const bool panels = w.layout == WeightLayout::kPanels;
   if (panels) {
-    MT_CHECK_MSG(PanelsReadable(isa, w.type), "MatMul: kPanels weights need the AVX-512 variant");
+    MT_CHECK_MSG(PanelsReadable(isa, w.type), "MatMul: this variant cannot read these kPanels weights");
     MT_CHECK_MSG(r0 % 16 == 0 && (r1 % 16 == 0 || r1 == w.rows),
                  "MatMul: kPanels row ranges start and end on 16-row panels");
   }
@@ -308,14 +316,16 @@ WeightLayout CopyForKernels(const WeightMatrix& w, uint8_t* dst) {
 void RepackToPanels(GgmlType type, int64_t rows, int64_t cols, const uint8_t* src, uint8_t* dst) {
   MT_CHECK_MSG(PanelsPreferred(type, rows), "RepackToPanels: not a kPanels matrix here");
 #ifdef MT_KERNELS_X86
-  const uint64_t row_bytes = RowBytes(type, cols);
-  // Stream slots repack while decoding: the scratch only grows, so that is no allocation.
-  thread_local std::vector<uint8_t> scratch;
-  if (scratch.size() < 16 * row_bytes) scratch.resize(16 * row_bytes);
-  kernels::RepackKQuantAvx512(type, rows, cols, row_bytes, src, dst, scratch.data());
-#else
-  (void)cols, (void)src, (void)dst;
+  if (ActiveIsa() == Isa::kAvx512) {
+    const uint64_t row_bytes = RowBytes(type, cols);
+    // Stream slots repack while decoding: the scratch only grows, so that is no allocation.
+    thread_local std::vector<uint8_t> scratch;
+    if (scratch.size() < 16 * row_bytes) scratch.resize(16 * row_bytes);
+    kernels::RepackKQuantAvx512(type, rows, cols, row_bytes, src, dst, scratch.data());
+    return;
+  }
 #endif
+  RowsToPanels(type, rows, cols, src, dst);  // the portable definition (kernels/panel_layout.h)
 }
 
 }  // namespace mt

@@ -125,20 +125,41 @@ void QuantizeQ8_K(const float* x, int64_t cols, uint8_t* dst) {
 // ---- Format traits ------------------------------------------------------------------------
 
 // Q4_K and Q5_K: x = d * sc[s] * q - dmin * m[s], sub-blocks s of 32 (one vector each).
-// Per (row, token) and super-block:
-//   S (8 x int32, exact) = sum_s madd(maddubs(q_s, a_s), set1(sc[s]))   (pairs <= 2*31*127)
-//   f = fma(float(S), set1(d * da), f)
-//   f = fnmadd(mdm[0..7], bd[0..7], f);  f = fnmadd(mdm[8..15], bd[8..15], f)
-//     mdm[j] = dmin * m[j / 2], bd[j] = da * bsum[j]   (16 groups j of 16)
+// Per (row, token) and super-block, the sequence the panel kernel below also follows (so a
+// matrix gives the same bits as rows and as panels):
+//   S (exact int32) = sum_s sc[s] * sum(q * a over s)      (by madd; |S| < 2^26)
+//   M (exact int32) = sum_s m[s] * bsum32[s]                (|M| < 2^21)
+//   f = fma(float(S), d * da, f);  f = fnmadd(float(M), dmin * da, f)
+// f is one float per (row, token): the sums are integers, exact in any order, so the row
+// kernel's lane sums are exact too.
 struct alignas(32) UnpackedK4 {
   __m256i q[8];   // codes, sub-block s in q[s]
-  __m256 mdm[2];  // dmin * m[j / 2]
+  __m128i m;      // int16 mins m[0..7]
   int16_t sc[8];  // sub-block scales
-  float d;
+  float d, dmin;
 };
 
+// One float accumulator per (row, token) (K4Traits).
+struct AccScalar {
+  using Acc = float;
+  static float Zero() { return 0.0f; }
+  static float Reduce(float v) { return v; }
+};
+
+// The super-block's end for one (row, token): f = fma(float(S), dd, f); f = fnmadd(float(M),
+// dm, f), with S the sum of the 8 lanes of s8 and M of the 4 lanes of m4 (exact).
+[[gnu::always_inline]] float FoldK4(__m256i s8, __m128i m4, float dd, float dm, float f) {
+  const __m128i s4 = _mm_add_epi32(_mm256_castsi256_si128(s8), _mm256_extracti128_si256(s8, 1));
+  __m128i h = _mm_hadd_epi32(s4, m4);  // s0+s1, s2+s3, m0+m1, m2+m3
+  h = _mm_hadd_epi32(h, h);            // S, M, S, M
+  const __m128 sm = _mm_cvtepi32_ps(h);
+  __m128 r = _mm_fmadd_ss(sm, _mm_set_ss(dd), _mm_set_ss(f));
+  r = _mm_fnmadd_ss(_mm_movehdup_ps(sm), _mm_set_ss(dm), r);
+  return _mm_cvtss_f32(r);
+}
+
 template <bool kFifthBit>
-struct K4Traits : Acc256 {
+struct K4Traits : AccScalar {
   static constexpr int64_t kStep = 256;
   static constexpr int kRows = 3, kToks = 2;
   static constexpr int kDirectRows = 1;
@@ -150,7 +171,7 @@ struct K4Traits : Acc256 {
     const uint8_t* p = rr.row + s * kBytes;
     const uint8_t* qs = p + (kFifthBit ? 48 : 16);
     u->d = F16(p);
-    const float dmin = F16(p + 2);
+    u->dmin = F16(p + 2);
     // The 12 scale bytes -> 8 six-bit scales and mins (see BlockQ4_K and the AVX-512 file).
     const uint32_t u0 = Load32(p + 4), u1 = Load32(p + 8), u2 = Load32(p + 12);
     const uint64_t sc8 =
@@ -159,12 +180,7 @@ struct K4Traits : Acc256 {
         (u1 & 0x3F3F3F3Fu) | uint64_t{((u2 >> 4) & 0x0F0F0F0Fu) | ((u1 >> 2) & 0x30303030u)} << 32;
     _mm_storeu_si128(reinterpret_cast<__m128i*>(u->sc),
                      _mm_cvtepu8_epi16(_mm_cvtsi64_si128(static_cast<long long>(sc8))));
-    const __m128i m128 = _mm_cvtsi64_si128(static_cast<long long>(m8));
-    const __m128i m16 = _mm_unpacklo_epi8(m128, m128);  // m[j / 2] for j = 0..15
-    const __m256 vdmin = _mm256_set1_ps(dmin);
-    u->mdm[0] = _mm256_mul_ps(_mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(m16)), vdmin);
-    u->mdm[1] =
-        _mm256_mul_ps(_mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(_mm_srli_si128(m16, 8))), vdmin);
+    u->m = _mm_cvtepu8_epi16(_mm_cvtsi64_si128(static_cast<long long>(m8)));
     const __m256i low4 = _mm256_set1_epi8(0x0F);
     __m256i qh = _mm256_setzero_si256();
     if (kFifthBit) qh = LoadU256(p + 16);
@@ -189,7 +205,7 @@ struct K4Traits : Acc256 {
 
   template <int R, int T>
   [[gnu::always_inline]] static void Step(const Unpacked* const* u, const Toks& k, int64_t s,
-                                          __m256 (&f)[R][T]) {
+                                          float (&f)[R][T]) {
     const ActBlockQ8K* a[T];
     for (int t = 0; t < T; ++t) a[t] = k.q8k(t, s);
     __m256i acc[R][T];
@@ -205,12 +221,10 @@ struct K4Traits : Acc256 {
       }
     }
     for (int t = 0; t < T; ++t) {
-      const __m256 bd0 = _mm256_load_ps(a[t]->bd), bd1 = _mm256_load_ps(a[t]->bd + 8);
+      const __m128i bsum32 = _mm_loadu_si128(reinterpret_cast<const __m128i*>(a[t]->bsum32));
       for (int i = 0; i < R; ++i) {
-        const float dd = u[i]->d * a[t]->d;
-        f[i][t] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(acc[i][t]), _mm256_set1_ps(dd), f[i][t]);
-        f[i][t] = _mm256_fnmadd_ps(u[i]->mdm[0], bd0, f[i][t]);
-        f[i][t] = _mm256_fnmadd_ps(u[i]->mdm[1], bd1, f[i][t]);
+        f[i][t] = FoldK4(acc[i][t], _mm_madd_epi16(u[i]->m, bsum32), u[i]->d * a[t]->d,
+                         u[i]->dmin * a[t]->d, f[i][t]);
       }
     }
   }
@@ -463,8 +477,178 @@ struct FloatTraits : Acc256 {
   }
 };
 
+// ---- Q4_K on 16-row panels (WeightLayout::kPanels, kernels/panel_layout.h) -----------------
+//
+// A panel stores each 16-byte chunk of a super-block as 4 groups of (16 rows x 4 bytes), so
+// one 32-byte load gives the same 4 bytes of 8 rows (a half panel): lane i of every vector
+// is row i. For 4 code bytes (8 codes: 4 of sub-block 2c in the low nibbles, 4 of 2c + 1 in
+// the high ones) vpmaddubsw against the token's 4 activation bytes, broadcast, and vpmaddwd
+// against the row's sub-block scale give each row's scaled sum in its own lane: the
+// super-block's S and M need no lane sums, and the float steps (FoldK4's, per lane) run once
+// per 8 rows. The codes are split once for all the tile's tokens.
+
+// vpshufb masks: kPairMasks[b] zero-extends byte b of every dword into both of its int16
+// halves (a sub-block's scale per row); kPairMasks[4 + p] bytes 2p and 2p + 1 into its two
+// halves (the mins of sub-blocks 2p, 2p + 1 per row, p = 0, 1).
+alignas(32) constexpr int8_t kPairMasks[6][32] = {
+#define MT_DWORD_MASK(x, y)                                                                  \
+  {x, -1, y, -1, x + 4, -1, y + 4, -1, x + 8, -1, y + 8, -1, x + 12, -1, y + 12, -1,        \
+   x, -1, y, -1, x + 4, -1, y + 4, -1, x + 8, -1, y + 8, -1, x + 12, -1, y + 12, -1}
+    MT_DWORD_MASK(0, 0), MT_DWORD_MASK(1, 1), MT_DWORD_MASK(2, 2),
+    MT_DWORD_MASK(3, 3), MT_DWORD_MASK(0, 1), MT_DWORD_MASK(2, 3),
+#undef MT_DWORD_MASK
+};
+
+__m256i PairMask(int i) { return _mm256_load_si256(reinterpret_cast<const __m256i*>(kPairMasks[i])); }
+
+__m256i Broadcast32(const int8_t* p) {
+  int32_t v;
+  std::memcpy(&v, p, 4);
+  return _mm256_set1_epi32(v);
+}
+
+// A half panel's super-block header: the 6-bit scales and mins as bytes (dword lane i = row
+// i: scales 0-3, 4-7, mins 0-3, 4-7) and d, dmin as floats.
+struct PanelHeaderQ4K {
+  __m256i sc[2], m[2];
+  __m256 d, dmin;
+};
+
+PanelHeaderQ4K LoadHeaderQ4K(const uint8_t* h) {
+  const __m256i dm = LoadU256(h), u0 = LoadU256(h + 64), u1 = LoadU256(h + 128),
+                u2 = LoadU256(h + 192);
+  const __m256i m3f = _mm256_set1_epi8(0x3F), m0f = _mm256_set1_epi8(0x0F),
+                m30 = _mm256_set1_epi8(0x30);
+  PanelHeaderQ4K o;
+  // As the row kernel's Unpack, on 8 rows' dwords at once.
+  o.sc[0] = _mm256_and_si256(u0, m3f);
+  o.sc[1] = _mm256_or_si256(_mm256_and_si256(u2, m0f),
+                            _mm256_and_si256(_mm256_srli_epi32(u0, 2), m30));
+  o.m[0] = _mm256_and_si256(u1, m3f);
+  o.m[1] = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi32(u2, 4), m0f),
+                           _mm256_and_si256(_mm256_srli_epi32(u1, 2), m30));
+  // dword = d | dmin << 16 (f16): gather the 8 d's, then the 8 dmin's.
+  const __m256i split = _mm256_shuffle_epi8(
+      dm, _mm256_setr_epi8(0, 1, 4, 5, 8, 9, 12, 13, 2, 3, 6, 7, 10, 11, 14, 15, 0, 1, 4, 5, 8, 9,
+                           12, 13, 2, 3, 6, 7, 10, 11, 14, 15));
+  const __m256i halves = _mm256_permute4x64_epi64(split, 0xD8);  // d0-7 | dmin0-7
+  o.d = _mm256_cvtph_ps(_mm256_castsi256_si128(halves));
+  o.dmin = _mm256_cvtph_ps(_mm256_extracti128_si256(halves, 1));
+  return o;
+}
+
+// H half panels (8 rows each, at panel + 32 h) x T tokens, all super-blocks; y rows r0 + 8 h.
+template <int H, int T>
+[[gnu::noinline]] void PanelTileQ4K(const uint8_t* panel, int64_t cols, const Toks& k, float* y,
+                                     int64_t y_stride, int64_t r0) {
+  constexpr int64_t kBlockBytes = 144;
+  const __m256i low4 = _mm256_set1_epi8(0x0F);
+  __m256 f[H][T];
+  for (int h = 0; h < H; ++h) {
+    for (int t = 0; t < T; ++t) f[h][t] = _mm256_setzero_ps();
+  }
+  for (int64_t s = 0; s < cols / 256; ++s) {
+    const uint8_t* blk = panel + 16 * kBlockBytes * s;
+    const ActBlockQ8K* a[T];
+    for (int t = 0; t < T; ++t) a[t] = k.q8k(t, s);
+    PanelHeaderQ4K hd[H];
+    for (int h = 0; h < H; ++h) hd[h] = LoadHeaderQ4K(blk + 32 * h);
+    __m256i acc[H][T];
+    for (int h = 0; h < H; ++h) {
+      for (int t = 0; t < T; ++t) acc[h][t] = _mm256_setzero_si256();
+    }
+#pragma nounroll
+    for (int c = 0; c < 4; ++c) {
+      // Sub-blocks 2c (low nibbles) and 2c + 1 (high). A sub-block's 8 groups share its
+      // scale, so their vpmaddubsw pairs add up in int16 first (8 * 2 * 15 * 127 < 2^15)
+      // and one vpmaddwd per sub-block applies the scale: 9 multiplies per 256 products
+      // where the row kernel needs 16.
+      __m256i s_lo[H][T], s_hi[H][T];  // int16 sums of the 8 groups
+      for (int g = 0; g < 8; ++g) {  // 4-byte groups: chunk 16 + 32c + 16 (g / 4), k = g % 4
+        const uint8_t* grp = blk + 16 * (16 + 32 * c + 16 * (g / 4)) + 64 * (g % 4);
+        const int l = 16 * (g / 4) + 4 * (g % 4);  // code byte within the 32 of chunk pair c
+        __m256i lo[H], hi[H];
+        for (int h = 0; h < H; ++h) {
+          const __m256i v = LoadU256(grp + 32 * h);
+          lo[h] = _mm256_and_si256(v, low4);
+          hi[h] = _mm256_and_si256(_mm256_srli_epi16(v, 4), low4);
+        }
+        for (int t = 0; t < T; ++t) {
+          const __m256i al = Broadcast32(a[t]->qs + 64 * c + l);
+          const __m256i ah = Broadcast32(a[t]->qs + 64 * c + 32 + l);
+          for (int h = 0; h < H; ++h) {
+            const __m256i pl = _mm256_maddubs_epi16(lo[h], al);
+            const __m256i ph = _mm256_maddubs_epi16(hi[h], ah);
+            s_lo[h][t] = g == 0 ? pl : _mm256_add_epi16(s_lo[h][t], pl);
+            s_hi[h][t] = g == 0 ? ph : _mm256_add_epi16(s_hi[h][t], ph);
+          }
+        }
+      }
+      for (int h = 0; h < H; ++h) {
+        const __m256i sc_lo = _mm256_shuffle_epi8(hd[h].sc[c / 2], PairMask((2 * c) % 4));
+        const __m256i sc_hi = _mm256_shuffle_epi8(hd[h].sc[c / 2], PairMask((2 * c + 1) % 4));
+        for (int t = 0; t < T; ++t) {
+          acc[h][t] = _mm256_add_epi32(acc[h][t],
+                                       _mm256_add_epi32(_mm256_madd_epi16(s_lo[h][t], sc_lo),
+                                                        _mm256_madd_epi16(s_hi[h][t], sc_hi)));
+        }
+      }
+    }
+    // M = sum_j m[j] * bsum32[j], by pairs of sub-blocks; then FoldK4's two float steps.
+    for (int t = 0; t < T; ++t) {
+      const __m256 da = _mm256_set1_ps(a[t]->d);
+      for (int h = 0; h < H; ++h) {
+        __m256i mv = _mm256_setzero_si256();
+        for (int p = 0; p < 4; ++p) {
+          const __m256i mp = _mm256_shuffle_epi8(hd[h].m[p / 2], PairMask(4 + p % 2));
+          mv = _mm256_add_epi32(mv, _mm256_madd_epi16(mp, Broadcast32(reinterpret_cast<const int8_t*>(a[t]->bsum32 + 2 * p))));
+        }
+        f[h][t] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(acc[h][t]), _mm256_mul_ps(hd[h].d, da), f[h][t]);
+        f[h][t] = _mm256_fnmadd_ps(_mm256_cvtepi32_ps(mv), _mm256_mul_ps(hd[h].dmin, da), f[h][t]);
+      }
+    }
+  }
+  for (int t = 0; t < T; ++t) {
+    for (int h = 0; h < H; ++h) _mm256_storeu_ps(y + t * y_stride + r0 + 8 * h, f[h][t]);
+  }
+}
+
+// Rows [r0, r1) of a Q4_K panel matrix (r0, r1 on 16-row panels): one token reads each panel
+// once, both halves together; more tokens go 4 at a time over each half panel, which then
+// comes from L1.
+void PanelsQ4K(const WeightView& w, const ActView& a, float* y, int64_t y_stride, int64_t r0,
+               int64_t r1) {
+  constexpr int kT = 4;
+  for (int64_t r = r0; r < r1; r += 16) {
+    const uint8_t* panel = w.data + r * w.row_bytes;
+    for (int64_t t0 = 0; t0 < a.n_tok; t0 += kT) {
+      const Toks k{a.data + t0 * a.token_stride, a.token_stride, 0, 0};
+      float* yt = y + t0 * y_stride;
+      const int64_t nt = a.n_tok - t0 < kT ? a.n_tok - t0 : kT;
+      if (nt == 1) {
+        PanelTileQ4K<2, 1>(panel, w.cols, k, yt, y_stride, r);
+        continue;
+      }
+      for (int h = 0; h < 2; ++h) {
+        const uint8_t* half = panel + 32 * h;
+        switch (nt) {
+          case 2:
+            PanelTileQ4K<1, 2>(half, w.cols, k, yt, y_stride, r + 8 * h);
+            break;
+          case 3:
+            PanelTileQ4K<1, 3>(half, w.cols, k, yt, y_stride, r + 8 * h);
+            break;
+          default:
+            PanelTileQ4K<1, 4>(half, w.cols, k, yt, y_stride, r + 8 * h);
+        }
+      }
+    }
+  }
+}
+
 void MatMulAvx2(const WeightView& w, const ActView& a, float* y, int64_t y_stride, int64_t r0,
                 int64_t r1) {
+  if (w.panels) return PanelsQ4K(w, a, y, y_stride, r0, r1);  // Q4_K only (PanelsReadable)
   switch (w.type) {
     case GgmlType::kQ4_K:
       return Run<K4Traits<false>>(w, a, y, y_stride, r0, r1);

@@ -24,7 +24,7 @@ struct WeightView {
   int64_t rows;
   int64_t cols;
   uint64_t row_bytes;
-  bool panels;  // WeightLayout::kPanels (only the AVX-512 K-quant kernels read it)
+  bool panels;  // WeightLayout::kPanels (PanelsReadable in matmul.cc: which variant reads which)
 };
 
 // Activation layouts, one token row at base + t * token_stride (64-byte aligned). Every byte
@@ -42,8 +42,9 @@ struct alignas(64) ActBlockQ8K {
   int16_t bsum[16];  // sum of qs[16j .. 16j + 15]
   float d;           // scale: x ~ qs * d
   // bsum[2j] + bsum[2j + 1], the sums per 32 (|.| <= 4064): derived from bsum by the
-  // dispatcher (so every variant writes the same bytes) for the AVX-512 panel kernels, which
-  // broadcast them in pairs into vpdpwssd (Q4_K/Q5_K's minimum term).
+  // dispatcher (so every variant writes the same bytes) for the Q4_K/Q5_K minimum term, which
+  // the AVX-512 panel kernels broadcast in pairs into vpdpwssd and the AVX2 ones into
+  // vpmaddwd.
   int16_t bsum32[8];
   uint8_t pad[76];  // zero (written by the dispatcher, so that rows are deterministic)
 };

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # The golden greedy test: a short greedy continuation of the tiny preset is pinned per
 # kernel variant in tests/golden/tiny_greedy_<isa>.txt (the variants round differently in
-# the last bits, so a near-tie can break differently; all three agree today). When the
+# the last bits, so a near-tie can break differently: avx2, whose K-quant float steps changed
+# with its panel kernels, leaves scalar and avx512 after the 13th token). When the
 # first avx512 file was pinned, llama.cpp's llama-completion on the same file produced the
 # same first 13 tokens; the continuation then differs at a near-tie that the two engines'
 # activation roundings break differently (with float activations the whole text matched).
