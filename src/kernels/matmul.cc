@@ -250,17 +250,13 @@ float Activations::Value(int64_t t, int64_t c) const {
 
 namespace {
 
-// The K-quant matrices that a variant's kernels read as 16-row panels: all three on AVX-512;
-// Q4_K on AVX2 (matmul_avx2.cc, where the panel tile is about 2x the row tile's speed).
+// The K-quant matrices that a variant's kernels read as 16-row panels: Q4_K, Q5_K and Q6_K on
+// AVX-512; Q4_K and Q5_K on AVX2 (matmul_avx2.cc: 1.4-2x its row kernel's products). AVX2
+// keeps Q6_K in rows: a panel kernel for it ran at twice its row kernel's speed from cache
+// but at ~0.6x from DRAM, and olmoe q4_k_m lost ~25 % in pp128 and tg32 with it.
 bool PanelsReadable(Isa isa, GgmlType type) {
-  switch (isa) {
-    case Isa::kAvx512:
-      return type == GgmlType::kQ4_K || type == GgmlType::kQ5_K || type == GgmlType::kQ6_K;
-    case Isa::kAvx2:
-      return type == GgmlType::kQ4_K;
-    default:
-      return false;
-  }
+  const bool k4 = type == GgmlType::kQ4_K || type == GgmlType::kQ5_K;
+  return (isa == Isa::kAvx512 && (k4 || type == GgmlType::kQ6_K)) || (isa == Isa::kAvx2 && k4);
 }
 
 void CheckedMatMul(const kernels::KernelTable& table, Isa isa, const WeightMatrix& w,

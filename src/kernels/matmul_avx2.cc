@@ -537,11 +537,17 @@ PanelHeaderQ4K LoadHeaderQ4K(const uint8_t* h) {
   return o;
 }
 
-// H half panels (8 rows each, at panel + 32 h) x T tokens, all super-blocks; y rows r0 + 8 h.
-template <int H, int T>
-[[gnu::noinline]] void PanelTileQ4K(const uint8_t* panel, int64_t cols, const Toks& k, float* y,
-                                     int64_t y_stride, int64_t r0) {
-  constexpr int64_t kBlockBytes = 144;
+// Q4_K / Q5_K: half panels hb .. hb + H - 1 (8 rows each: 4-byte groups at + 32 h) x T tokens,
+// all super-blocks; y rows r0 + 8 (hb + h).
+template <bool kFifthBit, int H, int T>
+[[gnu::noinline]] void PanelTileK4(const uint8_t* panel, int hb, int64_t cols, const Toks& k,
+                                 float* y, int64_t y_stride, int64_t r0) {
+  constexpr int64_t kBlockBytes = kFifthBit ? 176 : 144;
+  constexpr int kQs = kFifthBit ? 48 : 16;  // row offset of the codes (Q5_K: qh at 16)
+  // Groups summed in int16 before the scale: 8 x 2 x 15 x 127 < 2^15 (Q4_K); Q5_K's codes
+  // reach 31, so 4.
+  constexpr int kFlush = kFifthBit ? 4 : 8;
+  const __m256i one = _mm256_set1_epi8(1);
   const __m256i low4 = _mm256_set1_epi8(0x0F);
   __m256 f[H][T];
   for (int h = 0; h < H; ++h) {
@@ -552,26 +558,39 @@ template <int H, int T>
     const ActBlockQ8K* a[T];
     for (int t = 0; t < T; ++t) a[t] = k.q8k(t, s);
     PanelHeaderQ4K hd[H];
-    for (int h = 0; h < H; ++h) hd[h] = LoadHeaderQ4K(blk + 32 * h);
+    for (int h = 0; h < H; ++h) hd[h] = LoadHeaderQ4K(blk + 32 * (hb + h));
     __m256i acc[H][T];
     for (int h = 0; h < H; ++h) {
       for (int t = 0; t < T; ++t) acc[h][t] = _mm256_setzero_si256();
     }
 #pragma nounroll
     for (int c = 0; c < 4; ++c) {
-      // Sub-blocks 2c (low nibbles) and 2c + 1 (high). A sub-block's 8 groups share its
-      // scale, so their vpmaddubsw pairs add up in int16 first (8 * 2 * 15 * 127 < 2^15)
-      // and one vpmaddwd per sub-block applies the scale: 9 multiplies per 256 products
-      // where the row kernel needs 16.
-      __m256i s_lo[H][T], s_hi[H][T];  // int16 sums of the 8 groups
-      for (int g = 0; g < 8; ++g) {  // 4-byte groups: chunk 16 + 32c + 16 (g / 4), k = g % 4
-        const uint8_t* grp = blk + 16 * (16 + 32 * c + 16 * (g / 4)) + 64 * (g % 4);
+      // Sub-blocks 2c (low nibbles) and 2c + 1 (high). A sub-block's groups share its scale,
+      // so their vpmaddubsw pairs add up in int16 first and one vpmaddwd per kFlush groups
+      // applies the scale: Q4_K needs 9 multiplies per 256 products where the row kernel
+      // needs 16.
+      __m256i sc_lo[H], sc_hi[H];
+      for (int h = 0; h < H; ++h) {
+        sc_lo[h] = _mm256_shuffle_epi8(hd[h].sc[c / 2], PairMask((2 * c) % 4));
+        sc_hi[h] = _mm256_shuffle_epi8(hd[h].sc[c / 2], PairMask((2 * c + 1) % 4));
+      }
+      const __m128i shift_lo = _mm_cvtsi32_si128(2 * c), shift_hi = _mm_cvtsi32_si128(2 * c + 1);
+      __m256i s_lo[H][T], s_hi[H][T];  // int16 sums of the groups since the last flush
+      for (int g = 0; g < 8; ++g) {  // 4-byte groups: chunk kQs + 32c + 16 (g / 4), k = g % 4
+        const uint8_t* grp = blk + 16 * (kQs + 32 * c + 16 * (g / 4)) + 64 * (g % 4);
         const int l = 16 * (g / 4) + 4 * (g % 4);  // code byte within the 32 of chunk pair c
         __m256i lo[H], hi[H];
         for (int h = 0; h < H; ++h) {
-          const __m256i v = LoadU256(grp + 32 * h);
+          const __m256i v = LoadU256(grp + 32 * (hb + h));
           lo[h] = _mm256_and_si256(v, low4);
           hi[h] = _mm256_and_si256(_mm256_srli_epi16(v, 4), low4);
+          if (kFifthBit) {  // bit 2c / 2c + 1 of qh[l], at chunk 16 + 16 (g / 4), k = g % 4
+            const __m256i qh = LoadU256(blk + 16 * (16 + 16 * (g / 4)) + 64 * (g % 4) + 32 * (hb + h));
+            lo[h] = _mm256_or_si256(
+                lo[h], _mm256_slli_epi16(_mm256_and_si256(_mm256_srl_epi16(qh, shift_lo), one), 4));
+            hi[h] = _mm256_or_si256(
+                hi[h], _mm256_slli_epi16(_mm256_and_si256(_mm256_srl_epi16(qh, shift_hi), one), 4));
+          }
         }
         for (int t = 0; t < T; ++t) {
           const __m256i al = Broadcast32(a[t]->qs + 64 * c + l);
@@ -579,18 +598,17 @@ template <int H, int T>
           for (int h = 0; h < H; ++h) {
             const __m256i pl = _mm256_maddubs_epi16(lo[h], al);
             const __m256i ph = _mm256_maddubs_epi16(hi[h], ah);
-            s_lo[h][t] = g == 0 ? pl : _mm256_add_epi16(s_lo[h][t], pl);
-            s_hi[h][t] = g == 0 ? ph : _mm256_add_epi16(s_hi[h][t], ph);
+            s_lo[h][t] = g % kFlush == 0 ? pl : _mm256_add_epi16(s_lo[h][t], pl);
+            s_hi[h][t] = g % kFlush == 0 ? ph : _mm256_add_epi16(s_hi[h][t], ph);
           }
         }
-      }
-      for (int h = 0; h < H; ++h) {
-        const __m256i sc_lo = _mm256_shuffle_epi8(hd[h].sc[c / 2], PairMask((2 * c) % 4));
-        const __m256i sc_hi = _mm256_shuffle_epi8(hd[h].sc[c / 2], PairMask((2 * c + 1) % 4));
-        for (int t = 0; t < T; ++t) {
-          acc[h][t] = _mm256_add_epi32(acc[h][t],
-                                       _mm256_add_epi32(_mm256_madd_epi16(s_lo[h][t], sc_lo),
-                                                        _mm256_madd_epi16(s_hi[h][t], sc_hi)));
+        if ((g + 1) % kFlush != 0) continue;
+        for (int h = 0; h < H; ++h) {
+          for (int t = 0; t < T; ++t) {
+            acc[h][t] = _mm256_add_epi32(acc[h][t],
+                                         _mm256_add_epi32(_mm256_madd_epi16(s_lo[h][t], sc_lo[h]),
+                                                          _mm256_madd_epi16(s_hi[h][t], sc_hi[h])));
+          }
         }
       }
     }
@@ -609,14 +627,15 @@ template <int H, int T>
     }
   }
   for (int t = 0; t < T; ++t) {
-    for (int h = 0; h < H; ++h) _mm256_storeu_ps(y + t * y_stride + r0 + 8 * h, f[h][t]);
+    for (int h = 0; h < H; ++h) _mm256_storeu_ps(y + t * y_stride + r0 + 8 * (hb + h), f[h][t]);
   }
 }
 
-// Rows [r0, r1) of a Q4_K panel matrix (r0, r1 on 16-row panels): one token reads each panel
-// once, both halves together; more tokens go 4 at a time over each half panel, which then
-// comes from L1.
-void PanelsQ4K(const WeightView& w, const ActView& a, float* y, int64_t y_stride, int64_t r0,
+// Rows [r0, r1) of a Q4_K / Q5_K panel matrix (r0, r1 on 16-row panels): one token reads
+// each panel once, both halves together; more tokens go 4 at a time over each half panel,
+// whose second pass comes from L1. Every (row, token) takes the same steps either way.
+template <template <int, int> class Tile>
+void RunPanels(const WeightView& w, const ActView& a, float* y, int64_t y_stride, int64_t r0,
                int64_t r1) {
   constexpr int kT = 4;
   for (int64_t r = r0; r < r1; r += 16) {
@@ -626,29 +645,54 @@ void PanelsQ4K(const WeightView& w, const ActView& a, float* y, int64_t y_stride
       float* yt = y + t0 * y_stride;
       const int64_t nt = a.n_tok - t0 < kT ? a.n_tok - t0 : kT;
       if (nt == 1) {
-        PanelTileQ4K<2, 1>(panel, w.cols, k, yt, y_stride, r);
+        Tile<2, 1>::Run(panel, 0, w.cols, k, yt, y_stride, r);
         continue;
       }
       for (int h = 0; h < 2; ++h) {
-        const uint8_t* half = panel + 32 * h;
         switch (nt) {
           case 2:
-            PanelTileQ4K<1, 2>(half, w.cols, k, yt, y_stride, r + 8 * h);
+            Tile<1, 2>::Run(panel, h, w.cols, k, yt, y_stride, r);
             break;
           case 3:
-            PanelTileQ4K<1, 3>(half, w.cols, k, yt, y_stride, r + 8 * h);
+            Tile<1, 3>::Run(panel, h, w.cols, k, yt, y_stride, r);
             break;
           default:
-            PanelTileQ4K<1, 4>(half, w.cols, k, yt, y_stride, r + 8 * h);
+            Tile<1, 4>::Run(panel, h, w.cols, k, yt, y_stride, r);
         }
       }
     }
   }
 }
 
+template <int H, int T>
+struct Q4KPanelTile {
+  static void Run(const uint8_t* p, int hb, int64_t cols, const Toks& k, float* y, int64_t ys,
+                  int64_t r) {
+    PanelTileK4<false, H, T>(p, hb, cols, k, y, ys, r);
+  }
+};
+
+template <int H, int T>
+struct Q5KPanelTile {
+  static void Run(const uint8_t* p, int hb, int64_t cols, const Toks& k, float* y, int64_t ys,
+                  int64_t r) {
+    PanelTileK4<true, H, T>(p, hb, cols, k, y, ys, r);
+  }
+};
+
+void MatMulPanels(const WeightView& w, const ActView& a, float* y, int64_t y_stride, int64_t r0,
+                  int64_t r1) {
+  switch (w.type) {
+    case GgmlType::kQ4_K:
+      return RunPanels<Q4KPanelTile>(w, a, y, y_stride, r0, r1);
+    default:  // Q5_K (PanelsReadable)
+      return RunPanels<Q5KPanelTile>(w, a, y, y_stride, r0, r1);
+  }
+}
+
 void MatMulAvx2(const WeightView& w, const ActView& a, float* y, int64_t y_stride, int64_t r0,
                 int64_t r1) {
-  if (w.panels) return PanelsQ4K(w, a, y, y_stride, r0, r1);  // Q4_K only (PanelsReadable)
+  if (w.panels) return MatMulPanels(w, a, y, y_stride, r0, r1);
   switch (w.type) {
     case GgmlType::kQ4_K:
       return Run<K4Traits<false>>(w, a, y, y_stride, r0, r1);
