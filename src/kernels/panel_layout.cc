@@ -17,12 +17,14 @@ void ConvertPanel(uint64_t block_bytes, uint64_t chunk_bytes, uint64_t row_bytes
   const uint64_t panel_bytes = kPanelRows * row_bytes;
   std::memcpy(scratch, src, panel_bytes);
   const uint64_t n_sb = row_bytes / block_bytes;
-  // Byte (row i, offset o in the row) of the rows form <-> byte p of the panel form.
-  auto move = [&](int i, uint64_t o, uint64_t p) {
+  // n bytes at (row i, offset o in the row) of the rows form <-> at byte p of the panel form
+  // (the 4 bytes of a group, or Q6_K's 2 of d, are consecutive in both: moved as one word,
+  // which makes the conversion several times faster than byte by byte).
+  auto move = [&](int i, uint64_t o, uint64_t p, size_t n) {
     if (to_panels) {
-      dst[p] = scratch[i * row_bytes + o];
+      std::memcpy(dst + p, scratch + i * row_bytes + o, n);
     } else {
-      dst[i * row_bytes + o] = scratch[p];
+      std::memcpy(dst + i * row_bytes + o, scratch + p, n);
     }
   };
   for (uint64_t s = 0; s < n_sb; ++s) {
@@ -30,16 +32,12 @@ void ConvertPanel(uint64_t block_bytes, uint64_t chunk_bytes, uint64_t row_bytes
     for (uint64_t off = 0; off < chunk_bytes; off += 16) {
       for (int k = 0; k < 4; ++k) {
         for (int i = 0; i < kPanelRows; ++i) {
-          for (int b = 0; b < 4; ++b) {
-            move(i, base + off + 4 * k + b, 16 * (base + off) + 64 * k + 4 * i + b);
-          }
+          move(i, base + off + 4 * k, 16 * (base + off) + 64 * k + 4 * i, 4);
         }
       }
     }
     for (uint64_t tail = chunk_bytes; tail < block_bytes; tail += 2) {  // Q6_K's d
-      for (int i = 0; i < kPanelRows; ++i) {
-        for (int b = 0; b < 2; ++b) move(i, base + tail + b, 16 * (base + tail) + 2 * i + b);
-      }
+      for (int i = 0; i < kPanelRows; ++i) move(i, base + tail, 16 * (base + tail) + 2 * i, 2);
     }
   }
 }
