@@ -267,7 +267,8 @@ void CheckedMatMul(const kernels::KernelTable& table, Isa isa, const WeightMatri
   MT_CHECK(0 <= r0 && r0 <= r1 && r1 <= w.rows);
   const bool panels = w.layout == WeightLayout::kPanels;
   if (panels) {
-    MT_CHECK_MSG(PanelsReadable(isa, w.type), "MatMul: this variant cannot read these kPanels weights");
+    MT_CHECK_MSG(PanelsReadable(isa, w.type),
+                 "MatMul: this variant cannot read these kPanels weights");
     MT_CHECK_MSG(r0 % 16 == 0 && (r1 % 16 == 0 || r1 == w.rows),
                  "MatMul: kPanels row ranges start and end on 16-row panels");
   }

@@ -7,7 +7,9 @@
 // use vpmaddubsw (u8 x s8, pairs summed to int16) and vpmaddwd (int16 pairs summed to int32); the
 // code ranges keep vpmaddubsw from saturating (noted at each use). Per (row, token) and step the
 // float ops are fixed (listed at each Step) into one 8-lane accumulator, summed in a fixed tree at
-// the end (Reduce8).
+// the end (Reduce8); Q4_K / Q5_K instead fold each super-block's exact integer sums into one
+// float per (row, token), so that their 16-row panel kernels (the last section) give the same
+// bits as their rows.
 #include <immintrin.h>
 
 #include <cstdint>
@@ -514,7 +516,7 @@ struct FloatTraits : Acc256 {
   }
 };
 
-// ---- Q4_K on 16-row panels (WeightLayout::kPanels, kernels/panel_layout.h) -----------------
+// ---- Q4_K and Q5_K on 16-row panels (WeightLayout::kPanels, kernels/panel_layout.h) --------
 //
 // A panel stores each 16-byte chunk of a super-block as 4 groups of (16 rows x 4 bytes), so
 // one 32-byte load gives the same 4 bytes of 8 rows (a half panel): lane i of every vector
@@ -536,7 +538,9 @@ alignas(32) constexpr int8_t kPairMasks[6][32] = {
 #undef MT_DWORD_MASK
 };
 
-__m256i PairMask(int i) { return _mm256_load_si256(reinterpret_cast<const __m256i*>(kPairMasks[i])); }
+__m256i PairMask(int i) {
+  return _mm256_load_si256(reinterpret_cast<const __m256i*>(kPairMasks[i]));
+}
 
 __m256i Broadcast32(const int8_t* p) {
   int32_t v;
@@ -625,7 +629,8 @@ template <bool kFifthBit, int H, int T>
           lo[h] = _mm256_and_si256(v, low4);
           hi[h] = _mm256_and_si256(_mm256_srli_epi16(v, 4), low4);
           if (kFifthBit) {  // bit 2c / 2c + 1 of qh[l], at chunk 16 + 16 (g / 4), k = g % 4
-            const __m256i qh = LoadU256(blk + 16 * (16 + 16 * (g / 4)) + 64 * (g % 4) + 32 * (hb + h));
+            const uint8_t* qh_at = blk + 16 * (16 + 16 * (g / 4)) + 64 * (g % 4);
+            const __m256i qh = LoadU256(qh_at + 32 * (hb + h));
             lo[h] = _mm256_or_si256(
                 lo[h], _mm256_slli_epi16(_mm256_and_si256(_mm256_srl_epi16(qh, shift_lo), one), 4));
             hi[h] = _mm256_or_si256(
@@ -659,10 +664,12 @@ template <bool kFifthBit, int H, int T>
         __m256i mv = _mm256_setzero_si256();
         for (int p = 0; p < 4; ++p) {
           const __m256i mp = _mm256_shuffle_epi8(hd[h].m[p / 2], PairMask(4 + p % 2));
-          mv = _mm256_add_epi32(mv, _mm256_madd_epi16(mp, Broadcast32(reinterpret_cast<const int8_t*>(a[t]->bsum32 + 2 * p))));
+          const auto* pair = reinterpret_cast<const int8_t*>(a[t]->bsum32 + 2 * p);
+          mv = _mm256_add_epi32(mv, _mm256_madd_epi16(mp, Broadcast32(pair)));
         }
-        f[h][t] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(acc[h][t]), _mm256_mul_ps(hd[h].d, da), f[h][t]);
-        f[h][t] = _mm256_fnmadd_ps(_mm256_cvtepi32_ps(mv), _mm256_mul_ps(hd[h].dmin, da), f[h][t]);
+        const __m256 dd = _mm256_mul_ps(hd[h].d, da), dm = _mm256_mul_ps(hd[h].dmin, da);
+        f[h][t] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(acc[h][t]), dd, f[h][t]);
+        f[h][t] = _mm256_fnmadd_ps(_mm256_cvtepi32_ps(mv), dm, f[h][t]);
       }
     }
   }
