@@ -141,6 +141,11 @@ struct alignas(32) UnpackedK4 {
   float d, dmin;
 };
 
+// Bit `shift` of every byte of qh, moved to bit 4: Q5_K's fifth code bit.
+__m256i FifthBitOf(__m256i qh, __m128i shift) {
+  return _mm256_slli_epi16(_mm256_and_si256(_mm256_srl_epi16(qh, shift), _mm256_set1_epi8(1)), 4);
+}
+
 // One float accumulator per (row, token) (K4Traits).
 struct AccScalar {
   using Acc = float;
@@ -203,12 +208,8 @@ struct K4Traits : AccScalar {
       __m256i hi = _mm256_and_si256(_mm256_srli_epi16(v, 4), low4);
       if (kFifthBit) {
         // Fifth bit of sub-block s: bit s of qh[l].
-        const __m256i one = _mm256_set1_epi8(1);
-        const __m256i h0 = _mm256_and_si256(_mm256_srl_epi16(qh, _mm_cvtsi32_si128(2 * c)), one);
-        const __m256i h1 =
-            _mm256_and_si256(_mm256_srl_epi16(qh, _mm_cvtsi32_si128(2 * c + 1)), one);
-        lo = _mm256_or_si256(lo, _mm256_slli_epi16(h0, 4));
-        hi = _mm256_or_si256(hi, _mm256_slli_epi16(h1, 4));
+        lo = _mm256_or_si256(lo, FifthBitOf(qh, _mm_cvtsi32_si128(2 * c)));
+        hi = _mm256_or_si256(hi, FifthBitOf(qh, _mm_cvtsi32_si128(2 * c + 1)));
       }
       u->q[2 * c] = lo;
       u->q[2 * c + 1] = hi;
@@ -542,10 +543,9 @@ __m256i PairMask(int i) {
   return _mm256_load_si256(reinterpret_cast<const __m256i*>(kPairMasks[i]));
 }
 
+// The 4 bytes at p in every dword.
 __m256i Broadcast32(const int8_t* p) {
-  int32_t v;
-  std::memcpy(&v, p, 4);
-  return _mm256_set1_epi32(v);
+  return _mm256_set1_epi32(static_cast<int>(Load32(reinterpret_cast<const uint8_t*>(p))));
 }
 
 // A half panel's super-block header: the 6-bit scales and mins as bytes (dword lane i = row
@@ -588,7 +588,6 @@ template <bool kFifthBit, int H, int T>
   // Groups summed in int16 before the scale: 8 x 2 x 15 x 127 < 2^15 (Q4_K); Q5_K's codes
   // reach 31, so 4.
   constexpr int kFlush = kFifthBit ? 4 : 8;
-  const __m256i one = _mm256_set1_epi8(1);
   const __m256i low4 = _mm256_set1_epi8(0x0F);
   __m256 f[H][T];
   for (int h = 0; h < H; ++h) {
@@ -631,10 +630,8 @@ template <bool kFifthBit, int H, int T>
           if (kFifthBit) {  // bit 2c / 2c + 1 of qh[l], at chunk 16 + 16 (g / 4), k = g % 4
             const uint8_t* qh_at = blk + 16 * (16 + 16 * (g / 4)) + 64 * (g % 4);
             const __m256i qh = LoadU256(qh_at + 32 * (hb + h));
-            lo[h] = _mm256_or_si256(
-                lo[h], _mm256_slli_epi16(_mm256_and_si256(_mm256_srl_epi16(qh, shift_lo), one), 4));
-            hi[h] = _mm256_or_si256(
-                hi[h], _mm256_slli_epi16(_mm256_and_si256(_mm256_srl_epi16(qh, shift_hi), one), 4));
+            lo[h] = _mm256_or_si256(lo[h], FifthBitOf(qh, shift_lo));
+            hi[h] = _mm256_or_si256(hi[h], FifthBitOf(qh, shift_hi));
           }
         }
         for (int t = 0; t < T; ++t) {
@@ -681,7 +678,7 @@ template <bool kFifthBit, int H, int T>
 // Rows [r0, r1) of a Q4_K / Q5_K panel matrix (r0, r1 on 16-row panels): one token reads
 // each panel once, both halves together; more tokens go 4 at a time over each half panel,
 // whose second pass comes from L1. Every (row, token) takes the same steps either way.
-template <template <int, int> class Tile>
+template <bool kFifthBit>
 void RunPanels(const WeightView& w, const ActView& a, float* y, int64_t y_stride, int64_t r0,
                int64_t r1) {
   constexpr int kT = 4;
@@ -692,49 +689,29 @@ void RunPanels(const WeightView& w, const ActView& a, float* y, int64_t y_stride
       float* yt = y + t0 * y_stride;
       const int64_t nt = a.n_tok - t0 < kT ? a.n_tok - t0 : kT;
       if (nt == 1) {
-        Tile<2, 1>::Run(panel, 0, w.cols, k, yt, y_stride, r);
+        PanelTileK4<kFifthBit, 2, 1>(panel, 0, w.cols, k, yt, y_stride, r);
         continue;
       }
       for (int h = 0; h < 2; ++h) {
         switch (nt) {
           case 2:
-            Tile<1, 2>::Run(panel, h, w.cols, k, yt, y_stride, r);
+            PanelTileK4<kFifthBit, 1, 2>(panel, h, w.cols, k, yt, y_stride, r);
             break;
           case 3:
-            Tile<1, 3>::Run(panel, h, w.cols, k, yt, y_stride, r);
+            PanelTileK4<kFifthBit, 1, 3>(panel, h, w.cols, k, yt, y_stride, r);
             break;
           default:
-            Tile<1, 4>::Run(panel, h, w.cols, k, yt, y_stride, r);
+            PanelTileK4<kFifthBit, 1, 4>(panel, h, w.cols, k, yt, y_stride, r);
         }
       }
     }
   }
 }
 
-template <int H, int T>
-struct Q4KPanelTile {
-  static void Run(const uint8_t* p, int hb, int64_t cols, const Toks& k, float* y, int64_t ys,
-                  int64_t r) {
-    PanelTileK4<false, H, T>(p, hb, cols, k, y, ys, r);
-  }
-};
-
-template <int H, int T>
-struct Q5KPanelTile {
-  static void Run(const uint8_t* p, int hb, int64_t cols, const Toks& k, float* y, int64_t ys,
-                  int64_t r) {
-    PanelTileK4<true, H, T>(p, hb, cols, k, y, ys, r);
-  }
-};
-
 void MatMulPanels(const WeightView& w, const ActView& a, float* y, int64_t y_stride, int64_t r0,
                   int64_t r1) {
-  switch (w.type) {
-    case GgmlType::kQ4_K:
-      return RunPanels<Q4KPanelTile>(w, a, y, y_stride, r0, r1);
-    default:  // Q5_K (PanelsReadable)
-      return RunPanels<Q5KPanelTile>(w, a, y, y_stride, r0, r1);
-  }
+  if (w.type == GgmlType::kQ4_K) return RunPanels<false>(w, a, y, y_stride, r0, r1);
+  return RunPanels<true>(w, a, y, y_stride, r0, r1);  // Q5_K (PanelsReadable)
 }
 
 void MatMulAvx2(const WeightView& w, const ActView& a, float* y, int64_t y_stride, int64_t r0,
