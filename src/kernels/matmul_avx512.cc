@@ -145,7 +145,7 @@ struct Traits32 : Acc512 {
   static constexpr int64_t kStep = 64;
   static constexpr int kRows = 4, kToks = 4;
   static constexpr int kDirectRows = 1;
-  static constexpr bool kPrefetch = false;
+  static constexpr int64_t kPrefetchAhead = 0;
   static constexpr bool kMin = HasMin(kKind);
   using Unpacked = std::conditional_t<kMin, Unpacked32Min, Unpacked32>;
 
@@ -246,7 +246,7 @@ struct FloatTraits : Acc512 {
   static constexpr int64_t kStep = 16;
   static constexpr int kRows = 4, kToks = 4;
   static constexpr int kDirectRows = 4;
-  static constexpr bool kPrefetch = true;
+  static constexpr int64_t kPrefetchAhead = 512;
   using Unpacked = UnpackedF;
 
   static void Unpack(const RowRef& rr, int64_t s, Unpacked* u) {

@@ -27,7 +27,7 @@ struct Bf16DotTraits : Acc512 {
   static constexpr int64_t kStep = 32;
   static constexpr int kRows = 4, kToks = 4;
   static constexpr int kDirectRows = 4;
-  static constexpr bool kPrefetch = true;
+  static constexpr int64_t kPrefetchAhead = 512;
   using Unpacked = UnpackedBf16;
 
   static void Unpack(const RowRef& rr, int64_t s, Unpacked* u) {

@@ -11,13 +11,14 @@
 //   kStep                 columns per step (a run of columns with one set of weight scales)
 //   kRows, kToks          register tile: rows x tokens
 //   kDirectRows           rows interleaved in the few-token path
-//   kPrefetch             software prefetch in the few-token path
+//   kPrefetchAhead        bytes ahead of a step that the few-token path prefetches (0: none)
 //   Unpacked              one row's step, unpacked (codes in element order, scale vectors)
 //   Unpack(RowRef, s, Unpacked*)
 //   Step<R, T>(u[R], Toks, s, f[R][T])   accumulate step s of R rows x T tokens
-// (kDirectRows and kPrefetch were chosen by measurement on DRAM-resident weights: 1 row and
-// no prefetch stream best for the quantized formats, 4 rows with prefetch for the float
-// ones, whose single FMA chain per row would otherwise be latency-bound.)
+// (kDirectRows and kPrefetchAhead were chosen by measurement on DRAM-resident weights: 1 row
+// for the quantized formats, 4 rows with prefetch for the float ones, whose single FMA chain
+// per row would otherwise be latency-bound; a prefetch stream for those quantized formats
+// whose unpack is long enough to starve the hardware prefetcher: AVX2 Q6_K.)
 //
 // Loop structure, per call (rows [r0, r1), all tokens):
 //  - n_tok <= kDirectMaxTok (decode): kDirectRows rows at a time, each step unpacked into
@@ -80,7 +81,6 @@ struct Toks {
 constexpr int64_t kPanelBytes = 24 * 1024;  // unpacked weights of a panel: half of L1
 constexpr int kTokBlock = 16;               // tokens whose accumulators live at once
 constexpr int kDirectMaxTok = 4;
-constexpr int64_t kPrefetchBytes = 512;  // software prefetch distance (F::kPrefetch)
 
 // Steps [0, n) of R rows (row i at panel + i * panel_stride) x T tokens.
 // acc[i * kTokBlock + t] holds the accumulator of (row i, token t).
@@ -132,9 +132,13 @@ void DirectRows(const WeightView& w, const Toks& k, float* y, int64_t y_stride, 
     typename F::Unpacked u[R];
     const typename F::Unpacked* up[R];
     for (int i = 0; i < R; ++i) {
-      if (F::kPrefetch) {
-        _mm_prefetch(reinterpret_cast<const char*>(rr[i].row + s * step_bytes + kPrefetchBytes),
-                     _MM_HINT_T0);
+      if constexpr (F::kPrefetchAhead > 0) {
+        // Every cache line of the step, kPrefetchAhead bytes ahead (rows are contiguous, so
+        // past a row's end it is the next row's).
+        const char* ahead =
+            reinterpret_cast<const char*>(rr[i].row + s * step_bytes + F::kPrefetchAhead);
+        _mm_prefetch(ahead, _MM_HINT_T0);
+        for (int64_t o = 64; o < step_bytes; o += 64) _mm_prefetch(ahead + o, _MM_HINT_T0);
       }
       F::Unpack(rr[i], s, &u[i]);
       up[i] = &u[i];
