@@ -61,28 +61,45 @@ void Run(AttendFn fn, const float* q, const void* k, const void* v, KvElemType t
                          scale, out, scratch});
 }
 
-// The heads of a group: one call of the AVX-512 group kernel, else each head alone (the
-// other variants have no group kernel; the results are the same either way).
-void RunGroup(Isa isa, const float* q, int64_t q_stride, int n_q, const void* k, const void* v,
-              KvElemType type, int64_t k_stride, int64_t v_stride, int64_t n_pos, int d_k,
-              int d_v, float scale, float* out, int64_t out_stride, float* scratch) {
-  MT_CHECK(n_q >= 1 && n_q <= kAttendGroupMax && n_pos >= 1 && d_k >= 1 && d_v >= 1 &&
-           k_stride >= 0 && v_stride >= 0);
-  const int64_t tile = n_pos < kAttendTile ? n_pos : kAttendTile;
+// The queries of tokens x heads: AVX2 runs them 4 at a time over shared K/V loads, AVX-512 a
+// token's heads as one group, scalar each alone (the results are the same either way).
+void RunQueries(Isa isa, const AttendQueries& qs, const void* k, const void* v, KvElemType type,
+                int64_t k_stride, int64_t v_stride, int d_k, int d_v, float scale,
+                float* scratch) {
+  MT_CHECK(qs.n_head >= 1 && qs.n_tok >= 1 && qs.n_head * qs.n_tok <= kAttendGroupMax &&
+           qs.n_pos >= 1 && d_k >= 1 && d_v >= 1 && k_stride >= 0 && v_stride >= 0);
+  const int64_t last = qs.n_pos + qs.n_tok - 1;
+  const int64_t tile = last < kAttendTile ? last : kAttendTile;
   std::array<kernels::AttendArgs, kAttendGroupMax> args;
-  for (int i = 0; i < n_q; ++i) {
-    args[i] = kernels::AttendArgs{q + i * q_stride, k, v, type == KvElemType::kF16, k_stride,
-                                  v_stride, n_pos, d_k, d_v, scale, out + i * out_stride,
-                                  scratch + i * tile};
+  int n = 0;
+  for (int t = 0; t < qs.n_tok; ++t) {
+    for (int h = 0; h < qs.n_head; ++h, ++n) {
+      args[n] = kernels::AttendArgs{qs.q + t * qs.q_tok_stride + h * qs.q_head_stride,
+                                    k, v, type == KvElemType::kF16, k_stride, v_stride,
+                                    qs.n_pos + t, d_k, d_v, scale,
+                                    qs.out + t * qs.out_tok_stride + h * qs.out_head_stride,
+                                    scratch + n * tile};
+    }
   }
 #ifdef MT_KERNELS_X86
+  if (isa == Isa::kAvx2) {
+    kernels::AttendManyAvx2(args.data(), n);
+    return;
+  }
   if (isa == Isa::kAvx512) {
-    kernels::AttendGroupAvx512(args.data(), n_q);
+    for (int t = 0; t < qs.n_tok; ++t) {
+      kernels::AttendGroupAvx512(args.data() + t * qs.n_head, qs.n_head);
+    }
     return;
   }
 #endif
   const AttendFn fn = Variant(isa);
-  for (int i = 0; i < n_q; ++i) fn(args[i]);
+  for (int i = 0; i < n; ++i) fn(args[i]);
+}
+
+AttendQueries GroupOfHeads(const float* q, int64_t q_stride, int n_q, int64_t n_pos, float* out,
+                           int64_t out_stride) {
+  return AttendQueries{q, 0, q_stride, out, 0, out_stride, n_q, 1, n_pos};
 }
 
 }  // namespace
@@ -91,8 +108,8 @@ void AttendHeads(const float* q, int64_t q_stride, int n_q, const void* k, const
                  KvElemType type, int64_t k_stride, int64_t v_stride, int64_t n_pos, int d_k,
                  int d_v, float scale, float* out, int64_t out_stride, float* scratch) {
   static const Isa isa = ActiveIsa();
-  RunGroup(isa, q, q_stride, n_q, k, v, type, k_stride, v_stride, n_pos, d_k, d_v, scale, out,
-           out_stride, scratch);
+  RunQueries(isa, GroupOfHeads(q, q_stride, n_q, n_pos, out, out_stride), k, v, type, k_stride,
+             v_stride, d_k, d_v, scale, scratch);
 }
 
 void AttendHeads(Isa isa, const float* q, int64_t q_stride, int n_q, const void* k,
@@ -100,8 +117,22 @@ void AttendHeads(Isa isa, const float* q, int64_t q_stride, int n_q, const void*
                  int64_t n_pos, int d_k, int d_v, float scale, float* out, int64_t out_stride,
                  float* scratch) {
   MT_CHECK_MSG(IsaSupported(isa), "attention variant not supported by this CPU or build");
-  RunGroup(isa, q, q_stride, n_q, k, v, type, k_stride, v_stride, n_pos, d_k, d_v, scale, out,
-           out_stride, scratch);
+  RunQueries(isa, GroupOfHeads(q, q_stride, n_q, n_pos, out, out_stride), k, v, type, k_stride,
+             v_stride, d_k, d_v, scale, scratch);
+}
+
+void AttendTokens(const AttendQueries& qs, const void* k, const void* v, KvElemType type,
+                  int64_t k_stride, int64_t v_stride, int d_k, int d_v, float scale,
+                  float* scratch) {
+  static const Isa isa = ActiveIsa();
+  RunQueries(isa, qs, k, v, type, k_stride, v_stride, d_k, d_v, scale, scratch);
+}
+
+void AttendTokens(Isa isa, const AttendQueries& qs, const void* k, const void* v, KvElemType type,
+                  int64_t k_stride, int64_t v_stride, int d_k, int d_v, float scale,
+                  float* scratch) {
+  MT_CHECK_MSG(IsaSupported(isa), "attention variant not supported by this CPU or build");
+  RunQueries(isa, qs, k, v, type, k_stride, v_stride, d_k, d_v, scale, scratch);
 }
 
 void AttendHead(const float* q, const void* k, const void* v, KvElemType type, int64_t k_stride,

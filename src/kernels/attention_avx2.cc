@@ -20,8 +20,6 @@
 namespace mt::kernels {
 namespace {
 
-constexpr int kChunksPerGroup = 8;  // 8-float output chunks kept in registers at once
-
 // Lanes [0, left) set (all for left >= 8), as a maskload/maskstore mask.
 __m256i TailMask(int64_t left) {
   const __m256i lanes = _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7);
@@ -112,55 +110,44 @@ void Scores(const AttendArgs& a, int64_t j0, float* s) {
   for (int p = 0; p < P; ++p) s[p] = a.scale * Reduce8(acc[p]);
 }
 
-// out[d0 + i] += sum_j p[j] * V[j0 + j][d0 + i] for the NC chunks of 8 from d0, in position
-// order.
-template <bool kF16, int NC>
-void AccumulateV(const AttendArgs& a, const float* p, int64_t j0, int64_t n, int d0) {
-  __m256 acc[NC];
-  for (int c = 0; c < NC; ++c) acc[c] = LoadF(a.out + d0 + 8 * c, a.d_v - d0 - 8 * c);
+// out[d0 + e] += sum_j p[j] * V[j0 + j][d0 + e] of the NC chunks of 8 from d0, for Q queries
+// (p in each one's scratch), each element one FMA chain in position order; each V chunk is
+// loaded once for all Q. kWhole: the chunks are all within d_v, so no load takes the
+// out-of-line tail path (whose possible call made clang keep the accumulators on the stack:
+// attention at 2048 positions 2x slower).
+template <bool kF16, int Q, int NC, bool kWhole>
+void AccumulateChunks(const AttendArgs* a, int64_t j0, int64_t n, int d0) {
+  const AttendArgs& r = a[0];
+  auto left = [&](int c) -> int64_t { return kWhole ? 8 : r.d_v - d0 - 8 * c; };
+  __m256 acc[Q][NC];
+  for (int i = 0; i < Q; ++i) {
+    for (int c = 0; c < NC; ++c) acc[i][c] = LoadF(a[i].out + d0 + 8 * c, left(c));
+  }
   for (int64_t j = 0; j < n; ++j) {
-    const __m256 pj = _mm256_set1_ps(p[j]);
-    const int64_t at = (j0 + j) * a.v_stride + d0;
+    const int64_t at = (j0 + j) * r.v_stride + d0;
     for (int c = 0; c < NC; ++c) {
-      acc[c] = _mm256_fmadd_ps(pj, Load8<kF16>(a.v, at + 8 * c, a.d_v - d0 - 8 * c), acc[c]);
+      const __m256 v = Load8<kF16>(r.v, at + 8 * c, left(c));
+      for (int i = 0; i < Q; ++i) {
+        acc[i][c] = _mm256_fmadd_ps(_mm256_set1_ps(a[i].scratch[j]), v, acc[i][c]);
+      }
     }
   }
-  for (int c = 0; c < NC; ++c) StoreF(a.out + d0 + 8 * c, a.d_v - d0 - 8 * c, acc[c]);
+  for (int i = 0; i < Q; ++i) {
+    for (int c = 0; c < NC; ++c) StoreF(a[i].out + d0 + 8 * c, left(c), acc[i][c]);
+  }
 }
 
-template <bool kF16>
-void AccumulateAllV(const AttendArgs& a, const float* p, int64_t j0, int64_t n) {
-  const int chunks = (a.d_v + 7) / 8;
-  for (int g = 0; g < chunks; g += kChunksPerGroup) {
-    const int nc = chunks - g < kChunksPerGroup ? chunks - g : kChunksPerGroup;
-    const int d0 = 8 * g;
-    switch (nc) {
-      case 1:
-        AccumulateV<kF16, 1>(a, p, j0, n, d0);
-        break;
-      case 2:
-        AccumulateV<kF16, 2>(a, p, j0, n, d0);
-        break;
-      case 3:
-        AccumulateV<kF16, 3>(a, p, j0, n, d0);
-        break;
-      case 4:
-        AccumulateV<kF16, 4>(a, p, j0, n, d0);
-        break;
-      case 5:
-        AccumulateV<kF16, 5>(a, p, j0, n, d0);
-        break;
-      case 6:
-        AccumulateV<kF16, 6>(a, p, j0, n, d0);
-        break;
-      case 7:
-        AccumulateV<kF16, 7>(a, p, j0, n, d0);
-        break;
-      default:
-        AccumulateV<kF16, 8>(a, p, j0, n, d0);
-        break;
-    }
-  }
+// The weighted sum of positions [j0, j0 + n) into every output element of Q queries: 8
+// accumulators at a time (8 / Q chunks), then the whole chunks left one at a time, then
+// the tail chunk.
+template <bool kF16, int Q>
+void AccumulateV(const AttendArgs* a, int64_t j0, int64_t n) {
+  constexpr int kNC = 8 / Q;
+  const int whole = a[0].d_v / 8;
+  int c = 0;
+  for (; c + kNC <= whole; c += kNC) AccumulateChunks<kF16, Q, kNC, true>(a, j0, n, 8 * c);
+  for (; c < whole; ++c) AccumulateChunks<kF16, Q, 1, true>(a, j0, n, 8 * c);
+  if (8 * whole < a[0].d_v) AccumulateChunks<kF16, Q, 1, false>(a, j0, n, 8 * whole);
 }
 
 // out[i] *= c for i < d_v.
@@ -169,38 +156,139 @@ void ScaleOut(float* out, int d_v, __m256 c) {
     StoreF(out + i, d_v - i, _mm256_mul_ps(LoadF(out + i, d_v - i), c));
 }
 
+// The softmax steps of a tile whose scores are s[0, n): when its maximum raises m, l and the
+// output are first multiplied by exp(m - tile max); then s becomes p_j = exp(s_j - m), and l
+// grows by their sum.
+void FoldTile(const AttendArgs& a, float* s, int64_t n, float& m, float& l) {
+  float tile_max = -INFINITY;
+  for (int64_t j = 0; j < n; ++j) tile_max = s[j] > tile_max ? s[j] : tile_max;  // exact
+  if (tile_max > m) {
+    const __m256 c = Exp8(_mm256_set1_ps(m - tile_max));  // 0 for the first tile
+    l *= _mm256_cvtss_f32(c);
+    ScaleOut(a.out, a.d_v, c);
+    m = tile_max;
+  }
+  __m256 sum = _mm256_setzero_ps();
+  const __m256 mv = _mm256_set1_ps(m);
+  for (int64_t j = 0; j < n; j += 8) {
+    const __m256 keep = _mm256_castsi256_ps(TailMask(n - j));
+    const __m256 p = _mm256_and_ps(Exp8(_mm256_sub_ps(LoadF(s + j, n - j), mv)), keep);
+    StoreF(s + j, n - j, p);
+    sum = _mm256_add_ps(sum, p);
+  }
+  l += Reduce8(sum);
+}
+
+// One query's tiles from position j_begin (a tile edge) to n_pos, continuing its m, l and
+// output.
+template <bool kF16>
+void Tiles(const AttendArgs& a, int64_t j_begin, float& m, float& l) {
+  float* s = a.scratch;
+  for (int64_t j0 = j_begin; j0 < a.n_pos; j0 += kAttendTile) {
+    const int64_t n = a.n_pos - j0 < kAttendTile ? a.n_pos - j0 : kAttendTile;
+    int64_t j = 0;
+    for (; j + 4 <= n; j += 4) Scores<kF16, 4>(a, j0 + j, s + j);
+    for (; j < n; ++j) Scores<kF16, 1>(a, j0 + j, s + j);
+    FoldTile(a, s, n, m, l);
+    AccumulateV<kF16, 1>(&a, j0, n);
+  }
+}
+
 template <bool kF16>
 void Attend(const AttendArgs& a) {
   for (int i = 0; i < a.d_v; i += 8) StoreF(a.out + i, a.d_v - i, _mm256_setzero_ps());
   PrefetchFirstRows(a);  // Scores asks for the rest
   float m = -INFINITY;  // running maximum of the scores
   float l = 0.0f;       // running sum of exp(s_j - m)
-  float* s = a.scratch;
-  for (int64_t j0 = 0; j0 < a.n_pos; j0 += kAttendTile) {
-    const int64_t n = a.n_pos - j0 < kAttendTile ? a.n_pos - j0 : kAttendTile;
-    int64_t j = 0;
-    for (; j + 4 <= n; j += 4) Scores<kF16, 4>(a, j0 + j, s + j);
-    for (; j < n; ++j) Scores<kF16, 1>(a, j0 + j, s + j);
-    float tile_max = -INFINITY;
-    for (j = 0; j < n; ++j) tile_max = s[j] > tile_max ? s[j] : tile_max;  // exact
-    if (tile_max > m) {
-      const __m256 c = Exp8(_mm256_set1_ps(m - tile_max));  // 0 for the first tile
-      l *= _mm256_cvtss_f32(c);
-      ScaleOut(a.out, a.d_v, c);
-      m = tile_max;
-    }
-    __m256 sum = _mm256_setzero_ps();
-    const __m256 mv = _mm256_set1_ps(m);
-    for (j = 0; j < n; j += 8) {
-      const __m256 keep = _mm256_castsi256_ps(TailMask(n - j));
-      const __m256 p = _mm256_and_ps(Exp8(_mm256_sub_ps(LoadF(s + j, n - j), mv)), keep);
-      StoreF(s + j, n - j, p);
-      sum = _mm256_add_ps(sum, p);
-    }
-    l += Reduce8(sum);
-    AccumulateAllV<kF16>(a, s, j0, n);
-  }
+  Tiles<kF16>(a, 0, m, l);
   ScaleOut(a.out, a.d_v, _mm256_set1_ps(1.0f / l));
+}
+
+// Several queries over the same rows (AttendManyAvx2). Each query's float ops are exactly
+// Attend's for it; only the loads and widenings of K and V are shared.
+
+// Scores of positions [j, j + P) for Q queries: each K chunk is loaded once for all of them.
+// Prefetches for `ahead` (a query with the most positions) when it is set.
+template <bool kF16, int Q, int P>
+void ScoresJoint(const AttendArgs* a, const AttendArgs* ahead, int64_t j, int64_t s_at) {
+  if (ahead != nullptr) {
+    for (int p = 0; p < P; ++p) PrefetchForPosition(*ahead, j + p);
+  }
+  const AttendArgs& r = a[0];  // the shared rows
+  __m256 acc[Q][P];
+  for (int i = 0; i < Q; ++i) {
+    for (int p = 0; p < P; ++p) acc[i][p] = _mm256_setzero_ps();
+  }
+  const int full = r.d_k / 8 * 8;
+  for (int c = 0; c < full; c += 8) {
+    __m256 kv[P];
+    for (int p = 0; p < P; ++p) kv[p] = Load8<kF16>(r.k, (j + p) * r.k_stride + c, 8);
+    for (int i = 0; i < Q; ++i) {
+      const __m256 qv = _mm256_loadu_ps(a[i].q + c);
+      for (int p = 0; p < P; ++p) acc[i][p] = _mm256_fmadd_ps(qv, kv[p], acc[i][p]);
+    }
+  }
+  if (full < r.d_k) {
+    __m256 kv[P];
+    for (int p = 0; p < P; ++p) kv[p] = Load8<kF16>(r.k, (j + p) * r.k_stride + full, r.d_k - full);
+    for (int i = 0; i < Q; ++i) {
+      const __m256 qv = LoadF(a[i].q + full, r.d_k - full);
+      for (int p = 0; p < P; ++p) acc[i][p] = _mm256_fmadd_ps(qv, kv[p], acc[i][p]);
+    }
+  }
+  for (int i = 0; i < Q; ++i) {
+    for (int p = 0; p < P; ++p) a[i].scratch[s_at + p] = a[i].scale * Reduce8(acc[i][p]);
+  }
+}
+
+// The whole tile at j0 for Q queries: Tiles' steps for each, with K and V loaded once.
+template <bool kF16, int Q>
+void JointTile(const AttendArgs* a, const AttendArgs* ahead, int64_t j0, float* m, float* l) {
+  for (int64_t j = 0; j < kAttendTile; j += 2) ScoresJoint<kF16, Q, 2>(a, ahead, j0 + j, j);
+  for (int i = 0; i < Q; ++i) FoldTile(a[i], a[i].scratch, kAttendTile, m[i], l[i]);
+  AccumulateV<kF16, Q>(a, j0, kAttendTile);
+}
+
+// n queries over the same rows: each tile that is whole for all of them goes through all of
+// them, 4 at a time, while its K and V rows are in L1/L2 (one pass over a head's cache per
+// query, as AttendAvx2, streamed it from L3 for every prompt token); then each its own rest.
+template <bool kF16>
+void AttendMany(const AttendArgs* a, int n) {
+  if (n == 1) return Attend<kF16>(a[0]);
+  int64_t shared = a[0].n_pos;
+  int far = 0;
+  float m[kAttendGroupMax], l[kAttendGroupMax];
+  for (int i = 0; i < n; ++i) {
+    shared = a[i].n_pos < shared ? a[i].n_pos : shared;
+    far = a[i].n_pos > a[far].n_pos ? i : far;
+    for (int e = 0; e < a[i].d_v; e += 8) StoreF(a[i].out + e, a[i].d_v - e, _mm256_setzero_ps());
+    m[i] = -INFINITY;
+    l[i] = 0.0f;
+  }
+  shared = shared / kAttendTile * kAttendTile;
+  PrefetchFirstRows(a[far]);
+  for (int64_t j0 = 0; j0 < shared; j0 += kAttendTile) {
+    for (int i = 0; i < n; i += 4) {
+      const AttendArgs* ahead = i == 0 ? &a[far] : nullptr;  // the first pass brings the rows
+      switch (n - i < 4 ? n - i : 4) {
+        case 1:
+          JointTile<kF16, 1>(a + i, ahead, j0, m + i, l + i);
+          break;
+        case 2:
+          JointTile<kF16, 2>(a + i, ahead, j0, m + i, l + i);
+          break;
+        case 3:
+          JointTile<kF16, 3>(a + i, ahead, j0, m + i, l + i);
+          break;
+        default:
+          JointTile<kF16, 4>(a + i, ahead, j0, m + i, l + i);
+      }
+    }
+  }
+  for (int i = 0; i < n; ++i) {
+    Tiles<kF16>(a[i], shared, m[i], l[i]);
+    ScaleOut(a[i].out, a[i].d_v, _mm256_set1_ps(1.0f / l[i]));
+  }
 }
 
 // 8 floats to halves as Fp32ToFp16: the hardware rounds to nearest even like it, but keeps
@@ -226,6 +314,14 @@ void StoreF16Avx2(const float* src, int64_t n, uint16_t* dst) {
     std::memcpy(in, src + i, (n - i) * sizeof(float));
     _mm_store_si128(reinterpret_cast<__m128i*>(out), ToF16(_mm256_load_ps(in)));
     std::memcpy(dst + i, out, (n - i) * sizeof(uint16_t));
+  }
+}
+
+void AttendManyAvx2(const AttendArgs* a, int n_q) {
+  if (a[0].f16) {
+    AttendMany<true>(a, n_q);
+  } else {
+    AttendMany<false>(a, n_q);
   }
 }
 

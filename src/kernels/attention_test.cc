@@ -335,6 +335,63 @@ TEST_P(AttentionTest, GroupOfHeadsGivesEachHeadsOwnBits) {
   }
 }
 
+TEST_P(AttentionTest, ConsecutiveTokensGiveEachQueryItsOwnBits) {
+  // AttendTokens (a prompt's consecutive tokens, token i over one more position than token
+  // i - 1, each with a group of heads) equals AttendHead for each (token, head), bit for bit:
+  // token counts that split into passes of 4 unevenly, runs that start just before, at and
+  // after a tile edge (so the tokens share 0, 1 or 2 whole tiles and end in different ones),
+  // a tail chunk in d_k and d_v, wide strides, both element types.
+  struct TokenShape {
+    int d_k, d_v;
+    int64_t stride;
+  };
+  std::mt19937 rng(12);
+  std::normal_distribution<float> gauss(0.0f, 1.0f);
+  for (const TokenShape& g : {TokenShape{128, 128, 128}, TokenShape{72, 80, 96},
+                              TokenShape{16, 40, 40}}) {
+    for (int64_t n_pos : {int64_t{1}, int64_t{5}, int64_t{62}, int64_t{64}, int64_t{65},
+                          int64_t{127}, int64_t{190}}) {
+      const int max_tok = 9;
+      const int64_t rows = n_pos + max_tok - 1;
+      const int d_kv = std::max(g.d_k, g.d_v);
+      std::vector<float> kv(rows * d_kv), vv(rows * d_kv);
+      for (float& x : kv) x = gauss(rng);
+      for (float& x : vv) x = gauss(rng);
+      for (bool f16 : {true, false}) {
+        const KvElemType type = f16 ? KvElemType::kF16 : KvElemType::kF32;
+        const Cache k = MakeCache(kv, rows, g.d_k, g.stride, f16);
+        const Cache v = MakeCache(vv, rows, g.d_v, g.stride, f16);
+        for (int n_head : {1, 3}) {
+          for (int n_tok : {1, 2, 3, 5, max_tok}) {
+            const int n_q = n_head * n_tok;
+            std::vector<float> q(n_q * g.d_k);
+            for (float& x : q) x = gauss(rng);
+            const int64_t tile = std::min(n_pos + n_tok - 1, kAttendTile);
+            std::vector<float> got(n_q * g.d_v, std::nanf("")),
+                scratch(n_q * tile, std::nanf(""));
+            const AttendQueries qs{q.data(),   int64_t{n_head} * g.d_k, g.d_k, got.data(),
+                                   int64_t{n_head} * g.d_v, g.d_v, n_head, n_tok, n_pos};
+            AttendTokens(isa_, qs, k.data(), v.data(), type, g.stride, g.stride, g.d_k, g.d_v,
+                         0.09f, scratch.data());
+            for (int i = 0; i < n_q; ++i) {
+              const int t = i / n_head;
+              std::vector<float> want(g.d_v), s(kAttendTile);
+              AttendHead(isa_, q.data() + i * g.d_k, k.data(), v.data(), type, g.stride,
+                         g.stride, n_pos + t, g.d_k, g.d_v, 0.09f, want.data(), s.data());
+              for (int e = 0; e < g.d_v; ++e) {
+                ASSERT_EQ(Bits(got[i * g.d_v + e]), Bits(want[e]))
+                    << "d_k " << g.d_k << " d_v " << g.d_v << " n_pos " << n_pos << " f16 "
+                    << f16 << " heads " << n_head << " tokens " << n_tok << " query " << i
+                    << " element " << e;
+              }
+            }
+          }
+        }
+      }
+    }
+  }
+}
+
 TEST_P(AttentionTest, SameBitsOnAnyThreadInAnyOrder) {
   // The engine runs (token, head) items on any thread in any order: items computed in order
   // on one thread and in reverse order on 4 concurrent threads (each with its own scratch)
