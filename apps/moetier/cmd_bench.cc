@@ -147,7 +147,9 @@ int Run(const BenchFlags& f) {
                    {"n_prompt", s.n_prompt}, {"n_gen", s.n_gen}, {"n_depth", s.n_depth},
                    {"n_seq", s.n_seq},
                    {"tps", s.tps}, {"avg_ts", s.mean}, {"stddev_ts", s.sd},
-                   {"weight_bytes_per_token", cost.bytes}, {"mem_read_gbps", membw},
+                   {"weight_bytes_per_token", cost.bytes},
+                   {"kv_bytes_per_position", cost.kv_bytes_per_position},
+                   {"mem_read_gbps", membw},
                    {"isa", IsaName(ActiveIsa())},
                    {"storage_read_bytes", s.storage_read_bytes},
                    {"tokens_decoded", uint64_t(s.n_gen) * s.n_seq * f.reps},
@@ -170,10 +172,16 @@ int Run(const BenchFlags& f) {
   fmt::print("\n");
   for (const BenchSample& s : samples) {
     if (s.n_gen > 0 && s.n_seq == 1) {
-      const double gbps = cost.bytes * s.mean / 1e9;
-      fmt::print("roofline: {} reads {} of weights per token; achieved {:.1f} GB/s; memory read "
-                 "bandwidth measured now {:.1f} GB/s ({} threads); ratio {:.0f} %\n",
-                 s.test, HumanBytes(cost.bytes), gbps, membw, threads, 100 * gbps / membw);
+      // Generated token i attends to n_depth + i + 1 positions: n_depth + (n_gen + 1) / 2 on
+      // average.
+      const auto kv = static_cast<uint64_t>(cost.kv_bytes_per_position *
+                                            (s.n_depth + (s.n_gen + 1) / 2.0));
+      const double gbps = double(cost.bytes + kv) * s.mean / 1e9;
+      fmt::print("roofline: {} reads {} of weights and {} of KV cache per token; achieved {:.1f} "
+                 "GB/s; memory read bandwidth measured now {:.1f} GB/s ({} threads); ratio "
+                 "{:.0f} %\n",
+                 s.test, HumanBytes(cost.bytes), HumanBytes(kv), gbps, membw, threads,
+                 100 * gbps / membw);
     }
     if (s.n_prompt > 0) {
       const double ops = 2.0 * (double(cost.macs_per_token) * s.n_prompt + cost.macs_head);

@@ -154,6 +154,8 @@ TokenCost TokenCostOf(const Model& m) {
   }
   c.bytes += bytes(m.output());
   c.macs_head = macs(m.output());
+  c.kv_bytes_per_position =
+      uint64_t{hp.n_layer} * (hp.n_embd_k_gqa() + hp.n_embd_v_gqa()) * sizeof(uint16_t);
   return c;
 }
 

@@ -43,9 +43,11 @@ Result<BenchSample> BenchDecode(Context& ctx, int n_gen, int n_seq, int n_depth,
 double MeasureReadBandwidth(ThreadPool& pool, uint64_t bytes, int reps);
 
 // Weight bytes and multiply-adds one token needs: every dense matrix but the embedding
-// (one row of it), the head, and top-k experts of every layer.
+// (one row of it), the head, and top-k experts of every layer; and the KV cache bytes it
+// reads per position it attends to (an f16 cache, bench's).
 struct TokenCost {
   uint64_t bytes = 0;          // decode: weight bytes read per token
+  uint64_t kv_bytes_per_position = 0;  // decode: K and V of every layer, f16
   uint64_t macs_per_token = 0; // prefill: multiply-adds per token, without the head
   uint64_t macs_head = 0;      // the head, once per sequence
 };

@@ -11,6 +11,7 @@ model="$WORK/olmoe.gguf"
 "$MOETIER" bench -m "$model" -p 8 -n 4 -d 40 -r 1 --seqs 1,2 > "$WORK/out" 2> "$WORK/err" &&
   grep -qE '^\| .* \|\s+pp8 @ d40 \|\s+[0-9.]+ ± [0-9.]+ \|$' "$WORK/out" &&
   grep -qE '^\| .* \|\s+tg4 @ d40 \|' "$WORK/out" && grep -qE '^\| .* \|\s+tg4-b2 @ d40 \|' "$WORK/out" &&
+  grep -qE '^roofline: tg4 @ d40 reads .+ of weights and .+ of KV cache per token' "$WORK/out" &&
   pass "bench -d: table rows" || fail "bench -d: $(cat "$WORK/out" "$WORK/err")"
 
 "$MOETIER" bench -m "$model" -p 8 -n 4 -d 40 -r 2 --json > "$WORK/j.json" 2> "$WORK/err" &&
@@ -19,6 +20,7 @@ import json, sys
 rows = json.load(open(sys.argv[1]))
 assert [r["test"] for r in rows] == ["pp8 @ d40", "tg4 @ d40"], rows
 assert all(r["n_depth"] == 40 and len(r["tps"]) == 2 and r["avg_ts"] > 0 for r in rows)
+assert all(r["kv_bytes_per_position"] > 0 for r in rows)
 PY
 
 # Without -d the names are llama-bench's plain ones.
