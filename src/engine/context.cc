@@ -89,6 +89,8 @@ struct Context::Impl {
   // Stores one token's projection (n_head_kv heads of head_dim) into a layer's K or V cache.
   void StoreHeads(const float* row, uint32_t head_dim, uint8_t* cache,
                   const BatchToken& token) const;
+  // Splits the batch into Attention's runs (run_start, n_runs): the same for every layer.
+  void FindAttentionRuns(std::span<const BatchToken> batch);
   void Attention(int il, std::span<const BatchToken> batch);
   Status MoE(int il, int n);
   // Applies layer il+1's router to the current FFN input (the residual stream after layer
@@ -161,6 +163,7 @@ struct Context::Impl {
   // (n_threads, attend_heads(), attend_tokens, kAttendTile) a tile's scores per query
   std::vector<float> scores;
   std::vector<int> run_start;  // (n_batch + 1) first token of each run of Attention, then n
+  int n_runs = 0;
   std::vector<float> probs;    // (n_batch, n_expert) router probabilities
   std::vector<int32_t> order;  // (n_expert) router sort scratch
   std::vector<int32_t> topk_id;      // (n_batch, n_expert_used) chosen experts, best first
@@ -398,8 +401,17 @@ void Context::Impl::PrepareAttention(int il, std::span<const BatchToken> batch) 
   });
 }
 
+void Context::Impl::FindAttentionRuns(std::span<const BatchToken> batch) {
+  n_runs = 0;
+  for (int t = 0; t < static_cast<int>(batch.size()); ++t) {
+    const bool extends = t > 0 && t - run_start[n_runs - 1] < attend_tokens &&
+                         batch[t].seq == batch[t - 1].seq && batch[t].pos == batch[t - 1].pos + 1;
+    if (!extends) run_start[n_runs++] = t;
+  }
+  run_start[n_runs] = static_cast<int>(batch.size());
+}
+
 void Context::Impl::Attention(int il, std::span<const BatchToken> batch) {
-  const int n = static_cast<int>(batch.size());
   const int n_head = static_cast<int>(hp.n_head), n_kv = static_cast<int>(hp.n_head_kv);
   const int dk = static_cast<int>(hp.head_dim_k), dv = static_cast<int>(hp.head_dim_v);
   const int group = n_head / n_kv;
@@ -408,20 +420,15 @@ void Context::Impl::Attention(int il, std::span<const BatchToken> batch) {
   const int64_t elt = kv_type == KvType::kF16 ? 2 : 4;  // bytes per cache element
   const uint8_t* kc = k_cache[il].data();
   const uint8_t* vc = v_cache[il].data();
-  // Items are (kv head, run of tokens), in that order. A run is up to attend_tokens
-  // consecutive positions of one sequence (a prompt's), which AttendTokens runs with the
-  // query heads of the group over one read of their shared rows; consecutive items read the
-  // same K/V rows, which later runs then find in L2 (in token order the other heads' rows
-  // went through it in between). Every kv head has the same runs, so the threads' contiguous
-  // ranges are equal work where the kv heads divide among them (16 or 4 on 2).
-  int runs = 0;
-  for (int t = 0; t < n; ++t) {
-    const bool extends = t > 0 && t - run_start[runs - 1] < attend_tokens &&
-                         batch[t].seq == batch[t - 1].seq && batch[t].pos == batch[t - 1].pos + 1;
-    if (!extends) run_start[runs++] = t;
-  }
-  run_start[runs] = n;
-  const int heads = std::min(group, kAttendGroupMax);  // per AttendTokens call
+  // Items are (kv head, run of tokens), in that order. A run (FindAttentionRuns) is up to
+  // attend_tokens consecutive positions of one sequence (a prompt's), which AttendTokens
+  // runs with the query heads of the group over one read of their shared rows; consecutive
+  // items read the same K/V rows, which later runs then find in L2 (in token order the other
+  // heads' rows went through it in between). Every kv head has the same runs, so the
+  // threads' contiguous ranges are equal work where the kv heads divide among them (16 or 4
+  // on 2).
+  const int runs = n_runs;
+  const int heads = attend_heads();  // per AttendTokens call
   pool.ParallelFor(int64_t{runs} * n_kv, [&](int64_t begin, int64_t end, int thread) {
     float* p = scores.data() + static_cast<size_t>(thread) * heads * attend_tokens * kAttendTile;
     for (int64_t item = begin; item < end; ++item) {
@@ -672,6 +679,7 @@ Status Context::Impl::Forward(std::span<const BatchToken> batch, float* logits) 
     RopeAngles(hp.n_rot, static_cast<int>(batch[t].pos), hp.rope_freq_base, hp.rope_freq_scale,
                rope_cs.data() + int64_t{t} * hp.n_rot);
   }
+  FindAttentionRuns(batch);
   for (int il = 0; il < static_cast<int>(hp.n_layer); ++il) {
     const LayerWeights& L = model.layer(il);
     for (int t = 0; t < n; ++t) {

@@ -693,8 +693,10 @@ template <bool kFifthBit, int H, int T>
 }
 
 // Rows [r0, r1) of a Q4_K / Q5_K panel matrix (r0, r1 on 16-row panels): one token reads
-// each panel once, both halves together; more tokens go 4 at a time over each half panel,
-// whose second pass comes from L1. Every (row, token) takes the same steps either way.
+// each panel once, both halves together; more tokens go 4 at a time over each half panel
+// (the halves share cache lines, so the second pass comes from L1 or, for a panel wider than
+// L1, e.g. 2048 Q4_K columns = 36 KB, from L2). Every (row, token) takes the same steps
+// either way.
 template <bool kFifthBit>
 void RunPanels(const WeightView& w, const ActView& a, float* y, int64_t y_stride, int64_t r0,
                int64_t r1) {
