@@ -3,6 +3,7 @@
 #include "engine/context.h"
 
 #include <algorithm>
+#include <atomic>
 #include <array>
 #include <cmath>
 #include <initializer_list>
@@ -174,7 +175,7 @@ struct Context::Impl {
   std::vector<int32_t> used_experts;  // (n_expert) distinct experts of the batch
   std::vector<ExpertScratch> ex;   // (n_threads) per-thread expert scratch
   std::vector<ReadyExpert> group;  // (<= n_expert) experts ready to run together
-  std::vector<int32_t> owner;      // (n_expert) thread that runs each expert of a group
+  std::vector<int32_t> expert_order;  // (n_expert) a group's experts, most tokens first
   std::vector<int64_t> split;      // (n_threads + 1) ProjectAll's row range of each thread
   std::vector<float> sh_gate;  // (n_batch, n_ff_shexp) shared expert
   std::vector<float> sh_up;    // (n_batch, n_ff_shexp)
@@ -256,7 +257,7 @@ Status Context::Impl::Allocate() {
   next_logits.resize(B * hp.n_expert);
   hinted.reserve(hp.n_expert);
   prefetch_counters.assign(hp.n_layer, {});
-  owner.resize(hp.n_expert);
+  expert_order.reserve(hp.n_expert);
   split.resize(pool.size() + 1);
   sh_gate.resize(B * hp.n_ff_shexp);
   sh_up.resize(B * hp.n_ff_shexp);
@@ -628,21 +629,19 @@ void Context::Impl::RunExperts(std::span<const ReadyExpert> g) {
     for (const ReadyExpert& r : g) RunExpert(r, ex[0], &pool);
     return;
   }
-  // Balance by tokens: the next expert goes to the thread with the least work so far.
-  std::array<int64_t, 64> load{};
-  const int used = std::min(threads, static_cast<int>(load.size()));
-  for (size_t i = 0; i < g.size(); ++i) {
-    const int e = g[i].expert;
-    int best = 0;
-    for (int t = 1; t < used; ++t) best = load[t] < load[best] ? t : best;
-    owner[i] = best;
-    load[best] += expert_start[e + 1] - expert_start[e];
-  }
-  pool.ParallelFor(used, [&](int64_t t0, int64_t t1, int) {
-    for (int64_t t = t0; t < t1; ++t) {
-      for (size_t i = 0; i < g.size(); ++i) {
-        if (owner[i] == t) RunExpert(g[i], ex[t], nullptr);
-      }
+  // Each thread takes the next expert when it is done with its last one, the largest (most
+  // tokens) first: a static split by tokens left one thread waiting whenever the other's
+  // experts ran slower (DRAM misses, a vCPU the host took away). An expert's output does not
+  // depend on which thread runs it, so the bits do not change.
+  expert_order.resize(g.size());
+  std::iota(expert_order.begin(), expert_order.end(), 0);
+  auto tokens = [&](int32_t i) { return expert_start[g[i].expert + 1] - expert_start[g[i].expert]; };
+  std::stable_sort(expert_order.begin(), expert_order.end(),
+                   [&](int32_t a, int32_t b) { return tokens(a) > tokens(b); });
+  std::atomic<size_t> next{0};
+  pool.ParallelFor(threads, [&](int64_t, int64_t, int thread) {
+    for (size_t i = next.fetch_add(1); i < g.size(); i = next.fetch_add(1)) {
+      RunExpert(g[expert_order[i]], ex[thread], nullptr);
     }
   });
 }
