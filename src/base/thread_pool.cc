@@ -145,4 +145,19 @@ void ThreadPool::ParallelFor(int64_t n, RangeFn fn, int64_t grain) {
   while (pending_.load(std::memory_order_acquire) != 0) MT_CPU_RELAX();
 }
 
+void ThreadPool::ParallelForDynamic(int64_t n, RangeFn fn, int64_t chunk) {
+  if (n <= 0) return;
+  chunk = std::max<int64_t>(chunk, 1);
+  if (n_threads_ == 1 || n <= chunk) {
+    ParallelFor(n, fn, n);  // pins the caller as ParallelFor does, then runs it inline
+    return;
+  }
+  std::atomic<int64_t> next{0};
+  ParallelFor(n_threads_, [&](int64_t, int64_t, int thread) {
+    for (int64_t b = next.fetch_add(chunk); b < n; b = next.fetch_add(chunk)) {
+      fn(b, std::min(b + chunk, n), thread);
+    }
+  });
+}
+
 }  // namespace mt

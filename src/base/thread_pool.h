@@ -8,8 +8,9 @@
 // holds a KeepAwake so they keep spinning between its regions, and a LetSleep while it waits
 // on the disk.
 //
-// Splitting is by range only, so a loop whose items are independent (e.g. output rows)
-// gives bit-identical results for any thread count. ParallelFor is not reentrant and the
+// Splitting is by range only (fixed ranges, or chunks taken in turn: ParallelForDynamic), so
+// a loop whose items are independent (e.g. output rows) gives bit-identical results for any
+// thread count. ParallelFor is not reentrant and the
 // pool is not thread-safe: one owner drives it.
 #pragma once
 
@@ -60,6 +61,12 @@ class ThreadPool {
   // Calls fn(begin, end, thread_index) for contiguous ranges covering [0, n). Ranges are
   // aligned to `grain` items (except the last) so kernels can work in blocks.
   void ParallelFor(int64_t n, RangeFn fn, int64_t grain = 1);
+  // Calls fn(begin, end, thread_index) for the chunks [i * chunk, (i + 1) * chunk) of [0, n)
+  // (the last one shorter), each thread taking the next chunk when done with its last: for
+  // loops whose threads may run at different speeds (a vCPU the host took away, DRAM misses),
+  // where a fixed split leaves the fast thread waiting. Which thread runs a chunk varies from
+  // call to call; the chunks themselves do not.
+  void ParallelForDynamic(int64_t n, RangeFn fn, int64_t chunk);
 
   static int DefaultThreads();
 

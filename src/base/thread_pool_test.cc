@@ -53,6 +53,38 @@ TEST(ThreadPoolTest, RangesRespectGrain) {
   }
 }
 
+TEST(ThreadPoolTest, DynamicChunksCoverEveryItemOnceOnChunkBoundaries) {
+  for (int threads : {1, 2, 3}) {
+    ThreadPool pool(threads);
+    for (int64_t n : {1, 15, 16, 17, 100, 1000}) {
+      std::vector<std::atomic<int>> hits(n);
+      std::atomic<bool> misaligned{false};
+      pool.ParallelForDynamic(n, [&](int64_t b, int64_t e, int t) {
+        if (b % 16 != 0 || (e != n && e - b != 16) || t < 0 || t >= threads) misaligned = true;
+        for (int64_t i = b; i < e; ++i) hits[i]++;
+      }, 16);
+      EXPECT_FALSE(misaligned.load()) << threads << " " << n;
+      for (int64_t i = 0; i < n; ++i) ASSERT_EQ(hits[i].load(), 1) << threads << " " << n;
+    }
+  }
+}
+
+// A thread that stalls does not hold back the chunks: the other threads take them.
+TEST(ThreadPoolTest, DynamicChunksGoToTheThreadsThatAreFree) {
+  ThreadPool pool(2);
+  std::atomic<int> by_caller{0}, by_worker{0};
+  pool.ParallelForDynamic(64, [&](int64_t, int64_t, int t) {
+    if (t == 1) {
+      ++by_worker;
+      std::this_thread::sleep_for(std::chrono::milliseconds(200));
+    } else {
+      ++by_caller;
+    }
+  }, 1);
+  EXPECT_EQ(by_caller + by_worker, 64);
+  EXPECT_LE(by_worker.load(), 2);  // it slept through its first chunk while the caller ran on
+}
+
 // --pin: every thread, the caller included, runs on exactly one CPU, thread i on the i-th
 // CPU the process may use (wrapping around).
 TEST(ThreadPoolTest, PinnedThreadsRunOnTheirOwnCpu) {

@@ -113,7 +113,7 @@ struct Context::Impl {
   // One expert, on the calling thread (pool null) or with its rows split (pool set).
   void RunExpert(const ReadyExpert& r, ExpertScratch& s, ThreadPool* pool);
   void SharedExpert(int il, int n);
-  // y (n rows, stride y_stride) = in * W^T, rows of W split across threads.
+  // y (n rows, stride y_stride) = in * W^T, chunks of W's rows taken by the threads in turn.
   void Project(const WeightMatrix& w, Input& in, float* y, int64_t y_stride);
   // Several products of one input in one parallel region: one hand-off to the workers
   // instead of one per matrix (decode issues ~100 a token).
@@ -123,6 +123,8 @@ struct Context::Impl {
     int64_t y_stride;
   };
   void ProjectAll(std::initializer_list<Product> products, Input& in);
+  // Rows per chunk for Project / ProjectAll over `rows` rows.
+  int64_t ProjectChunk(int64_t rows) const;
   // The same on the calling thread only.
   static void ProjectSerial(const WeightMatrix& w, Input& in, float* y, int64_t y_stride);
 
@@ -176,7 +178,6 @@ struct Context::Impl {
   std::vector<ExpertScratch> ex;   // (n_threads) per-thread expert scratch
   std::vector<ReadyExpert> group;  // (<= n_expert) experts ready to run together
   std::vector<int32_t> expert_order;  // (n_expert) a group's experts, most tokens first
-  std::vector<int64_t> split;      // (n_threads + 1) ProjectAll's row range of each thread
   std::vector<float> sh_gate;  // (n_batch, n_ff_shexp) shared expert
   std::vector<float> sh_up;    // (n_batch, n_ff_shexp)
   std::vector<float> sh_out;   // (n_batch, n_embd)
@@ -258,7 +259,6 @@ Status Context::Impl::Allocate() {
   hinted.reserve(hp.n_expert);
   prefetch_counters.assign(hp.n_layer, {});
   expert_order.reserve(hp.n_expert);
-  split.resize(pool.size() + 1);
   sh_gate.resize(B * hp.n_ff_shexp);
   sh_up.resize(B * hp.n_ff_shexp);
   sh_out.resize(B * D);
@@ -292,10 +292,18 @@ void Context::Impl::ProjectSerial(const WeightMatrix& w, Input& in, float* y,
   MatMul(w, in.For(w.type, nullptr), y, y_stride, 0, w.rows);
 }
 
+// Rows per chunk of a projection split dynamically over the threads: about 8 chunks per
+// thread (a thread that falls behind leaves at most a chunk to wait for), whole 16-row panels.
+int64_t Context::Impl::ProjectChunk(int64_t rows) const {
+  const int64_t per = rows / (8 * int64_t{pool.size()});
+  return std::max<int64_t>(16, per / 16 * 16);
+}
+
 void Context::Impl::Project(const WeightMatrix& w, Input& in, float* y, int64_t y_stride) {
   const Activations& a = in.For(w.type, &pool);
-  pool.ParallelFor(
-      w.rows, [&](int64_t r0, int64_t r1, int) { MatMul(w, a, y, y_stride, r0, r1); }, 16);
+  pool.ParallelForDynamic(
+      w.rows, [&](int64_t r0, int64_t r1, int) { MatMul(w, a, y, y_stride, r0, r1); },
+      ProjectChunk(w.rows));
 }
 
 void Context::Impl::ProjectAll(std::initializer_list<Product> products, Input& in) {
@@ -310,34 +318,16 @@ void Context::Impl::ProjectAll(std::initializer_list<Product> products, Input& i
     for (const Product& p : products) Project(*p.w, in, p.y, p.y_stride);
     return;
   }
-  // One contiguous range per thread, of equal bytes rather than rows: the matrices may
-  // differ in type (Q4_K_M keeps attn_v in Q6_K, 1.46x the bytes of a Q4_K row).
-  uint64_t total_bytes = 0;
-  for (const Product& p : products) total_bytes += p.w->rows * p.w->row_bytes;
-  const int parts = pool.size();
-  split[0] = 0;
-  int part = 1;
-  uint64_t bytes = 0;  // before `row`
-  int64_t row = 0;
-  for (const Product& p : products) {
-    for (int64_t r = 0; r < p.w->rows; r += 16, row += 16) {
-      while (part < parts && bytes >= total_bytes * part / parts) split[part++] = row;
-      bytes += std::min<int64_t>(16, p.w->rows - r) * p.w->row_bytes;
+  // The matrices' rows end to end, in chunks (a chunk may span two matrices).
+  pool.ParallelForDynamic(total, [&](int64_t begin, int64_t end, int) {
+    int64_t base = 0;
+    for (const Product& p : products) {
+      const int64_t r0 = std::max<int64_t>(begin - base, 0);
+      const int64_t r1 = std::min<int64_t>(end - base, p.w->rows);
+      if (r0 < r1) MatMul(*p.w, in.For(p.w->type, nullptr), p.y, p.y_stride, r0, r1);
+      base += p.w->rows;
     }
-  }
-  while (part <= parts) split[part++] = total;
-  pool.ParallelFor(parts, [&](int64_t i0, int64_t i1, int) {
-    for (int64_t i = i0; i < i1; ++i) {
-      const int64_t begin = split[i], end = split[i + 1];
-      int64_t base = 0;
-      for (const Product& p : products) {
-        const int64_t r0 = std::max<int64_t>(begin - base, 0);
-        const int64_t r1 = std::min<int64_t>(end - base, p.w->rows);
-        if (r0 < r1) MatMul(*p.w, in.For(p.w->type, nullptr), p.y, p.y_stride, r0, r1);
-        base += p.w->rows;
-      }
-    }
-  });
+  }, ProjectChunk(total));
 }
 
 void Context::Impl::StoreHeads(const float* row, uint32_t head_dim, uint8_t* cache,
@@ -629,21 +619,17 @@ void Context::Impl::RunExperts(std::span<const ReadyExpert> g) {
     for (const ReadyExpert& r : g) RunExpert(r, ex[0], &pool);
     return;
   }
-  // Each thread takes the next expert when it is done with its last one, the largest (most
-  // tokens) first: a static split by tokens left one thread waiting whenever the other's
-  // experts ran slower (DRAM misses, a vCPU the host took away). An expert's output does not
-  // depend on which thread runs it, so the bits do not change.
+  // Each thread takes the next expert when done with its last one, the largest (most tokens)
+  // first: a static split by tokens left one thread waiting whenever the other's experts ran
+  // slower. An expert's output does not depend on which thread runs it: the same bits.
   expert_order.resize(g.size());
   std::iota(expert_order.begin(), expert_order.end(), 0);
   auto tokens = [&](int32_t i) { return expert_start[g[i].expert + 1] - expert_start[g[i].expert]; };
   std::stable_sort(expert_order.begin(), expert_order.end(),
                    [&](int32_t a, int32_t b) { return tokens(a) > tokens(b); });
-  std::atomic<size_t> next{0};
-  pool.ParallelFor(threads, [&](int64_t, int64_t, int thread) {
-    for (size_t i = next.fetch_add(1); i < g.size(); i = next.fetch_add(1)) {
-      RunExpert(g[expert_order[i]], ex[thread], nullptr);
-    }
-  });
+  pool.ParallelForDynamic(static_cast<int64_t>(g.size()), [&](int64_t i0, int64_t i1, int thread) {
+    for (int64_t i = i0; i < i1; ++i) RunExpert(g[expert_order[i]], ex[thread], nullptr);
+  }, 1);
 }
 
 // qwen2moe: ffn_out += sigmoid(xn . gate_inp_shexp) * down(silu(gate(xn)) * up(xn)).
