@@ -754,7 +754,7 @@ Result<std::unique_ptr<Context>> Context::Create(const Model& model,
     profile = impl.routing;  // a warm restart places what it saw last time
   }
   Result<std::unique_ptr<ExpertStore>> store = CreateExpertStore(
-      model, impl.plan, options.storage, profile ? &*profile : nullptr);
+      model, impl.plan, options.storage, profile ? &*profile : nullptr, &impl.pool);
   if (!store.ok()) return store.status();
   impl.store = std::move(store.value());
   if (auto* stream = dynamic_cast<StreamStore*>(impl.store.get())) {

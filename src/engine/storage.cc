@@ -154,11 +154,12 @@ std::vector<uint64_t> ExpertBytesPerLayer(const Model& model) {
 
 Result<std::unique_ptr<ExpertStore>> CreateExpertStore(const Model& model, const StoragePlan& plan,
                                                        const StorageOptions& o,
-                                                       const RoutingStats* profile) {
+                                                       const RoutingStats* profile,
+                                                       ThreadPool* pool) {
   const ExpertLayout& layout = model.expert_layout();
   switch (plan.mode) {
     case MoeStorage::kResident: {
-      Result<std::unique_ptr<ResidentStore>> s = ResidentStore::Create(layout);
+      Result<std::unique_ptr<ResidentStore>> s = ResidentStore::Create(layout, pool);
       if (!s.ok()) return s.status();
       return std::unique_ptr<ExpertStore>(std::move(s.value()));
     }

@@ -19,6 +19,8 @@
 
 namespace mt {
 
+class ThreadPool;
+
 class Model;
 
 enum class MoeStorage { kAuto, kResident, kMmap, kStream };
@@ -79,10 +81,11 @@ Result<StoragePlan> PlanStorage(const Model& model, uint64_t kv_bytes, uint64_t 
 class RoutingStats;
 
 // Creates the store the plan asks for. `profile` (may be null) gives the placement-aware
-// eviction policy its scores.
+// eviction policy its scores; `pool` (may be null) loads resident experts in parallel.
 Result<std::unique_ptr<ExpertStore>> CreateExpertStore(const Model& model, const StoragePlan& plan,
                                                        const StorageOptions& options,
-                                                       const RoutingStats* profile);
+                                                       const RoutingStats* profile,
+                                                       ThreadPool* pool = nullptr);
 
 // Bytes of one expert of each layer (for ranking by activations per byte).
 std::vector<uint64_t> ExpertBytesPerLayer(const Model& model);

@@ -4,7 +4,9 @@
 #include <sys/resource.h>
 
 #include <cstring>
+#include <vector>
 
+#include "base/thread_pool.h"
 #include "experts/kernel_layout.h"
 #include "experts/record_checksum.h"
 #include "kernels/isa.h"
@@ -49,9 +51,11 @@ Result<std::optional<ReadyExpert>> InMemoryStore::NextReady(bool /*wait*/) {
       ReadyExpert{e, ExpertLease(this, -1, Matrices(layer_, static_cast<uint32_t>(e)))});
 }
 
-Result<std::unique_ptr<ResidentStore>> ResidentStore::Create(const ExpertLayout& layout) {
+Result<std::unique_ptr<ResidentStore>> ResidentStore::Create(const ExpertLayout& layout,
+                                                             ThreadPool* pool) {
   std::unique_ptr<ResidentStore> s(new ResidentStore(layout));
   s->copies_.resize(layout.n_layer());
+  std::vector<Status> failed(layout.n_expert());  // per expert: no lock between threads
   for (uint32_t il = 0; il < layout.n_layer(); ++il) {
     for (int p = 0; p < kNumExpertParts; ++p) {
       Result<AlignedBuffer> buf =
@@ -62,18 +66,30 @@ Result<std::unique_ptr<ResidentStore>> ResidentStore::Create(const ExpertLayout&
     // Expert by expert: the parts are contiguous in a stacked tensor, apart in a pack. A
     // pack's record is checked against its checksum first (xxh3 is far faster than the
     // page-ins the copy needs anyway), so a corrupt expert is never loaded.
-    for (uint32_t e = 0; e < layout.n_expert(); ++e) {
-      if (layout.has_records()) MT_RETURN_IF_ERROR(CheckRecord(layout, il, e));
-      uint8_t* at[kNumExpertParts];
-      for (int p = 0; p < kNumExpertParts; ++p) {
-        const ExpertPart part = static_cast<ExpertPart>(p);
-        const uint64_t stride = layout.extent(il, e, part).length;
-        at[p] = s->copies_[il][p].data() + e * stride;
-        std::memcpy(at[p], layout.mapped(il, e, part), stride);
+    auto load = [&](int64_t e0, int64_t e1, int) {
+      for (int64_t ei = e0; ei < e1; ++ei) {
+        const auto e = static_cast<uint32_t>(ei);
+        if (layout.has_records()) {
+          failed[e] = CheckRecord(layout, il, e);
+          if (!failed[e].ok()) continue;
+        }
+        uint8_t* at[kNumExpertParts];
+        for (int p = 0; p < kNumExpertParts; ++p) {
+          const ExpertPart part = static_cast<ExpertPart>(p);
+          const uint64_t stride = layout.extent(il, e, part).length;
+          at[p] = s->copies_[il][p].data() + e * stride;
+          std::memcpy(at[p], layout.mapped(il, e, part), stride);
+        }
+        // Into the layout the kernels read fastest (the numbers do not change).
+        RepackExpert(layout, il, at[kGate], at[kUp], at[kDown]);
       }
-      // Into the layout the kernels read fastest (the numbers do not change).
-      RepackExpert(layout, il, at[kGate], at[kUp], at[kDown]);
+    };
+    if (pool != nullptr) {
+      pool->ParallelForDynamic(layout.n_expert(), load, 1);
+    } else {
+      load(0, layout.n_expert(), 0);
     }
+    for (const Status& st : failed) MT_RETURN_IF_ERROR(st);  // the lowest expert's error
   }
   return s;
 }

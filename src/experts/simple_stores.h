@@ -14,6 +14,8 @@
 
 namespace mt {
 
+class ThreadPool;
+
 // Hands out experts in request order; every request is a hit.
 class InMemoryStore : public ExpertStore {
  public:
@@ -40,7 +42,10 @@ class ResidentStore final : public InMemoryStore {
   // Reads the experts from the mapping; memory is the layout's total_bytes(). For an
   // expert-major pack every record is checked against its checksum as it is copied: a
   // mismatch is an error naming the file, layer, expert and offset, and nothing is loaded.
-  static Result<std::unique_ptr<ResidentStore>> Create(const ExpertLayout& layout);
+  // With a pool, its threads copy a layer's experts in parallel (the copy is mostly page
+  // faults: the file's pages in, zeroed pages out; they scale with cores).
+  static Result<std::unique_ptr<ResidentStore>> Create(const ExpertLayout& layout,
+                                                       ThreadPool* pool = nullptr);
   std::string name() const override { return "resident"; }
 
  private:
