@@ -10,8 +10,8 @@
 //
 // Splitting is by range only (fixed ranges, or chunks taken in turn: ParallelForDynamic), so
 // a loop whose items are independent (e.g. output rows) gives bit-identical results for any
-// thread count. ParallelFor is not reentrant and the
-// pool is not thread-safe: one owner drives it.
+// thread count. ParallelFor is not reentrant and the pool is not thread-safe: one owner
+// drives it.
 #pragma once
 
 #include <atomic>

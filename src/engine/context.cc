@@ -3,7 +3,6 @@
 #include "engine/context.h"
 
 #include <algorithm>
-#include <atomic>
 #include <array>
 #include <cmath>
 #include <initializer_list>
@@ -624,10 +623,13 @@ void Context::Impl::RunExperts(std::span<const ReadyExpert> g) {
   // slower. An expert's output does not depend on which thread runs it: the same bits.
   expert_order.resize(g.size());
   std::iota(expert_order.begin(), expert_order.end(), 0);
-  auto tokens = [&](int32_t i) { return expert_start[g[i].expert + 1] - expert_start[g[i].expert]; };
+  auto tokens = [&](int32_t i) {
+    return expert_start[g[i].expert + 1] - expert_start[g[i].expert];
+  };
   std::stable_sort(expert_order.begin(), expert_order.end(),
                    [&](int32_t a, int32_t b) { return tokens(a) > tokens(b); });
-  pool.ParallelForDynamic(static_cast<int64_t>(g.size()), [&](int64_t i0, int64_t i1, int thread) {
+  const auto n = static_cast<int64_t>(g.size());
+  pool.ParallelForDynamic(n, [&](int64_t i0, int64_t i1, int thread) {
     for (int64_t i = i0; i < i1; ++i) RunExpert(g[expert_order[i]], ex[thread], nullptr);
   }, 1);
 }

@@ -19,9 +19,8 @@
 
 namespace mt {
 
-class ThreadPool;
-
 class Model;
+class ThreadPool;
 
 enum class MoeStorage { kAuto, kResident, kMmap, kStream };
 
