@@ -82,7 +82,9 @@ TEST(ThreadPoolTest, DynamicChunksGoToTheThreadsThatAreFree) {
     }
   }, 1);
   EXPECT_EQ(by_caller + by_worker, 64);
-  EXPECT_LE(by_worker.load(), 2);  // it slept through its first chunk while the caller ran on
+  // A fixed split would give the worker 32. It sleeps through each chunk it takes while the
+  // caller runs on: 1 or 2 here, with room for a caller the host delays.
+  EXPECT_LE(by_worker.load(), 8);
 }
 
 // --pin: every thread, the caller included, runs on exactly one CPU, thread i on the i-th
