@@ -109,6 +109,26 @@ ApiError ServerError(int status, std::string message, std::string code) {
   return e;
 }
 
+// Reads a POST body into *body. Through a content reader rather than httplib's own buffering,
+// which caps form-encoded bodies (what `curl -d` sends, whatever the JSON inside) at 8 KiB
+// with a bare 413: CPPHTTPLIB_FORM_URL_ENCODED_PAYLOAD_MAX_LENGTH, fixed when Debian built the
+// library. kMaxBodyBytes still applies. False: the response is set (or left to the error
+// handler, with httplib's 400 / 413 status).
+bool ReadBody(const httplib::Request& req, httplib::Response& res,
+              const httplib::ContentReader& reader, std::string* body) {
+  if (req.is_multipart_form_data()) {  // the reader would need multipart callbacks
+    ApiError e;
+    e.message = "the request body must be JSON, not multipart/form-data";
+    SendError(res, e);
+    return false;
+  }
+  body->clear();
+  return reader([body](const char* data, size_t n) {
+    body->append(data, n);
+    return true;
+  });
+}
+
 // The error a finished job reports, if it did not complete.
 std::optional<ApiError> JobError(const JobUpdate& u) {
   if (u.reason == FinishReason::kError) {
@@ -147,7 +167,8 @@ struct HttpServer::Impl {
         created(std::time(nullptr)) {}
 
   void Routes();
-  void Generate(const httplib::Request& req, httplib::Response& res, Endpoint endpoint);
+  void Generate(const httplib::Request& req, httplib::Response& res,
+                const httplib::ContentReader& reader, Endpoint endpoint);
   // Builds the job of a parsed request; an error is the 400 to send.
   std::optional<ApiError> MakeSpec(const ApiRequest& r, GenerationSpec* spec);
   void Stream(const httplib::Request& req, httplib::Response& res, std::shared_ptr<Job> job,
@@ -248,9 +269,11 @@ std::optional<ApiError> HttpServer::Impl::MakeSpec(const ApiRequest& r, Generati
 }
 
 void HttpServer::Impl::Generate(const httplib::Request& req, httplib::Response& res,
-                                Endpoint endpoint) {
+                                const httplib::ContentReader& reader, Endpoint endpoint) {
+  std::string body;
+  if (!ReadBody(req, res, reader, &body)) return;
   ApiRequest r;
-  if (std::optional<ApiError> e = ParseRequest(req.body, endpoint, options.model_id, &r)) {
+  if (std::optional<ApiError> e = ParseRequest(body, endpoint, options.model_id, &r)) {
     return SendError(res, *e);
   }
   GenerationSpec spec;
@@ -358,11 +381,13 @@ void HttpServer::Impl::Stream(const httplib::Request& req, httplib::Response& re
 }
 
 void HttpServer::Impl::Routes() {
-  http.Post("/v1/completions", [this](const httplib::Request& req, httplib::Response& res) {
-    Generate(req, res, Endpoint::kCompletions);
+  http.Post("/v1/completions", [this](const httplib::Request& req, httplib::Response& res,
+                                       const httplib::ContentReader& reader) {
+    Generate(req, res, reader, Endpoint::kCompletions);
   });
-  http.Post("/v1/chat/completions", [this](const httplib::Request& req, httplib::Response& res) {
-    Generate(req, res, Endpoint::kChat);
+  http.Post("/v1/chat/completions", [this](const httplib::Request& req, httplib::Response& res,
+                                            const httplib::ContentReader& reader) {
+    Generate(req, res, reader, Endpoint::kChat);
   });
   auto model_json = [this] {
     return json{{"id", options.model_id},
@@ -406,8 +431,20 @@ void HttpServer::Impl::Routes() {
     if (!res.body.empty()) return httplib::Server::HandlerResponse::Unhandled;
     ApiError e;
     e.http_status = res.status;
-    e.message = res.status == 404 ? fmt::format("no route for {} {}", req.method, req.path)
-                                  : fmt::format("HTTP {}", res.status);
+    switch (res.status) {
+      case 404:
+        e.message = fmt::format("no route for {} {}", req.method, req.path);
+        break;
+      case 413:
+        e.message = fmt::format("the request body is over the server's limit of {} MiB",
+                                kMaxBodyBytes >> 20);
+        break;
+      case 400:
+        e.message = "the request could not be read (malformed HTTP, or a body that ended early)";
+        break;
+      default:
+        e.message = fmt::format("HTTP {}", res.status);
+    }
     e.code = res.status == 404 ? "not_found" : "";
     res.set_content(Dump(ErrorJson(e)), "application/json");
     return httplib::Server::HandlerResponse::Handled;

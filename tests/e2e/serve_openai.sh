@@ -34,6 +34,23 @@ grep -q "127.0.0.1" <<< "$BASE" && pass "binds to loopback by default ($BASE)" |
 timeout 120 node "$(dirname "$0")/serve_openai.mjs" "$BASE" olmoe-chat $CTX
 [ $? -eq 0 ] && pass "openai client checks" || fail "openai client checks (see above)"
 
+# Bodies as curl sends them: `-d` labels JSON form-encoded, which httplib's own buffering caps
+# at 8 KiB; the server reads bodies itself, up to its 32 MiB limit, whatever the label.
+printf '{"model": "olmoe-chat", "max_tokens": 2, %20000s"prompt": "Hello"}' "" > "$WORK/padded.json"
+code=$(curl -s -o "$WORK/padded.out" -w '%{http_code}' "$BASE/completions" -d @"$WORK/padded.json")
+[ "$code" = 200 ] && grep -q '"completion_tokens":2' "$WORK/padded.out" &&
+  pass "a 20 KB form-encoded JSON body is served" ||
+  fail "20 KB body: $code $(head -c 300 "$WORK/padded.out")"
+head -c $((33 << 20)) /dev/zero | tr '\0' ' ' > "$WORK/huge.json"
+code=$(curl -s -o "$WORK/huge.out" -w '%{http_code}' "$BASE/completions" \
+  -H 'Content-Type: application/json' --data-binary @"$WORK/huge.json")
+[ "$code" = 413 ] && grep -q '"message":"the request body is over the server.s limit of 32 MiB"' \
+  "$WORK/huge.out" && pass "a 33 MiB body: 413 naming the limit" ||
+  fail "33 MiB body: $code $(head -c 300 "$WORK/huge.out")"
+code=$(curl -s -o "$WORK/multipart.out" -w '%{http_code}' "$BASE/completions" -F 'prompt=Hi')
+[ "$code" = 400 ] && grep -q 'must be JSON, not multipart' "$WORK/multipart.out" &&
+  pass "multipart body: 400" || fail "multipart body: $code $(head -c 300 "$WORK/multipart.out")"
+
 # SIGTERM while a request runs: the request completes (drain), the server exits 0 and saves
 # its routing statistics.
 curl -s -o "$WORK/drained.json" -w '%{http_code}' "$BASE/completions" \
