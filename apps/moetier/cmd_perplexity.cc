@@ -3,17 +3,15 @@
 // llama-perplexity's perplexity and KL-divergence modes (flags, output and base files are
 // llama.cpp's; see src/engine/perplexity.h). Results go to stdout, progress to stderr; an
 // error is a single line on stderr.
-#include <sys/stat.h>
 #include <unistd.h>
 
 #include <cerrno>
 #include <cstdio>
 #include <cstring>
 #include <filesystem>
-#include <fstream>
-#include <sstream>
 
 #include "command.h"
+#include "base/file_io.h"
 #include "storage_flags.h"
 #include "engine/context.h"
 #include "engine/model.h"
@@ -37,18 +35,7 @@ struct PerplexityFlags {
 };
 
 Result<std::string> ReadText(const std::string& path) {
-  struct stat st;
-  if (stat(path.c_str(), &st) != 0) {
-    if (errno == ENOENT) return NotFound("{}: no such file", path);
-    return IoError("{}: cannot read: {}", path, std::strerror(errno));
-  }
-  if (S_ISDIR(st.st_mode)) return InvalidArgument("{}: is a directory, not a text file", path);
-  std::ifstream in(path, std::ios::binary);
-  if (!in) return IoError("{}: cannot read", path);
-  std::ostringstream ss;
-  ss << in.rdbuf();
-  if (in.bad()) return IoError("{}: read failed", path);
-  return ss.str();
+  return ReadWholeFile(path);
 }
 
 PerplexityOutput StdOutput() {

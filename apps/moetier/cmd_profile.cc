@@ -2,9 +2,10 @@
 // Runs every prompt (one per line) and records how often the router picks each
 // (layer, expert), for --placement and --routing-stats.
 #include <algorithm>
-#include <fstream>
+#include <sstream>
 
 #include "command.h"
+#include "base/file_io.h"
 #include "engine/context.h"
 #include "engine/model.h"
 #include "storage_flags.h"
@@ -24,10 +25,11 @@ struct ProfileFlags {
 };
 
 int Run(const ProfileFlags& f) {
-  std::ifstream in(f.prompts);
-  if (!in) return ReportError(IoError("{}: cannot read", f.prompts));
+  Result<std::string> text = ReadWholeFile(f.prompts);
+  if (!text.ok()) return ReportError(text.status());
   std::vector<std::string> prompts;
-  for (std::string line; std::getline(in, line);) {
+  std::istringstream lines(text.value());
+  for (std::string line; std::getline(lines, line);) {
     if (!line.empty()) prompts.push_back(line);
   }
   if (prompts.empty()) {

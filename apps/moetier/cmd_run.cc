@@ -3,11 +3,11 @@
 #include <unistd.h>
 
 #include <chrono>
+#include <cmath>
 #include <cstdio>
-#include <fstream>
-#include <sstream>
 
 #include "command.h"
+#include "base/file_io.h"
 #include "storage_flags.h"
 #include "engine/context.h"
 #include "engine/model.h"
@@ -40,14 +40,6 @@ struct RunFlags {
   StorageFlags storage;
 };
 
-Result<std::string> ReadFile(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) return IoError("{}: cannot read", path);
-  std::ostringstream ss;
-  ss << in.rdbuf();
-  return ss.str();
-}
-
 // Writes a float32 .npy file (format 1.0) of the given shape.
 Status WriteNpy(const std::string& path, const std::vector<float>& data, size_t rows, size_t cols) {
   std::string header = fmt::format("{{'descr': '<f4', 'fortran_order': False, 'shape': ({}, {}), }}",
@@ -55,19 +47,12 @@ Status WriteNpy(const std::string& path, const std::vector<float>& data, size_t 
   const size_t total = 10 + header.size() + 1;
   header.append((64 - total % 64) % 64, ' ');
   header.push_back('\n');
-  std::string tmp = path + ".tmp";
-  std::ofstream out(tmp, std::ios::binary);
-  if (!out) return IoError("{}: cannot create", tmp);
+  std::string bytes("\x93NUMPY\x01\x00", 8);
   const uint16_t len = static_cast<uint16_t>(header.size());
-  out.write("\x93NUMPY\x01\x00", 8);
-  out.write(reinterpret_cast<const char*>(&len), 2);
-  out << header;
-  out.write(reinterpret_cast<const char*>(data.data()),
-            static_cast<std::streamsize>(rows * cols * sizeof(float)));
-  out.close();
-  if (!out) return IoError("{}: write failed", tmp);
-  if (std::rename(tmp.c_str(), path.c_str()) != 0) return IoError("{}: cannot rename", path);
-  return Status::Ok();
+  bytes.append(reinterpret_cast<const char*>(&len), 2);
+  bytes += header;
+  bytes.append(reinterpret_cast<const char*>(data.data()), rows * cols * sizeof(float));
+  return WriteFileAtomically(path, bytes);
 }
 
 // Emits generated text, holding back any tail that could still become a stop string.
@@ -112,13 +97,33 @@ void Print(const std::string& s) {
   std::fflush(stdout);
 }
 
+// llama.cpp's meanings hold out of range (--temp <= 0 greedy; --top-k <= 0, --top-p >= 1 and
+// --min-p <= 0 off), but nothing the sampler would turn into NaN probabilities.
+Status CheckSampling(const SamplerParams& s) {
+  const std::pair<const char*, float> values[] = {{"--temp", s.temperature},
+                                                  {"--top-p", s.top_p},
+                                                  {"--min-p", s.min_p},
+                                                  {"--repeat-penalty", s.repeat_penalty}};
+  for (const auto& [flag, v] : values) {
+    if (!std::isfinite(v)) return InvalidArgument("{} must be a finite number, not {}", flag, v);
+  }
+  if (s.repeat_penalty <= 0) {
+    return InvalidArgument("--repeat-penalty must be > 0 (1: off), not {}", s.repeat_penalty);
+  }
+  if (s.repeat_last_n < -1) {
+    return InvalidArgument("--repeat-last-n must be -1 (all) or more, not {}", s.repeat_last_n);
+  }
+  return Status::Ok();
+}
+
 int Run(const RunFlags& f) {
+  if (Status s = CheckSampling(f.sampling); !s.ok()) return ReportError(s);
   if (f.prompt_given == !f.prompt_file.empty()) {
     return ReportError(InvalidArgument("give the prompt with exactly one of -p or -f"));
   }
   std::string prompt = f.prompt;
   if (!f.prompt_file.empty()) {
-    Result<std::string> text = ReadFile(f.prompt_file);
+    Result<std::string> text = ReadWholeFile(f.prompt_file);
     if (!text.ok()) return ReportError(text.status());
     prompt = text.value();
   }

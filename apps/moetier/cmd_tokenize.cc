@@ -2,10 +2,9 @@
 // prints the token ids of the text as llama.cpp's llama-tokenize does: one "%6d -> 'piece'"
 // line per token, or with --ids a list "[1, 2, 3]". MODEL is a GGUF file with a tokenizer,
 // or a Hugging Face tokenizer.json (then --pre names its pre-tokenizer, default qwen2).
-#include <fstream>
-#include <sstream>
 
 #include "command.h"
+#include "base/file_io.h"
 #include "gguf/gguf.h"
 #include "tokenizer/tokenizer.h"
 
@@ -44,11 +43,7 @@ Result<Tokenizer> LoadTokenizer(const TokenizeFlags& f) {
 
 Result<std::string> ReadText(const TokenizeFlags& f) {
   if (f.file.empty()) return f.prompt;
-  std::ifstream in(f.file, std::ios::binary);
-  if (!in) return NotFound("{}: cannot open", f.file);
-  std::ostringstream ss;
-  ss << in.rdbuf();
-  return ss.str();
+  return ReadWholeFile(f.file);
 }
 
 int Run(const TokenizeFlags& f) {

@@ -1,10 +1,10 @@
 #include "storage_flags.h"
 
 #include <cstdio>
-#include <fstream>
 
 #include <nlohmann/json.hpp>
 
+#include "base/file_io.h"
 #include "base/units.h"
 
 namespace mt::cli {
@@ -182,16 +182,7 @@ Status ReportTierStats(const StorageFlags& f, Context& ctx, double wall_seconds,
       }
       j["layers"].push_back(lj);
     }
-    std::string tmp = f.stats_json + ".tmp";
-    {
-      std::ofstream out(tmp);
-      if (!out) return IoError("{}: cannot create", tmp);
-      out << j.dump(2) << "\n";
-      if (!out) return IoError("{}: write failed", tmp);
-    }
-    if (std::rename(tmp.c_str(), f.stats_json.c_str()) != 0) {
-      return IoError("{}: cannot rename", f.stats_json);
-    }
+    MT_RETURN_IF_ERROR(WriteFileAtomically(f.stats_json, j.dump(2) + "\n"));
   }
   return Status::Ok();
 }

@@ -1,15 +1,13 @@
 #include "engine/routing_stats.h"
 
 #include <algorithm>
-#include <cerrno>
 #include <cstdio>
-#include <cstring>
-#include <fstream>
 #include <numeric>
 #include <optional>
-#include <sstream>
 
 #include <nlohmann/json.hpp>
+
+#include "base/file_io.h"
 
 namespace mt {
 
@@ -63,28 +61,14 @@ Status RoutingStats::Save(const std::string& path) const {
     j["counts"].push_back(std::vector<uint64_t>(counts_.begin() + uint64_t{l} * n_expert_,
                                                 counts_.begin() + uint64_t{l + 1} * n_expert_));
   }
-  const std::string tmp = path + ".tmp";
-  {
-    std::ofstream out(tmp);
-    if (!out) return IoError("{}: cannot create", tmp);
-    out << j.dump() << "\n";
-    if (!out) return IoError("{}: write failed", tmp);
-  }
-  if (std::rename(tmp.c_str(), path.c_str()) != 0) return IoError("{}: cannot rename", path);
-  return Status::Ok();
+  return WriteFileAtomically(path, j.dump() + "\n");
 }
 
 Result<RoutingStats> RoutingStats::Load(const std::string& path, const std::string& arch,
                                         uint32_t n_layer, uint32_t n_expert) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) {
-    if (errno == ENOENT) return NotFound("{}: no such file", path);
-    return IoError("{}: cannot read: {}", path, std::strerror(errno));
-  }
-  std::ostringstream text;
-  text << in.rdbuf();
-  if (!in && !in.eof()) return IoError("{}: read failed", path);
-  return Parse(text.str(), path, arch, n_layer, n_expert);
+  Result<std::string> text = ReadWholeFile(path);
+  if (!text.ok()) return text.status();
+  return Parse(text.value(), path, arch, n_layer, n_expert);
 }
 
 Result<RoutingStats> RoutingStats::Parse(std::string_view text, const std::string& path,

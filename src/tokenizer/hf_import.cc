@@ -6,15 +6,12 @@
 // whose "normalized" flag is false (an identity for the tokens of known models), the
 // normalizer lowercase/strip_accents keys (BERT-style models only), and EOT/EOM juggling
 // for TemplateProcessing post-processors whose last token differs from eos_token.
-#include <cerrno>
-#include <cstring>
 #include <filesystem>
-#include <fstream>
 #include <map>
 #include <nlohmann/json.hpp>
 #include <optional>
-#include <sstream>
 
+#include "base/file_io.h"
 #include "tokenizer/utf8.h"
 #include "tokenizer/vocab_spec.h"
 
@@ -26,15 +23,6 @@ using json = nlohmann::json;
 // Far above any real vocabulary (the largest are a few hundred thousand tokens); a larger
 // id is a corrupt file, not a reason to allocate gigabytes.
 constexpr uint32_t kMaxVocab = 1u << 24;
-
-Result<std::string> ReadFile(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) return NotFound("{}: cannot open: {}", path, std::strerror(errno));
-  std::ostringstream ss;
-  ss << in.rdbuf();
-  if (in.bad()) return IoError("{}: read failed", path);
-  return ss.str();
-}
 
 Result<json> ParseJson(std::string_view text, std::string_view path) {
   try {
@@ -51,7 +39,7 @@ Result<json> ParseJson(std::string_view text, std::string_view path) {
 }
 
 Result<json> ReadJson(const std::string& path) {
-  Result<std::string> text = ReadFile(path);
+  Result<std::string> text = ReadWholeFile(path);
   if (!text.ok()) return text.status();
   return ParseJson(*text, path);
 }
@@ -181,7 +169,7 @@ Status ReadTokenizerConfig(const std::optional<std::filesystem::path>& config_di
       }
     }
   } else if (std::filesystem::is_regular_file(dir / "chat_template.jinja")) {
-    Result<std::string> t = ReadFile((dir / "chat_template.jinja").string());
+    Result<std::string> t = ReadWholeFile((dir / "chat_template.jinja").string());
     if (!t.ok()) return t.status();
     out.chat_template = *t;
   } else if (std::filesystem::is_regular_file(dir / "chat_template.json")) {
