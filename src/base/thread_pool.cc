@@ -49,7 +49,9 @@ int64_t NowNanos() {
 }  // namespace
 
 int ThreadPool::DefaultThreads() {
-  return std::max(1u, std::thread::hardware_concurrency());
+  const size_t allowed = AllowedCpus().size();
+  return allowed > 0 ? static_cast<int>(allowed)
+                     : static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
 }
 
 ThreadPool::ThreadPool(int n_threads, bool pin)

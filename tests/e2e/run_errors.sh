@@ -43,6 +43,14 @@ echo "plain text" > "$WORK/text.gguf"
 expect_error 1 "not a GGUF file" -- "$MOETIER" run -m "$WORK/text.gguf" -p "Hi"
 expect_error 1 "missing prompt file" -- "$MOETIER" run -m "$model" -f "$WORK/none.txt"
 expect_error 2 "bad kv type" -- "$MOETIER" run -m "$model" -p "Hi" --kv-type q8
+expect_error 2 "NaN temperature" -- "$MOETIER" run -m "$model" -p "Hi" --temp nan
+expect_error 2 "infinite top-p" -- "$MOETIER" run -m "$model" -p "Hi" --top-p inf
+expect_error 2 "zero repeat penalty" -- "$MOETIER" run -m "$model" -p "Hi" --repeat-penalty 0
+expect_error 2 "repeat-last-n below -1" -- "$MOETIER" run -m "$model" -p "Hi" --repeat-last-n -2
+# More threads than CPUs: the spinning workers would crawl (a 30x slower prompt at 3 on 2).
+cpus=$(nproc)
+expect_error 2 "more threads than CPUs" -- "$MOETIER" run -m "$model" -p "Hi" -t $((cpus + 1))
+expect_error 2 "more threads than CPUs (bench)" -- "$MOETIER" bench -m "$model" -t $((cpus + 1))
 head -c 3000000 "$model" > "$WORK/trunc.gguf"
 expect_error 1 "truncated model" -- "$MOETIER" run -m "$WORK/trunc.gguf" -p "Hi"
 
