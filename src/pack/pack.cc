@@ -128,6 +128,22 @@ Result<OpenedModel> OpenModel(const std::string& path, bool require_pack) {
   return OpenedModel{std::move(gguf.value()), std::move(layout.value())};
 }
 
+// An error if one of `outputs` is one of the input's files: the rename at the end would
+// replace the model being packed (the same file by another name included).
+Status CheckNotInput(const GgufModel& in, const std::vector<std::string>& outputs) {
+  for (const std::string& out : outputs) {
+    for (const GgufShard& shard : in.shards()) {
+      std::error_code ec;
+      if (std::filesystem::equivalent(out, shard.path, ec)) {
+        return InvalidArgument("{}: the output is the input model {}; write the pack to another "
+                               "path",
+                               out, shard.path);
+      }
+    }
+  }
+  return Status::Ok();
+}
+
 }  // namespace
 
 RecordShape PackRecordShape(const ExpertSpec& spec) {
@@ -146,6 +162,7 @@ Result<PackResult> PackModel(const std::string& input, const std::string& output
   Result<OpenedModel> opened = OpenModel(input, /*require_pack=*/false);
   if (!opened.ok()) return opened.status();
   const GgufModel& in = opened->gguf;
+  MT_RETURN_IF_ERROR(CheckNotInput(in, {output}));
   const ExpertLayout& layout = opened->layout;
   const uint32_t n_layer = layout.n_layer(), n_expert = layout.n_expert();
 
@@ -218,6 +235,7 @@ Result<PackResult> PackModel(const std::string& input, const std::string& output
     }
   }
   MT_RETURN_IF_ERROR(writer.Begin());
+  MT_RETURN_IF_ERROR(CheckNotInput(in, writer.output_paths()));  // a split set's shard names
 
   // Pass 2: the data. Each record is hashed again as it is written, so the file's bytes are
   // the ones its checksums describe even if the input changed between the passes (else the
