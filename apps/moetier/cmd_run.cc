@@ -103,7 +103,9 @@ Status CheckSampling(const SamplerParams& s) {
   const std::pair<const char*, float> values[] = {{"--temp", s.temperature},
                                                   {"--top-p", s.top_p},
                                                   {"--min-p", s.min_p},
-                                                  {"--repeat-penalty", s.repeat_penalty}};
+                                                  {"--repeat-penalty", s.repeat_penalty},
+                                                  {"--presence-penalty", s.presence_penalty},
+                                                  {"--frequency-penalty", s.frequency_penalty}};
   for (const auto& [flag, v] : values) {
     if (!std::isfinite(v)) return InvalidArgument("{} must be a finite number, not {}", flag, v);
   }
@@ -260,7 +262,13 @@ CommandMain SetupRun(CLI::App& sub) {
   sub.add_option("--min-p", f->sampling.min_p, "Min-p (0: off)")->default_str("0.05");
   sub.add_option("--repeat-penalty", f->sampling.repeat_penalty, "Repetition penalty (1: off)")
       ->default_str("1.0");
-  sub.add_option("--repeat-last-n", f->sampling.repeat_last_n, "Tokens the penalty looks at")
+  sub.add_option("--presence-penalty", f->sampling.presence_penalty,
+                 "Subtracted from the logit of every token in the last n (0: off)")
+      ->default_str("0.0");
+  sub.add_option("--frequency-penalty", f->sampling.frequency_penalty,
+                 "Times its count in the last n, subtracted from a token's logit (0: off)")
+      ->default_str("0.0");
+  sub.add_option("--repeat-last-n", f->sampling.repeat_last_n, "Tokens the penalties look at")
       ->default_str("64");
   sub.add_option("-s,--seed", f->seed, "Sampling seed (-1: random)")->default_str("-1");
   sub.add_flag("--chat", f->chat, "Apply the model's chat template to the prompt");

@@ -32,19 +32,27 @@ bool HigherLogit(const Candidate& a, const Candidate& b) {
 // Repetition penalty (CTRL, as llama.cpp applies it): every distinct token of the last
 // `last_n` history entries gets logit / penalty when its logit is positive and
 // logit * penalty otherwise, once however often it occurs.
-void ApplyRepetitionPenalty(std::span<const int32_t> history, int32_t last_n, float penalty,
-                            std::vector<uint8_t>& in_window, std::span<Candidate> cands) {
-  if (penalty == 1.0f || last_n == 0 || history.empty()) return;
-  size_t n = last_n < 0 ? history.size() : std::min(history.size(), static_cast<size_t>(last_n));
+// The repetition penalty once per distinct token of the window, then the frequency and
+// presence penalties by its count there (llama.cpp's order).
+void ApplyPenalties(std::span<const int32_t> history, const SamplerParams& p,
+                    std::vector<uint32_t>& in_window, std::span<Candidate> cands) {
+  const bool off = p.repeat_penalty == 1.0f && p.frequency_penalty == 0.0f &&
+                   p.presence_penalty == 0.0f;
+  if (off || p.repeat_last_n == 0 || history.empty()) return;
+  const size_t n = p.repeat_last_n < 0
+                       ? history.size()
+                       : std::min(history.size(), static_cast<size_t>(p.repeat_last_n));
   std::span<const int32_t> window = history.last(n);
   in_window.assign(cands.size(), 0);
   for (int32_t id : window) {
-    if (id >= 0 && static_cast<size_t>(id) < in_window.size()) in_window[id] = 1;
+    if (id >= 0 && static_cast<size_t>(id) < in_window.size()) ++in_window[id];
   }
-  // Candidates are still indexed by id here (the penalty runs first).
+  // Candidates are still indexed by id here (the penalties run first).
   for (Candidate& c : cands) {
-    if (!in_window[c.second]) continue;
-    c.first = c.first <= 0.0f ? c.first * penalty : c.first / penalty;
+    const uint32_t count = in_window[c.second];
+    if (count == 0) continue;
+    c.first = c.first <= 0.0f ? c.first * p.repeat_penalty : c.first / p.repeat_penalty;
+    c.first -= static_cast<float>(count) * p.frequency_penalty + p.presence_penalty;
   }
 }
 
@@ -92,7 +100,7 @@ int32_t Sampler::Sample(std::span<const float> logits, std::span<const int32_t> 
   candidates_.resize(logits.size());
   for (size_t i = 0; i < logits.size(); ++i) candidates_[i] = {logits[i], static_cast<int32_t>(i)};
 
-  ApplyRepetitionPenalty(history, p.repeat_last_n, p.repeat_penalty, in_window_, candidates_);
+  ApplyPenalties(history, p, in_window_, candidates_);
   if (p.temperature <= 0.0f) return Argmax(candidates_);
 
   size_t n = candidates_.size();

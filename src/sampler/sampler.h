@@ -1,4 +1,4 @@
-// Token sampling, in llama.cpp's order: repetition penalty -> top-k -> top-p -> min-p ->
+// Token sampling, in llama.cpp's order: penalties (repetition, frequency, presence) -> top-k -> top-p -> min-p ->
 // temperature -> draw. Seeded: the same seed and inputs give the same tokens on any
 // machine (the generator and the draw are implemented here, not taken from <random>'s
 // unspecified distributions). Not thread-safe; one Sampler per sequence.
@@ -17,7 +17,11 @@ struct SamplerParams {
   float top_p = 0.95f;        // >= 1: off
   float min_p = 0.05f;        // <= 0: off
   float repeat_penalty = 1.0f;  // 1: off; > 1 discourages tokens seen in the last n
-  int32_t repeat_last_n = 64;   // tokens of history the penalty looks at; -1: all
+  // OpenAI's penalties, over the same last n: a token seen c times there loses
+  // c * frequency_penalty + (c > 0) * presence_penalty from its logit. 0: off.
+  float presence_penalty = 0.0f;
+  float frequency_penalty = 0.0f;
+  int32_t repeat_last_n = 64;   // tokens of history the penalties look at; -1: all
   uint64_t seed = 0;
 };
 
@@ -39,7 +43,7 @@ class Sampler {
   SamplerParams params_;
   uint64_t rng_state_;
   std::vector<std::pair<float, int32_t>> candidates_;  // (n_vocab) scratch: (logit, id)
-  std::vector<uint8_t> in_window_;  // (n_vocab) scratch: token seen in the penalty window
+  std::vector<uint32_t> in_window_;  // (n_vocab) scratch: times seen in the penalty window
 };
 
 }  // namespace mt

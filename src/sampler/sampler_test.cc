@@ -70,6 +70,44 @@ TEST(SamplerTest, PenaltyAppliesOncePerDistinctToken) {
   EXPECT_EQ(s.Sample(std::vector<float>{2.0f, 1.2f}, std::vector<int32_t>{0, 0, 0}), 0);
 }
 
+TEST(SamplerTest, FrequencyPenaltyGrowsWithTheCount) {
+  SamplerParams p = Greedy();
+  p.frequency_penalty = 0.5f;
+  Sampler s(p);
+  const std::vector<float> logits = {2.0f, 1.2f};
+  // Once: 2.0 - 0.5 = 1.5 > 1.2; twice: 2.0 - 1.0 = 1.0 < 1.2.
+  EXPECT_EQ(s.Sample(logits, std::vector<int32_t>{0}), 0);
+  EXPECT_EQ(s.Sample(logits, std::vector<int32_t>{0, 0}), 1);
+}
+
+TEST(SamplerTest, PresencePenaltyAppliesOncePerDistinctToken) {
+  SamplerParams p = Greedy();
+  p.presence_penalty = 0.5f;
+  Sampler s(p);
+  const std::vector<float> logits = {2.0f, 1.2f, 1.4f};
+  // 2.0 - 0.5 = 1.5 however often it was seen; a negative penalty raises a seen token.
+  EXPECT_EQ(s.Sample(logits, std::vector<int32_t>{0, 0, 0, 0}), 0);
+  p.presence_penalty = -1.0f;
+  Sampler raise(p);
+  EXPECT_EQ(raise.Sample(logits, std::vector<int32_t>{1}), 1);  // 1.2 + 1.0 = 2.2 > 2.0
+}
+
+TEST(SamplerTest, PenaltiesComposeInLlamaCppOrder) {
+  SamplerParams p = Greedy();
+  p.repeat_penalty = 2.0f;
+  p.frequency_penalty = 0.25f;
+  p.presence_penalty = 0.5f;
+  Sampler s(p);
+  // Token 0 seen twice: 3.0 / 2 - 2 * 0.25 - 0.5 = 0.5 (subtracting first: 1.0);
+  // token 1 (unseen) at 0.6 sits between the two orders and must win.
+  EXPECT_EQ(s.Sample(std::vector<float>{3.0f, 0.6f}, std::vector<int32_t>{0, 0}), 1);
+  // The window is the same last n as the repetition penalty's.
+  p.repeat_last_n = 1;
+  Sampler last1(p);
+  // Seen once in the window: 3.0 / 2 - 0.25 - 0.5 = 0.75 > 0.6.
+  EXPECT_EQ(last1.Sample(std::vector<float>{3.0f, 0.6f}, std::vector<int32_t>{0, 0}), 0);
+}
+
 TEST(SamplerTest, PenaltyLooksOnlyAtLastN) {
   SamplerParams p = Greedy();
   p.repeat_penalty = 1.5f;

@@ -204,11 +204,6 @@ Error CheckUnsupported(const json& body, Endpoint endpoint) {
     if (Error e = GetInteger(v, key, 1, std::numeric_limits<int32_t>::max(), &n)) return e;
     if (n != 1) return Unsupported(key, fmt::format("{} > 1", key));
   }
-  for (const char* key : {"presence_penalty", "frequency_penalty"}) {
-    float p = 0;
-    if (Error e = GetNumber(body, key, -2, 2, &p)) return e;
-    if (p != 0) return Unsupported(key, fmt::format("a non-zero {}", key));
-  }
   const json& logprobs = Field(body, "logprobs");
   if (!logprobs.is_null()) {
     if (endpoint == Endpoint::kChat && !logprobs.is_boolean()) {
@@ -286,6 +281,8 @@ Error Parse(const json& body, Endpoint endpoint, std::string_view model_id, ApiR
   if (Error e = GetNumber(body, "top_p", 0, 1, &s.top_p)) return e;
   if (Error e = GetNumber(body, "min_p", 0, 1, &s.min_p)) return e;
   if (Error e = GetNumber(body, "repeat_penalty", 1e-6, 1e6, &s.repeat_penalty)) return e;
+  if (Error e = GetNumber(body, "presence_penalty", -2, 2, &s.presence_penalty)) return e;
+  if (Error e = GetNumber(body, "frequency_penalty", -2, 2, &s.frequency_penalty)) return e;
   if (const json& v = Field(body, "top_k"); !v.is_null()) {
     int64_t k = 0;
     if (Error e = GetInteger(v, "top_k", 0, std::numeric_limits<int32_t>::max(), &k)) return e;

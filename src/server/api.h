@@ -17,7 +17,8 @@
 //   temperature  number in [0, 2]; top_p in [0, 1]; top_k integer >= 0 (extension);
 //                min_p in [0, 1] (extension); repeat_penalty > 0 (extension).
 //                Defaults are `moetier run`'s: 0.8, 0.95, 40, 0.05, 1.0.
-//   presence_penalty, frequency_penalty: numbers in [-2, 2]; only 0 is supported.
+//   presence_penalty, frequency_penalty: numbers in [-2, 2], default 0, over the last 64
+//                tokens (prompt included), as llama.cpp's server applies them.
 //   stop         a string or an array of at most 16 non-empty strings.
 //   seed         integer (any); absent: a fresh seed per request.
 //   stream       bool; stream_options.include_usage bool.
@@ -52,6 +53,8 @@ struct SamplingRequest {
   int32_t top_k = 40;
   float min_p = 0.05f;
   float repeat_penalty = 1.0f;
+  float presence_penalty = 0.0f;
+  float frequency_penalty = 0.0f;
   std::optional<uint64_t> seed;  // absent: the server picks one
 };
 

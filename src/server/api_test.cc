@@ -35,7 +35,8 @@ TEST(ApiTest, CompletionWithEveryOption) {
       "temperature": 0.5, "top_p": 0.9, "top_k": 12, "min_p": 0.1, "repeat_penalty": 1.1,
       "stop": ["\n", "END"], "seed": 42, "stream": true,
       "stream_options": {"include_usage": true}, "ignore_eos": true, "user": "u",
-      "n": 1, "logprobs": null, "echo": false, "presence_penalty": 0, "unknown_field": [1]})");
+      "n": 1, "logprobs": null, "echo": false, "presence_penalty": 0.5, "frequency_penalty": -1.5,
+      "unknown_field": [1]})");
   EXPECT_EQ(r.endpoint, Endpoint::kCompletions);
   EXPECT_EQ(r.prompt, "Hello");
   EXPECT_FALSE(r.prompt_is_tokens);
@@ -45,6 +46,8 @@ TEST(ApiTest, CompletionWithEveryOption) {
   EXPECT_EQ(r.sampling.top_k, 12);
   EXPECT_FLOAT_EQ(r.sampling.min_p, 0.1f);
   EXPECT_FLOAT_EQ(r.sampling.repeat_penalty, 1.1f);
+  EXPECT_FLOAT_EQ(r.sampling.presence_penalty, 0.5f);
+  EXPECT_FLOAT_EQ(r.sampling.frequency_penalty, -1.5f);
   EXPECT_EQ(r.stop, (std::vector<std::string>{"\n", "END"}));
   EXPECT_EQ(r.sampling.seed, 42u);
   EXPECT_TRUE(r.stream);
@@ -56,6 +59,8 @@ TEST(ApiTest, Defaults) {
   ApiRequest r = Accepted(R"({"model": "olmoe", "prompt": "x"})");
   EXPECT_FALSE(r.max_tokens.has_value());
   EXPECT_FLOAT_EQ(r.sampling.temperature, 0.8f);
+  EXPECT_FLOAT_EQ(r.sampling.presence_penalty, 0.0f);
+  EXPECT_FLOAT_EQ(r.sampling.frequency_penalty, 0.0f);
   EXPECT_FALSE(r.sampling.seed.has_value());
   EXPECT_TRUE(r.stop.empty());
   EXPECT_FALSE(r.stream);
@@ -184,7 +189,8 @@ TEST(ApiTest, WrongTypesAndRangesNameTheField) {
            {R"("n": 2)", "n"},
            {R"("n": "1")", "n"},
            {R"("best_of": 3)", "best_of"},
-           {R"("presence_penalty": 0.5)", "presence_penalty"},
+           {R"("presence_penalty": -2.5)", "presence_penalty"},
+           {R"("presence_penalty": "0")", "presence_penalty"},
            {R"("frequency_penalty": 3)", "frequency_penalty"},
            {R"("logprobs": 2)", "logprobs"},
            {R"("logprobs": true)", "logprobs"},

@@ -260,6 +260,8 @@ std::optional<ApiError> HttpServer::Impl::MakeSpec(const ApiRequest& r, Generati
   spec->sampling.top_k = s.top_k;
   spec->sampling.min_p = s.min_p;
   spec->sampling.repeat_penalty = s.repeat_penalty;
+  spec->sampling.presence_penalty = s.presence_penalty;
+  spec->sampling.frequency_penalty = s.frequency_penalty;
   spec->sampling.seed = s.seed ? *s.seed : FreshSeed();
   // OpenAI's defaults: 16 tokens for completions; chat goes on until it stops.
   spec->max_tokens = r.max_tokens ? *r.max_tokens : (r.endpoint == Endpoint::kCompletions ? 16 : -1);

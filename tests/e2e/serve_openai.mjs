@@ -126,6 +126,12 @@ const comp = await client.completions.create(compReq);
   const s1 = await client.completions.create(seeded);
   const s2 = await client.completions.create(seeded);
   check(s1.choices[0].text === s2.choices[0].text, 'same seed, same sampled text');
+  // Negative presence / frequency penalties favour the tokens already seen, so greedy
+  // decoding falls into repeating them; the text must change.
+  const favoured = await client.completions.create({ ...compReq, presence_penalty: -2,
+                                                     frequency_penalty: -2 });
+  check(favoured.choices[0].text !== full && favoured.usage.completion_tokens === 16,
+        'presence and frequency penalties', JSON.stringify([full, favoured.choices[0].text]));
   const tokens = await client.completions.create({ ...compReq, prompt: [1, 2, 3], max_tokens: 2 });
   check(tokens.usage.prompt_tokens === 3, 'prompt as token ids', JSON.stringify(tokens.usage));
 }
