@@ -135,6 +135,9 @@ Error ParseMessages(const json& body, ApiRequest* out) {
       return Invalid("messages", fmt::format("messages[{}].role must be a non-empty string", i));
     }
     ApiMessage out_msg{role.get<std::string>(), ""};
+    // OpenAI's newer name for the system role (its clients send it for some models); the
+    // chat templates know only "system".
+    if (out_msg.role == "developer") out_msg.role = "system";
     const json& content = Field(msg, "content");
     if (content.is_string()) {
       out_msg.content = content.get<std::string>();

@@ -12,6 +12,7 @@
 //                against the vocabulary (the parser does not know it).
 //   messages     (chat) a non-empty array of {role: string, content: string | null |
 //                [{type: "text", text: string}, ...]}; the text parts are concatenated.
+//                Role "developer" is taken as "system".
 //   max_tokens   integer >= 1 or null (chat also takes max_completion_tokens). Default:
 //                16 for completions (OpenAI's), until the context is full for chat.
 //   temperature  number in [0, 2]; top_p in [0, 1]; top_k integer >= 0 (extension);

@@ -105,6 +105,11 @@ TEST(ApiTest, ChatMessages) {
   EXPECT_EQ(r.messages[1].content, "Hello, world");
   EXPECT_EQ(r.messages[2].content, "");
   EXPECT_EQ(r.max_tokens, 5);  // max_completion_tokens wins
+  ApiRequest dev = Accepted(R"({"model": "olmoe", "messages": [
+      {"role": "developer", "content": "Be brief."}, {"role": "user", "content": "Hi"}]})",
+                            Endpoint::kChat);
+  ASSERT_EQ(dev.messages.size(), 2u);
+  EXPECT_EQ(dev.messages[0].role, "system");  // OpenAI's newer name for it
   for (const char* bad : {
            R"({"model": "olmoe"})",
            R"({"model": "olmoe", "messages": []})",
