@@ -83,6 +83,19 @@ Result<HParams> ReadHParams(const GgufMetadata& md) {
   MT_RETURN_IF_ERROR(r.Float("rope.freq_base", hp.rope_freq_base, 10000.0f));
   float rope_scale = 0;
   MT_RETURN_IF_ERROR(r.Float("rope.scaling.factor", rope_scale, 0.0f));
+  // Values the forward pass would turn into NaN logits (computed with, silently).
+  if (!std::isfinite(hp.rms_eps) || hp.rms_eps < 0) {
+    return InvalidArgument("{} must be a finite number >= 0, not {}",
+                           r.Key("attention.layer_norm_rms_epsilon"), hp.rms_eps);
+  }
+  if (!std::isfinite(hp.rope_freq_base) || hp.rope_freq_base <= 0) {
+    return InvalidArgument("{} must be a finite number > 0, not {}", r.Key("rope.freq_base"),
+                           hp.rope_freq_base);
+  }
+  if (!std::isfinite(rope_scale) || rope_scale < 0) {
+    return InvalidArgument("{} must be a finite number >= 0 (0: none), not {}",
+                           r.Key("rope.scaling.factor"), rope_scale);
+  }
   hp.rope_freq_scale = rope_scale == 0 ? 1.0f : 1.0f / rope_scale;
 
   if (hp.n_embd == 0 || hp.n_layer == 0 || hp.n_head == 0) {

@@ -1,4 +1,9 @@
 // Tests of the architecture table, tensor names and hyperparameter keys.
+#include <cmath>
+#include <string>
+#include <utility>
+#include <vector>
+
 #include <gtest/gtest.h>
 
 #include "gguf/gguf.h"
@@ -167,6 +172,22 @@ TEST(HParamsTest, ErrorsNameTheKey) {
   GgufMetadata topk = good;
   topk.Set("qwen3moe.expert_used_count", GgufValue::Uint32(9));
   EXPECT_FALSE(ReadHParams(topk).ok());
+  // Floats the forward pass would turn into NaN logits.
+  for (const auto& [key, value] : std::vector<std::pair<std::string, float>>{
+           {"qwen3moe.rope.freq_base", 0.0f},
+           {"qwen3moe.rope.freq_base", -1.0f},
+           {"qwen3moe.rope.freq_base", std::nanf("")},
+           {"qwen3moe.attention.layer_norm_rms_epsilon", -1e-6f},
+           {"qwen3moe.attention.layer_norm_rms_epsilon", INFINITY},
+           {"qwen3moe.rope.scaling.factor", -2.0f}}) {
+    GgufMetadata bad = good;
+    bad.Set(key, GgufValue::Float32(value));
+    Result<HParams> hp = ReadHParams(bad);
+    ASSERT_FALSE(hp.ok()) << key << " = " << value;
+    const std::string& m = hp.status().message();
+    EXPECT_NE(m.find(key), std::string::npos) << m;
+    EXPECT_NE(m.find("finite number"), std::string::npos) << m;
+  }
 }
 
 }  // namespace
