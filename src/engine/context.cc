@@ -829,7 +829,17 @@ Status Context::Decode(std::span<const BatchToken> batch, std::vector<float>* lo
   for (size_t i = 0; i < batch.size(); i += B) {
     std::span<const BatchToken> part = batch.subspan(i, std::min(B, batch.size() - i));
     MT_RETURN_IF_ERROR(impl_->Forward(part, out));
-    for (const BatchToken& b : part) out += b.logits ? n_vocab : 0;
+    for (const BatchToken& b : part) {
+      if (!b.logits) continue;
+      // NaN or Inf weights (a GGUF's bytes carry no checksum) would otherwise be sampled
+      // from silently: one bad logit spreads to every later token.
+      if (!std::all_of(out, out + n_vocab, [](float v) { return std::isfinite(v); })) {
+        return Corrupt("the model computed a NaN or infinite logit at position {} of sequence "
+                       "{}: some weight is NaN or infinite",
+                       b.pos, b.seq);
+      }
+      out += n_vocab;
+    }
   }
   return Status::Ok();
 }

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cstdlib>
 #include <cstring>
+#include <limits>
 #include <new>
 #include <string>
 #include <string_view>
@@ -174,6 +175,22 @@ void Activations::QuantizeTokens(const float* x, int64_t x_stride, int64_t t0, i
   QuantizeTokens(ActiveIsa(), x, x_stride, t0, t1);
 }
 
+namespace {
+
+// True if x[0, n) holds a NaN or an infinity (exponent bits all set). Integer ops, so the
+// compiler vectorizes it without reassociating floats.
+bool HasNonFinite(const float* x, int64_t n) {
+  int32_t hits = 0;
+  for (int64_t i = 0; i < n; ++i) {
+    uint32_t bits;
+    std::memcpy(&bits, x + i, 4);
+    hits += (bits & 0x7F800000u) == 0x7F800000u;
+  }
+  return hits != 0;
+}
+
+}  // namespace
+
 void Activations::QuantizeTokens(Isa isa, const float* x, int64_t x_stride, int64_t t0,
                                  int64_t t1) {
   MT_CHECK(0 <= t0 && t0 <= t1 && t1 <= n_tok_);
@@ -204,6 +221,27 @@ void Activations::QuantizeTokens(Isa isa, const float* x, int64_t x_stride, int6
         break;
       }
     }
+    // Integer codes cannot carry a NaN or an infinity: the token's every scale becomes NaN
+    // instead, so that the products (and in the end the logits, which the engine checks)
+    // show it rather than a finite value quantized from garbage.
+    if (format_ != ActFormat::kF32 && HasNonFinite(src, cols_)) Poison(dst);
+  }
+}
+
+void Activations::Poison(uint8_t* row) const {
+  const float nan = std::numeric_limits<float>::quiet_NaN();
+  if (format_ == ActFormat::kQ8_0) {
+    const int64_t nbp = kernels::Q8_0PaddedBlocks(cols_);
+    for (int64_t b = 0; b < nbp; ++b) {
+      std::memcpy(row + kernels::Q8_0ScaleOffset(nbp) + 4 * b, &nan, 4);
+      std::memcpy(row + kernels::Q8_0SumOffset(nbp) + 4 * b, &nan, 4);
+    }
+    return;
+  }
+  auto* blocks = reinterpret_cast<kernels::ActBlockQ8K*>(row);
+  for (int64_t b = 0; b < cols_ / 256; ++b) {
+    blocks[b].d = nan;
+    for (float& v : blocks[b].bd) v = nan;
   }
 }
 

@@ -160,6 +160,9 @@ class Activations {
   int64_t token_stride() const { return token_stride_; }
 
  private:
+  // Makes every scale of a quantized token row NaN (its floats held a NaN or an infinity).
+  void Poison(uint8_t* row) const;
+
   struct Free {
     void operator()(uint8_t* p) const;
   };

@@ -27,6 +27,7 @@
 
 #include <bit>
 #include <cmath>
+#include <limits>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -279,6 +280,32 @@ TEST(ActQuant, EveryIsaWritesTheSameBytes) {
       ASSERT_EQ(a.token_stride(), ref.token_stride());
       EXPECT_EQ(std::memcmp(a.token(0), ref.token(0), n_tok * ref.token_stride()), 0)
           << IsaName(isa) << " format " << static_cast<int>(f);
+    }
+  }
+}
+
+// Integer codes cannot hold a NaN or an infinity: a token whose floats have one gets NaN
+// scales (so its products are NaN, not finite garbage); the other tokens are untouched.
+TEST(ActQuant, NonFiniteInputsMakeTheTokensScalesNaN) {
+  const int64_t n_tok = 3, cols = 512;
+  for (ActFormat f : {ActFormat::kQ8_0, ActFormat::kQ8_K}) {
+    std::vector<float> x = MakeInput(n_tok, cols, cols, 5);
+    Activations clean;
+    clean.Prepare(f, n_tok, cols);
+    clean.QuantizeTokens(Isa::kScalar, x.data(), cols, 0, n_tok);
+    x[0 * cols + 300] = std::numeric_limits<float>::quiet_NaN();
+    x[2 * cols + 7] = -std::numeric_limits<float>::infinity();
+    for (Isa isa : kAllIsas) {
+      if (!IsaSupported(isa)) continue;
+      SCOPED_TRACE(IsaName(isa));
+      Activations a;
+      a.Prepare(f, n_tok, cols);
+      a.QuantizeTokens(isa, x.data(), cols, 0, n_tok);
+      for (int64_t c = 0; c < cols; c += 32) {
+        EXPECT_TRUE(std::isnan(a.Scale(0, c))) << c;
+        EXPECT_TRUE(std::isnan(a.Scale(2, c))) << c;
+      }
+      EXPECT_EQ(std::memcmp(a.token(1), clean.token(1), a.token_stride()), 0);
     }
   }
 }

@@ -54,6 +54,20 @@ expect_error 2 "more threads than CPUs (bench)" -- "$MOETIER" bench -m "$model" 
 head -c 3000000 "$model" > "$WORK/trunc.gguf"
 expect_error 1 "truncated model" -- "$MOETIER" run -m "$WORK/trunc.gguf" -p "Hi"
 
+# A NaN weight (a GGUF carries no checksums): one line naming where, never sampled text.
+offset=$("$MOETIER" inspect "$model" | awk '$1 == "output_norm.weight" {print $NF}')
+/usr/bin/python3 - "$model" "$WORK/nan.gguf" "$offset" <<'PY'
+import struct, sys
+data = bytearray(open(sys.argv[1], "rb").read())
+struct.pack_into("<f", data, int(sys.argv[3]) + 8, float("nan"))
+open(sys.argv[2], "wb").write(data)
+PY
+"$MOETIER" run -m "$WORK/nan.gguf" -p "Hi" -n 4 --no-display-prompt > "$WORK/out" 2> "$WORK/err"
+rc=$?
+[ $rc -eq 1 ] && [ "$(tail -1 "$WORK/err" | grep -c '^moetier: error: .*NaN or infinite logit at position')" = 1 ] &&
+  [ ! -s "$WORK/out" ] && pass "a NaN weight: exit 1, one error line naming the position, no text" ||
+  fail "NaN weight: exit $rc: $(cat "$WORK/err" "$WORK/out")"
+
 # A model whose architecture moetier does not know: patch the architecture string.
 /usr/bin/python3 - "$model" "$WORK/arch.gguf" <<'PY'
 import sys
