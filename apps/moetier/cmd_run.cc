@@ -120,6 +120,7 @@ Status CheckSampling(const SamplerParams& s) {
 
 int Run(const RunFlags& f) {
   if (Status s = CheckSampling(f.sampling); !s.ok()) return ReportError(s);
+  if (f.n_batch == 0) return ReportError(InvalidArgument("-b must be positive (got 0)"));
   if (f.prompt_given == !f.prompt_file.empty()) {
     return ReportError(InvalidArgument("give the prompt with exactly one of -p or -f"));
   }

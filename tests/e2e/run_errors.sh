@@ -46,6 +46,7 @@ expect_error 2 "bad kv type" -- "$MOETIER" run -m "$model" -p "Hi" --kv-type q8
 expect_error 2 "NaN temperature" -- "$MOETIER" run -m "$model" -p "Hi" --temp nan
 expect_error 2 "infinite top-p" -- "$MOETIER" run -m "$model" -p "Hi" --top-p inf
 expect_error 2 "zero repeat penalty" -- "$MOETIER" run -m "$model" -p "Hi" --repeat-penalty 0
+expect_error 2 "zero batch size" -- "$MOETIER" run -m "$model" -p "Hi" -b 0
 expect_error 2 "repeat-last-n below -1" -- "$MOETIER" run -m "$model" -p "Hi" --repeat-last-n -2
 # More threads than CPUs: the spinning workers would crawl (a 30x slower prompt at 3 on 2).
 cpus=$(nproc)
