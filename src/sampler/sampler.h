@@ -1,7 +1,7 @@
-// Token sampling, in llama.cpp's order: penalties (repetition, frequency, presence) -> top-k -> top-p -> min-p ->
-// temperature -> draw. Seeded: the same seed and inputs give the same tokens on any
-// machine (the generator and the draw are implemented here, not taken from <random>'s
-// unspecified distributions). Not thread-safe; one Sampler per sequence.
+// Token sampling, in llama.cpp's order: penalties (repetition, frequency, presence) -> top-k
+// -> top-p -> min-p -> temperature -> draw. Seeded: the same seed and inputs give the same
+// tokens on any machine (the generator and the draw are implemented here, not taken from
+// <random>'s unspecified distributions). Not thread-safe; one Sampler per sequence.
 #pragma once
 
 #include <cstdint>

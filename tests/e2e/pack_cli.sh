@@ -135,7 +135,8 @@ expect_error 1 "pack of a missing file" -- "$MOETIER" pack "$WORK/nope.gguf" -o 
 before=$(md5sum < "$model")
 expect_error 1 "pack over its own input" -- "$MOETIER" pack "$model" -o "$model"
 ln -s "$model" "$WORK/alias.gguf"
-expect_error 1 "pack over its input by another name" -- "$MOETIER" pack "$model" -o "$WORK/alias.gguf"
+expect_error 1 "pack over its input by another name" -- \
+  "$MOETIER" pack "$model" -o "$WORK/alias.gguf"
 [ "$(md5sum < "$model")" = "$before" ] && [ ! -e "$model.tmp" ] &&
   pass "the input is unchanged, no temporary left" || fail "the input changed"
 expect_error 1 "pack into a missing directory" -- "$MOETIER" pack "$model" -o "$WORK/no/dir/o3.gguf"
