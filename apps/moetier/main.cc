@@ -18,7 +18,9 @@ int ReportError(const Status& status) {
 }
 
 void AddThreadFlags(CLI::App& sub, int& n_threads, bool& pin_threads) {
-  sub.add_option("-t,--threads", n_threads, "Threads (default: all cores)");
+  sub.add_option("-t,--threads", n_threads,
+                 "Threads (default and most: the CPUs this process may use, after taskset "
+                 "and a cgroup CPU quota)");
   sub.add_flag("--pin", pin_threads,
                "Pin thread i to the i-th CPU this process may use (taskset/cpuset respected)");
 }

@@ -1,5 +1,6 @@
 #include "base/memory_info.h"
 
+#include <algorithm>
 #include <filesystem>
 #include <fstream>
 #include <sstream>
@@ -37,7 +38,75 @@ Result<std::optional<uint64_t>> SmallestLimit(const fs::path& root, fs::path dir
   return best;
 }
 
+// ceil(quota / period) CPUs from a quota file's numbers; nullopt for "max", -1 or garbage.
+std::optional<int> CpusOfQuota(const std::string& quota, const std::string& period) {
+  try {
+    size_t qu = 0, pu = 0;
+    const long long q = std::stoll(quota, &qu), p = std::stoll(period, &pu);
+    if (qu != quota.size() || pu != period.size() || q <= 0 || p <= 0) return std::nullopt;
+    return static_cast<int>(std::max<long long>(1, (q + p - 1) / p));
+  } catch (const std::exception&) {
+    return std::nullopt;
+  }
+}
+
+// The trimmed first line of a file, or nullopt.
+std::optional<std::string> FirstLine(const fs::path& p) {
+  std::optional<std::string> text = Slurp(p);
+  if (!text) return std::nullopt;
+  std::string line = text->substr(0, text->find('\n'));
+  while (!line.empty() && line.back() == ' ') line.pop_back();
+  return line;
+}
+
+// The CPU quota of `dir` (relative to the cgroup hierarchy at `root`) or of its parents.
+std::optional<int> SmallestCpuQuota(const fs::path& root, fs::path dir, bool v2) {
+  std::optional<int> best;
+  for (;;) {
+    const fs::path d = root / dir.relative_path();
+    std::optional<int> cpus;
+    if (v2) {
+      if (std::optional<std::string> max = FirstLine(d / "cpu.max")) {
+        const size_t space = max->find(' ');
+        if (space != std::string::npos) {
+          cpus = CpusOfQuota(max->substr(0, space), max->substr(space + 1));
+        }
+      }
+    } else {
+      std::optional<std::string> quota = FirstLine(d / "cpu.cfs_quota_us");
+      std::optional<std::string> period = FirstLine(d / "cpu.cfs_period_us");
+      if (quota && period) cpus = CpusOfQuota(*quota, *period);
+    }
+    if (cpus && (!best || *cpus < *best)) best = cpus;
+    if (dir == dir.root_path() || dir.empty()) break;
+    dir = dir.parent_path();
+  }
+  return best;
+}
+
 }  // namespace
+
+std::optional<int> CgroupCpuLimit(const std::string& proc_root, const std::string& cgroup_root) {
+  std::optional<std::string> groups = Slurp(fs::path(proc_root) / "self/cgroup");
+  if (!groups) return std::nullopt;
+  std::optional<int> best;
+  std::istringstream gl(*groups);
+  std::string line;
+  while (std::getline(gl, line)) {
+    const size_t a = line.find(':'), b = line.find(':', a + 1);
+    if (a == std::string::npos || b == std::string::npos) continue;
+    const std::string controllers = line.substr(a + 1, b - a - 1);
+    const fs::path path = line.substr(b + 1);
+    std::optional<int> cpus;
+    if (controllers.empty()) {
+      cpus = SmallestCpuQuota(cgroup_root, path, /*v2=*/true);
+    } else if (("," + controllers + ",").find(",cpu,") != std::string::npos) {
+      cpus = SmallestCpuQuota(fs::path(cgroup_root) / "cpu", path, /*v2=*/false);
+    }
+    if (cpus && (!best || *cpus < *best)) best = cpus;
+  }
+  return best;
+}
 
 Result<std::optional<uint64_t>> ParseCgroupLimit(const std::string& text) {
   std::string t = text;

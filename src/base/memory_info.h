@@ -1,5 +1,6 @@
 // How much memory this process may really use: MemAvailable and the cgroup memory limit
-// (v1 or v2, the smallest limit on the path from the process's cgroup to the root).
+// (v1 or v2, the smallest limit on the path from the process's cgroup to the root); and how
+// many CPUs' worth of time its cgroup CPU quota allows.
 #pragma once
 
 #include <cstdint>
@@ -30,6 +31,13 @@ Result<MemoryInfo> ReadMemoryInfo(const std::string& proc_root = "/proc",
 // Parses a cgroup limit file's content: "max" (v2) or a number; v1's "unlimited" is a
 // huge number near 2^63, treated as no limit. nullopt for no limit.
 Result<std::optional<uint64_t>> ParseCgroupLimit(const std::string& text);
+
+// The CPUs a cgroup CPU quota allows (docker --cpus, Kubernetes limits): ceil(quota / period)
+// from cpu.max (v2: "QUOTA PERIOD" or "max PERIOD") or cpu.cfs_quota_us / cpu.cfs_period_us
+// (v1, quota -1: none), the smallest on the path from the process's cgroup to the root.
+// nullopt without a quota, or when the files cannot be read or parsed.
+std::optional<int> CgroupCpuLimit(const std::string& proc_root = "/proc",
+                                  const std::string& cgroup_root = "/sys/fs/cgroup");
 
 }  // namespace mt
 

@@ -32,6 +32,40 @@ class FakeTree {
 constexpr const char* kMeminfo =
     "MemTotal:       24000000 kB\nMemFree:         1000 kB\nMemAvailable:   20000000 kB\n";
 
+TEST(CpuLimitTest, CgroupV2TakesTheSmallestQuotaUpTheTree) {
+  FakeTree t;
+  t.Write("proc/self/cgroup", "0::/a/b\n");
+  t.Write("cgroup/a/b/cpu.max", "max 100000\n");
+  t.Write("cgroup/a/cpu.max", "150000 100000\n");  // 1.5 CPUs: 2 threads
+  t.Write("cgroup/cpu.max", "400000 100000\n");
+  EXPECT_EQ(CgroupCpuLimit(t.proc(), t.cgroup()), 2);
+  t.Write("cgroup/a/cpu.max", "50000 100000\n");  // half a CPU: still one thread
+  EXPECT_EQ(CgroupCpuLimit(t.proc(), t.cgroup()), 1);
+}
+
+TEST(CpuLimitTest, CgroupV1CpuController) {
+  FakeTree t;
+  t.Write("proc/self/cgroup", "5:memory:/x\n4:cpu,cpuacct:/docker/c1\n");
+  t.Write("cgroup/cpu/docker/c1/cpu.cfs_quota_us", "300000\n");
+  t.Write("cgroup/cpu/docker/c1/cpu.cfs_period_us", "100000\n");
+  t.Write("cgroup/cpu/cpu.cfs_quota_us", "-1\n");
+  t.Write("cgroup/cpu/cpu.cfs_period_us", "100000\n");
+  EXPECT_EQ(CgroupCpuLimit(t.proc(), t.cgroup()), 3);
+}
+
+TEST(CpuLimitTest, NoQuotaOrUnreadableFilesMeanNoLimit) {
+  FakeTree t;
+  EXPECT_EQ(CgroupCpuLimit(t.proc(), t.cgroup()), std::nullopt);  // no /proc/self/cgroup
+  t.Write("proc/self/cgroup", "0::/a\n");
+  EXPECT_EQ(CgroupCpuLimit(t.proc(), t.cgroup()), std::nullopt);  // no cpu.max anywhere
+  t.Write("cgroup/a/cpu.max", "max 100000\n");
+  EXPECT_EQ(CgroupCpuLimit(t.proc(), t.cgroup()), std::nullopt);
+  t.Write("cgroup/a/cpu.max", "lots of cpu\n");
+  EXPECT_EQ(CgroupCpuLimit(t.proc(), t.cgroup()), std::nullopt);
+  t.Write("cgroup/a/cpu.max", "-5 0\n");
+  EXPECT_EQ(CgroupCpuLimit(t.proc(), t.cgroup()), std::nullopt);
+}
+
 TEST(MemoryInfoTest, ParsesLimits) {
   EXPECT_EQ(ParseCgroupLimit("max\n").value(), std::nullopt);
   EXPECT_EQ(ParseCgroupLimit("1073741824\n").value(), 1073741824u);

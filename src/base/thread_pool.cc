@@ -5,6 +5,9 @@
 
 #include <algorithm>
 #include <chrono>
+#include <optional>
+
+#include "base/memory_info.h"
 
 #if defined(__x86_64__) || defined(__i386__)
 #include <immintrin.h>
@@ -49,9 +52,15 @@ int64_t NowNanos() {
 }  // namespace
 
 int ThreadPool::DefaultThreads() {
-  const size_t allowed = AllowedCpus().size();
-  return allowed > 0 ? static_cast<int>(allowed)
-                     : static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
+  // Read once: the affinity before any pool pins, the quota as the process started.
+  static const int cpus = [] {
+    const size_t allowed = AllowedCpus().size();
+    int n = allowed > 0 ? static_cast<int>(allowed)
+                        : static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
+    if (std::optional<int> quota = CgroupCpuLimit()) n = std::min(n, *quota);
+    return n;
+  }();
+  return cpus;
 }
 
 ThreadPool::ThreadPool(int n_threads, bool pin)

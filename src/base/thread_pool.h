@@ -68,7 +68,8 @@ class ThreadPool {
   // call to call; the chunks themselves do not.
   void ParallelForDynamic(int64_t n, RangeFn fn, int64_t chunk);
 
-  // The CPUs this process may use (its affinity mask: taskset, cpusets); the default size.
+  // The CPUs this process may use: its affinity mask (taskset, cpusets), capped by a cgroup
+  // CPU quota (docker --cpus); the default size.
   static int DefaultThreads();
 
   // Adds kDelta to the pool's awake count while it lives; workers sleep after kSpinNanos
