@@ -4,6 +4,11 @@
 #include <filesystem>
 #include <fstream>
 #include <sstream>
+#include <string_view>
+#include <utility>
+#include <vector>
+
+#include "base/file_io.h"
 
 namespace mt {
 namespace {
@@ -11,11 +16,36 @@ namespace {
 namespace fs = std::filesystem;
 
 std::optional<std::string> Slurp(const fs::path& p) {
-  std::ifstream in(p);
-  if (!in) return std::nullopt;
-  std::ostringstream ss;
-  ss << in.rdbuf();
-  return ss.str();
+  Result<std::string> text = ReadWholeFile(p.string());
+  if (!text.ok()) return std::nullopt;
+  return std::move(text.value());
+}
+
+// One line of /proc/self/cgroup: "0::/path" (v2: no controllers) or "N:cpu,cpuacct:/path"
+// (v1).
+struct CgroupLine {
+  std::string controllers;
+  fs::path path;
+  bool v2() const { return controllers.empty(); }
+  bool Has(std::string_view controller) const {
+    return ("," + controllers + ",").find("," + std::string(controller) + ",") !=
+           std::string::npos;
+  }
+};
+
+// This process's cgroups; none if /proc/self/cgroup cannot be read.
+std::vector<CgroupLine> ProcessCgroups(const std::string& proc_root) {
+  std::vector<CgroupLine> out;
+  std::optional<std::string> groups = Slurp(fs::path(proc_root) / "self/cgroup");
+  if (!groups) return out;
+  std::istringstream gl(*groups);
+  std::string line;
+  while (std::getline(gl, line)) {
+    const size_t a = line.find(':'), b = line.find(':', a + 1);
+    if (a == std::string::npos || b == std::string::npos) continue;
+    out.push_back({line.substr(a + 1, b - a - 1), fs::path(line.substr(b + 1))});
+  }
+  return out;
 }
 
 // The smallest limit found in `file` of `dir` and each of its parents up to `root`.
@@ -87,21 +117,13 @@ std::optional<int> SmallestCpuQuota(const fs::path& root, fs::path dir, bool v2)
 }  // namespace
 
 std::optional<int> CgroupCpuLimit(const std::string& proc_root, const std::string& cgroup_root) {
-  std::optional<std::string> groups = Slurp(fs::path(proc_root) / "self/cgroup");
-  if (!groups) return std::nullopt;
   std::optional<int> best;
-  std::istringstream gl(*groups);
-  std::string line;
-  while (std::getline(gl, line)) {
-    const size_t a = line.find(':'), b = line.find(':', a + 1);
-    if (a == std::string::npos || b == std::string::npos) continue;
-    const std::string controllers = line.substr(a + 1, b - a - 1);
-    const fs::path path = line.substr(b + 1);
+  for (const CgroupLine& g : ProcessCgroups(proc_root)) {
     std::optional<int> cpus;
-    if (controllers.empty()) {
-      cpus = SmallestCpuQuota(cgroup_root, path, /*v2=*/true);
-    } else if (("," + controllers + ",").find(",cpu,") != std::string::npos) {
-      cpus = SmallestCpuQuota(fs::path(cgroup_root) / "cpu", path, /*v2=*/false);
+    if (g.v2()) {
+      cpus = SmallestCpuQuota(cgroup_root, g.path, /*v2=*/true);
+    } else if (g.Has("cpu")) {
+      cpus = SmallestCpuQuota(fs::path(cgroup_root) / "cpu", g.path, /*v2=*/false);
     }
     if (cpus && (!best || *cpus < *best)) best = cpus;
   }
@@ -142,22 +164,14 @@ Result<MemoryInfo> ReadMemoryInfo(const std::string& proc_root, const std::strin
   if (info.mem_total == 0) return Corrupt("{}: no MemTotal line", meminfo.string());
   if (info.mem_available == 0) info.mem_available = info.mem_total;
 
-  // /proc/self/cgroup: "0::/path" (v2) or "N:memory:/path" (v1, possibly "memory,x").
-  std::optional<std::string> groups = Slurp(fs::path(proc_root) / "self/cgroup");
-  if (!groups) return info;  // no cgroups: MemAvailable alone
-  std::istringstream gl(*groups);
-  std::string line;
-  while (std::getline(gl, line)) {
-    size_t a = line.find(':'), b = line.find(':', a + 1);
-    if (a == std::string::npos || b == std::string::npos) continue;
-    std::string controllers = line.substr(a + 1, b - a - 1);
-    fs::path path = line.substr(b + 1);
+  // No cgroups: MemAvailable alone.
+  for (const CgroupLine& g : ProcessCgroups(proc_root)) {
     Result<std::optional<uint64_t>> limit = std::optional<uint64_t>();
     std::string source;
-    if (controllers.empty()) {
-      limit = SmallestLimit(cgroup_root, path, "memory.max", &source);
-    } else if (("," + controllers + ",").find(",memory,") != std::string::npos) {
-      limit = SmallestLimit(fs::path(cgroup_root) / "memory", path, "memory.limit_in_bytes",
+    if (g.v2()) {
+      limit = SmallestLimit(cgroup_root, g.path, "memory.max", &source);
+    } else if (g.Has("memory")) {
+      limit = SmallestLimit(fs::path(cgroup_root) / "memory", g.path, "memory.limit_in_bytes",
                             &source);
     } else {
       continue;

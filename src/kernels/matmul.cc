@@ -29,13 +29,11 @@ void MatMulRows(const WeightMatrix& w, const float* x, int64_t x_stride, int64_t
   thread_local std::vector<float> row_buf;
   for (int64_t r = row_begin; r < row_end; ++r) {
     const float* wr;
+    // F32 rows are read in place where they are float-aligned (a file's alignment may be 1:
+    // then they are copied, as DequantizeRow does for F32).
     const bool aligned = reinterpret_cast<uintptr_t>(w.row(r)) % alignof(float) == 0;
     if (w.type == GgmlType::kF32 && aligned) {
       wr = reinterpret_cast<const float*>(w.row(r));
-    } else if (w.type == GgmlType::kF32) {  // a file's alignment may be 1: floats by copy
-      row_buf.resize(w.cols);
-      std::memcpy(row_buf.data(), w.row(r), static_cast<size_t>(w.cols) * sizeof(float));
-      wr = row_buf.data();
     } else {
       row_buf.resize(w.cols);
       DequantizeRow(w.type, w.row(r), row_buf.data(), w.cols);
