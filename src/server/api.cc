@@ -5,6 +5,8 @@
 
 #include <fmt/format.h>
 
+#include "tokenizer/utf8.h"
+
 namespace mt::server {
 namespace {
 
@@ -13,6 +15,7 @@ using Error = std::optional<ApiError>;
 
 constexpr size_t kMaxStops = 16;
 constexpr int64_t kMaxTokensLimit = int64_t{1} << 31;
+constexpr int64_t kMaxLogprobs = 20;  // alternatives per token, as vLLM's default limit
 
 ApiError Invalid(std::string param, std::string message, std::string code = "") {
   ApiError e;
@@ -198,6 +201,33 @@ Error ParseStop(const json& body, ApiRequest* out) {
   return std::nullopt;
 }
 
+// Completions: logprobs (alternatives per token) and echo. Chat: logprobs (bool) and
+// top_logprobs, which needs logprobs, as OpenAI's API says.
+Error ParseLogprobs(const json& body, Endpoint endpoint, ApiRequest* out) {
+  const json& logprobs = Field(body, "logprobs");
+  if (endpoint == Endpoint::kCompletions) {
+    if (Error e = GetBool(body, "echo", &out->echo)) return e;
+    if (logprobs.is_null()) return std::nullopt;
+    if (!logprobs.is_number()) {
+      return Invalid("logprobs", fmt::format("logprobs must be an integer, not {}",
+                                             TypeName(logprobs)));
+    }
+    int64_t n = 0;
+    if (Error e = GetInteger(logprobs, "logprobs", 0, kMaxLogprobs, &n)) return e;
+    out->logprobs = static_cast<int32_t>(n);
+    return std::nullopt;
+  }
+  bool wanted = false;
+  if (Error e = GetBool(body, "logprobs", &wanted)) return e;
+  int64_t top = 0;
+  if (const json& v = Field(body, "top_logprobs"); !v.is_null()) {
+    if (Error e = GetInteger(v, "top_logprobs", 0, kMaxLogprobs, &top)) return e;
+    if (!wanted && top > 0) return Invalid("top_logprobs", "top_logprobs needs logprobs: true");
+  }
+  if (wanted) out->logprobs = static_cast<int32_t>(top);
+  return std::nullopt;
+}
+
 // Options this server cannot honour are refused rather than silently ignored.
 Error CheckUnsupported(const json& body, Endpoint endpoint) {
   int64_t n = 1;
@@ -207,25 +237,15 @@ Error CheckUnsupported(const json& body, Endpoint endpoint) {
     if (Error e = GetInteger(v, key, 1, std::numeric_limits<int32_t>::max(), &n)) return e;
     if (n != 1) return Unsupported(key, fmt::format("{} > 1", key));
   }
-  const json& logprobs = Field(body, "logprobs");
-  if (!logprobs.is_null()) {
-    if (endpoint == Endpoint::kChat && !logprobs.is_boolean()) {
-      return Invalid("logprobs", fmt::format("logprobs must be a boolean, not {}",
-                                             TypeName(logprobs)));
-    }
-    if (endpoint == Endpoint::kCompletions && !logprobs.is_number_integer()) {
-      return Invalid("logprobs", fmt::format("logprobs must be an integer, not {}",
-                                             TypeName(logprobs)));
-    }
-    if (logprobs != false && logprobs != 0) return Unsupported("logprobs", "logprobs");
-  }
-  const json& top_logprobs = Field(body, "top_logprobs");
-  if (!top_logprobs.is_null() && top_logprobs != 0) {
-    return Unsupported("top_logprobs", "top_logprobs");
-  }
   bool echo = false;
   if (Error e = GetBool(body, "echo", &echo)) return e;
-  if (echo) return Unsupported("echo", "echo");
+  if (echo && endpoint == Endpoint::kChat) return Unsupported("echo", "echo in chat");
+  if (endpoint == Endpoint::kCompletions) {
+    const json& top_logprobs = Field(body, "top_logprobs");  // a chat field
+    if (!top_logprobs.is_null() && top_logprobs != 0) {
+      return Unsupported("top_logprobs", "top_logprobs in completions (use logprobs)");
+    }
+  }
   for (const char* key : {"tools", "functions"}) {
     const json& v = Field(body, key);
     if (v.is_null() || (v.is_array() && v.empty())) continue;
@@ -276,7 +296,9 @@ Error Parse(const json& body, Endpoint endpoint, std::string_view model_id, ApiR
     const json& v = Field(body, key);
     if (v.is_null()) continue;
     int64_t n = 0;
-    if (Error e = GetInteger(v, key, 1, kMaxTokensLimit, &n)) return e;
+    // Completions may ask for none (with echo: score the prompt only).
+    const int64_t lo = endpoint == Endpoint::kCompletions ? 0 : 1;
+    if (Error e = GetInteger(v, key, lo, kMaxTokensLimit, &n)) return e;
     out->max_tokens = n;  // max_completion_tokens, checked second, wins
   }
   SamplingRequest& s = out->sampling;
@@ -318,6 +340,7 @@ Error Parse(const json& body, Endpoint endpoint, std::string_view model_id, ApiR
     }
   }
   if (Error e = GetBool(body, "ignore_eos", &out->ignore_eos)) return e;
+  if (Error e = ParseLogprobs(body, endpoint, out)) return e;
   const json& user = Field(body, "user");
   if (!user.is_null() && !user.is_string()) {
     return Invalid("user", fmt::format("user must be a string, not {}", TypeName(user)));
@@ -379,9 +402,68 @@ json FinishReason(std::string_view reason) {
 
 }  // namespace
 
+namespace {
+
+// A token as OpenAI shows it: the piece when it is valid UTF-8, else its bytes spelled out,
+// "bytes:\xe2\x80" (a piece may hold part of a character): lossless, and no two pieces
+// collide as keys of a completions top_logprobs object.
+std::string TokenText(const std::string& piece) {
+  if (utf8::IsValid(piece)) return piece;
+  std::string out = "bytes:";
+  for (unsigned char c : piece) out += fmt::format("\\x{:02x}", c);
+  return out;
+}
+
+}  // namespace
+
+json LogprobsJson(Endpoint endpoint, std::span<const LogprobEntry> entries) {
+  auto value = [](const std::optional<float>& lp) { return lp ? json(*lp) : json(nullptr); };
+  if (endpoint == Endpoint::kChat) {
+    auto bytes = [](const std::string& s) {
+      json b = json::array();
+      for (unsigned char c : s) b.push_back(c);
+      return b;
+    };
+    json content = json::array();
+    for (const LogprobEntry& e : entries) {
+      json top = json::array();
+      for (const auto& [token, lp] : e.top) {
+        top.push_back({{"token", TokenText(token)}, {"logprob", lp}, {"bytes", bytes(token)}});
+      }
+      content.push_back({{"token", TokenText(e.token)},
+                         {"logprob", value(e.logprob)},
+                         {"bytes", bytes(e.token)},
+                         {"top_logprobs", std::move(top)}});
+    }
+    return {{"content", std::move(content)}, {"refusal", nullptr}};
+  }
+  json tokens = json::array(), token_logprobs = json::array(), top_logprobs = json::array(),
+       offsets = json::array();
+  for (const LogprobEntry& e : entries) {
+    const std::string text = TokenText(e.token);
+    tokens.push_back(text);
+    token_logprobs.push_back(value(e.logprob));
+    offsets.push_back(e.text_offset);
+    if (!e.logprob) {
+      top_logprobs.push_back(nullptr);
+      continue;
+    }
+    // The alternatives and the token itself, as OpenAI's (up to logprobs + 1 entries).
+    json top = json::object();
+    for (const auto& [token, lp] : e.top) top[TokenText(token)] = lp;
+    top[text] = *e.logprob;
+    top_logprobs.push_back(std::move(top));
+  }
+  return {{"tokens", std::move(tokens)},
+          {"token_logprobs", std::move(token_logprobs)},
+          {"top_logprobs", std::move(top_logprobs)},
+          {"text_offset", std::move(offsets)}};
+}
+
 json CompletionJson(Endpoint endpoint, const ResponseMeta& meta, const std::string& text,
-                    std::string_view finish_reason, const Usage& usage) {
-  json choice = {{"index", 0}, {"logprobs", nullptr}, {"finish_reason", FinishReason(finish_reason)}};
+                    std::string_view finish_reason, const Usage& usage, const json& logprobs) {
+  json choice = {
+      {"index", 0}, {"logprobs", logprobs}, {"finish_reason", FinishReason(finish_reason)}};
   json out;
   if (endpoint == Endpoint::kChat) {
     out = Envelope(meta, "chat.completion");
@@ -396,8 +478,9 @@ json CompletionJson(Endpoint endpoint, const ResponseMeta& meta, const std::stri
 }
 
 json ChunkJson(Endpoint endpoint, const ResponseMeta& meta, const std::string& text,
-               std::string_view finish_reason, bool first) {
-  json choice = {{"index", 0}, {"logprobs", nullptr}, {"finish_reason", FinishReason(finish_reason)}};
+               std::string_view finish_reason, bool first, const json& logprobs) {
+  json choice = {
+      {"index", 0}, {"logprobs", logprobs}, {"finish_reason", FinishReason(finish_reason)}};
   json out;
   if (endpoint == Endpoint::kChat) {
     out = Envelope(meta, "chat.completion.chunk");

@@ -2,7 +2,7 @@
 // POST /v1/completions and POST /v1/chat/completions, and building the JSON the server
 // sends back (responses, SSE chunks, error objects).
 //
-// Depends only on base and nlohmann-json, so the parser can be fuzzed on its own
+// Depends only on base, tokenizer/utf8 and nlohmann-json, so the parser can be fuzzed on its own
 // (tests/fuzz/server_request_fuzz.cc). Every function is thread-safe (no shared state).
 //
 // What is accepted (anything else is a 400 with an OpenAI-style error naming the field):
@@ -13,7 +13,8 @@
 //   messages     (chat) a non-empty array of {role: string, content: string | null |
 //                [{type: "text", text: string}, ...]}; the text parts are concatenated.
 //                Role "developer" is taken as "system".
-//   max_tokens   integer >= 1 or null (chat also takes max_completion_tokens). Default:
+//   max_tokens   integer >= 1 (completions: >= 0) or null (chat also takes
+//                max_completion_tokens). Default:
 //                16 for completions (OpenAI's), until the context is full for chat.
 //   temperature  number in [0, 2]; top_p in [0, 1]; top_k integer >= 0 (extension);
 //                min_p in [0, 1] (extension); repeat_penalty > 0 (extension).
@@ -23,7 +24,14 @@
 //   stop         a string or an array of at most 16 non-empty strings.
 //   seed         integer (any); absent: a fresh seed per request.
 //   stream       bool; stream_options.include_usage bool.
-//   n, best_of   1 if present. logprobs/top_logprobs/echo: only false/null/0.
+//   logprobs     completions: integer in [0, 20], alternatives per token (the token's own
+//                log-probability always comes too); chat: bool, with top_logprobs in [0, 20].
+//                Log-probabilities are the model's: log-softmax of the logits, before
+//                penalties and temperature (as vLLM's default and OpenAI's).
+//   echo         bool, completions only: the prompt is prepended to the text and, with
+//                logprobs, its tokens to the entries (the first token has none). max_tokens
+//                may then be 0 (score the prompt only).
+//   n, best_of   1 if present.
 //   ignore_eos   bool (extension): keep generating after end-of-generation tokens.
 //   tools, functions, logit_bias: only empty. response_format: only {"type": "text"}.
 // Unknown fields are ignored, as other OpenAI-compatible servers do.
@@ -31,8 +39,10 @@
 
 #include <cstdint>
 #include <optional>
+#include <span>
 #include <string>
 #include <string_view>
+#include <utility>
 #include <vector>
 
 #include <nlohmann/json.hpp>
@@ -73,6 +83,8 @@ struct ApiRequest {
   bool stream = false;
   bool include_usage = false;  // stream_options.include_usage
   bool ignore_eos = false;
+  int32_t logprobs = -1;  // alternatives per token in the logprobs; -1: no logprobs
+  bool echo = false;      // completions: prepend the prompt
 };
 
 // A request the server refuses: the HTTP status and the OpenAI error object
@@ -114,14 +126,32 @@ struct ResponseMeta {
   std::string model;
 };
 
-// The whole (non-streamed) response; finish_reason is "stop" or "length".
+// One token of a response's logprobs.
+struct LogprobEntry {
+  std::string token;              // its bytes (a piece may hold part of a UTF-8 character)
+  std::optional<float> logprob;   // absent: none (the first token of an echoed prompt)
+  std::vector<std::pair<std::string, float>> top;  // (top_n) the most likely, descending
+  int64_t text_offset = 0;        // code points of the response's text before the token
+};
+
+// choices[].logprobs for `entries`. Completions: {tokens, token_logprobs, top_logprobs (an
+// object of the alternatives and the token itself), text_offset}. Chat: {content: [{token,
+// logprob, bytes, top_logprobs: [{token, logprob, bytes}]}], refusal: null}. A token that is
+// not valid UTF-8 on its own is shown as OpenAI shows it, "bytes:\xe2\x80"; chat's `bytes`
+// hold it exactly.
+nlohmann::json LogprobsJson(Endpoint endpoint, std::span<const LogprobEntry> entries);
+
+// The whole (non-streamed) response; finish_reason is "stop" or "length". `logprobs`: the
+// choice's (null: none asked for).
 nlohmann::json CompletionJson(Endpoint endpoint, const ResponseMeta& meta, const std::string& text,
-                              std::string_view finish_reason, const Usage& usage);
+                              std::string_view finish_reason, const Usage& usage,
+                              const nlohmann::json& logprobs = nullptr);
 
 // One chunk of a stream: `text` as a delta; `finish_reason` empty means null. For chat,
-// `first` adds role "assistant" to the delta.
+// `first` adds role "assistant" to the delta. `logprobs`: the entries of this chunk's text.
 nlohmann::json ChunkJson(Endpoint endpoint, const ResponseMeta& meta, const std::string& text,
-                         std::string_view finish_reason, bool first);
+                         std::string_view finish_reason, bool first,
+                         const nlohmann::json& logprobs = nullptr);
 
 // The last chunk of a stream with stream_options.include_usage: empty choices and usage.
 nlohmann::json UsageChunkJson(Endpoint endpoint, const ResponseMeta& meta, const Usage& usage);

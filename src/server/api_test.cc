@@ -167,7 +167,6 @@ TEST(ApiTest, WrongTypesAndRangesNameTheField) {
   };
   for (const Case& c : std::initializer_list<Case>{
            {R"("max_tokens": "5")", "max_tokens"},
-           {R"("max_tokens": 0)", "max_tokens"},
            {R"("max_tokens": -3)", "max_tokens"},
            {R"("max_tokens": 2.5)", "max_tokens"},
            {R"("max_tokens": 99999999999999)", "max_tokens"},
@@ -197,9 +196,12 @@ TEST(ApiTest, WrongTypesAndRangesNameTheField) {
            {R"("presence_penalty": -2.5)", "presence_penalty"},
            {R"("presence_penalty": "0")", "presence_penalty"},
            {R"("frequency_penalty": 3)", "frequency_penalty"},
-           {R"("logprobs": 2)", "logprobs"},
            {R"("logprobs": true)", "logprobs"},
-           {R"("echo": true)", "echo"},
+           {R"("logprobs": -1)", "logprobs"},
+           {R"("logprobs": 21)", "logprobs"},
+           {R"("logprobs": 1.5)", "logprobs"},
+           {R"("top_logprobs": 2)", "top_logprobs"},
+           {R"("echo": 1)", "echo"},
            {R"("logit_bias": {"5": 1})", "logit_bias"},
            {R"("tools": [{}])", "tools"},
            {R"("response_format": {"type": "json_object"})", "response_format"},
@@ -218,12 +220,40 @@ TEST(ApiTest, WrongTypesAndRangesNameTheField) {
   EXPECT_EQ(Accepted(R"({"model": "olmoe", "prompt": "x", "seed": 18446744073709551615})")
                 .sampling.seed,
             ~uint64_t{0});
-  // Chat's logprobs is a boolean.
-  EXPECT_EQ(Refused(R"({"model": "olmoe", "messages": [{"role": "user", "content": "x"}],
-                        "logprobs": 0})",
-                    Endpoint::kChat)
-                .param,
-            "logprobs");
+  // Chat's logprobs is a boolean, top_logprobs needs it; chat has no echo and its
+  // max_tokens is at least 1.
+  for (const auto& [field_json, param] : std::vector<std::pair<std::string, std::string>>{
+           {R"("logprobs": 0)", "logprobs"},
+           {R"("top_logprobs": 2)", "top_logprobs"},
+           {R"("logprobs": false, "top_logprobs": 2)", "top_logprobs"},
+           {R"("logprobs": true, "top_logprobs": 21)", "top_logprobs"},
+           {R"("echo": true)", "echo"},
+           {R"("max_tokens": 0)", "max_tokens"},
+       }) {
+    const std::string body =
+        R"({"model": "olmoe", "messages": [{"role": "user", "content": "x"}], )" + field_json +
+        "}";
+    EXPECT_EQ(Refused(body, Endpoint::kChat).param, param) << body;
+  }
+}
+
+TEST(ApiTest, LogprobsAndEcho) {
+  ApiRequest r = Accepted(R"({"model": "olmoe", "prompt": "x"})");
+  EXPECT_EQ(r.logprobs, -1);
+  EXPECT_FALSE(r.echo);
+  r = Accepted(R"({"model": "olmoe", "prompt": "x", "logprobs": 0, "echo": true,
+                   "max_tokens": 0})");
+  EXPECT_EQ(r.logprobs, 0);  // the token's own log-probability, no alternatives
+  EXPECT_TRUE(r.echo);
+  EXPECT_EQ(r.max_tokens, 0);
+  EXPECT_EQ(Accepted(R"({"model": "olmoe", "prompt": "x", "logprobs": 20})").logprobs, 20);
+  const std::string chat = R"({"model": "olmoe", "messages": [{"role": "user", "content": "x"}])";
+  EXPECT_EQ(Accepted(chat + R"(, "logprobs": false})", Endpoint::kChat).logprobs, -1);
+  EXPECT_EQ(Accepted(chat + R"(, "logprobs": true})", Endpoint::kChat).logprobs, 0);
+  EXPECT_EQ(Accepted(chat + R"(, "logprobs": true, "top_logprobs": 5})", Endpoint::kChat)
+                .logprobs,
+            5);
+  EXPECT_EQ(Accepted(chat + R"(, "top_logprobs": 0})", Endpoint::kChat).logprobs, -1);
 }
 
 TEST(ApiTest, ErrorJsonShape) {
@@ -263,9 +293,44 @@ TEST(ApiTest, ResponsesAndChunks) {
   EXPECT_TRUE(usage["choices"].empty());
   EXPECT_EQ(usage["usage"]["total_tokens"], 4);
 
+  const json logprobs = {{"tokens", json::array()}};
+  json with = CompletionJson(Endpoint::kCompletions, meta, "abc", "length", Usage{1, 2},
+                            logprobs);
+  EXPECT_EQ(with["choices"][0]["logprobs"], logprobs);
+
   EXPECT_EQ(SseEvent(json{{"a", 1}}), "data: {\"a\":1}\n\n");
   // Bytes that are not UTF-8 (a model can emit any) become U+FFFD instead of throwing.
   EXPECT_EQ(Dump(json("a\xff" "b")), "\"a\xef\xbf\xbd" "b\"");
+}
+
+// The shapes of OpenAI's two logprobs objects.
+TEST(ApiTest, LogprobsJsonShapes) {
+  std::vector<LogprobEntry> entries(2);
+  entries[0] = {"Hi", std::nullopt, {}, 0};  // an echoed prompt's first token
+  entries[1] = {"\xe2", -0.5f, {{"a", -0.25f}, {"\xe2", -0.5f}}, 2};
+  json c = LogprobsJson(Endpoint::kCompletions, entries);
+  // Part of a UTF-8 character is spelled out as its bytes, as OpenAI does.
+  EXPECT_EQ(c["tokens"], json::array({"Hi", "bytes:\\xe2"}));
+  EXPECT_EQ(c["token_logprobs"], json::parse("[null, -0.5]"));
+  EXPECT_EQ(c["top_logprobs"][0], nullptr);
+  EXPECT_EQ(c["top_logprobs"][1].size(), 2u);
+  EXPECT_EQ(c["top_logprobs"][1]["a"], -0.25);
+  EXPECT_EQ(c["text_offset"], json::parse("[0, 2]"));
+  // The token itself joins its alternatives when it is not among them (logprobs: 0).
+  entries[1].top = {{"a", -0.25f}};
+  c = LogprobsJson(Endpoint::kCompletions, entries);
+  EXPECT_EQ(c["top_logprobs"][1].size(), 2u);
+  EXPECT_EQ(c["top_logprobs"][1]["bytes:\\xe2"], -0.5);
+
+  json chat = LogprobsJson(Endpoint::kChat, std::span(entries).subspan(1));
+  EXPECT_EQ(chat["refusal"], nullptr);
+  ASSERT_EQ(chat["content"].size(), 1u);
+  const json& e = chat["content"][0];
+  EXPECT_EQ(e["logprob"], -0.5);
+  EXPECT_EQ(e["bytes"], json::array({0xe2}));  // a partial UTF-8 character, exactly
+  EXPECT_EQ(e["top_logprobs"], json::parse(R"([{"token": "a", "logprob": -0.25,
+                                                "bytes": [97]}])"));
+  EXPECT_EQ(e["token"], "bytes:\\xe2");
 }
 
 }  // namespace

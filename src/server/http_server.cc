@@ -7,11 +7,14 @@
 
 #include <atomic>
 #include <cerrno>
+#include <cmath>
 #include <condition_variable>
 #include <cstdlib>
 #include <ctime>
 #include <optional>
+#include <span>
 #include <thread>
+#include <utility>
 
 #include <httplib.h>
 
@@ -141,6 +144,53 @@ std::optional<ApiError> JobError(const JobUpdate& u) {
   return std::nullopt;
 }
 
+// Code points among `bytes` (bytes that do not continue a UTF-8 sequence).
+int64_t CodePoints(std::string_view bytes) {
+  int64_t n = 0;
+  for (unsigned char c : bytes) n += (c & 0xC0) != 0x80;
+  return n;
+}
+
+// Turns a job's logprob entries into a response's, in order, with their text offsets: a
+// prompt token's counts the prompt's pieces before it, a generated token's the echoed prompt
+// and the generated text before it.
+class LogprobWriter {
+ public:
+  LogprobWriter(const Tokenizer& tok, Endpoint endpoint, int64_t echo_code_points)
+      : tok_(tok), endpoint_(endpoint), echo_code_points_(echo_code_points) {}
+
+  // `generated`: the generated text so far, including the text released with `entries`.
+  json Entries(std::span<const TokenLogprob> entries, std::string_view generated) {
+    std::vector<LogprobEntry> out;
+    for (const TokenLogprob& e : entries) {
+      LogprobEntry& o = out.emplace_back();
+      o.token = tok_.TokenPiece(e.id);
+      if (!std::isnan(e.logprob)) o.logprob = e.logprob;
+      for (const auto& [id, lp] : e.top) o.top.emplace_back(tok_.TokenPiece(id), lp);
+      if (e.prompt) {
+        o.text_offset = prompt_code_points_;
+        prompt_code_points_ += CodePoints(tok_.TokenPiece(e.id, /*special=*/false));
+        continue;
+      }
+      const size_t upto = std::min(static_cast<size_t>(e.text_byte), generated.size());
+      if (upto > counted_bytes_) {
+        counted_code_points_ += CodePoints(generated.substr(counted_bytes_, upto - counted_bytes_));
+        counted_bytes_ = upto;
+      }
+      o.text_offset = echo_code_points_ + counted_code_points_;
+    }
+    return LogprobsJson(endpoint_, out);
+  }
+
+ private:
+  const Tokenizer& tok_;
+  const Endpoint endpoint_;
+  const int64_t echo_code_points_;
+  int64_t prompt_code_points_ = 0;
+  size_t counted_bytes_ = 0;  // of the generated text, whose code points are counted
+  int64_t counted_code_points_ = 0;
+};
+
 const char* kKnownPaths[] = {"/v1/completions", "/v1/chat/completions", "/v1/models", "/health",
                              "/metrics"};
 
@@ -171,8 +221,9 @@ struct HttpServer::Impl {
                 const httplib::ContentReader& reader, Endpoint endpoint);
   // Builds the job of a parsed request; an error is the 400 to send.
   std::optional<ApiError> MakeSpec(const ApiRequest& r, GenerationSpec* spec);
+  // `echo`: text to send before the generated text (an echoed prompt).
   void Stream(const httplib::Request& req, httplib::Response& res, std::shared_ptr<Job> job,
-              const ApiRequest& r, ResponseMeta meta);
+              const ApiRequest& r, ResponseMeta meta, const std::string& echo);
   uint64_t FreshSeed() {
     const uint64_t t = static_cast<uint64_t>(
         std::chrono::system_clock::now().time_since_epoch().count());
@@ -267,6 +318,8 @@ std::optional<ApiError> HttpServer::Impl::MakeSpec(const ApiRequest& r, Generati
   spec->max_tokens = r.max_tokens ? *r.max_tokens : (r.endpoint == Endpoint::kCompletions ? 16 : -1);
   spec->stops = r.stop;
   spec->ignore_eos = r.ignore_eos;
+  spec->logprobs = r.logprobs;
+  spec->prompt_logprobs = r.echo;
   return std::nullopt;
 }
 
@@ -281,6 +334,9 @@ void HttpServer::Impl::Generate(const httplib::Request& req, httplib::Response& 
   GenerationSpec spec;
   if (std::optional<ApiError> e = MakeSpec(r, &spec)) return SendError(res, *e);
   const size_t n_prompt = spec.prompt.size();
+  // echo: the prompt as sent, or as its tokens decode.
+  const std::string echo = !r.echo ? "" : r.prompt_is_tokens ? tok.Decode(spec.prompt, false)
+                                                               : r.prompt;
   auto job = std::make_shared<Job>(std::move(spec));
   EnterGeneration();
   if (Status s = scheduler.Submit(job); !s.ok()) {
@@ -296,16 +352,18 @@ void HttpServer::Impl::Generate(const httplib::Request& req, httplib::Response& 
                         next_id.fetch_add(1));
   meta.created = std::time(nullptr);
   meta.model = options.model_id;
-  if (r.stream) return Stream(req, res, std::move(job), r, std::move(meta));
+  if (r.stream) return Stream(req, res, std::move(job), r, std::move(meta), echo);
 
   ConnectionProbe probe(req);
   std::string text;
+  std::vector<TokenLogprob> logprobs;
   JobUpdate u;
   // The job wakes this thread at every token; look at the client once per poll interval.
   auto next_probe = std::chrono::steady_clock::now() + kPollInterval;
   for (;;) {
     job->Wait(kPollInterval, &u);
     text += u.text;
+    for (TokenLogprob& e : u.logprobs) logprobs.push_back(std::move(e));
     if (u.finished) break;
     if (std::chrono::steady_clock::now() < next_probe) continue;
     next_probe = std::chrono::steady_clock::now() + kPollInterval;
@@ -319,11 +377,17 @@ void HttpServer::Impl::Generate(const httplib::Request& req, httplib::Response& 
   LeaveGeneration();
   if (std::optional<ApiError> e = JobError(u)) return SendError(res, *e);
   Usage usage{static_cast<int64_t>(n_prompt), u.completion_tokens};
-  SendJson(res, 200, CompletionJson(endpoint, meta, text, FinishReasonName(u.reason), usage));
+  json choice_logprobs = nullptr;
+  if (r.logprobs >= 0) {
+    choice_logprobs = LogprobWriter(tok, endpoint, CodePoints(echo)).Entries(logprobs, text);
+  }
+  SendJson(res, 200, CompletionJson(endpoint, meta, echo + text, FinishReasonName(u.reason),
+                                    usage, choice_logprobs));
 }
 
 void HttpServer::Impl::Stream(const httplib::Request& req, httplib::Response& res,
-                              std::shared_ptr<Job> job, const ApiRequest& r, ResponseMeta meta) {
+                              std::shared_ptr<Job> job, const ApiRequest& r, ResponseMeta meta,
+                              const std::string& echo) {
   struct State {
     std::shared_ptr<Job> job;
     ResponseMeta meta;
@@ -332,11 +396,15 @@ void HttpServer::Impl::Stream(const httplib::Request& req, httplib::Response& re
     int64_t n_prompt;
     bool first = true;
     ConnectionProbe probe;
+    std::optional<LogprobWriter> logprobs;  // when asked for
+    std::string echo;       // sent with the first text
+    std::string generated;  // the generated text sent so far (for the text offsets)
   };
   const int64_t n_prompt = static_cast<int64_t>(job->spec().prompt.size());
   auto st = std::make_shared<State>(
       State{std::move(job), std::move(meta), r.endpoint, r.include_usage, n_prompt, true,
-            ConnectionProbe(req)});
+            ConnectionProbe(req), std::nullopt, echo, ""});
+  if (r.logprobs >= 0) st->logprobs.emplace(tok, r.endpoint, CodePoints(echo));
   res.set_header("Cache-Control", "no-cache");
   res.set_chunked_content_provider(
       "text/event-stream",
@@ -355,7 +423,13 @@ void HttpServer::Impl::Stream(const httplib::Request& req, httplib::Response& re
           }
           return true;  // nothing yet; httplib calls again
         }
-        if (!u.text.empty()) out += SseEvent(ChunkJson(st->endpoint, st->meta, u.text, "", false));
+        st->generated += u.text;
+        std::string text = std::exchange(st->echo, "") + u.text;
+        if (!text.empty() || !u.logprobs.empty()) {
+          json logprobs = nullptr;
+          if (st->logprobs) logprobs = st->logprobs->Entries(u.logprobs, st->generated);
+          out += SseEvent(ChunkJson(st->endpoint, st->meta, text, "", false, logprobs));
+        }
         if (u.finished) {
           if (std::optional<ApiError> e = JobError(u)) {
             out += SseEvent(ErrorJson(*e));

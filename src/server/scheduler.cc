@@ -1,6 +1,8 @@
 #include "server/scheduler.h"
 
 #include <algorithm>
+#include <cmath>
+#include <limits>
 #include <optional>
 
 #include "base/check.h"
@@ -8,6 +10,45 @@
 #include "tokenizer/tokenizer.h"
 
 namespace mt::server {
+namespace {
+
+// Prompt tokens that may ask for logits in one step when prompts are scored: bounds the
+// step's logits (rows x n_vocab floats) whatever --batch is.
+constexpr uint32_t kScoredPromptRowsPerStep = 64;
+
+// `id`'s entry from one position's logits (finite: Decode checks them), with the top_n most
+// likely ids (ties: the lower id first).
+TokenLogprob ScoreToken(std::span<const float> logits, int32_t id, int32_t top_n) {
+  float max = logits[0];
+  for (float l : logits) max = std::max(max, l);
+  double sum = 0.0;
+  for (float l : logits) sum += std::exp(static_cast<double>(l) - max);
+  const double log_total = max + std::log(sum);
+  TokenLogprob e;
+  e.id = id;
+  e.logprob = static_cast<float>(logits[id] - log_total);
+  const size_t n = static_cast<size_t>(std::max(top_n, 0));
+  std::vector<std::pair<int32_t, float>>& top = e.top;  // (id, logit), descending
+  top.reserve(n + 1);
+  for (size_t i = 0; i < logits.size() && n > 0; ++i) {
+    const float l = logits[i];
+    if (top.size() == n && l <= top.back().second) continue;
+    auto at = std::upper_bound(top.begin(), top.end(), l,
+                               [](float v, const std::pair<int32_t, float>& p) {
+                                 return v > p.second;
+                               });
+    top.insert(at, {static_cast<int32_t>(i), l});
+    if (top.size() > n) top.pop_back();
+  }
+  for (auto& [alt, lp] : top) lp = static_cast<float>(lp - log_total);
+  return e;
+}
+
+bool ScoresPrompt(const GenerationSpec& spec) {
+  return spec.logprobs >= 0 && spec.prompt_logprobs;
+}
+
+}  // namespace
 
 const char* FinishReasonName(FinishReason r) {
   switch (r) {
@@ -27,18 +68,23 @@ bool Job::Wait(std::chrono::milliseconds timeout, JobUpdate* out) {
   const bool got = cv_.wait_for(lock, timeout, [&] { return changed_; });
   std::string text = std::move(text_);
   text_.clear();
+  std::vector<TokenLogprob> logprobs = std::move(logprobs_);
+  logprobs_.clear();
   *out = state_;
   out->text = std::move(text);
+  out->logprobs = std::move(logprobs);
   changed_ = false;
   return got;
 }
 
 void Job::Cancel() { cancel_.store(true, std::memory_order_relaxed); }
 
-void Job::Emit(std::string_view text, int64_t prompt_tokens, int64_t completion_tokens) {
+void Job::Emit(std::string_view text, std::vector<TokenLogprob> logprobs, int64_t prompt_tokens,
+               int64_t completion_tokens) {
   {
     std::lock_guard lock(mu_);
     text_.append(text);
+    for (TokenLogprob& e : logprobs) logprobs_.push_back(std::move(e));
     state_.prompt_tokens = prompt_tokens;
     state_.completion_tokens = completion_tokens;
     changed_ = true;
@@ -69,6 +115,11 @@ struct Scheduler::Slot {
   std::optional<StreamDecoder> decoder;
   std::optional<StopMatcher> stops;
   int64_t n_generated = 0;
+  // Logprobs: entries of generated tokens whose bytes have not all gone out as text, each
+  // with the end of its bytes in the generated text.
+  std::deque<std::pair<int64_t, TokenLogprob>> held;
+  int64_t generated_bytes = 0;  // bytes of the generated tokens' pieces
+  int64_t sent_bytes = 0;       // of those, bytes handed to the job as text
 };
 
 Scheduler::Scheduler(Context& ctx, const SchedulerOptions& options, Metrics* metrics)
@@ -170,6 +221,15 @@ bool Scheduler::Admit() {
       slot.decoder.emplace(tok, /*special=*/false);
       slot.stops.emplace(slot.job->spec().stops);
       slot.job->started_ = Clock::now();
+      if (ScoresPrompt(slot.job->spec())) {  // nothing comes before the first prompt token
+        TokenLogprob first;
+        first.id = slot.job->spec().prompt[0];
+        first.logprob = std::numeric_limits<float>::quiet_NaN();
+        first.prompt = true;
+        std::vector<TokenLogprob> one;
+        one.push_back(std::move(first));
+        slot.job->Emit("", std::move(one), 0, 0);
+      }
       ++busy_;
     }
     gauges_.queue_depth = queue_.size();
@@ -230,14 +290,22 @@ void Scheduler::Step() {
   std::sort(prefill.begin(), prefill.end(),
             [&](uint32_t a, uint32_t b) { return slots_[a].order < slots_[b].order; });
   std::vector<uint32_t> fed(slots_.size(), 0);  // (n_slots) prompt tokens in this batch
+  std::vector<int64_t> prompt_at(batch.size(), -1);  // (batch) prompt position; -1: generated
+  uint32_t scored_rows = kScoredPromptRowsPerStep;
   for (uint32_t s : prefill) {
     Slot& slot = slots_[s];
     const std::vector<int32_t>& prompt = slot.job->spec().prompt;
-    const uint32_t take = static_cast<uint32_t>(std::min<size_t>(budget, prompt.size() - slot.n_fed));
+    const bool scored = ScoresPrompt(slot.job->spec());
+    uint32_t take = static_cast<uint32_t>(std::min<size_t>(budget, prompt.size() - slot.n_fed));
+    if (scored) {
+      take = std::min(take, scored_rows);
+      scored_rows -= take;
+    }
     for (uint32_t i = 0; i < take; ++i) {
       const size_t at = slot.n_fed + i;
-      batch.push_back({prompt[at], s, slot.n_past + i, at + 1 == prompt.size()});
+      batch.push_back({prompt[at], s, slot.n_past + i, scored || at + 1 == prompt.size()});
       owner.push_back(s);
+      prompt_at.push_back(static_cast<int64_t>(at));
     }
     fed[s] = take;
     budget -= take;
@@ -284,7 +352,8 @@ void Scheduler::Step() {
   }
 
   // Advance the slots by what they evaluated, then sample where logits came back (a slot
-  // gets at most one row: its generated token's or its prompt's last).
+  // samples from at most one row: its generated token's or its prompt's last; a scored
+  // prompt's other rows give its entries, in position order).
   for (size_t i = 0; i < batch.size(); ++i) {
     if (!failed[owner[i]]) ++slots_[owner[i]].n_past;
   }
@@ -297,7 +366,14 @@ void Scheduler::Step() {
   for (size_t i = 0; i < batch.size(); ++i) {
     if (!batch[i].logits) continue;
     if (!failed[owner[i]]) {
-      Sample(slots_[owner[i]], std::span<const float>(logits).subspan(row * n_vocab, n_vocab));
+      Slot& slot = slots_[owner[i]];
+      const auto row_logits = std::span<const float>(logits).subspan(row * n_vocab, n_vocab);
+      const size_t n_prompt = slot.job->spec().prompt.size();
+      if (prompt_at[i] >= 0 && static_cast<size_t>(prompt_at[i]) + 1 < n_prompt) {
+        ScorePrompt(slot, static_cast<size_t>(prompt_at[i]), row_logits);
+      } else {
+        Sample(slot, row_logits);
+      }
     }
     ++row;
   }
@@ -309,11 +385,33 @@ void Scheduler::Step() {
   gauges_.tier = ctx_.expert_store().stats();
 }
 
+void Scheduler::ScorePrompt(Slot& slot, size_t at, std::span<const float> logits) {
+  const GenerationSpec& spec = slot.job->spec();
+  TokenLogprob e = ScoreToken(logits, spec.prompt[at + 1], spec.logprobs);
+  e.prompt = true;
+  std::vector<TokenLogprob> one;
+  one.push_back(std::move(e));
+  slot.job->Emit("", std::move(one), static_cast<int64_t>(at + 1), 0);
+}
+
 void Scheduler::Sample(Slot& slot, std::span<const float> logits) {
   const GenerationSpec& spec = slot.job->spec();
   const int64_t n_prompt = static_cast<int64_t>(spec.prompt.size());
   const Tokenizer& tok = *ctx_.model().tokenizer();
+  if (spec.max_tokens == 0) {  // the prompt only (scored, or just evaluated)
+    slot.job->Emit("", {}, n_prompt, 0);
+    Release(slot, FinishReason::kLength, Status::Ok());
+    return;
+  }
   const int32_t id = slot.sampler->Sample(logits, slot.history);
+  const bool scored = spec.logprobs >= 0;
+  if (scored) {
+    TokenLogprob e = ScoreToken(logits, id, spec.logprobs);
+    e.text_byte = slot.generated_bytes;
+    const bool eog = !spec.ignore_eos && tok.IsEndOfGeneration(id);  // adds no text
+    if (!eog) slot.generated_bytes += static_cast<int64_t>(tok.TokenPiece(id, false).size());
+    slot.held.emplace_back(slot.generated_bytes, std::move(e));
+  }
   if (slot.n_generated == 0) slot.job->first_token_ = Clock::now();
   ++slot.n_generated;
   slot.history.push_back(id);
@@ -336,7 +434,20 @@ void Scheduler::Sample(Slot& slot, std::span<const float> logits) {
     text += slot.stops->Push(slot.decoder->Flush(), &stopped);
     if (!stopped) text += slot.stops->Flush();
   }
-  slot.job->Emit(text, n_prompt, slot.n_generated);
+  std::vector<TokenLogprob> released;
+  if (scored) {
+    // Out go the entries whose bytes have all gone out; at the end, all of them, except
+    // after a stop string: those of tokens that start inside or after it are dropped.
+    slot.sent_bytes += static_cast<int64_t>(text.size());
+    const bool all = reason != FinishReason::kNone && !stopped;
+    while (!slot.held.empty()) {
+      auto& [end, e] = slot.held.front();
+      if (!all && end > slot.sent_bytes && !(stopped && e.text_byte < slot.sent_bytes)) break;
+      released.push_back(std::move(e));
+      slot.held.pop_front();
+    }
+  }
+  slot.job->Emit(text, std::move(released), n_prompt, slot.n_generated);
   if (reason != FinishReason::kNone) {
     Release(slot, reason, Status::Ok());
     return;

@@ -10,7 +10,9 @@
 //   3. evaluates it with one Context::Decode, so tokens routed to the same expert share one
 //      load and one grouped product;
 //   4. samples the next token of every slot whose logits came back, turns it into text
-//      (UTF-8 completion, stop strings) and hands the text to the job.
+//      (UTF-8 completion, stop strings) and hands the text to the job, with the token's
+//      log-probabilities when the job asked for them (and, for a prompt that is scored too,
+//      each prompt token's from the logits of the position before it).
 // Because Decode gives a token the same logits whatever else is in the batch, a request gets
 // exactly the tokens it would get alone (greedy, or sampled with its seed).
 //
@@ -29,6 +31,7 @@
 #include <mutex>
 #include <string>
 #include <thread>
+#include <utility>
 #include <vector>
 
 #include "base/status.h"
@@ -41,9 +44,23 @@ namespace mt::server {
 struct GenerationSpec {
   std::vector<int32_t> prompt;  // (n_prompt) ids in the vocabulary; 0 < n_prompt < n_ctx
   SamplerParams sampling;
-  int64_t max_tokens = -1;  // tokens to generate at most; -1: until the context is full
+  int64_t max_tokens = -1;  // tokens to generate at most (0: none); -1: until the context is full
   std::vector<std::string> stops;
   bool ignore_eos = false;
+  int32_t logprobs = -1;       // alternatives per token (TokenLogprob::top); -1: no logprobs
+  bool prompt_logprobs = false;  // with logprobs: an entry for every prompt token too
+};
+
+// A token's log-probability under the model: log-softmax of its logits, before penalties and
+// temperature. Generated tokens' entries are released with their text: an entry goes out once
+// all of its token's bytes have (a stop string drops the entries of tokens that start inside
+// or after it); prompt entries go out as the prompt is evaluated.
+struct TokenLogprob {
+  int32_t id = 0;
+  float logprob = 0.0f;  // NaN: none (the first prompt token: nothing comes before it)
+  std::vector<std::pair<int32_t, float>> top;  // (top_n) the most likely ids, descending
+  bool prompt = false;                         // a prompt token
+  int64_t text_byte = 0;  // generated: where its bytes start in the generated text
 };
 
 enum class FinishReason { kNone, kStop, kLength, kCancelled, kError };
@@ -54,6 +71,7 @@ const char* FinishReasonName(FinishReason r);
 // What a handler has received of its generation so far.
 struct JobUpdate {
   std::string text;  // text produced since the previous update
+  std::vector<TokenLogprob> logprobs;  // entries released since the previous update
   bool finished = false;
   FinishReason reason = FinishReason::kNone;
   Status error;                 // kError: what failed (names file, layer, expert)
@@ -82,7 +100,8 @@ class Job {
   friend class Scheduler;
   using Clock = std::chrono::steady_clock;
 
-  void Emit(std::string_view text, int64_t prompt_tokens, int64_t completion_tokens);
+  void Emit(std::string_view text, std::vector<TokenLogprob> logprobs, int64_t prompt_tokens,
+            int64_t completion_tokens);
   void Finish(FinishReason reason, Status error);
 
   const GenerationSpec spec_;
@@ -94,6 +113,7 @@ class Job {
   std::mutex mu_;
   std::condition_variable cv_;
   std::string text_;  // produced, not yet taken by Wait
+  std::vector<TokenLogprob> logprobs_;  // released, not yet taken by Wait
   bool changed_ = false;
   JobUpdate state_;  // all but text
 };
@@ -140,6 +160,8 @@ class Scheduler {
   bool Admit();
   void Step();
   void Sample(Slot& slot, std::span<const float> logits);
+  // The prompt entry of the token after prompt position `at`, from that position's logits.
+  void ScorePrompt(Slot& slot, size_t at, std::span<const float> logits);
   void Release(Slot& slot, FinishReason reason, Status error);
 
   Context& ctx_;

@@ -364,5 +364,145 @@ TEST_F(SchedulerTest, AnUnreadableExpertFailsOnlyTheJobsThatNeedIt) {
   }
 }
 
+// The log-softmax of `logits` at `id`, and the top_n ids by logit (ties: the lower id), in
+// double precision: the reference for TokenLogprob.
+struct Scored {
+  float logprob;
+  std::vector<int32_t> top;
+};
+Scored Reference(std::span<const float> logits, int32_t id, int top_n) {
+  double max = -1e300, sum = 0;
+  for (float l : logits) max = std::max<double>(max, l);
+  for (float l : logits) sum += std::exp(l - max);
+  std::vector<int32_t> order(logits.size());
+  for (size_t i = 0; i < order.size(); ++i) order[i] = static_cast<int32_t>(i);
+  std::stable_sort(order.begin(), order.end(),
+                   [&](int32_t a, int32_t b) { return logits[a] > logits[b]; });
+  order.resize(top_n);
+  return {static_cast<float>(logits[id] - max - std::log(sum)), order};
+}
+
+void ExpectEntry(const TokenLogprob& got, int32_t id, std::span<const float> logits, int top_n,
+                 const std::string& what) {
+  const Scored want = Reference(logits, id, top_n);
+  EXPECT_EQ(got.id, id) << what;
+  EXPECT_NEAR(got.logprob, want.logprob, 1e-4) << what;
+  ASSERT_EQ(got.top.size(), want.top.size()) << what;
+  for (size_t k = 0; k < want.top.size(); ++k) {
+    EXPECT_EQ(got.top[k].first, want.top[k]) << what << " alternative " << k;
+    EXPECT_NEAR(got.top[k].second, Reference(logits, want.top[k], 0).logprob, 1e-4) << what;
+  }
+  if (!want.top.empty()) EXPECT_GE(got.top[0].second, got.logprob) << what;
+}
+
+// Logprobs: each generated token's entry holds the model's log-softmax at that token and its
+// most likely alternatives (checked against single-sequence Eval logits, while other jobs
+// share the steps); entries go out with their text, a stop string drops those after it; a
+// scored prompt gets one entry per token, the first without a value.
+TEST_F(SchedulerTest, LogprobsFollowTheTextAndTheModel) {
+  constexpr uint32_t kCtx = 96;
+  constexpr int kTop = 3;
+  GenerationSpec plain = Spec("The quick brown fox", 10);
+  plain.logprobs = kTop;
+  GenerationSpec scored = Spec(kPrompts[2], 2);  // several prefill chunks at 8 tokens a step
+  scored.logprobs = 1;
+  scored.prompt_logprobs = true;
+  GenerationSpec only_prompt = Spec("Mixture of experts", 0);
+  only_prompt.logprobs = 0;
+  only_prompt.prompt_logprobs = true;
+  GenerationSpec stopped = Spec("Continuous batching", 24);
+  stopped.logprobs = 0;
+  const Outcome full = Alone(stopped, kCtx);
+  ASSERT_GE(full.text.size(), 12u);
+  const std::string stop = full.text.substr(7, 3);
+  stopped.stops = {stop};
+
+  auto ctx = MakeContext(4, kCtx);
+  Scheduler sched(*ctx, SchedulerOptions{4, 8, 16}, nullptr);
+  sched.Start();
+  std::vector<GenerationSpec> specs = {plain, scored, only_prompt, stopped};
+  std::vector<std::shared_ptr<Job>> jobs;
+  for (const GenerationSpec& spec : specs) {
+    jobs.push_back(std::make_shared<Job>(spec));
+    ASSERT_TRUE(sched.Submit(jobs.back()).ok());
+  }
+  std::vector<std::string> texts(jobs.size());
+  std::vector<std::vector<TokenLogprob>> entries(jobs.size());
+  for (size_t j = 0; j < jobs.size(); ++j) {
+    JobUpdate u;
+    for (int i = 0; i < 600 && !u.finished; ++i) {
+      jobs[j]->Wait(100ms, &u);
+      texts[j] += u.text;
+      // Released with their text: an update never holds an entry whose bytes are not out.
+      std::string pieces;
+      for (const TokenLogprob& e : entries[j]) {
+        if (!e.prompt) pieces += Tok().TokenPiece(e.id, false);
+      }
+      for (TokenLogprob& e : u.logprobs) {
+        if (!e.prompt && specs[j].stops.empty()) {
+          pieces += Tok().TokenPiece(e.id, false);
+          EXPECT_LE(pieces.size(), texts[j].size()) << "job " << j;
+        }
+        entries[j].push_back(std::move(e));
+      }
+    }
+    ASSERT_TRUE(u.finished) << "job " << j;
+  }
+  sched.Shutdown(1s);
+
+  auto solo = MakeContext(1, kCtx);
+  std::vector<float> logits;
+  const size_t n_vocab = solo->n_vocab();
+  // Generated tokens, replayed alone (greedy: the entry ids are the generated tokens).
+  for (size_t j : {size_t{0}, size_t{1}, size_t{3}}) {
+    const GenerationSpec& spec = specs[j];
+    std::vector<TokenLogprob> gen;
+    for (const TokenLogprob& e : entries[j]) {
+      if (!e.prompt) gen.push_back(e);
+    }
+    solo->ClearKv();
+    ASSERT_TRUE(solo->Eval(spec.prompt, LogitsFor::kLast, &logits).ok());
+    std::string pieces;
+    for (size_t t = 0; t < gen.size(); ++t) {
+      const int32_t id = gen[t].id;
+      EXPECT_EQ(gen[t].text_byte, static_cast<int64_t>(pieces.size()));
+      ExpectEntry(gen[t], id, logits, spec.logprobs, fmt::format("job {} token {}", j, t));
+      pieces += Tok().TokenPiece(id, false);
+      const int32_t next[1] = {id};
+      ASSERT_TRUE(solo->Eval(next, LogitsFor::kLast, &logits).ok());
+    }
+    if (spec.stops.empty()) {
+      EXPECT_EQ(static_cast<int64_t>(gen.size()), spec.max_tokens) << j;
+      EXPECT_EQ(pieces, texts[j]) << j;
+    } else {
+      // Every token that starts before the stop string, and none after.
+      EXPECT_EQ(texts[j], full.text.substr(0, full.text.find(stop)));
+      ASSERT_FALSE(gen.empty());
+      EXPECT_LT(gen.back().text_byte, static_cast<int64_t>(texts[j].size()));
+      EXPECT_GE(pieces.size(), texts[j].size());
+    }
+  }
+  // Scored prompts: entry i from the logits of position i - 1.
+  for (size_t j : {size_t{1}, size_t{2}}) {
+    const std::vector<int32_t>& prompt = specs[j].prompt;
+    std::vector<TokenLogprob> head;
+    for (const TokenLogprob& e : entries[j]) {
+      if (e.prompt) head.push_back(e);
+    }
+    ASSERT_EQ(head.size(), prompt.size()) << j;
+    EXPECT_TRUE(std::isnan(head[0].logprob));
+    EXPECT_EQ(head[0].id, prompt[0]);
+    solo->ClearKv();
+    ASSERT_TRUE(solo->Eval(prompt, LogitsFor::kAll, &logits).ok());
+    for (size_t i = 1; i < prompt.size(); ++i) {
+      ExpectEntry(head[i], prompt[i],
+                  std::span<const float>(logits).subspan((i - 1) * n_vocab, n_vocab),
+                  specs[j].logprobs, fmt::format("job {} prompt token {}", j, i));
+    }
+  }
+  EXPECT_TRUE(texts[2].empty());  // max_tokens 0: the prompt only
+  EXPECT_EQ(entries[2].size(), specs[2].prompt.size());
+}
+
 }  // namespace
 }  // namespace mt::server

@@ -136,6 +136,68 @@ const comp = await client.completions.create(compReq);
   check(tokens.usage.prompt_tokens === 3, 'prompt as token ids', JSON.stringify(tokens.usage));
 }
 
+// --- logprobs and echo --------------------------------------------------------------------
+{
+  const same = (a, b) => JSON.stringify(a) === JSON.stringify(b);
+  const lp = await client.completions.create({ ...compReq, logprobs: 2 });
+  const l = lp.choices[0].logprobs;
+  check(lp.choices[0].text === comp.choices[0].text && l.tokens.length === 16 &&
+        l.token_logprobs.length === 16 && l.text_offset[0] === 0 &&
+        l.text_offset.every((o, i) => i === 0 || o >= l.text_offset[i - 1]),
+        'completion logprobs: one entry per token', JSON.stringify(l).slice(0, 300));
+  // Greedy: each token is the most likely; its top_logprobs holds it and the alternatives.
+  check(l.token_logprobs.every((v, i) => v <= 0 && Object.keys(l.top_logprobs[i]).length >= 2 &&
+                                         Object.keys(l.top_logprobs[i]).length <= 3 &&
+                                         Math.max(...Object.values(l.top_logprobs[i])) === v),
+        'completion logprobs: greedy tokens are the top ones', JSON.stringify(l.top_logprobs[0]));
+  const streamed = { tokens: [], token_logprobs: [] };
+  for await (const chunk of await client.completions.create({ ...compReq, logprobs: 2,
+                                                              stream: true })) {
+    const cl = chunk.choices[0]?.logprobs;
+    if (cl) {
+      streamed.tokens.push(...cl.tokens);
+      streamed.token_logprobs.push(...cl.token_logprobs);
+    }
+  }
+  check(same(streamed.tokens, l.tokens) && same(streamed.token_logprobs, l.token_logprobs),
+        'streamed completion logprobs == non-streamed');
+  // lm-eval's loglikelihood request (local-completions, batch size 1): a batch of one
+  // prompt of token ids, echo, one generated token, logprobs 1.
+  const ids = [5, 17, 42, 99, 7, 23];
+  const scoreReq = { model: modelId, prompt: [ids], echo: true, logprobs: 1, temperature: 0 };
+  const ev = await client.completions.create({ ...scoreReq, max_tokens: 1 });
+  const e = ev.choices[0].logprobs;
+  check(e.token_logprobs.length === ids.length + 1 && e.token_logprobs[0] === null &&
+        e.top_logprobs[0] === null && e.token_logprobs.slice(1).every((v) => v <= 0) &&
+        e.top_logprobs.slice(1).every((t, i) => Math.max(...Object.values(t)) >=
+                                                e.token_logprobs[i + 1]),
+        'echo: an entry per prompt token (the first without a value) and the generated one',
+        JSON.stringify(e.token_logprobs));
+  const only = await client.completions.create({ ...scoreReq, max_tokens: 0 });
+  const o = only.choices[0];
+  check(o.logprobs.token_logprobs.length === ids.length && o.finish_reason === 'length' &&
+        same(o.logprobs.token_logprobs, e.token_logprobs.slice(0, ids.length)) &&
+        ev.choices[0].text.startsWith(o.text) && only.usage.completion_tokens === 0,
+        'echo with max_tokens 0 scores the prompt only', JSON.stringify(o).slice(0, 300));
+  const chatLp = await client.chat.completions.create({ ...chatReq, logprobs: true,
+                                                        top_logprobs: 2 });
+  const content = chatLp.choices[0].logprobs.content;
+  const bytes = Buffer.from(content.flatMap((c) => c.bytes));
+  check(content.length === 12 && bytes.toString('utf8') === chat.choices[0].message.content &&
+        content.every((c) => c.top_logprobs.length === 2 &&
+                             c.top_logprobs[0].logprob === c.logprob),
+        'chat logprobs: the bytes of the entries are the text', JSON.stringify(content[0]));
+  const streamedChat = [];
+  for await (const chunk of await client.chat.completions.create({ ...chatReq, logprobs: true,
+                                                                    top_logprobs: 2,
+                                                                    stream: true })) {
+    streamedChat.push(...(chunk.choices[0]?.logprobs?.content ?? []));
+  }
+  check(same(streamedChat, content), 'streamed chat logprobs == non-streamed');
+  await refused(client.chat.completions.create({ ...chatReq, top_logprobs: 2 }), 400,
+                'top_logprobs without logprobs');
+}
+
 // --- errors -------------------------------------------------------------------------------
 {
   let e = await refused(client.chat.completions.create({ ...chatReq, model: 'gpt-4o' }), 400,
