@@ -14,6 +14,7 @@ using json = nlohmann::json;
 using Error = std::optional<ApiError>;
 
 constexpr size_t kMaxStops = 16;
+constexpr size_t kMaxPrompts = 64;  // prompts in one completions request
 constexpr int64_t kMaxTokensLimit = int64_t{1} << 31;
 constexpr int64_t kMaxLogprobs = 20;  // alternatives per token, as vLLM's default limit
 
@@ -82,40 +83,51 @@ Error Unsupported(const char* key, std::string_view what) {
   return Invalid(key, fmt::format("{} is not supported by this server", what), "unsupported");
 }
 
-Error ParsePrompt(const json& body, ApiRequest* out) {
-  const json& p = Field(body, "prompt");
-  if (p.is_null()) return Invalid("prompt", "you must provide a prompt");
+// One prompt: a string, or an array of token ids (`name` for messages).
+Error ParseOnePrompt(const json& p, const std::string& name, ApiPrompt* out) {
   if (p.is_string()) {
-    out->prompt = p.get<std::string>();
+    out->text = p.get<std::string>();
     return std::nullopt;
   }
-  if (!p.is_array()) {
-    return Invalid("prompt", fmt::format("prompt must be a string or an array, not {}", TypeName(p)));
-  }
-  if (p.empty()) return Invalid("prompt", "prompt must not be an empty array");
-  const json* ids = &p;
-  if (p[0].is_string() || p[0].is_array()) {
-    if (p.size() != 1) {
-      return Invalid("prompt", fmt::format("only one prompt per request is supported, not {}",
-                                           p.size()));
-    }
-    if (p[0].is_string()) {
-      out->prompt = p[0].get<std::string>();
-      return std::nullopt;
-    }
-    ids = &p[0];
-    if (ids->empty()) return Invalid("prompt", "prompt must not be an empty array");
-  }
-  out->prompt_is_tokens = true;
-  out->prompt_tokens.reserve(ids->size());
-  for (size_t i = 0; i < ids->size(); ++i) {
+  if (p.empty()) return Invalid("prompt", name + " must not be an empty array");
+  out->is_tokens = true;
+  out->tokens.reserve(p.size());
+  for (size_t i = 0; i < p.size(); ++i) {
     int64_t id = 0;
-    if (Error e = GetInteger((*ids)[i], fmt::format("prompt[{}]", i), 0,
+    if (Error e = GetInteger(p[i], fmt::format("{}[{}]", name, i), 0,
                              std::numeric_limits<int32_t>::max(), &id)) {
       e->param = "prompt";
       return e;
     }
-    out->prompt_tokens.push_back(id);
+    out->tokens.push_back(id);
+  }
+  return std::nullopt;
+}
+
+// A string, an array of token ids, or a batch: an array of strings or of token-id arrays.
+Error ParsePrompt(const json& body, ApiRequest* out) {
+  const json& p = Field(body, "prompt");
+  if (p.is_null()) return Invalid("prompt", "you must provide a prompt");
+  if (!p.is_string() && !p.is_array()) {
+    return Invalid("prompt",
+                   fmt::format("prompt must be a string or an array, not {}", TypeName(p)));
+  }
+  if (p.is_array() && p.empty()) return Invalid("prompt", "prompt must not be an empty array");
+  if (p.is_string() || !(p[0].is_string() || p[0].is_array())) {
+    return ParseOnePrompt(p, "prompt", &out->prompts.emplace_back());
+  }
+  if (p.size() > kMaxPrompts) {
+    return Invalid("prompt", fmt::format("prompt holds {} prompts; at most {} are allowed in one "
+                                         "request",
+                                         p.size(), kMaxPrompts));
+  }
+  for (size_t i = 0; i < p.size(); ++i) {
+    const std::string name = fmt::format("prompt[{}]", i);
+    if (!p[i].is_string() && !p[i].is_array()) {
+      return Invalid("prompt", fmt::format("{} must be a string or an array of token ids, not {}",
+                                           name, TypeName(p[i])));
+    }
+    if (Error e = ParseOnePrompt(p[i], name, &out->prompts.emplace_back())) return e;
   }
   return std::nullopt;
 }
@@ -341,6 +353,9 @@ Error Parse(const json& body, Endpoint endpoint, std::string_view model_id, ApiR
   }
   if (Error e = GetBool(body, "ignore_eos", &out->ignore_eos)) return e;
   if (Error e = ParseLogprobs(body, endpoint, out)) return e;
+  if (out->stream && out->prompts.size() > 1) {
+    return Unsupported("stream", "stream with several prompts");
+  }
   const json& user = Field(body, "user");
   if (!user.is_null() && !user.is_string()) {
     return Invalid("user", fmt::format("user must be a string, not {}", TypeName(user)));
@@ -460,19 +475,22 @@ json LogprobsJson(Endpoint endpoint, std::span<const LogprobEntry> entries) {
           {"text_offset", std::move(offsets)}};
 }
 
-json CompletionJson(Endpoint endpoint, const ResponseMeta& meta, const std::string& text,
-                    std::string_view finish_reason, const Usage& usage, const json& logprobs) {
-  json choice = {
-      {"index", 0}, {"logprobs", logprobs}, {"finish_reason", FinishReason(finish_reason)}};
-  json out;
-  if (endpoint == Endpoint::kChat) {
-    out = Envelope(meta, "chat.completion");
-    choice["message"] = {{"role", "assistant"}, {"content", text}};
-  } else {
-    out = Envelope(meta, "text_completion");
-    choice["text"] = text;
+json CompletionJson(Endpoint endpoint, const ResponseMeta& meta, std::span<const Choice> choices,
+                    const Usage& usage) {
+  json out = Envelope(meta, endpoint == Endpoint::kChat ? "chat.completion" : "text_completion");
+  out["choices"] = json::array();
+  for (size_t i = 0; i < choices.size(); ++i) {
+    const Choice& c = choices[i];
+    json choice = {{"index", i},
+                   {"logprobs", c.logprobs},
+                   {"finish_reason", FinishReason(c.finish_reason)}};
+    if (endpoint == Endpoint::kChat) {
+      choice["message"] = {{"role", "assistant"}, {"content", c.text}};
+    } else {
+      choice["text"] = c.text;
+    }
+    out["choices"].push_back(std::move(choice));
   }
-  out["choices"] = json::array({std::move(choice)});
   out["usage"] = UsageJson(usage);
   return out;
 }

@@ -7,9 +7,10 @@
 //
 // What is accepted (anything else is a 400 with an OpenAI-style error naming the field):
 //   model        required; must equal the served model's id.
-//   prompt       (completions) a string, an array of one string, an array of token ids, or
-//                an array of one array of token ids. Token ids are range-checked later
-//                against the vocabulary (the parser does not know it).
+//   prompt       (completions) a string or an array of token ids, or a batch of up to 64 of
+//                them (an array of strings or of token-id arrays; each prompt gets its choice,
+//                in order; not with stream). Token ids are range-checked later against the
+//                vocabulary (the parser does not know it).
 //   messages     (chat) a non-empty array of {role: string, content: string | null |
 //                [{type: "text", text: string}, ...]}; the text parts are concatenated.
 //                Role "developer" is taken as "system".
@@ -58,6 +59,13 @@ struct ApiMessage {
   std::string content;
 };
 
+// A completions prompt: text, or token ids.
+struct ApiPrompt {
+  std::string text;
+  std::vector<int64_t> tokens;  // (n_prompt) unchecked ids, when is_tokens
+  bool is_tokens = false;
+};
+
 struct SamplingRequest {
   float temperature = 0.8f;
   float top_p = 0.95f;
@@ -72,10 +80,7 @@ struct SamplingRequest {
 struct ApiRequest {
   Endpoint endpoint = Endpoint::kCompletions;
   std::string model;
-  // Completions: the prompt as text, or as token ids (prompt_is_tokens).
-  std::string prompt;
-  std::vector<int64_t> prompt_tokens;  // (n_prompt) unchecked ids
-  bool prompt_is_tokens = false;
+  std::vector<ApiPrompt> prompts;  // completions: one, or a batch (a choice each)
   std::vector<ApiMessage> messages;  // chat
   std::optional<int64_t> max_tokens;  // absent: the endpoint's default
   SamplingRequest sampling;
@@ -141,11 +146,17 @@ struct LogprobEntry {
 // hold it exactly.
 nlohmann::json LogprobsJson(Endpoint endpoint, std::span<const LogprobEntry> entries);
 
-// The whole (non-streamed) response; finish_reason is "stop" or "length". `logprobs`: the
-// choice's (null: none asked for).
-nlohmann::json CompletionJson(Endpoint endpoint, const ResponseMeta& meta, const std::string& text,
-                              std::string_view finish_reason, const Usage& usage,
-                              const nlohmann::json& logprobs = nullptr);
+// One choice of a whole response: finish_reason is "stop" or "length"; logprobs null when
+// none were asked for.
+struct Choice {
+  std::string text;
+  std::string finish_reason;
+  nlohmann::json logprobs;
+};
+
+// The whole (non-streamed) response: choices in order (index 0, 1, ...) and the usage of all.
+nlohmann::json CompletionJson(Endpoint endpoint, const ResponseMeta& meta,
+                              std::span<const Choice> choices, const Usage& usage);
 
 // One chunk of a stream: `text` as a delta; `finish_reason` empty means null. For chat,
 // `first` adds role "assistant" to the delta. `logprobs`: the entries of this chunk's text.

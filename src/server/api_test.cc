@@ -38,8 +38,9 @@ TEST(ApiTest, CompletionWithEveryOption) {
       "n": 1, "logprobs": null, "echo": false, "presence_penalty": 0.5, "frequency_penalty": -1.5,
       "unknown_field": [1]})");
   EXPECT_EQ(r.endpoint, Endpoint::kCompletions);
-  EXPECT_EQ(r.prompt, "Hello");
-  EXPECT_FALSE(r.prompt_is_tokens);
+  ASSERT_EQ(r.prompts.size(), 1u);
+  EXPECT_EQ(r.prompts[0].text, "Hello");
+  EXPECT_FALSE(r.prompts[0].is_tokens);
   EXPECT_EQ(r.max_tokens, 7);
   EXPECT_FLOAT_EQ(r.sampling.temperature, 0.5f);
   EXPECT_FLOAT_EQ(r.sampling.top_p, 0.9f);
@@ -72,15 +73,31 @@ TEST(ApiTest, Defaults) {
 }
 
 TEST(ApiTest, PromptForms) {
-  EXPECT_EQ(Accepted(R"({"model": "olmoe", "prompt": ["one"]})").prompt, "one");
-  ApiRequest r = Accepted(R"({"model": "olmoe", "prompt": [1, 2, 50000]})");
-  EXPECT_TRUE(r.prompt_is_tokens);
-  EXPECT_EQ(r.prompt_tokens, (std::vector<int64_t>{1, 2, 50000}));
-  r = Accepted(R"({"model": "olmoe", "prompt": [[7, 8]]})");
-  EXPECT_EQ(r.prompt_tokens, (std::vector<int64_t>{7, 8}));
-  EXPECT_EQ(Accepted(R"({"model": "olmoe", "prompt": [3.0]})").prompt_tokens,
-            (std::vector<int64_t>{3}));
-  EXPECT_EQ(Refused(R"({"model": "olmoe", "prompt": ["a", "b"]})").param, "prompt");
+  auto prompts = [](const std::string& prompt_json) {
+    return Accepted(R"({"model": "olmoe", "prompt": )" + prompt_json + "}").prompts;
+  };
+  std::vector<ApiPrompt> p = prompts(R"(["one"])");
+  ASSERT_EQ(p.size(), 1u);
+  EXPECT_EQ(p[0].text, "one");
+  p = prompts("[1, 2, 50000]");
+  ASSERT_EQ(p.size(), 1u);
+  EXPECT_TRUE(p[0].is_tokens);
+  EXPECT_EQ(p[0].tokens, (std::vector<int64_t>{1, 2, 50000}));
+  EXPECT_EQ(prompts("[[7, 8]]").at(0).tokens, (std::vector<int64_t>{7, 8}));
+  EXPECT_EQ(prompts("[3.0]").at(0).tokens, (std::vector<int64_t>{3}));
+  // A batch: a choice per prompt, in order; strings and token arrays may mix.
+  p = prompts(R"(["a", [4, 5], "b"])");
+  ASSERT_EQ(p.size(), 3u);
+  EXPECT_EQ(p[0].text, "a");
+  EXPECT_EQ(p[1].tokens, (std::vector<int64_t>{4, 5}));
+  EXPECT_EQ(p[2].text, "b");
+  std::string many = "[";
+  for (int i = 0; i < 65; ++i) many += std::string(i ? "," : "") + "\"x\"";
+  EXPECT_EQ(Refused(R"({"model": "olmoe", "prompt": )" + many + "]}").param, "prompt");
+  EXPECT_EQ(Refused(R"({"model": "olmoe", "prompt": ["a", "b"], "stream": true})").param,
+            "stream");
+  EXPECT_EQ(Refused(R"({"model": "olmoe", "prompt": ["a", 5]})").param, "prompt");
+  EXPECT_EQ(Refused(R"({"model": "olmoe", "prompt": [[1], []]})").param, "prompt");
   EXPECT_EQ(Refused(R"({"model": "olmoe", "prompt": []})").param, "prompt");
   EXPECT_EQ(Refused(R"({"model": "olmoe", "prompt": [[]]})").param, "prompt");
   EXPECT_EQ(Refused(R"({"model": "olmoe", "prompt": [-1]})").param, "prompt");
@@ -271,16 +288,24 @@ TEST(ApiTest, ErrorJsonShape) {
 
 TEST(ApiTest, ResponsesAndChunks) {
   ResponseMeta meta{"chatcmpl-1", 1700000000, "olmoe"};
-  json full = CompletionJson(Endpoint::kChat, meta, "Hi!", "stop", Usage{5, 3});
+  const Choice hi{"Hi!", "stop", nullptr};
+  json full = CompletionJson(Endpoint::kChat, meta, std::span(&hi, 1), Usage{5, 3});
   EXPECT_EQ(full, json::parse(R"({"id": "chatcmpl-1", "object": "chat.completion",
       "created": 1700000000, "model": "olmoe",
       "choices": [{"index": 0, "logprobs": null, "finish_reason": "stop",
                    "message": {"role": "assistant", "content": "Hi!"}}],
       "usage": {"prompt_tokens": 5, "completion_tokens": 3, "total_tokens": 8}})"));
-  json text = CompletionJson(Endpoint::kCompletions, meta, "abc", "length", Usage{1, 2});
+  const json logprobs = {{"tokens", json::array()}};
+  const std::vector<Choice> two = {{"abc", "length", nullptr}, {"de", "stop", logprobs}};
+  json text = CompletionJson(Endpoint::kCompletions, meta, two, Usage{1, 2});
   EXPECT_EQ(text["object"], "text_completion");
+  ASSERT_EQ(text["choices"].size(), 2u);
   EXPECT_EQ(text["choices"][0]["text"], "abc");
   EXPECT_EQ(text["choices"][0]["finish_reason"], "length");
+  EXPECT_EQ(text["choices"][0]["logprobs"], nullptr);
+  EXPECT_EQ(text["choices"][1]["index"], 1);
+  EXPECT_EQ(text["choices"][1]["text"], "de");
+  EXPECT_EQ(text["choices"][1]["logprobs"], logprobs);
 
   json first = ChunkJson(Endpoint::kChat, meta, "", "", /*first=*/true);
   EXPECT_EQ(first["object"], "chat.completion.chunk");
@@ -293,10 +318,6 @@ TEST(ApiTest, ResponsesAndChunks) {
   EXPECT_TRUE(usage["choices"].empty());
   EXPECT_EQ(usage["usage"]["total_tokens"], 4);
 
-  const json logprobs = {{"tokens", json::array()}};
-  json with = CompletionJson(Endpoint::kCompletions, meta, "abc", "length", Usage{1, 2},
-                            logprobs);
-  EXPECT_EQ(with["choices"][0]["logprobs"], logprobs);
 
   EXPECT_EQ(SseEvent(json{{"a", 1}}), "data: {\"a\":1}\n\n");
   // Bytes that are not UTF-8 (a model can emit any) become U+FFFD instead of throwing.

@@ -219,8 +219,9 @@ struct HttpServer::Impl {
   void Routes();
   void Generate(const httplib::Request& req, httplib::Response& res,
                 const httplib::ContentReader& reader, Endpoint endpoint);
-  // Builds the job of a parsed request; an error is the 400 to send.
-  std::optional<ApiError> MakeSpec(const ApiRequest& r, GenerationSpec* spec);
+  // Builds the job of a parsed request (completions: of its prompt `which`); an error is the
+  // 400 to send.
+  std::optional<ApiError> MakeSpec(const ApiRequest& r, size_t which, GenerationSpec* spec);
   // `echo`: text to send before the generated text (an echoed prompt).
   void Stream(const httplib::Request& req, httplib::Response& res, std::shared_ptr<Job> job,
               const ApiRequest& r, ResponseMeta meta, const std::string& echo);
@@ -263,7 +264,10 @@ struct HttpServer::Impl {
   int active = 0;
 };
 
-std::optional<ApiError> HttpServer::Impl::MakeSpec(const ApiRequest& r, GenerationSpec* spec) {
+std::optional<ApiError> HttpServer::Impl::MakeSpec(const ApiRequest& r, size_t which,
+                                                   GenerationSpec* spec) {
+  // How messages name the prompt: its index when the request holds several.
+  const std::string name = r.prompts.size() > 1 ? fmt::format("prompt[{}]", which) : "prompt";
   auto invalid = [](std::string param, std::string message, std::string code = "") {
     ApiError e;
     e.message = std::move(message);
@@ -281,28 +285,29 @@ std::optional<ApiError> HttpServer::Impl::MakeSpec(const ApiRequest& r, Generati
     Result<std::vector<int32_t>> ids = tok.Encode(rendered->text, rendered->add_bos, true);
     if (!ids.ok()) return ServerError(500, ids.status().message(), "tokenizer_error");
     prompt = std::move(ids.value());
-  } else if (r.prompt_is_tokens) {
+  } else if (r.prompts[which].is_tokens) {
+    const std::vector<int64_t>& ids = r.prompts[which].tokens;
     const int64_t n_vocab = tok.n_vocab();
-    for (size_t i = 0; i < r.prompt_tokens.size(); ++i) {
-      if (r.prompt_tokens[i] >= n_vocab) {
-        return invalid("prompt", fmt::format("prompt[{}]: token id {} is outside the "
-                                             "vocabulary (0..{})",
-                                             i, r.prompt_tokens[i], n_vocab - 1));
+    for (size_t i = 0; i < ids.size(); ++i) {
+      if (ids[i] >= n_vocab) {
+        return invalid("prompt", fmt::format("{}[{}]: token id {} is outside the vocabulary "
+                                             "(0..{})",
+                                             name, i, ids[i], n_vocab - 1));
       }
-      prompt.push_back(static_cast<int32_t>(r.prompt_tokens[i]));
+      prompt.push_back(static_cast<int32_t>(ids[i]));
     }
   } else {
-    Result<std::vector<int32_t>> ids = tok.Encode(r.prompt, tok.add_bos(), true);
+    Result<std::vector<int32_t>> ids = tok.Encode(r.prompts[which].text, tok.add_bos(), true);
     if (!ids.ok()) return ServerError(500, ids.status().message(), "tokenizer_error");
     prompt = std::move(ids.value());
   }
   const std::string what = r.endpoint == Endpoint::kChat ? "messages" : "prompt";
-  if (prompt.empty()) return invalid(what, "the prompt has no tokens");
+  if (prompt.empty()) return invalid(what, fmt::format("the {} has no tokens", name));
   if (prompt.size() >= ctx.n_ctx()) {
     return invalid(what,
-                   fmt::format("the prompt has {} tokens; the context holds {} per request "
+                   fmt::format("the {} has {} tokens; the context holds {} per request "
                                "(--ctx), and at least one must be left to generate",
-                               prompt.size(), ctx.n_ctx()),
+                               name, prompt.size(), ctx.n_ctx()),
                    "context_length_exceeded");
   }
   const SamplingRequest& s = r.sampling;
@@ -331,58 +336,77 @@ void HttpServer::Impl::Generate(const httplib::Request& req, httplib::Response& 
   if (std::optional<ApiError> e = ParseRequest(body, endpoint, options.model_id, &r)) {
     return SendError(res, *e);
   }
-  GenerationSpec spec;
-  if (std::optional<ApiError> e = MakeSpec(r, &spec)) return SendError(res, *e);
-  const size_t n_prompt = spec.prompt.size();
-  // echo: the prompt as sent, or as its tokens decode.
-  const std::string echo = !r.echo ? "" : r.prompt_is_tokens ? tok.Decode(spec.prompt, false)
-                                                               : r.prompt;
-  auto job = std::make_shared<Job>(std::move(spec));
+  // A job per prompt (chat: one); they run together like any other requests.
+  const size_t n_choices = endpoint == Endpoint::kChat ? 1 : r.prompts.size();
+  std::vector<std::shared_ptr<Job>> jobs;
+  std::vector<std::string> echoes;  // echo: the prompt as sent, or as its tokens decode
+  int64_t n_prompt = 0;
+  for (size_t i = 0; i < n_choices; ++i) {
+    GenerationSpec spec;
+    if (std::optional<ApiError> e = MakeSpec(r, i, &spec)) return SendError(res, *e);
+    n_prompt += static_cast<int64_t>(spec.prompt.size());
+    echoes.push_back(!r.echo                  ? ""
+                     : r.prompts[i].is_tokens ? tok.Decode(spec.prompt, false)
+                                              : r.prompts[i].text);
+    jobs.push_back(std::make_shared<Job>(std::move(spec)));
+  }
   EnterGeneration();
-  if (Status s = scheduler.Submit(job); !s.ok()) {
-    LeaveGeneration();
-    res.set_header("Retry-After", "1");
-    return SendError(res, ServerError(503, s.message(),
-                                      s.code() == StatusCode::kResourceExhausted
-                                          ? "server_busy"
-                                          : "shutting_down"));
+  for (const auto& job : jobs) {
+    if (Status s = scheduler.Submit(job); !s.ok()) {
+      for (const auto& j : jobs) j->Cancel();  // those queued leave at the next step
+      LeaveGeneration();
+      res.set_header("Retry-After", "1");
+      return SendError(res, ServerError(503, s.message(),
+                                        s.code() == StatusCode::kResourceExhausted
+                                            ? "server_busy"
+                                            : "shutting_down"));
+    }
   }
   ResponseMeta meta;
   meta.id = fmt::format("{}-{:x}", endpoint == Endpoint::kChat ? "chatcmpl" : "cmpl",
                         next_id.fetch_add(1));
   meta.created = std::time(nullptr);
   meta.model = options.model_id;
-  if (r.stream) return Stream(req, res, std::move(job), r, std::move(meta), echo);
+  if (r.stream) return Stream(req, res, std::move(jobs[0]), r, std::move(meta), echoes[0]);
 
   ConnectionProbe probe(req);
-  std::string text;
-  std::vector<TokenLogprob> logprobs;
-  JobUpdate u;
+  std::vector<std::string> texts(n_choices);
+  std::vector<std::vector<TokenLogprob>> logprobs(n_choices);
+  std::vector<JobUpdate> last(n_choices);
   // The job wakes this thread at every token; look at the client once per poll interval.
+  // The jobs run together; waiting on each in turn loses nothing (a job keeps its updates).
   auto next_probe = std::chrono::steady_clock::now() + kPollInterval;
-  for (;;) {
-    job->Wait(kPollInterval, &u);
-    text += u.text;
-    for (TokenLogprob& e : u.logprobs) logprobs.push_back(std::move(e));
-    if (u.finished) break;
-    if (std::chrono::steady_clock::now() < next_probe) continue;
-    next_probe = std::chrono::steady_clock::now() + kPollInterval;
-    if (probe.Gone()) {
-      job->Cancel();
-      LeaveGeneration();
-      res.status = 499;  // client closed the request; nobody reads this
-      return;
+  for (size_t i = 0; i < n_choices; ++i) {
+    JobUpdate& u = last[i];
+    for (;;) {
+      jobs[i]->Wait(kPollInterval, &u);
+      texts[i] += u.text;
+      for (TokenLogprob& e : u.logprobs) logprobs[i].push_back(std::move(e));
+      if (u.finished) break;
+      if (std::chrono::steady_clock::now() < next_probe) continue;
+      next_probe = std::chrono::steady_clock::now() + kPollInterval;
+      if (probe.Gone()) {
+        for (const auto& job : jobs) job->Cancel();
+        LeaveGeneration();
+        res.status = 499;  // client closed the request; nobody reads this
+        return;
+      }
     }
   }
   LeaveGeneration();
-  if (std::optional<ApiError> e = JobError(u)) return SendError(res, *e);
-  Usage usage{static_cast<int64_t>(n_prompt), u.completion_tokens};
-  json choice_logprobs = nullptr;
-  if (r.logprobs >= 0) {
-    choice_logprobs = LogprobWriter(tok, endpoint, CodePoints(echo)).Entries(logprobs, text);
+  std::vector<Choice> choices(n_choices);
+  Usage usage{n_prompt, 0};
+  for (size_t i = 0; i < n_choices; ++i) {
+    if (std::optional<ApiError> e = JobError(last[i])) return SendError(res, *e);
+    usage.completion_tokens += last[i].completion_tokens;
+    choices[i].text = echoes[i] + texts[i];
+    choices[i].finish_reason = FinishReasonName(last[i].reason);
+    if (r.logprobs >= 0) {
+      choices[i].logprobs =
+          LogprobWriter(tok, endpoint, CodePoints(echoes[i])).Entries(logprobs[i], texts[i]);
+    }
   }
-  SendJson(res, 200, CompletionJson(endpoint, meta, echo + text, FinishReasonName(u.reason),
-                                    usage, choice_logprobs));
+  SendJson(res, 200, CompletionJson(endpoint, meta, choices, usage));
 }
 
 void HttpServer::Impl::Stream(const httplib::Request& req, httplib::Response& res,

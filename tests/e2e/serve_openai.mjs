@@ -179,6 +179,22 @@ const comp = await client.completions.create(compReq);
         same(o.logprobs.token_logprobs, e.token_logprobs.slice(0, ids.length)) &&
         ev.choices[0].text.startsWith(o.text) && only.usage.completion_tokens === 0,
         'echo with max_tokens 0 scores the prompt only', JSON.stringify(o).slice(0, 300));
+  // A batch of prompts (lm-eval with a batch size above 1): a choice per prompt, in order,
+  // each what the prompt gets alone.
+  const ids2 = [8, 3, 61];
+  const batch = await client.completions.create({ ...scoreReq, prompt: [ids, ids2],
+                                                  max_tokens: 1 });
+  const alone2 = await client.completions.create({ ...scoreReq, prompt: [ids2], max_tokens: 1 });
+  check(batch.choices.length === 2 && batch.choices.every((c, i) => c.index === i) &&
+        same(batch.choices[0].logprobs, e) &&
+        same(batch.choices[1].logprobs, alone2.choices[0].logprobs) &&
+        batch.usage.prompt_tokens === ids.length + ids2.length &&
+        batch.usage.completion_tokens === 2,
+        'a batch of prompts: a choice each, as alone', JSON.stringify(batch.usage));
+  const texts = await client.completions.create({ ...compReq,
+                                                  prompt: ['Hello', 'The quick brown fox'] });
+  check(texts.choices[1].text === comp.choices[0].text && texts.choices[0].text.length > 0,
+        'a batch of text prompts', JSON.stringify(texts.choices.map((c) => c.text)));
   const chatLp = await client.chat.completions.create({ ...chatReq, logprobs: true,
                                                         top_logprobs: 2 });
   const content = chatLp.choices[0].logprobs.content;

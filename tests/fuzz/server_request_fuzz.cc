@@ -21,13 +21,21 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   }
   if (r.model != "m" || r.endpoint != endpoint) __builtin_trap();
   if (endpoint == Endpoint::kChat && r.messages.empty()) __builtin_trap();
-  if (endpoint == Endpoint::kCompletions && r.prompt_is_tokens && r.prompt_tokens.empty()) {
+  if (endpoint == Endpoint::kCompletions && (r.prompts.empty() || r.prompts.size() > 64)) {
     __builtin_trap();
   }
-  for (int64_t id : r.prompt_tokens) {
-    if (id < 0 || id > INT32_MAX) __builtin_trap();
+  if (endpoint == Endpoint::kChat && (!r.prompts.empty() || r.echo)) __builtin_trap();
+  if (r.stream && r.prompts.size() > 1) __builtin_trap();
+  for (const mt::server::ApiPrompt& p : r.prompts) {
+    if (p.is_tokens && p.tokens.empty()) __builtin_trap();
+    for (int64_t id : p.tokens) {
+      if (id < 0 || id > INT32_MAX) __builtin_trap();
+    }
+    // Echoing parsed text back (as responses do) must not throw on invalid UTF-8.
+    (void)mt::server::Dump(nlohmann::json(p.text));
   }
-  if (r.max_tokens && *r.max_tokens < 1) __builtin_trap();
+  if (r.max_tokens && *r.max_tokens < (endpoint == Endpoint::kChat ? 1 : 0)) __builtin_trap();
+  if (r.logprobs < -1 || r.logprobs > 20) __builtin_trap();
   const auto& s = r.sampling;
   if (!(s.temperature >= 0 && s.temperature <= 2) || !(s.top_p >= 0 && s.top_p <= 1) ||
       !(s.min_p >= 0 && s.min_p <= 1) || !(s.repeat_penalty > 0) || s.top_k < 0) {
@@ -37,7 +45,5 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   for (const std::string& stop : r.stop) {
     if (stop.empty()) __builtin_trap();
   }
-  // Echoing parsed text back (as responses do) must not throw on invalid UTF-8.
-  (void)mt::server::Dump(nlohmann::json(r.prompt));
   return 0;
 }
