@@ -15,6 +15,7 @@ using Error = std::optional<ApiError>;
 
 constexpr size_t kMaxStops = 16;
 constexpr size_t kMaxPrompts = 64;  // prompts in one completions request
+constexpr int64_t kMaxChoices = 64;  // prompts x n
 constexpr int64_t kMaxTokensLimit = int64_t{1} << 31;
 constexpr int64_t kMaxLogprobs = 20;  // alternatives per token, as vLLM's default limit
 
@@ -213,6 +214,32 @@ Error ParseStop(const json& body, ApiRequest* out) {
   return std::nullopt;
 }
 
+// n: choices per prompt. best_of (completions) may only repeat it: choosing the best of more
+// is not done.
+Error ParseChoiceCount(const json& body, ApiRequest* out) {
+  if (const json& v = Field(body, "n"); !v.is_null()) {
+    int64_t n = 0;
+    if (Error e = GetInteger(v, "n", 1, kMaxChoices, &n)) return e;
+    out->n = static_cast<int32_t>(n);
+  }
+  if (const json& v = Field(body, "best_of"); !v.is_null()) {
+    int64_t best_of = 0;
+    if (Error e = GetInteger(v, "best_of", 1, std::numeric_limits<int32_t>::max(), &best_of)) {
+      return e;
+    }
+    if (best_of < out->n) return Invalid("best_of", "best_of must be at least n");
+    if (best_of > out->n) return Unsupported("best_of", "best_of > n");
+  }
+  if (out->n > 1 && out->stream) return Unsupported("n", "n > 1 with stream");
+  const size_t n_choices = std::max<size_t>(out->prompts.size(), 1) * out->n;
+  if (n_choices > kMaxChoices) {
+    return Invalid("n", fmt::format("{} prompts x n = {} choices; at most {} are allowed in one "
+                                    "request",
+                                    out->prompts.size(), n_choices, kMaxChoices));
+  }
+  return std::nullopt;
+}
+
 // Completions: logprobs (alternatives per token) and echo. Chat: logprobs (bool) and
 // top_logprobs, which needs logprobs, as OpenAI's API says.
 Error ParseLogprobs(const json& body, Endpoint endpoint, ApiRequest* out) {
@@ -242,13 +269,6 @@ Error ParseLogprobs(const json& body, Endpoint endpoint, ApiRequest* out) {
 
 // Options this server cannot honour are refused rather than silently ignored.
 Error CheckUnsupported(const json& body, Endpoint endpoint) {
-  int64_t n = 1;
-  for (const char* key : {"n", "best_of"}) {
-    const json& v = Field(body, key);
-    if (v.is_null()) continue;
-    if (Error e = GetInteger(v, key, 1, std::numeric_limits<int32_t>::max(), &n)) return e;
-    if (n != 1) return Unsupported(key, fmt::format("{} > 1", key));
-  }
   bool echo = false;
   if (Error e = GetBool(body, "echo", &echo)) return e;
   if (echo && endpoint == Endpoint::kChat) return Unsupported("echo", "echo in chat");
@@ -356,6 +376,7 @@ Error Parse(const json& body, Endpoint endpoint, std::string_view model_id, ApiR
   if (out->stream && out->prompts.size() > 1) {
     return Unsupported("stream", "stream with several prompts");
   }
+  if (Error e = ParseChoiceCount(body, out)) return e;
   const json& user = Field(body, "user");
   if (!user.is_null() && !user.is_string()) {
     return Invalid("user", fmt::format("user must be a string, not {}", TypeName(user)));

@@ -32,7 +32,8 @@
 //   echo         bool, completions only: the prompt is prepended to the text and, with
 //                logprobs, its tokens to the entries (the first token has none). max_tokens
 //                may then be 0 (score the prompt only).
-//   n, best_of   1 if present.
+//   n            choices per prompt, 1-64 (prompts x n at most 64; not with stream); with a
+//                seed, choice k samples with seed + k. best_of: only equal to n.
 //   ignore_eos   bool (extension): keep generating after end-of-generation tokens.
 //   tools, functions, logit_bias: only empty. response_format: only {"type": "text"}.
 // Unknown fields are ignored, as other OpenAI-compatible servers do.
@@ -88,6 +89,7 @@ struct ApiRequest {
   bool stream = false;
   bool include_usage = false;  // stream_options.include_usage
   bool ignore_eos = false;
+  int32_t n = 1;          // choices per prompt
   int32_t logprobs = -1;  // alternatives per token in the logprobs; -1: no logprobs
   bool echo = false;      // completions: prepend the prompt
 };

@@ -207,9 +207,12 @@ TEST(ApiTest, WrongTypesAndRangesNameTheField) {
            {R"("stream_options": {"include_usage": "yes"})", "stream_options"},
            {R"("ignore_eos": 0)", "ignore_eos"},
            {R"("user": 5)", "user"},
-           {R"("n": 2)", "n"},
+           {R"("n": 0)", "n"},
+           {R"("n": 65)", "n"},
            {R"("n": "1")", "n"},
+           {R"("n": 2, "stream": true)", "n"},
            {R"("best_of": 3)", "best_of"},
+           {R"("n": 3, "best_of": 2)", "best_of"},
            {R"("presence_penalty": -2.5)", "presence_penalty"},
            {R"("presence_penalty": "0")", "presence_penalty"},
            {R"("frequency_penalty": 3)", "frequency_penalty"},
@@ -252,6 +255,18 @@ TEST(ApiTest, WrongTypesAndRangesNameTheField) {
         "}";
     EXPECT_EQ(Refused(body, Endpoint::kChat).param, param) << body;
   }
+}
+
+TEST(ApiTest, ChoicesPerPrompt) {
+  EXPECT_EQ(Accepted(R"({"model": "olmoe", "prompt": "x"})").n, 1);
+  EXPECT_EQ(Accepted(R"({"model": "olmoe", "prompt": "x", "n": 64, "best_of": 64})").n, 64);
+  EXPECT_EQ(Accepted(R"({"model": "olmoe", "prompt": ["x", "y"], "n": 32})").n, 32);
+  EXPECT_EQ(Refused(R"({"model": "olmoe", "prompt": ["x", "y"], "n": 33})").param, "n");
+  EXPECT_EQ(Accepted(R"({"model": "olmoe", "messages": [{"role": "user", "content": "x"}],
+                         "n": 4})",
+                     Endpoint::kChat)
+                .n,
+            4);
 }
 
 TEST(ApiTest, LogprobsAndEcho) {

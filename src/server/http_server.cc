@@ -336,19 +336,29 @@ void HttpServer::Impl::Generate(const httplib::Request& req, httplib::Response& 
   if (std::optional<ApiError> e = ParseRequest(body, endpoint, options.model_id, &r)) {
     return SendError(res, *e);
   }
-  // A job per prompt (chat: one); they run together like any other requests.
-  const size_t n_choices = endpoint == Endpoint::kChat ? 1 : r.prompts.size();
+  // A job per choice: n per prompt (chat: one prompt), choice p * n + k. They run together
+  // like any other requests.
+  const size_t n_prompts = endpoint == Endpoint::kChat ? 1 : r.prompts.size();
+  const size_t n_choices = n_prompts * static_cast<size_t>(r.n);
   std::vector<std::shared_ptr<Job>> jobs;
   std::vector<std::string> echoes;  // echo: the prompt as sent, or as its tokens decode
   int64_t n_prompt = 0;
-  for (size_t i = 0; i < n_choices; ++i) {
+  for (size_t p = 0; p < n_prompts; ++p) {
     GenerationSpec spec;
-    if (std::optional<ApiError> e = MakeSpec(r, i, &spec)) return SendError(res, *e);
+    if (std::optional<ApiError> e = MakeSpec(r, p, &spec)) return SendError(res, *e);
     n_prompt += static_cast<int64_t>(spec.prompt.size());
-    echoes.push_back(!r.echo                  ? ""
-                     : r.prompts[i].is_tokens ? tok.Decode(spec.prompt, false)
-                                              : r.prompts[i].text);
-    jobs.push_back(std::make_shared<Job>(std::move(spec)));
+    const std::string echo = !r.echo                  ? ""
+                             : r.prompts[p].is_tokens ? tok.Decode(spec.prompt, false)
+                                                      : r.prompts[p].text;
+    for (int32_t k = 0; k < r.n; ++k) {
+      GenerationSpec choice = spec;
+      // Choice k's seed: seed + k (choice 0 is what n = 1 gives); without one, fresh seeds.
+      choice.sampling.seed = r.sampling.seed ? *r.sampling.seed + static_cast<uint64_t>(k)
+                             : k == 0        ? spec.sampling.seed
+                                             : FreshSeed();
+      echoes.push_back(echo);
+      jobs.push_back(std::make_shared<Job>(std::move(choice)));
+    }
   }
   EnterGeneration();
   for (const auto& job : jobs) {

@@ -195,6 +195,17 @@ const comp = await client.completions.create(compReq);
                                                   prompt: ['Hello', 'The quick brown fox'] });
   check(texts.choices[1].text === comp.choices[0].text && texts.choices[0].text.length > 0,
         'a batch of text prompts', JSON.stringify(texts.choices.map((c) => c.text)));
+  // n choices: with a seed, choice k samples as a single request with seed + k.
+  const sampled = { ...chatReq, temperature: 1.0, seed: 7 };
+  const three = await client.chat.completions.create({ ...sampled, n: 3 });
+  const seed7 = await client.chat.completions.create(sampled);
+  const seed9 = await client.chat.completions.create({ ...sampled, seed: 9 });
+  check(three.choices.length === 3 && three.choices.every((c, i) => c.index === i) &&
+        three.choices[0].message.content === seed7.choices[0].message.content &&
+        three.choices[2].message.content === seed9.choices[0].message.content &&
+        three.usage.completion_tokens === 36 &&
+        three.usage.prompt_tokens === seed7.usage.prompt_tokens,
+        'n = 3: three choices, choice k as seed + k', JSON.stringify(three.usage));
   const chatLp = await client.chat.completions.create({ ...chatReq, logprobs: true,
                                                         top_logprobs: 2 });
   const content = chatLp.choices[0].logprobs.content;

@@ -1,6 +1,7 @@
 // Fuzzes the OpenAI request parser of `moetier serve` (src/server/api.cc). The first byte
 // picks the endpoint, the rest is the body. Any bytes must give a parsed request or a 400
 // error object, never a crash or an exception, and what parses obeys the documented ranges.
+#include <algorithm>
 #include <cstdint>
 #include <string>
 #include <string_view>
@@ -25,7 +26,8 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     __builtin_trap();
   }
   if (endpoint == Endpoint::kChat && (!r.prompts.empty() || r.echo)) __builtin_trap();
-  if (r.stream && r.prompts.size() > 1) __builtin_trap();
+  if (r.stream && (r.prompts.size() > 1 || r.n > 1)) __builtin_trap();
+  if (r.n < 1 || std::max<size_t>(r.prompts.size(), 1) * r.n > 64) __builtin_trap();
   for (const mt::server::ApiPrompt& p : r.prompts) {
     if (p.is_tokens && p.tokens.empty()) __builtin_trap();
     for (int64_t id : p.tokens) {
