@@ -149,14 +149,18 @@ Activations::~Activations() = default;
 Activations::Activations(Activations&&) noexcept = default;
 Activations& Activations::operator=(Activations&&) noexcept = default;
 
-void Activations::Reserve(int64_t max_tok, int64_t max_cols) {
+uint64_t Activations::ReserveBytes(int64_t max_tok, int64_t max_cols) {
   MT_CHECK(max_tok >= 0 && max_cols >= 0);
   const int64_t cols = RoundUp(max_cols, 256);
   int64_t stride = 0;
   for (ActFormat f : {ActFormat::kF32, ActFormat::kQ8_0, ActFormat::kQ8_K}) {
     stride = std::max(stride, TokenStride(f, cols));
   }
-  const size_t bytes = static_cast<size_t>(max_tok * stride);
+  return static_cast<uint64_t>(max_tok * stride);
+}
+
+void Activations::Reserve(int64_t max_tok, int64_t max_cols) {
+  const size_t bytes = static_cast<size_t>(ReserveBytes(max_tok, max_cols));
   if (bytes <= capacity_) return;
   buffer_.reset(static_cast<uint8_t*>(::operator new[](bytes, std::align_val_t{64})));
   capacity_ = bytes;

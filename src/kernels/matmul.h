@@ -132,6 +132,8 @@ class Activations {
   Activations& operator=(Activations&&) noexcept;
 
   void Reserve(int64_t max_tok, int64_t max_cols);
+  // The bytes Reserve(max_tok, max_cols) takes.
+  static uint64_t ReserveBytes(int64_t max_tok, int64_t max_cols);
 
   // Quantizes n_tok rows of `cols` floats (row t at x + t * x_stride) into `format`, with the
   // ActiveIsa() variant. = Prepare + QuantizeTokens(0, n_tok).

@@ -99,6 +99,6 @@ expect_error 2 "cache too small" -- "$MOETIER" run -m "$model" -p "Hi" --moe-sto
 grep -q "raise --expert-cache" "$WORK/err" && pass "says what to change" || fail "no advice"
 expect_error 1 "budget too small for the dense part" -- "$MOETIER" run -m "$model" -p "Hi" --mem-budget 1M
 grep -q "exceed the memory budget" "$WORK/err" && pass "names the numbers" || fail "budget message"
-expect_error 1 "resident does not fit" -- "$MOETIER" run -m "$model" -p "Hi" --moe-storage resident --mem-budget 48M
+expect_error 1 "resident does not fit" -- "$MOETIER" run -m "$model" -p "Hi" --moe-storage resident --mem-budget 56M
 grep -q "resident needs" "$WORK/err" && pass "suggests stream or mmap" || fail "resident message: $(cat "$WORK/err")"
 finish
