@@ -386,9 +386,10 @@ Error Parse(const json& body, Endpoint endpoint, std::string_view model_id, ApiR
 
 }  // namespace
 
-std::optional<ApiError> ParseRequest(std::string_view body, Endpoint endpoint,
-                                     std::string_view model_id, ApiRequest* out) {
-  *out = ApiRequest{};
+namespace {
+
+// The body as JSON, or the 400 naming where its syntax breaks.
+Error ParseJson(std::string_view body, json* out) {
   // No exceptions: a parse error gives a discarded value.
   json j = json::parse(body.begin(), body.end(), nullptr, /*allow_exceptions=*/false);
   if (j.is_discarded()) {
@@ -404,9 +405,79 @@ std::optional<ApiError> ParseRequest(std::string_view body, Endpoint endpoint,
     }
     return Invalid("", fmt::format("the request body is not valid JSON{}", where));
   }
+  *out = std::move(j);
+  return std::nullopt;
+}
+
+// A JSON object body whose optional `model` names the served model.
+Error ParseObject(std::string_view body, std::string_view model_id, json* out) {
+  if (Error e = ParseJson(body, out)) return e;
+  if (!out->is_object()) {
+    return Invalid("", fmt::format("the request body must be a JSON object, not {}",
+                                   TypeName(*out)));
+  }
+  const json& model = Field(*out, "model");
+  if (!model.is_null() && model != model_id) {
+    return Invalid("model", fmt::format("the model {} does not exist; this server serves '{}'",
+                                        Dump(model), model_id),
+                   "model_not_found");
+  }
+  return std::nullopt;
+}
+
+}  // namespace
+
+std::optional<ApiError> ParseRequest(std::string_view body, Endpoint endpoint,
+                                     std::string_view model_id, ApiRequest* out) {
+  *out = ApiRequest{};
+  json j;
+  if (Error e = ParseJson(body, &j)) return e;
   Error e = Parse(j, endpoint, model_id, out);
   if (e) *out = ApiRequest{};
   return e;
+}
+
+std::optional<ApiError> ParseTokenizeRequest(std::string_view body, std::string_view model_id,
+                                             TokenizeRequest* out) {
+  *out = TokenizeRequest{};
+  json j;
+  if (Error e = ParseObject(body, model_id, &j)) return e;
+  // vLLM's fields, else llama.cpp's (with their defaults).
+  const bool vllm = j.contains("prompt");
+  const char* text_key = vllm ? "prompt" : "content";
+  const json& text = Field(j, text_key);
+  if (!text.is_string()) {
+    return Invalid(text_key, fmt::format("{} must be a string (the text to tokenize), not {}",
+                                         text_key, TypeName(text)));
+  }
+  out->text = text.get<std::string>();
+  out->add_special = vllm;
+  if (Error e = GetBool(j, vllm ? "add_special_tokens" : "add_special", &out->add_special)) {
+    return e;
+  }
+  return std::nullopt;
+}
+
+std::optional<ApiError> ParseDetokenizeRequest(std::string_view body, std::string_view model_id,
+                                               DetokenizeRequest* out) {
+  *out = DetokenizeRequest{};
+  json j;
+  if (Error e = ParseObject(body, model_id, &j)) return e;
+  const json& tokens = Field(j, "tokens");
+  if (!tokens.is_array()) {
+    return Invalid("tokens", fmt::format("tokens must be an array of token ids, not {}",
+                                         TypeName(tokens)));
+  }
+  for (size_t i = 0; i < tokens.size(); ++i) {
+    int64_t id = 0;
+    if (Error e = GetInteger(tokens[i], fmt::format("tokens[{}]", i), 0,
+                             std::numeric_limits<int32_t>::max(), &id)) {
+      e->param = "tokens";
+      return e;
+    }
+    out->tokens.push_back(id);
+  }
+  return std::nullopt;
 }
 
 json ErrorJson(const ApiError& e) {

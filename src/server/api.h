@@ -111,6 +111,23 @@ struct ApiError {
 std::optional<ApiError> ParseRequest(std::string_view body, Endpoint endpoint,
                                      std::string_view model_id, ApiRequest* out);
 
+// POST /tokenize: vLLM's {prompt, add_special_tokens = true} or llama.cpp's {content,
+// add_special = false}; add_special puts the BOS token first where the model has one.
+// Special tokens' text in the prompt is always read as those tokens (as HF tokenizers do).
+struct TokenizeRequest {
+  std::string text;
+  bool add_special = true;
+};
+std::optional<ApiError> ParseTokenizeRequest(std::string_view body, std::string_view model_id,
+                                             TokenizeRequest* out);
+
+// POST /detokenize: {tokens: [ids]} (range-checked later against the vocabulary).
+struct DetokenizeRequest {
+  std::vector<int64_t> tokens;
+};
+std::optional<ApiError> ParseDetokenizeRequest(std::string_view body, std::string_view model_id,
+                                               DetokenizeRequest* out);
+
 // {"error": {...}} for `e`.
 nlohmann::json ErrorJson(const ApiError& e);
 

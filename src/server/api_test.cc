@@ -369,5 +369,46 @@ TEST(ApiTest, LogprobsJsonShapes) {
   EXPECT_EQ(e["token"], "bytes:\\xe2");
 }
 
+TEST(ApiTest, TokenizeAndDetokenizeBodies) {
+  TokenizeRequest t;
+  // vLLM's form: add_special_tokens defaults to true; llama.cpp's: add_special to false.
+  ASSERT_FALSE(ParseTokenizeRequest(R"({"prompt": "Hi"})", kModel, &t));
+  EXPECT_EQ(t.text, "Hi");
+  EXPECT_TRUE(t.add_special);
+  ASSERT_FALSE(ParseTokenizeRequest(R"({"model": "olmoe", "prompt": "a", "add_special_tokens":
+                                        false})",
+                                    kModel, &t));
+  EXPECT_FALSE(t.add_special);
+  ASSERT_FALSE(ParseTokenizeRequest(R"({"content": "b"})", kModel, &t));
+  EXPECT_EQ(t.text, "b");
+  EXPECT_FALSE(t.add_special);
+  ASSERT_FALSE(ParseTokenizeRequest(R"({"content": "c", "add_special": true})", kModel, &t));
+  EXPECT_TRUE(t.add_special);
+  for (const auto& [body, param] : std::vector<std::pair<std::string, std::string>>{
+           {R"({})", "content"},
+           {R"({"prompt": 5})", "prompt"},
+           {R"({"prompt": "x", "add_special_tokens": 1})", "add_special_tokens"},
+           {R"({"model": "other", "prompt": "x"})", "model"},
+           {R"(["x"])", ""},
+           {R"({"prompt": )", ""},
+       }) {
+    std::optional<ApiError> e = ParseTokenizeRequest(body, kModel, &t);
+    ASSERT_TRUE(e.has_value()) << body;
+    EXPECT_EQ(e->param, param) << body;
+    EXPECT_EQ(e->http_status, 400);
+  }
+  DetokenizeRequest d;
+  ASSERT_FALSE(ParseDetokenizeRequest(R"({"tokens": [1, 2, 3.0]})", kModel, &d));
+  EXPECT_EQ(d.tokens, (std::vector<int64_t>{1, 2, 3}));
+  ASSERT_FALSE(ParseDetokenizeRequest(R"({"tokens": []})", kModel, &d));
+  EXPECT_TRUE(d.tokens.empty());
+  for (const char* body : {R"({})", R"({"tokens": "1"})", R"({"tokens": [-1]})",
+                           R"({"tokens": [1.5]})", R"({"tokens": [4294967296]})"}) {
+    std::optional<ApiError> e = ParseDetokenizeRequest(body, kModel, &d);
+    ASSERT_TRUE(e.has_value()) << body;
+    EXPECT_EQ(e->param, "tokens") << body;
+  }
+}
+
 }  // namespace
 }  // namespace mt::server

@@ -192,7 +192,7 @@ class LogprobWriter {
 };
 
 const char* kKnownPaths[] = {"/v1/completions", "/v1/chat/completions", "/v1/models", "/health",
-                             "/metrics"};
+                             "/metrics", "/tokenize", "/detokenize", "/tokenizer_info"};
 
 // Metrics label of a path: unknown paths share one label, so clients cannot grow the set.
 std::string EndpointLabel(const std::string& path) {
@@ -530,6 +530,61 @@ void HttpServer::Impl::Routes() {
               {"slots_idle", g.slots_total - g.slots_busy},
               {"slots_busy", g.slots_busy},
               {"queue_depth", g.queue_depth}});
+  });
+  // The server's tokenizer, as vLLM and llama-server expose theirs: clients that send token
+  // ids (lm-eval's local-completions finds these by itself) need no copy of it.
+  http.Get("/tokenizer_info", [this](const httplib::Request&, httplib::Response& res) {
+    auto text = [this](std::optional<int32_t> id) {
+      return id ? json(std::string(tok.token_text(*id))) : json(nullptr);
+    };
+    const std::string* jinja =
+        ctx.model().gguf().metadata().FindString("tokenizer.chat_template");
+    SendJson(res, 200,
+             {{"tokenizer_class", "moetier"},
+              {"eos_token", text(tok.eos_id())},
+              {"bos_token", text(tok.bos_id())},
+              {"pad_token", nullptr},
+              {"add_bos_token", tok.add_bos()},
+              {"vocab_size", tok.n_vocab()},
+              {"model_max_length", ctx.n_ctx()},
+              {"chat_template", jinja != nullptr ? json(*jinja) : json(nullptr)}});
+  });
+  http.Post("/tokenize", [this](const httplib::Request& req, httplib::Response& res,
+                                const httplib::ContentReader& reader) {
+    std::string body;
+    if (!ReadBody(req, res, reader, &body)) return;
+    TokenizeRequest r;
+    if (std::optional<ApiError> e = ParseTokenizeRequest(body, options.model_id, &r)) {
+      return SendError(res, *e);
+    }
+    Result<std::vector<int32_t>> ids = tok.Encode(r.text, r.add_special && tok.add_bos(), true);
+    if (!ids.ok()) return SendError(res, ServerError(500, ids.status().message(), "tokenizer_error"));
+    SendJson(res, 200, {{"tokens", ids.value()},
+                        {"count", ids.value().size()},
+                        {"max_model_len", ctx.n_ctx()}});
+  });
+  http.Post("/detokenize", [this](const httplib::Request& req, httplib::Response& res,
+                                  const httplib::ContentReader& reader) {
+    std::string body;
+    if (!ReadBody(req, res, reader, &body)) return;
+    DetokenizeRequest r;
+    if (std::optional<ApiError> e = ParseDetokenizeRequest(body, options.model_id, &r)) {
+      return SendError(res, *e);
+    }
+    std::vector<int32_t> ids;
+    for (size_t i = 0; i < r.tokens.size(); ++i) {
+      if (r.tokens[i] >= tok.n_vocab()) {
+        ApiError e;
+        e.message = fmt::format("tokens[{}]: token id {} is outside the vocabulary (0..{})", i,
+                                r.tokens[i], tok.n_vocab() - 1);
+        e.param = "tokens";
+        return SendError(res, e);
+      }
+      ids.push_back(static_cast<int32_t>(r.tokens[i]));
+    }
+    const std::string text = tok.Decode(ids);
+    // vLLM names the text `prompt`, llama-server `content`.
+    SendJson(res, 200, {{"prompt", text}, {"content", text}});
   });
   http.Get("/metrics", [this](const httplib::Request&, httplib::Response& res) {
     res.set_content(metrics.Render(scheduler.Gauges()), "text/plain; version=0.0.4");

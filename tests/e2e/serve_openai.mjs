@@ -225,6 +225,29 @@ const comp = await client.completions.create(compReq);
                 'top_logprobs without logprobs');
 }
 
+// --- the tokenizer endpoints (vLLM's and llama-server's shapes) ----------------------------
+{
+  const post = async (p, body) => (await fetch(`${root}${p}`, {
+    method: 'POST', headers: { 'content-type': 'application/json' },
+    body: JSON.stringify(body) })).json();
+  const info = await (await fetch(`${root}/tokenizer_info`)).json();
+  check('eos_token' in info && info.model_max_length === nCtx, 'GET /tokenizer_info',
+        JSON.stringify(info).slice(0, 200));
+  const t = await post('/tokenize', { prompt: 'The quick brown fox', add_special_tokens: false });
+  const byIds = await client.completions.create({ ...compReq, prompt: t.tokens });
+  check(Array.isArray(t.tokens) && t.count === t.tokens.length &&
+        byIds.choices[0].text === comp.choices[0].text,
+        '/tokenize ids prompt the model as the text does', JSON.stringify(t));
+  const llama = await post('/tokenize', { content: 'The quick brown fox' });
+  check(JSON.stringify(llama.tokens) === JSON.stringify(t.tokens), "llama-server's /tokenize form");
+  const d = await post('/detokenize', { tokens: t.tokens });
+  check(d.prompt === 'The quick brown fox' && d.content === d.prompt, '/detokenize round trip',
+        JSON.stringify(d));
+  const bad = await post('/detokenize', { tokens: [1, 1e9] });
+  check(bad.error && bad.error.param === 'tokens', '/detokenize names a bad id',
+        JSON.stringify(bad));
+}
+
 // --- errors -------------------------------------------------------------------------------
 {
   let e = await refused(client.chat.completions.create({ ...chatReq, model: 'gpt-4o' }), 400,

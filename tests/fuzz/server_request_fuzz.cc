@@ -1,5 +1,6 @@
-// Fuzzes the OpenAI request parser of `moetier serve` (src/server/api.cc). The first byte
-// picks the endpoint, the rest is the body. Any bytes must give a parsed request or a 400
+// Fuzzes the request parsers of `moetier serve` (src/server/api.cc). The first byte picks
+// the endpoint (bit 1 set: /tokenize, or /detokenize with bit 0 clear; else completions, or
+// chat with bit 0 set), the rest is the body. Any bytes must give a parsed request or a 400
 // error object, never a crash or an exception, and what parses obeys the documented ranges.
 #include <algorithm>
 #include <cstdint>
@@ -8,11 +9,39 @@
 
 #include "server/api.h"
 
+namespace {
+
+// POST /tokenize and /detokenize bodies.
+void FuzzTokenizerBodies(bool tokenize, std::string_view body) {
+  std::optional<mt::server::ApiError> e;
+  if (tokenize) {
+    mt::server::TokenizeRequest t;
+    e = mt::server::ParseTokenizeRequest(body, "m", &t);
+    if (!e) (void)mt::server::Dump(nlohmann::json(t.text));
+  } else {
+    mt::server::DetokenizeRequest d;
+    e = mt::server::ParseDetokenizeRequest(body, "m", &d);
+    for (int64_t id : d.tokens) {
+      if (id < 0 || id > INT32_MAX) __builtin_trap();
+    }
+  }
+  if (e) {
+    if (e->http_status != 400 || e->message.empty()) __builtin_trap();
+    (void)mt::server::Dump(mt::server::ErrorJson(*e));
+  }
+}
+
+}  // namespace
+
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   if (size == 0) return 0;
   using mt::server::Endpoint;
-  const Endpoint endpoint = (data[0] & 1) ? Endpoint::kChat : Endpoint::kCompletions;
   const std::string_view body(reinterpret_cast<const char*>(data + 1), size - 1);
+  if (data[0] & 2) {  // the tokenizer endpoints
+    FuzzTokenizerBodies(data[0] & 1, body);
+    return 0;
+  }
+  const Endpoint endpoint = (data[0] & 1) ? Endpoint::kChat : Endpoint::kCompletions;
   mt::server::ApiRequest r;
   std::optional<mt::server::ApiError> e = mt::server::ParseRequest(body, endpoint, "m", &r);
   if (e) {
