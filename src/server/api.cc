@@ -230,7 +230,6 @@ Error ParseChoiceCount(const json& body, ApiRequest* out) {
     if (best_of < out->n) return Invalid("best_of", "best_of must be at least n");
     if (best_of > out->n) return Unsupported("best_of", "best_of > n");
   }
-  if (out->n > 1 && out->stream) return Unsupported("n", "n > 1 with stream");
   const size_t n_choices = std::max<size_t>(out->prompts.size(), 1) * out->n;
   if (n_choices > kMaxChoices) {
     return Invalid("n", fmt::format("{} prompts x n = {} choices; at most {} are allowed in one "
@@ -373,9 +372,6 @@ Error Parse(const json& body, Endpoint endpoint, std::string_view model_id, ApiR
   }
   if (Error e = GetBool(body, "ignore_eos", &out->ignore_eos)) return e;
   if (Error e = ParseLogprobs(body, endpoint, out)) return e;
-  if (out->stream && out->prompts.size() > 1) {
-    return Unsupported("stream", "stream with several prompts");
-  }
   if (Error e = ParseChoiceCount(body, out)) return e;
   const json& user = Field(body, "user");
   if (!user.is_null() && !user.is_string()) {
@@ -588,9 +584,9 @@ json CompletionJson(Endpoint endpoint, const ResponseMeta& meta, std::span<const
 }
 
 json ChunkJson(Endpoint endpoint, const ResponseMeta& meta, const std::string& text,
-               std::string_view finish_reason, bool first, const json& logprobs) {
+               std::string_view finish_reason, bool first, const json& logprobs, int index) {
   json choice = {
-      {"index", 0}, {"logprobs", logprobs}, {"finish_reason", FinishReason(finish_reason)}};
+      {"index", index}, {"logprobs", logprobs}, {"finish_reason", FinishReason(finish_reason)}};
   json out;
   if (endpoint == Endpoint::kChat) {
     out = Envelope(meta, "chat.completion.chunk");

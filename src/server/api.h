@@ -9,7 +9,7 @@
 //   model        required; must equal the served model's id.
 //   prompt       (completions) a string or an array of token ids, or a batch of up to 64 of
 //                them (an array of strings or of token-id arrays; each prompt gets its choice,
-//                in order; not with stream). Token ids are range-checked later against the
+//                in order). Token ids are range-checked later against the
 //                vocabulary (the parser does not know it).
 //   messages     (chat) a non-empty array of {role: string, content: string | null |
 //                [{type: "text", text: string}, ...]}; the text parts are concatenated.
@@ -32,8 +32,8 @@
 //   echo         bool, completions only: the prompt is prepended to the text and, with
 //                logprobs, its tokens to the entries (the first token has none). max_tokens
 //                may then be 0 (score the prompt only).
-//   n            choices per prompt, 1-64 (prompts x n at most 64; not with stream); with a
-//                seed, choice k samples with seed + k. best_of: only equal to n.
+//   n            choices per prompt, 1-64 (prompts x n at most 64); with a seed, choice k
+//                samples with seed + k. best_of: only equal to n.
 //   ignore_eos   bool (extension): keep generating after end-of-generation tokens.
 //   tools, functions, logit_bias: only empty. response_format: only {"type": "text"}.
 // Unknown fields are ignored, as other OpenAI-compatible servers do.
@@ -177,11 +177,12 @@ struct Choice {
 nlohmann::json CompletionJson(Endpoint endpoint, const ResponseMeta& meta,
                               std::span<const Choice> choices, const Usage& usage);
 
-// One chunk of a stream: `text` as a delta; `finish_reason` empty means null. For chat,
-// `first` adds role "assistant" to the delta. `logprobs`: the entries of this chunk's text.
+// One chunk of a stream, of choice `index`: `text` as a delta; `finish_reason` empty means
+// null. For chat, `first` adds role "assistant" to the delta. `logprobs`: the entries of this
+// chunk's text.
 nlohmann::json ChunkJson(Endpoint endpoint, const ResponseMeta& meta, const std::string& text,
                          std::string_view finish_reason, bool first,
-                         const nlohmann::json& logprobs = nullptr);
+                         const nlohmann::json& logprobs = nullptr, int index = 0);
 
 // The last chunk of a stream with stream_options.include_usage: empty choices and usage.
 nlohmann::json UsageChunkJson(Endpoint endpoint, const ResponseMeta& meta, const Usage& usage);

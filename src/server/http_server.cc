@@ -222,9 +222,11 @@ struct HttpServer::Impl {
   // Builds the job of a parsed request (completions: of its prompt `which`); an error is the
   // 400 to send.
   std::optional<ApiError> MakeSpec(const ApiRequest& r, size_t which, GenerationSpec* spec);
-  // `echo`: text to send before the generated text (an echoed prompt).
-  void Stream(const httplib::Request& req, httplib::Response& res, std::shared_ptr<Job> job,
-              const ApiRequest& r, ResponseMeta meta, const std::string& echo);
+  // Streams the choices `jobs` (index i: jobs[i]) as Server-Sent Events. echoes[i]: text to
+  // send before choice i's generated text (an echoed prompt); n_prompt: prompt tokens of all.
+  void Stream(const httplib::Request& req, httplib::Response& res,
+              std::vector<std::shared_ptr<Job>> jobs, const ApiRequest& r, ResponseMeta meta,
+              std::vector<std::string> echoes, int64_t n_prompt);
   uint64_t FreshSeed() {
     const uint64_t t = static_cast<uint64_t>(
         std::chrono::system_clock::now().time_since_epoch().count());
@@ -377,7 +379,9 @@ void HttpServer::Impl::Generate(const httplib::Request& req, httplib::Response& 
                         next_id.fetch_add(1));
   meta.created = std::time(nullptr);
   meta.model = options.model_id;
-  if (r.stream) return Stream(req, res, std::move(jobs[0]), r, std::move(meta), echoes[0]);
+  if (r.stream) {
+    return Stream(req, res, std::move(jobs), r, std::move(meta), std::move(echoes), n_prompt);
+  }
 
   ConnectionProbe probe(req);
   std::vector<std::string> texts(n_choices);
@@ -420,72 +424,118 @@ void HttpServer::Impl::Generate(const httplib::Request& req, httplib::Response& 
 }
 
 void HttpServer::Impl::Stream(const httplib::Request& req, httplib::Response& res,
-                              std::shared_ptr<Job> job, const ApiRequest& r, ResponseMeta meta,
-                              const std::string& echo) {
-  struct State {
+                              std::vector<std::shared_ptr<Job>> jobs, const ApiRequest& r,
+                              ResponseMeta meta, std::vector<std::string> echoes,
+                              int64_t n_prompt) {
+  // One choice of the stream (its chunks carry its index).
+  struct Choice {
     std::shared_ptr<Job> job;
+    std::optional<LogprobWriter> logprobs;  // when asked for
+    std::string echo;       // sent with its first text
+    std::string generated;  // its generated text sent so far (for the text offsets)
+    bool finished = false;
+    int64_t completion_tokens = 0;
+  };
+  struct State {
+    std::vector<Choice> choices;
     ResponseMeta meta;
     Endpoint endpoint;
     bool include_usage;
     int64_t n_prompt;
-    bool first = true;
     ConnectionProbe probe;
-    std::optional<LogprobWriter> logprobs;  // when asked for
-    std::string echo;       // sent with the first text
-    std::string generated;  // the generated text sent so far (for the text offsets)
+    bool first = true;
+    size_t n_finished = 0;
+    void CancelAll() {
+      for (Choice& c : choices) c.job->Cancel();  // no effect on those that finished
+    }
   };
-  const int64_t n_prompt = static_cast<int64_t>(job->spec().prompt.size());
   auto st = std::make_shared<State>(
-      State{std::move(job), std::move(meta), r.endpoint, r.include_usage, n_prompt, true,
-            ConnectionProbe(req), std::nullopt, echo, ""});
-  if (r.logprobs >= 0) st->logprobs.emplace(tok, r.endpoint, CodePoints(echo));
+      State{{}, std::move(meta), r.endpoint, r.include_usage, n_prompt, ConnectionProbe(req)});
+  for (size_t i = 0; i < jobs.size(); ++i) {
+    Choice& c = st->choices.emplace_back();
+    c.job = std::move(jobs[i]);
+    c.echo = std::move(echoes[i]);
+    if (r.logprobs >= 0) c.logprobs.emplace(tok, r.endpoint, CodePoints(c.echo));
+  }
   res.set_header("Cache-Control", "no-cache");
   res.set_chunked_content_provider(
       "text/event-stream",
       [st](size_t /*offset*/, httplib::DataSink& sink) {
         std::string out;
         if (st->first && st->endpoint == Endpoint::kChat) {
-          out = SseEvent(ChunkJson(st->endpoint, st->meta, "", "", /*first=*/true));
+          for (size_t i = 0; i < st->choices.size(); ++i) {
+            out += SseEvent(ChunkJson(st->endpoint, st->meta, "", "", /*first=*/true, nullptr,
+                                      static_cast<int>(i)));
+          }
         }
         st->first = false;
-        JobUpdate u;
-        const bool got = st->job->Wait(kPollInterval, &u);
-        if (!got && out.empty()) {
+        std::optional<ApiError> error;
+        // Takes choice i's update: its text and logprobs, and its end.
+        auto take = [&](size_t i, JobUpdate& u) {
+          Choice& c = st->choices[i];
+          c.generated += u.text;
+          const std::string text = std::exchange(c.echo, "") + u.text;
+          const int index = static_cast<int>(i);
+          if (!text.empty() || !u.logprobs.empty()) {
+            json logprobs = nullptr;
+            if (c.logprobs) logprobs = c.logprobs->Entries(u.logprobs, c.generated);
+            out += SseEvent(ChunkJson(st->endpoint, st->meta, text, "", false, logprobs, index));
+          }
+          if (!u.finished) return;
+          c.finished = true;
+          c.completion_tokens = u.completion_tokens;
+          ++st->n_finished;
+          if (std::optional<ApiError> e = JobError(u)) {
+            if (!error) error = std::move(e);
+            return;
+          }
+          out += SseEvent(ChunkJson(st->endpoint, st->meta, "", FinishReasonName(u.reason), false,
+                                    nullptr, index));
+        };
+        // What every choice has now; when none has anything, wait on one of them a while.
+        const size_t before = out.size();
+        std::optional<size_t> waiting;  // an unfinished choice
+        for (size_t i = 0; i < st->choices.size(); ++i) {
+          if (st->choices[i].finished) continue;
+          if (!waiting) waiting = i;
+          JobUpdate u;
+          if (st->choices[i].job->Wait(std::chrono::milliseconds(0), &u)) take(i, u);
+        }
+        if (out.size() == before && waiting && !error) {
+          JobUpdate u;
+          // Several choices: wait less, so that the others' tokens are not held back long.
+          const auto wait = st->choices.size() > 1 ? kPollInterval / 5 : kPollInterval;
+          if (st->choices[*waiting].job->Wait(wait, &u)) take(*waiting, u);
+        }
+        const bool done = error || st->n_finished == st->choices.size();
+        if (out.empty() && !done) {
           if (st->probe.Gone()) {
-            st->job->Cancel();
+            st->CancelAll();
             return false;
           }
           return true;  // nothing yet; httplib calls again
         }
-        st->generated += u.text;
-        std::string text = std::exchange(st->echo, "") + u.text;
-        if (!text.empty() || !u.logprobs.empty()) {
-          json logprobs = nullptr;
-          if (st->logprobs) logprobs = st->logprobs->Entries(u.logprobs, st->generated);
-          out += SseEvent(ChunkJson(st->endpoint, st->meta, text, "", false, logprobs));
-        }
-        if (u.finished) {
-          if (std::optional<ApiError> e = JobError(u)) {
-            out += SseEvent(ErrorJson(*e));
-          } else {
-            out += SseEvent(ChunkJson(st->endpoint, st->meta, "", FinishReasonName(u.reason),
-                                      false));
-            if (st->include_usage) {
-              out += SseEvent(UsageChunkJson(st->endpoint, st->meta,
-                                             Usage{st->n_prompt, u.completion_tokens}));
-            }
-            out += kSseDone;
+        if (error) {
+          st->CancelAll();  // one failed choice ends the stream
+          out += SseEvent(ErrorJson(*error));
+        } else if (done) {
+          if (st->include_usage) {
+            int64_t completion = 0;
+            for (const Choice& c : st->choices) completion += c.completion_tokens;
+            out += SseEvent(
+                UsageChunkJson(st->endpoint, st->meta, Usage{st->n_prompt, completion}));
           }
+          out += kSseDone;
         }
-        if (!out.empty() && !sink.write(out.data(), out.size())) {
-          st->job->Cancel();
+        if (!sink.write(out.data(), out.size())) {
+          st->CancelAll();
           return false;
         }
-        if (u.finished) sink.done();
+        if (done) sink.done();
         return true;
       },
       [this, st](bool /*success*/) {
-        st->job->Cancel();  // no effect if it finished
+        st->CancelAll();
         LeaveGeneration();
       });
 }

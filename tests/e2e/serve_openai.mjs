@@ -206,6 +206,28 @@ const comp = await client.completions.create(compReq);
         three.usage.completion_tokens === 36 &&
         three.usage.prompt_tokens === seed7.usage.prompt_tokens,
         'n = 3: three choices, choice k as seed + k', JSON.stringify(three.usage));
+  // Streamed, the choices interleave; each chunk names its choice.
+  const byIndex = ['', '', ''];
+  const finishes = [null, null, null];
+  let usage3 = null;
+  for await (const chunk of await client.chat.completions.create({
+    ...sampled, n: 3, stream: true, stream_options: { include_usage: true } })) {
+    if (chunk.usage) usage3 = chunk.usage;
+    for (const ch of chunk.choices) {
+      byIndex[ch.index] += ch.delta.content ?? '';
+      if (ch.finish_reason) finishes[ch.index] = ch.finish_reason;
+    }
+  }
+  check(same(byIndex, three.choices.map((c) => c.message.content)) &&
+        finishes.every((f) => f === 'length') && usage3?.completion_tokens === 36,
+        'n = 3 streamed == not streamed', JSON.stringify([byIndex, finishes, usage3]));
+  const streamedBatch = ['', ''];
+  for await (const chunk of await client.completions.create({
+    ...compReq, prompt: ['Hello', 'The quick brown fox'], stream: true })) {
+    for (const ch of chunk.choices) streamedBatch[ch.index] += ch.text;
+  }
+  check(same(streamedBatch, texts.choices.map((c) => c.text)),
+        'a batch of prompts streamed == not streamed', JSON.stringify(streamedBatch));
   const chatLp = await client.chat.completions.create({ ...chatReq, logprobs: true,
                                                         top_logprobs: 2 });
   const content = chatLp.choices[0].logprobs.content;
