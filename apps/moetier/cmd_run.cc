@@ -2,9 +2,11 @@
 // Generates text, streaming tokens to stdout; a closing line on stderr gives the speeds.
 #include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cmath>
 #include <cstdio>
+#include <limits>
 
 #include "command.h"
 #include "base/file_io.h"
@@ -33,6 +35,7 @@ struct RunFlags {
   bool chat = false;
   std::string chat_template;
   std::vector<std::string> stops;
+  std::vector<std::string> logit_bias;  // llama.cpp's TOKEN_ID(+/-)BIAS
   bool ignore_eos = false;
   bool no_display_prompt = false;
   std::string kv_type = "f16";
@@ -118,8 +121,39 @@ Status CheckSampling(const SamplerParams& s) {
   return Status::Ok();
 }
 
+// --logit-bias values as llama.cpp spells them: TOKEN_ID followed by +BIAS or -BIAS, e.g.
+// 15043+1 or 15043-inf (never that token). Ids are checked against the vocabulary later.
+Result<std::vector<std::pair<int32_t, float>>> ParseLogitBias(
+    const std::vector<std::string>& values) {
+  std::vector<std::pair<int32_t, float>> out;
+  for (const std::string& v : values) {
+    auto bad = [&] {
+      return InvalidArgument("--logit-bias '{}': expected TOKEN_ID+BIAS or TOKEN_ID-BIAS with a "
+                             "finite BIAS or -inf (e.g. 15043+1, 15043-inf)",
+                             v);
+    };
+    const size_t sign = v.find_first_of("+-");
+    const auto is_digit = [](char c) { return c >= '0' && c <= '9'; };
+    if (sign == std::string::npos || sign == 0 || sign > 10 ||
+        !std::all_of(v.begin(), v.begin() + static_cast<std::ptrdiff_t>(sign), is_digit) ||
+        std::stoll(v.substr(0, sign)) > std::numeric_limits<int32_t>::max()) {
+      return bad();
+    }
+    char* end = nullptr;
+    const float bias = std::strtof(v.c_str() + sign, &end);
+    // +inf would leave the softmax inf - inf = NaN; -inf bans the token.
+    if (end == v.c_str() + sign || *end != '\0' || std::isnan(bias) || bias == INFINITY) {
+      return bad();
+    }
+    out.emplace_back(std::stoi(v.substr(0, sign)), bias);
+  }
+  return out;
+}
+
 int Run(const RunFlags& f) {
   if (Status s = CheckSampling(f.sampling); !s.ok()) return ReportError(s);
+  Result<std::vector<std::pair<int32_t, float>>> logit_bias = ParseLogitBias(f.logit_bias);
+  if (!logit_bias.ok()) return ReportError(logit_bias.status());
   if (f.n_batch == 0) return ReportError(InvalidArgument("-b must be positive (got 0)"));
   if (f.prompt_given == !f.prompt_file.empty()) {
     return ReportError(InvalidArgument("give the prompt with exactly one of -p or -f"));
@@ -136,6 +170,13 @@ int Run(const RunFlags& f) {
   if (!model.ok()) return ReportError(model.status());
   const Model& m = *model.value();
   const Tokenizer& tok = *m.tokenizer();
+  for (const auto& [id, bias] : logit_bias.value()) {
+    if (static_cast<uint32_t>(id) >= m.hparams().n_vocab) {
+      return ReportError(InvalidArgument("--logit-bias: token id {} is outside the vocabulary "
+                                         "(0..{})",
+                                         id, m.hparams().n_vocab - 1));
+    }
+  }
 
   ContextOptions copt;
   copt.n_ctx = f.n_ctx != 0 ? f.n_ctx : std::min<uint32_t>(4096, m.hparams().n_ctx_train);
@@ -202,6 +243,7 @@ int Run(const RunFlags& f) {
   if (!f.no_display_prompt) Print(prompt);
 
   SamplerParams sp = f.sampling;
+  sp.logit_bias = logit_bias.value();
   sp.seed = f.seed >= 0 ? static_cast<uint64_t>(f.seed)
                         : static_cast<uint64_t>(Clock::now().time_since_epoch().count());
   Sampler sampler(sp);
@@ -271,6 +313,9 @@ CommandMain SetupRun(CLI::App& sub) {
       ->default_str("0.0");
   sub.add_option("--repeat-last-n", f->sampling.repeat_last_n, "Tokens the penalties look at")
       ->default_str("64");
+  sub.add_option("-l,--logit-bias", f->logit_bias,
+                 "TOKEN_ID+BIAS or TOKEN_ID-BIAS added to a token's logit (-inf: never it); "
+                 "repeatable");
   sub.add_option("-s,--seed", f->seed, "Sampling seed (-1: random)")->default_str("-1");
   sub.add_flag("--chat", f->chat, "Apply the model's chat template to the prompt");
   sub.add_option("--chat-template", f->chat_template,

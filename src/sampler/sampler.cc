@@ -100,6 +100,9 @@ int32_t Sampler::Sample(std::span<const float> logits, std::span<const int32_t> 
   candidates_.resize(logits.size());
   for (size_t i = 0; i < logits.size(); ++i) candidates_[i] = {logits[i], static_cast<int32_t>(i)};
 
+  for (const auto& [id, bias] : p.logit_bias) {
+    if (id >= 0 && static_cast<size_t>(id) < candidates_.size()) candidates_[id].first += bias;
+  }
   ApplyPenalties(history, p, in_window_, candidates_);
   if (p.temperature <= 0.0f) return Argmax(candidates_);
 

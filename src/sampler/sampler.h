@@ -1,7 +1,8 @@
-// Token sampling, in llama.cpp's order: penalties (repetition, frequency, presence) -> top-k
-// -> top-p -> min-p -> temperature -> draw. Seeded: the same seed and inputs give the same
-// tokens on any machine (the generator and the draw are implemented here, not taken from
-// <random>'s unspecified distributions). Not thread-safe; one Sampler per sequence.
+// Token sampling, in llama.cpp's order: logit bias -> penalties (repetition, frequency,
+// presence) -> top-k -> top-p -> min-p -> temperature -> draw. Seeded: the same seed and
+// inputs give the same tokens on any machine (the generator and the draw are implemented
+// here, not taken from <random>'s unspecified distributions). Not thread-safe; one Sampler
+// per sequence.
 #pragma once
 
 #include <cstdint>
@@ -22,6 +23,9 @@ struct SamplerParams {
   float presence_penalty = 0.0f;
   float frequency_penalty = 0.0f;
   int32_t repeat_last_n = 64;   // tokens of history the penalties look at; -1: all
+  // (token id, value added to its logit) before everything else, greedy included; -inf
+  // bans the token. Ids outside the vocab are ignored.
+  std::vector<std::pair<int32_t, float>> logit_bias;
   uint64_t seed = 0;
 };
 

@@ -108,6 +108,24 @@ TEST(SamplerTest, PenaltiesComposeInLlamaCppOrder) {
   EXPECT_EQ(last1.Sample(std::vector<float>{3.0f, 0.6f}, std::vector<int32_t>{0, 0}), 0);
 }
 
+TEST(SamplerTest, LogitBiasComesFirst) {
+  SamplerParams p = Greedy();
+  p.logit_bias = {{1, 1.5f}, {7, 100.0f}};  // 7: outside the vocab, ignored
+  Sampler s(p);
+  EXPECT_EQ(s.Sample(std::vector<float>{2.0f, 1.0f, 0.0f}, {}), 1);  // 1 + 1.5 > 2
+  // Before the penalties (llama.cpp's order): token 1, seen, gets (1 + 1.5) / 2 = 1.25 < 1.5;
+  // biased after the penalty it would get 1 / 2 + 1.5 = 2 > 1.5.
+  p.repeat_penalty = 2.0f;
+  Sampler penalized(p);
+  EXPECT_EQ(penalized.Sample(std::vector<float>{1.5f, 1.0f}, std::vector<int32_t>{1}), 0);
+  // -inf bans a token, sampled or greedy.
+  SamplerParams ban = Plain(5);
+  ban.logit_bias = {{0, -INFINITY}};
+  EXPECT_EQ(Drawn(ban, {3.0f, 0.0f, 0.0f}, 200), (std::set<int32_t>{1, 2}));
+  ban.temperature = 0.0f;
+  EXPECT_EQ(Sampler(ban).Sample(std::vector<float>{3.0f, 0.0f, 0.5f}, {}), 2);
+}
+
 TEST(SamplerTest, PenaltyLooksOnlyAtLastN) {
   SamplerParams p = Greedy();
   p.repeat_penalty = 1.5f;

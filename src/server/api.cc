@@ -1,5 +1,6 @@
 #include "server/api.h"
 
+#include <algorithm>
 #include <cmath>
 #include <limits>
 
@@ -214,6 +215,39 @@ Error ParseStop(const json& body, ApiRequest* out) {
   return std::nullopt;
 }
 
+// logit_bias: {"<token id>": bias in [-100, 100]}, as OpenAI's API takes it.
+Error ParseLogitBias(const json& body, SamplingRequest* out) {
+  const json& bias = Field(body, "logit_bias");
+  if (bias.is_null()) return std::nullopt;
+  if (!bias.is_object()) {
+    return Invalid("logit_bias", fmt::format("logit_bias must be an object of token id -> bias, "
+                                             "not {}",
+                                             TypeName(bias)));
+  }
+  for (const auto& [key, value] : bias.items()) {
+    int64_t id = -1;
+    const bool digits = !key.empty() && key.size() <= 10 &&
+                        std::all_of(key.begin(), key.end(),
+                                    [](char c) { return c >= '0' && c <= '9'; });
+    if (digits) id = std::stoll(key);
+    if (!digits || id > std::numeric_limits<int32_t>::max()) {
+      return Invalid("logit_bias", fmt::format("logit_bias: key {} is not a token id",
+                                               Dump(json(key))));
+    }
+    if (!value.is_number()) {
+      return Invalid("logit_bias", fmt::format("logit_bias[{}] must be a number, not {}", key,
+                                               TypeName(value)));
+    }
+    const double v = value.get<double>();
+    if (!(v >= -100 && v <= 100)) {
+      return Invalid("logit_bias", fmt::format("logit_bias[{}] must be in [-100, 100], not {}",
+                                               key, v));
+    }
+    out->logit_bias.emplace_back(id, static_cast<float>(v));
+  }
+  return std::nullopt;
+}
+
 // n: choices per prompt. best_of (completions) may only repeat it: choosing the best of more
 // is not done.
 Error ParseChoiceCount(const json& body, ApiRequest* out) {
@@ -281,10 +315,6 @@ Error CheckUnsupported(const json& body, Endpoint endpoint) {
     const json& v = Field(body, key);
     if (v.is_null() || (v.is_array() && v.empty())) continue;
     return Unsupported(key, key);
-  }
-  const json& bias = Field(body, "logit_bias");
-  if (!bias.is_null() && !(bias.is_object() && bias.empty())) {
-    return Unsupported("logit_bias", "logit_bias");
   }
   const json& format = Field(body, "response_format");
   if (!format.is_null()) {
@@ -356,6 +386,7 @@ Error Parse(const json& body, Endpoint endpoint, std::string_view model_id, ApiR
       s.seed = static_cast<uint64_t>(seed);
     }
   }
+  if (Error e = ParseLogitBias(body, &s)) return e;
   if (Error e = ParseStop(body, out)) return e;
   if (Error e = GetBool(body, "stream", &out->stream)) return e;
   if (const json& so = Field(body, "stream_options"); !so.is_null()) {

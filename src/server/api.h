@@ -35,7 +35,9 @@
 //   n            choices per prompt, 1-64 (prompts x n at most 64); with a seed, choice k
 //                samples with seed + k. best_of: only equal to n.
 //   ignore_eos   bool (extension): keep generating after end-of-generation tokens.
-//   tools, functions, logit_bias: only empty. response_format: only {"type": "text"}.
+//   logit_bias   {"<token id>": number in [-100, 100]}, added to the logit before sampling
+//                (greedy included; -100 all but bans a token). Ids are range-checked later.
+//   tools, functions: only empty. response_format: only {"type": "text"}.
 // Unknown fields are ignored, as other OpenAI-compatible servers do.
 #pragma once
 
@@ -76,6 +78,7 @@ struct SamplingRequest {
   float presence_penalty = 0.0f;
   float frequency_penalty = 0.0f;
   std::optional<uint64_t> seed;  // absent: the server picks one
+  std::vector<std::pair<int64_t, float>> logit_bias;  // (unchecked token id, bias)
 };
 
 struct ApiRequest {

@@ -220,7 +220,12 @@ TEST(ApiTest, WrongTypesAndRangesNameTheField) {
            {R"("logprobs": 1.5)", "logprobs"},
            {R"("top_logprobs": 2)", "top_logprobs"},
            {R"("echo": 1)", "echo"},
-           {R"("logit_bias": {"5": 1})", "logit_bias"},
+           {R"("logit_bias": [1])", "logit_bias"},
+           {R"("logit_bias": {"x": 1})", "logit_bias"},
+           {R"("logit_bias": {"-1": 1})", "logit_bias"},
+           {R"("logit_bias": {"99999999999": 1})", "logit_bias"},
+           {R"("logit_bias": {"5": 101})", "logit_bias"},
+           {R"("logit_bias": {"5": "1"})", "logit_bias"},
            {R"("tools": [{}])", "tools"},
            {R"("response_format": {"type": "json_object"})", "response_format"},
            {R"("response_format": "text")", "response_format"},
@@ -253,6 +258,17 @@ TEST(ApiTest, WrongTypesAndRangesNameTheField) {
         "}";
     EXPECT_EQ(Refused(body, Endpoint::kChat).param, param) << body;
   }
+}
+
+TEST(ApiTest, LogitBias) {
+  EXPECT_TRUE(Accepted(R"({"model": "olmoe", "prompt": "x", "logit_bias": {}})")
+                  .sampling.logit_bias.empty());
+  const auto bias = Accepted(R"({"model": "olmoe", "prompt": "x",
+                                 "logit_bias": {"5": -100, "2147483647": 2.5}})")
+                        .sampling.logit_bias;
+  ASSERT_EQ(bias.size(), 2u);
+  EXPECT_EQ(bias[0], (std::pair<int64_t, float>{2147483647, 2.5f}));  // JSON objects sort keys
+  EXPECT_EQ(bias[1], (std::pair<int64_t, float>{5, -100.0f}));
 }
 
 TEST(ApiTest, ChoicesPerPrompt) {

@@ -320,6 +320,14 @@ std::optional<ApiError> HttpServer::Impl::MakeSpec(const ApiRequest& r, size_t w
   spec->sampling.repeat_penalty = s.repeat_penalty;
   spec->sampling.presence_penalty = s.presence_penalty;
   spec->sampling.frequency_penalty = s.frequency_penalty;
+  for (const auto& [id, bias] : s.logit_bias) {
+    if (id >= tok.n_vocab()) {
+      return invalid("logit_bias", fmt::format("logit_bias: token id {} is outside the "
+                                               "vocabulary (0..{})",
+                                               id, tok.n_vocab() - 1));
+    }
+    spec->sampling.logit_bias.emplace_back(static_cast<int32_t>(id), bias);
+  }
   spec->sampling.seed = s.seed ? *s.seed : FreshSeed();
   // OpenAI's defaults: 16 tokens for completions; chat goes on until it stops.
   spec->max_tokens = r.max_tokens ? *r.max_tokens : (r.endpoint == Endpoint::kCompletions ? 16 : -1);

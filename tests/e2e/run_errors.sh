@@ -29,6 +29,20 @@ if [ -n "$stop" ]; then
   [ "$cut" = "${full%%"$stop"*}" ] && pass "stop string cuts the text" || fail "stop: '$cut' vs '$full'"
 fi
 
+# --logit-bias (llama.cpp's TOKEN_ID+BIAS): a large bias makes greedy pick that token; -inf
+# bans the token greedy would pick.
+id=$("$MOETIER" tokenize -m "$model" -p "K" --ids --no-bos 2> /dev/null | tr -d '[] ')
+out=$("$MOETIER" run -m "$model" -p "Hello" -n 1 --temp 0 --ignore-eos --no-display-prompt \
+  -l "${id}+100" 2> /dev/null)
+[ "$out" = "K" ] && pass "logit bias picks the token" || fail "logit bias: '$out' (id $id)"
+first=${full:0:1}
+fid=$("$MOETIER" tokenize -m "$model" -p "$first" --ids --no-bos 2> /dev/null | tr -d '[] ')
+if [[ "$fid" =~ ^[0-9]+$ ]]; then
+  out=$("$MOETIER" run -m "$model" -p "Hello" -n 1 --temp 0 --ignore-eos --no-display-prompt \
+    -l "${fid}-inf" 2> /dev/null)
+  [ "${out:0:1}" != "$first" ] && pass "-inf bans the token" || fail "ban: '$out' vs '$full'"
+fi
+
 # --chat announces the template it used.
 "$MOETIER" run -m "$model" -p "Hi" --chat -n 2 --temp 0 > /dev/null 2> "$WORK/err"
 grep -q "chat template tulu" "$WORK/err" && pass "chat template announced" || fail "chat: $(cat "$WORK/err")"
@@ -48,6 +62,10 @@ expect_error 2 "infinite top-p" -- "$MOETIER" run -m "$model" -p "Hi" --top-p in
 expect_error 2 "zero repeat penalty" -- "$MOETIER" run -m "$model" -p "Hi" --repeat-penalty 0
 expect_error 2 "zero batch size" -- "$MOETIER" run -m "$model" -p "Hi" -b 0
 expect_error 2 "repeat-last-n below -1" -- "$MOETIER" run -m "$model" -p "Hi" --repeat-last-n -2
+expect_error 2 "logit bias without a sign" -- "$MOETIER" run -m "$model" -p "Hi" -l 5
+expect_error 2 "logit bias +inf" -- "$MOETIER" run -m "$model" -p "Hi" -l 5+inf
+expect_error 2 "logit bias id outside the vocabulary" -- \
+  "$MOETIER" run -m "$model" -p "Hi" -l 99999999+1
 # More threads than CPUs: the spinning workers would crawl (a 30x slower prompt at 3 on 2).
 cpus=$(nproc)
 expect_error 2 "more threads than CPUs" -- "$MOETIER" run -m "$model" -p "Hi" -t $((cpus + 1))

@@ -265,6 +265,13 @@ const comp = await client.completions.create(compReq);
   const d = await post('/detokenize', { tokens: t.tokens });
   check(d.prompt === 'The quick brown fox' && d.content === d.prompt, '/detokenize round trip',
         JSON.stringify(d));
+  // logit_bias: +100 makes greedy pick the token; an id outside the vocabulary is a 400.
+  const k = await post('/tokenize', { prompt: 'K', add_special_tokens: false });
+  const biased = await client.completions.create({ ...compReq, max_tokens: 1,
+                                                   logit_bias: { [k.tokens[0]]: 100 } });
+  check(biased.choices[0].text === 'K', 'logit_bias picks the token', biased.choices[0].text);
+  await refused(client.completions.create({ ...compReq, logit_bias: { 99999999: 1 } }), 400,
+                'logit_bias outside the vocabulary');
   const bad = await post('/detokenize', { tokens: [1, 1e9] });
   check(bad.error && bad.error.param === 'tokens', '/detokenize names a bad id',
         JSON.stringify(bad));

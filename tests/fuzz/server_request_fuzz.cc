@@ -71,6 +71,9 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
       !(s.min_p >= 0 && s.min_p <= 1) || !(s.repeat_penalty > 0) || s.top_k < 0) {
     __builtin_trap();
   }
+  for (const auto& [id, bias] : s.logit_bias) {
+    if (id < 0 || id > INT32_MAX || !(bias >= -100 && bias <= 100)) __builtin_trap();
+  }
   if (r.stop.size() > 16) __builtin_trap();
   for (const std::string& stop : r.stop) {
     if (stop.empty()) __builtin_trap();
