@@ -35,12 +35,15 @@ id=$("$MOETIER" tokenize -m "$model" -p "K" --ids --no-bos 2> /dev/null | tr -d 
 out=$("$MOETIER" run -m "$model" -p "Hello" -n 1 --temp 0 --ignore-eos --no-display-prompt \
   -l "${id}+100" 2> /dev/null)
 [ "$out" = "K" ] && pass "logit bias picks the token" || fail "logit bias: '$out' (id $id)"
-first=${full:0:1}
+first=$("$MOETIER" run -m "$model" -p "Hello" -n 1 --temp 0 --ignore-eos --no-display-prompt \
+  2> /dev/null)
 fid=$("$MOETIER" tokenize -m "$model" -p "$first" --ids --no-bos 2> /dev/null | tr -d '[] ')
-if [[ "$fid" =~ ^[0-9]+$ ]]; then
+if [[ "$fid" =~ ^[0-9]+$ ]]; then  # the text of the first token is that one token again
   out=$("$MOETIER" run -m "$model" -p "Hello" -n 1 --temp 0 --ignore-eos --no-display-prompt \
     -l "${fid}-inf" 2> /dev/null)
-  [ "${out:0:1}" != "$first" ] && pass "-inf bans the token" || fail "ban: '$out' vs '$full'"
+  [ "$out" != "$first" ] && pass "-inf bans the token" || fail "ban: '$out' vs '$first'"
+else
+  fail "the first greedy token '$first' does not tokenize back to one id ($fid)"
 fi
 
 # --chat announces the template it used.
