@@ -402,6 +402,7 @@ Error Parse(const json& body, Endpoint endpoint, std::string_view model_id, ApiR
     }
   }
   if (Error e = GetBool(body, "ignore_eos", &out->ignore_eos)) return e;
+  if (Error e = GetBool(body, "cache_prompt", &out->cache_prompt)) return e;
   if (Error e = ParseLogprobs(body, endpoint, out)) return e;
   if (Error e = ParseChoiceCount(body, out)) return e;
   const json& user = Field(body, "user");
@@ -521,7 +522,8 @@ std::string Dump(const json& j) {
 json UsageJson(const Usage& u) {
   return {{"prompt_tokens", u.prompt_tokens},
           {"completion_tokens", u.completion_tokens},
-          {"total_tokens", u.prompt_tokens + u.completion_tokens}};
+          {"total_tokens", u.prompt_tokens + u.completion_tokens},
+          {"prompt_tokens_details", {{"cached_tokens", u.cached_tokens}}}};
 }
 
 namespace {

@@ -35,6 +35,8 @@
 //   n            choices per prompt, 1-64 (prompts x n at most 64); with a seed, choice k
 //                samples with seed + k. best_of: only equal to n.
 //   ignore_eos   bool (extension): keep generating after end-of-generation tokens.
+//   cache_prompt bool (extension, llama-server's): default true, reuse the KV cache of the
+//                longest prefix of the prompt that a slot already holds (the same bits).
 //   logit_bias   {"<token id>": number in [-100, 100]}, added to the logit before sampling
 //                (greedy included; -100 all but bans a token). Ids are range-checked later.
 //   tools, functions: only empty. response_format: only {"type": "text"}.
@@ -92,6 +94,7 @@ struct ApiRequest {
   bool stream = false;
   bool include_usage = false;  // stream_options.include_usage
   bool ignore_eos = false;
+  bool cache_prompt = true;  // extension: reuse a slot's KV cache for a shared prefix
   int32_t n = 1;          // choices per prompt
   int32_t logprobs = -1;  // alternatives per token in the logprobs; -1: no logprobs
   bool echo = false;      // completions: prepend the prompt
@@ -138,10 +141,12 @@ nlohmann::json ErrorJson(const ApiError& e);
 // U+FFFD instead of throwing.
 std::string Dump(const nlohmann::json& j);
 
-// Token counts of a response: prompt_tokens, completion_tokens and their sum.
+// Token counts of a response: prompt_tokens, completion_tokens, their sum, and
+// prompt_tokens_details.cached_tokens (OpenAI's name for prompt tokens not recomputed).
 struct Usage {
   int64_t prompt_tokens = 0;
   int64_t completion_tokens = 0;
+  int64_t cached_tokens = 0;  // of the prompt tokens, those found in the KV cache
 };
 nlohmann::json UsageJson(const Usage& u);
 

@@ -318,12 +318,13 @@ TEST(ApiTest, ErrorJsonShape) {
 TEST(ApiTest, ResponsesAndChunks) {
   ResponseMeta meta{"chatcmpl-1", 1700000000, "olmoe"};
   const Choice hi{"Hi!", "stop", nullptr};
-  json full = CompletionJson(Endpoint::kChat, meta, std::span(&hi, 1), Usage{5, 3});
+  json full = CompletionJson(Endpoint::kChat, meta, std::span(&hi, 1), Usage{5, 3, 2});
   EXPECT_EQ(full, json::parse(R"({"id": "chatcmpl-1", "object": "chat.completion",
       "created": 1700000000, "model": "olmoe",
       "choices": [{"index": 0, "logprobs": null, "finish_reason": "stop",
                    "message": {"role": "assistant", "content": "Hi!"}}],
-      "usage": {"prompt_tokens": 5, "completion_tokens": 3, "total_tokens": 8}})"));
+      "usage": {"prompt_tokens": 5, "completion_tokens": 3, "total_tokens": 8,
+                "prompt_tokens_details": {"cached_tokens": 2}}})"));
   const json logprobs = {{"tokens", json::array()}};
   const std::vector<Choice> two = {{"abc", "length", nullptr}, {"de", "stop", logprobs}};
   json text = CompletionJson(Endpoint::kCompletions, meta, two, Usage{1, 2});

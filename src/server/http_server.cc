@@ -335,6 +335,7 @@ std::optional<ApiError> HttpServer::Impl::MakeSpec(const ApiRequest& r, size_t w
   spec->ignore_eos = r.ignore_eos;
   spec->logprobs = r.logprobs;
   spec->prompt_logprobs = r.echo;
+  spec->cache_prompt = r.cache_prompt;
   return std::nullopt;
 }
 
@@ -421,6 +422,7 @@ void HttpServer::Impl::Generate(const httplib::Request& req, httplib::Response& 
   for (size_t i = 0; i < n_choices; ++i) {
     if (std::optional<ApiError> e = JobError(last[i])) return SendError(res, *e);
     usage.completion_tokens += last[i].completion_tokens;
+    usage.cached_tokens += last[i].cached_tokens;
     choices[i].text = echoes[i] + texts[i];
     choices[i].finish_reason = FinishReasonName(last[i].reason);
     if (r.logprobs >= 0) {
@@ -443,6 +445,7 @@ void HttpServer::Impl::Stream(const httplib::Request& req, httplib::Response& re
     std::string generated;  // its generated text sent so far (for the text offsets)
     bool finished = false;
     int64_t completion_tokens = 0;
+    int64_t cached_tokens = 0;
   };
   struct State {
     std::vector<Choice> choices;
@@ -492,6 +495,7 @@ void HttpServer::Impl::Stream(const httplib::Request& req, httplib::Response& re
           if (!u.finished) return;
           c.finished = true;
           c.completion_tokens = u.completion_tokens;
+          c.cached_tokens = u.cached_tokens;
           ++st->n_finished;
           if (std::optional<ApiError> e = JobError(u)) {
             if (!error) error = std::move(e);
@@ -528,10 +532,12 @@ void HttpServer::Impl::Stream(const httplib::Request& req, httplib::Response& re
           out += SseEvent(ErrorJson(*error));
         } else if (done) {
           if (st->include_usage) {
-            int64_t completion = 0;
-            for (const Choice& c : st->choices) completion += c.completion_tokens;
-            out += SseEvent(
-                UsageChunkJson(st->endpoint, st->meta, Usage{st->n_prompt, completion}));
+            Usage usage{st->n_prompt, 0, 0};
+            for (const Choice& c : st->choices) {
+              usage.completion_tokens += c.completion_tokens;
+              usage.cached_tokens += c.cached_tokens;
+            }
+            out += SseEvent(UsageChunkJson(st->endpoint, st->meta, usage));
           }
           out += kSseDone;
         }

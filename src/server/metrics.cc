@@ -116,6 +116,9 @@ std::string Metrics::Render(const SchedulerGauges& g) const {
   Simple(&out, "moetier_decode_steps_total", "counter", "Batched forward steps.", double(g.steps));
   Simple(&out, "moetier_decode_step_tokens_total", "counter",
          "Tokens evaluated by the batched forward steps.", double(g.step_tokens));
+  Simple(&out, "moetier_prompt_tokens_cached_total", "counter",
+         "Prompt tokens found in a slot's KV cache (from an earlier request), not evaluated.",
+         double(g.cached_tokens));
 
   const std::string tier = Escape(g.tier.tier);
   const TierCounters& t = g.tier.total;

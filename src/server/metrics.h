@@ -39,6 +39,7 @@ struct SchedulerGauges {
   uint64_t slots_total = 0;
   uint64_t steps = 0;         // batched forward steps run
   uint64_t step_tokens = 0;   // tokens evaluated in those steps
+  uint64_t cached_tokens = 0;  // prompt tokens found in a slot's KV cache, not evaluated
   TierStats tier;             // the expert store's counters
 };
 

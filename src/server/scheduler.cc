@@ -92,6 +92,11 @@ void Job::Emit(std::string_view text, std::vector<TokenLogprob> logprobs, int64_
   cv_.notify_all();
 }
 
+void Job::SetCached(int64_t cached_tokens) {
+  std::lock_guard lock(mu_);
+  state_.cached_tokens = cached_tokens;
+}
+
 void Job::Finish(FinishReason reason, Status error) {
   {
     std::lock_guard lock(mu_);
@@ -108,7 +113,8 @@ struct Scheduler::Slot {
   std::shared_ptr<Job> job;  // null: free
   uint64_t order = 0;        // admission number
   uint32_t n_past = 0;       // positions filled in this slot's KV cache
-  size_t n_fed = 0;          // prompt tokens evaluated
+  size_t n_fed = 0;          // prompt tokens evaluated (or found in the cache)
+  size_t cached = 0;         // prompt tokens found in the slot's KV cache
   int32_t pending = -1;      // sampled token to evaluate next step; -1: none
   std::vector<int32_t> history;  // (n_prompt + generated) for the repetition penalty
   std::optional<Sampler> sampler;
@@ -123,7 +129,12 @@ struct Scheduler::Slot {
 };
 
 Scheduler::Scheduler(Context& ctx, const SchedulerOptions& options, Metrics* metrics)
-    : ctx_(ctx), options_(options), metrics_(metrics), slots_(options.n_slots) {
+    : ctx_(ctx),
+      options_(options),
+      metrics_(metrics),
+      slots_(options.n_slots),
+      kv_tokens_(options.n_slots),
+      released_at_(options.n_slots, 0) {
   MT_CHECK(options.n_slots >= 1);
   MT_CHECK(options.step_tokens >= options.n_slots);
   MT_CHECK(ctx.model().tokenizer() != nullptr);
@@ -208,14 +219,21 @@ bool Scheduler::Admit() {
         ++it;
       }
     }
-    for (uint32_t s = 0; s < slots_.size() && !queue_.empty(); ++s) {
+    while (!queue_.empty() && busy_ < slots_.size()) {
+      size_t reuse = 0;
+      const uint32_t s = PickSlot(queue_.front()->spec(), &reuse);
       Slot& slot = slots_[s];
-      if (slot.job != nullptr) continue;
       const Tokenizer& tok = *ctx_.model().tokenizer();
       slot = Slot{};
       slot.job = std::move(queue_.front());
       queue_.pop_front();
       slot.order = admitted_++;
+      // The cached prefix counts as evaluated: prefill starts after it.
+      slot.n_past = static_cast<uint32_t>(reuse);
+      slot.n_fed = reuse;
+      slot.cached = reuse;
+      slot.job->SetCached(static_cast<int64_t>(reuse));
+      gauges_.cached_tokens += reuse;
       slot.history = slot.job->spec().prompt;
       slot.sampler.emplace(slot.job->spec().sampling);
       slot.decoder.emplace(tok, /*special=*/false);
@@ -248,11 +266,45 @@ bool Scheduler::Admit() {
   return !(draining_ && busy_ == 0 && queue_.empty());
 }
 
+uint32_t Scheduler::PickSlot(const GenerationSpec& spec, size_t* reuse) const {
+  const bool may_reuse = spec.cache_prompt && !ScoresPrompt(spec);
+  uint32_t best = 0;
+  bool found = false;
+  *reuse = 0;
+  for (uint32_t s = 0; s < slots_.size(); ++s) {
+    if (slots_[s].job != nullptr) continue;
+    size_t common = 0;
+    if (may_reuse) {
+      const std::vector<int32_t>& kv = kv_tokens_[s];
+      const size_t limit = std::min(kv.size(), spec.prompt.size() - 1);
+      while (common < limit && kv[common] == spec.prompt[common]) ++common;
+    }
+    if (!found || common > *reuse ||
+        (common == *reuse && released_at_[s] < released_at_[best])) {
+      best = s;
+      *reuse = common;
+      found = true;
+    }
+  }
+  MT_CHECK(found);
+  return best;
+}
+
 void Scheduler::Release(Slot& slot, FinishReason reason, Status error) {
   Job& job = *slot.job;
+  // What the slot's KV cache now holds: the tokens evaluated, in order (a failed step may
+  // have left it half-written: nothing is kept then).
+  const size_t s = static_cast<size_t>(&slot - slots_.data());
+  std::vector<int32_t>& kv = kv_tokens_[s];
+  kv.clear();
+  if (reason != FinishReason::kError) {
+    kv.assign(slot.history.begin(),
+              slot.history.begin() + std::min<size_t>(slot.n_past, slot.history.size()));
+  }
+  released_at_[s] = ++releases_;
   const Clock::time_point now = Clock::now();
   if (metrics_ != nullptr) {
-    metrics_->CountTokens(slot.n_fed, slot.n_generated);
+    metrics_->CountTokens(slot.n_fed - slot.cached, slot.n_generated);
     if (reason == FinishReason::kCancelled) metrics_->CountCancelled();
     if (reason == FinishReason::kError) metrics_->CountFailed();
     if (reason == FinishReason::kStop || reason == FinishReason::kLength) {

@@ -4,7 +4,11 @@
 // is thread-safe). HTTP handler threads Submit jobs and wait on them. Each step the
 // scheduler:
 //   1. admits queued jobs into free slots (a slot is one sequence of the Context: its own
-//      KV cache of n_ctx positions); cancelled jobs leave the queue and their slots;
+//      KV cache of n_ctx positions); cancelled jobs leave the queue and their slots. A job
+//      goes to the free slot whose cache holds the longest prefix of its prompt (what an
+//      earlier job evaluated there: a conversation's previous turn, a shared system prompt),
+//      and its prefill starts after that prefix: a position's K/V depend only on the tokens
+//      before it, so the bits are those of evaluating it all;
 //   2. builds one batch: the last sampled token of every generating slot, then prompt
 //      tokens of slots still in prefill, up to step_tokens tokens in all;
 //   3. evaluates it with one Context::Decode, so tokens routed to the same expert share one
@@ -49,6 +53,9 @@ struct GenerationSpec {
   bool ignore_eos = false;
   int32_t logprobs = -1;       // alternatives per token (TokenLogprob::top); -1: no logprobs
   bool prompt_logprobs = false;  // with logprobs: an entry for every prompt token too
+  // Reuse a slot's KV cache for the prompt's longest prefix already in it (from an earlier
+  // request; the same bits as evaluating it again). Never for scored prompts.
+  bool cache_prompt = true;
 };
 
 // A token's log-probability under the model: log-softmax of its logits, before penalties and
@@ -76,6 +83,7 @@ struct JobUpdate {
   FinishReason reason = FinishReason::kNone;
   Status error;                 // kError: what failed (names file, layer, expert)
   int64_t prompt_tokens = 0;    // prompt tokens evaluated
+  int64_t cached_tokens = 0;    // prompt tokens found in the slot's KV cache, not evaluated
   int64_t completion_tokens = 0;  // tokens sampled (including an end-of-generation token)
 };
 
@@ -102,6 +110,7 @@ class Job {
 
   void Emit(std::string_view text, std::vector<TokenLogprob> logprobs, int64_t prompt_tokens,
             int64_t completion_tokens);
+  void SetCached(int64_t cached_tokens);
   void Finish(FinishReason reason, Status error);
 
   const GenerationSpec spec_;
@@ -159,6 +168,10 @@ class Scheduler {
   // should end (draining and nothing left).
   bool Admit();
   void Step();
+  // The free slot for `spec`: the longest prefix of its prompt in a slot's KV cache (at most
+  // all but its last token, whose logits are needed), then the slot used longest ago.
+  // Sets *reuse to that prefix's length.
+  uint32_t PickSlot(const GenerationSpec& spec, size_t* reuse) const;
   void Sample(Slot& slot, std::span<const float> logits);
   // The prompt entry of the token after prompt position `at`, from that position's logits.
   void ScorePrompt(Slot& slot, size_t at, std::span<const float> logits);
@@ -168,6 +181,11 @@ class Scheduler {
   const SchedulerOptions options_;
   Metrics* metrics_;
   std::vector<Slot> slots_;  // (n_slots) scheduler thread only
+  // Per slot, the tokens whose K/V its cache holds at positions 0.. (what its last job
+  // evaluated), and when it was last released. Scheduler thread only.
+  std::vector<std::vector<int32_t>> kv_tokens_;  // (n_slots)
+  std::vector<uint64_t> released_at_;            // (n_slots)
+  uint64_t releases_ = 0;
   // A step's logits (tokens wanting logits, n_vocab), kept between steps: at 32 sequences
   // a fresh vector was ~6 MiB of new pages every step. Scheduler thread only.
   std::vector<float> step_logits_;

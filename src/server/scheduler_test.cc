@@ -364,6 +364,63 @@ TEST_F(SchedulerTest, AnUnreadableExpertFailsOnlyTheJobsThatNeedIt) {
   }
 }
 
+// A prompt that starts with what a slot's KV cache holds (a conversation's next turn) reuses
+// it: fewer tokens evaluated, the same text as evaluating everything (greedy or seeded);
+// cache_prompt false and scored prompts evaluate everything.
+TEST_F(SchedulerTest, APromptSharingAPrefixReusesTheSlotsCache) {
+  constexpr uint32_t kCtx = 128;
+  auto ctx = MakeContext(1, kCtx);
+  Scheduler sched(*ctx, SchedulerOptions{1, 16, 8}, nullptr);
+  sched.Start();
+  auto run = [&](const GenerationSpec& spec, JobUpdate* last) {
+    auto job = std::make_shared<Job>(spec);
+    EXPECT_TRUE(sched.Submit(job).ok());
+    Outcome out;
+    for (int i = 0; i < 600 && !last->finished; ++i) {
+      job->Wait(100ms, last);
+      out.text += last->text;
+    }
+    out.reason = last->reason;
+    return out;
+  };
+  GenerationSpec first = Spec("The quick brown fox", 8);
+  JobUpdate u1;
+  const Outcome a = run(first, &u1);
+  EXPECT_EQ(u1.cached_tokens, 0);
+  // The next turn: the first prompt, its answer, and more. The slot holds the prompt and all
+  // but the last generated token.
+  GenerationSpec next = Spec("The quick brown fox" + a.text + " jumps over", 6, 0.9f, 77);
+  const size_t n_first = first.prompt.size();
+  JobUpdate u2;
+  const Outcome b = run(next, &u2);
+  EXPECT_GE(u2.cached_tokens, static_cast<int64_t>(n_first));
+  EXPECT_LT(u2.cached_tokens, static_cast<int64_t>(next.prompt.size()));
+  // The same request again: all but its last prompt token come from the cache.
+  JobUpdate u3;
+  const Outcome again = run(next, &u3);
+  EXPECT_EQ(u3.cached_tokens, static_cast<int64_t>(next.prompt.size()) - 1);
+  GenerationSpec uncached = next;
+  uncached.cache_prompt = false;
+  JobUpdate u4;
+  const Outcome full = run(uncached, &u4);
+  EXPECT_EQ(u4.cached_tokens, 0);
+  GenerationSpec scored = next;
+  scored.logprobs = 0;
+  scored.prompt_logprobs = true;
+  JobUpdate u5;
+  run(scored, &u5);
+  EXPECT_EQ(u5.cached_tokens, 0);
+  const SchedulerGauges g = sched.Gauges();
+  sched.Shutdown(1s);
+  EXPECT_EQ(g.cached_tokens,
+            static_cast<uint64_t>(u2.cached_tokens + u3.cached_tokens));
+  const Outcome want = Alone(next, kCtx);
+  EXPECT_EQ(b.text, want.text);
+  EXPECT_EQ(again.text, want.text);
+  EXPECT_EQ(full.text, want.text);
+  EXPECT_EQ(a.text, Alone(first, kCtx).text);
+}
+
 // The log-softmax of `logits` at `id`, and the top_n ids by logit (ties: the lower id), in
 // double precision: the reference for TokenLogprob.
 struct Scored {

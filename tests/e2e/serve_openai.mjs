@@ -79,6 +79,23 @@ const chat = await client.chat.completions.create(chatReq);
   check(again.choices[0].message.content === c.message.content, 'greedy chat is repeatable');
 }
 {
+  // The next turn of the conversation starts with the first turn's prompt, which a slot's KV
+  // cache still holds: those tokens are reused (usage says how many), the answer is the same.
+  const turn2 = { ...chatReq, messages: [...chatReq.messages,
+    { role: 'assistant', content: chat.choices[0].message.content },
+    { role: 'user', content: 'And then?' }] };
+  const cachedAnswer = await client.chat.completions.create(turn2);
+  const fullAnswer = await client.chat.completions.create({ ...turn2, cache_prompt: false });
+  const cached = cachedAnswer.usage.prompt_tokens_details?.cached_tokens;
+  check(cached >= chat.usage.prompt_tokens &&
+        fullAnswer.usage.prompt_tokens_details.cached_tokens === 0 &&
+        cachedAnswer.choices[0].message.content === fullAnswer.choices[0].message.content,
+        'the next turn reuses the cached prompt, same answer',
+        JSON.stringify([cachedAnswer.usage, fullAnswer.usage]));
+  const cachedMetric = await metric('moetier_prompt_tokens_cached_total');
+  check(cachedMetric >= cached, 'metrics count cached prompt tokens', String(cachedMetric));
+}
+{
   const stream = await client.chat.completions.create({ ...chatReq, stream: true,
                                                         stream_options: { include_usage: true } });
   let text = '', finish = null, usage = null, chunks = 0, role = null;
