@@ -622,7 +622,9 @@ void HttpServer::Impl::Routes() {
       return SendError(res, *e);
     }
     Result<std::vector<int32_t>> ids = tok.Encode(r.text, r.add_special && tok.add_bos(), true);
-    if (!ids.ok()) return SendError(res, ServerError(500, ids.status().message(), "tokenizer_error"));
+    if (!ids.ok()) {
+      return SendError(res, ServerError(500, ids.status().message(), "tokenizer_error"));
+    }
     SendJson(res, 200, {{"tokens", ids.value()},
                         {"count", ids.value().size()},
                         {"max_model_len", ctx.n_ctx()}});
