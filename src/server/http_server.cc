@@ -372,16 +372,13 @@ void HttpServer::Impl::Generate(const httplib::Request& req, httplib::Response& 
     }
   }
   EnterGeneration();
-  for (const auto& job : jobs) {
-    if (Status s = scheduler.Submit(job); !s.ok()) {
-      for (const auto& j : jobs) j->Cancel();  // those queued leave at the next step
-      LeaveGeneration();
-      res.set_header("Retry-After", "1");
-      return SendError(res, ServerError(503, s.message(),
-                                        s.code() == StatusCode::kResourceExhausted
-                                            ? "server_busy"
-                                            : "shutting_down"));
-    }
+  if (Status s = scheduler.SubmitAll(jobs); !s.ok()) {
+    LeaveGeneration();
+    res.set_header("Retry-After", "1");
+    return SendError(res, ServerError(503, s.message(),
+                                      s.code() == StatusCode::kResourceExhausted
+                                          ? "server_busy"
+                                          : "shutting_down"));
   }
   ResponseMeta meta;
   meta.id = fmt::format("{}-{:x}", endpoint == Endpoint::kChat ? "chatcmpl" : "cmpl",

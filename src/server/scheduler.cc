@@ -150,6 +150,10 @@ void Scheduler::Start() {
 }
 
 Status Scheduler::Submit(std::shared_ptr<Job> job) {
+  return SubmitAll(std::span<const std::shared_ptr<Job>>(&job, 1));
+}
+
+Status Scheduler::SubmitAll(std::span<const std::shared_ptr<Job>> jobs) {
   {
     std::lock_guard lock(mu_);
     if (draining_) return Status(StatusCode::kCancelled, "the server is shutting down");
@@ -158,7 +162,7 @@ Status Scheduler::Submit(std::shared_ptr<Job> job) {
                     fmt::format("the server is busy: {} requests are waiting (--max-queue)",
                                 queue_.size()));
     }
-    queue_.push_back(std::move(job));
+    for (const auto& job : jobs) queue_.push_back(job);
     gauges_.queue_depth = queue_.size();
   }
   cv_.notify_all();

@@ -33,6 +33,7 @@
 #include <deque>
 #include <memory>
 #include <mutex>
+#include <span>
 #include <string>
 #include <thread>
 #include <utility>
@@ -147,6 +148,10 @@ class Scheduler {
   // Queues a job. Thread-safe. Errors: ResourceExhausted when max_queue jobs are waiting,
   // Cancelled once shutdown has begun.
   Status Submit(std::shared_ptr<Job> job);
+  // Queues the jobs of one request (a batch of prompts, n choices) all or none: refused only
+  // as Submit refuses one, so a batch larger than max_queue still enters a server that has
+  // room (the queue may then hold up to max_queue - 1 + jobs.size()).
+  Status SubmitAll(std::span<const std::shared_ptr<Job>> jobs);
 
   // Stops taking jobs, lets queued and running ones finish for up to `drain`, cancels what
   // is left, and joins the scheduler thread. Thread-safe; later calls only shorten the drain.

@@ -265,6 +265,28 @@ TEST_F(SchedulerTest, AFullQueueIsRefusedAndShutdownDrains) {
   EXPECT_FALSE(sched.accepting());
 }
 
+// The jobs of one request (a batch of prompts, n choices) enter all or none: a batch larger
+// than the queue enters an idle scheduler; while the queue is full, none of a batch does.
+TEST_F(SchedulerTest, ABatchEntersWholeOrNotAtAll) {
+  constexpr uint32_t kCtx = 64;
+  auto ctx = MakeContext(1, kCtx);
+  Scheduler sched(*ctx, SchedulerOptions{1, 16, /*max_queue=*/2}, nullptr);
+  std::vector<std::shared_ptr<Job>> batch;
+  for (int i = 0; i < 5; ++i) batch.push_back(std::make_shared<Job>(Spec(kPrompts[i], 2)));
+  ASSERT_TRUE(sched.SubmitAll(batch).ok());  // not started: all five wait
+  std::vector<std::shared_ptr<Job>> more = {std::make_shared<Job>(Spec("x", 2)),
+                                            std::make_shared<Job>(Spec("y", 2))};
+  EXPECT_EQ(sched.SubmitAll(more).code(), StatusCode::kResourceExhausted);
+  EXPECT_EQ(sched.Gauges().queue_depth, 5u);
+  sched.Start();
+  for (int i = 0; i < 5; ++i) {
+    const Outcome got = WaitFor(*batch[i]);
+    EXPECT_EQ(got.reason, FinishReason::kLength) << i;
+    EXPECT_EQ(got.text, Alone(Spec(kPrompts[i], 2), kCtx).text) << i;
+  }
+  sched.Shutdown(1s);
+}
+
 TEST_F(SchedulerTest, ShutdownWithoutDrainCancels) {
   auto ctx = MakeContext(2, 512);
   Scheduler sched(*ctx, SchedulerOptions{2, 16, 8}, nullptr);
