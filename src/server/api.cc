@@ -274,11 +274,17 @@ Error ParseChoiceCount(const json& body, ApiRequest* out) {
 }
 
 // Completions: logprobs (alternatives per token) and echo. Chat: logprobs (bool) and
-// top_logprobs, which needs logprobs, as OpenAI's API says.
+// top_logprobs, which needs logprobs, as OpenAI's API says; no echo.
 Error ParseLogprobs(const json& body, Endpoint endpoint, ApiRequest* out) {
+  bool echo = false;
+  if (Error e = GetBool(body, "echo", &echo)) return e;
   const json& logprobs = Field(body, "logprobs");
+  const json& top_logprobs = Field(body, "top_logprobs");
   if (endpoint == Endpoint::kCompletions) {
-    if (Error e = GetBool(body, "echo", &out->echo)) return e;
+    out->echo = echo;
+    if (!top_logprobs.is_null() && top_logprobs != 0) {  // a chat field
+      return Unsupported("top_logprobs", "top_logprobs in completions (use logprobs)");
+    }
     if (logprobs.is_null()) return std::nullopt;
     if (!logprobs.is_number()) {
       return Invalid("logprobs", fmt::format("logprobs must be an integer, not {}",
@@ -289,11 +295,12 @@ Error ParseLogprobs(const json& body, Endpoint endpoint, ApiRequest* out) {
     out->logprobs = static_cast<int32_t>(n);
     return std::nullopt;
   }
+  if (echo) return Unsupported("echo", "echo in chat");
   bool wanted = false;
   if (Error e = GetBool(body, "logprobs", &wanted)) return e;
   int64_t top = 0;
-  if (const json& v = Field(body, "top_logprobs"); !v.is_null()) {
-    if (Error e = GetInteger(v, "top_logprobs", 0, kMaxLogprobs, &top)) return e;
+  if (!top_logprobs.is_null()) {
+    if (Error e = GetInteger(top_logprobs, "top_logprobs", 0, kMaxLogprobs, &top)) return e;
     if (!wanted && top > 0) return Invalid("top_logprobs", "top_logprobs needs logprobs: true");
   }
   if (wanted) out->logprobs = static_cast<int32_t>(top);
@@ -301,16 +308,7 @@ Error ParseLogprobs(const json& body, Endpoint endpoint, ApiRequest* out) {
 }
 
 // Options this server cannot honour are refused rather than silently ignored.
-Error CheckUnsupported(const json& body, Endpoint endpoint) {
-  bool echo = false;
-  if (Error e = GetBool(body, "echo", &echo)) return e;
-  if (echo && endpoint == Endpoint::kChat) return Unsupported("echo", "echo in chat");
-  if (endpoint == Endpoint::kCompletions) {
-    const json& top_logprobs = Field(body, "top_logprobs");  // a chat field
-    if (!top_logprobs.is_null() && top_logprobs != 0) {
-      return Unsupported("top_logprobs", "top_logprobs in completions (use logprobs)");
-    }
-  }
+Error CheckUnsupported(const json& body) {
   for (const char* key : {"tools", "functions"}) {
     const json& v = Field(body, key);
     if (v.is_null() || (v.is_array() && v.empty())) continue;
@@ -409,7 +407,7 @@ Error Parse(const json& body, Endpoint endpoint, std::string_view model_id, ApiR
   if (!user.is_null() && !user.is_string()) {
     return Invalid("user", fmt::format("user must be a string, not {}", TypeName(user)));
   }
-  return CheckUnsupported(body, endpoint);
+  return CheckUnsupported(body);
 }
 
 }  // namespace

@@ -112,24 +112,32 @@ ApiError ServerError(int status, std::string message, std::string code) {
   return e;
 }
 
-// Reads a POST body into *body. Through a content reader rather than httplib's own buffering,
+// Reads a POST body and parses it with `parse` (body -> the 400 to send, or nothing); false:
+// the response is set (or left to the error handler, with httplib's 400 / 413 status). The
+// body comes through a content reader rather than httplib's own buffering,
 // which caps form-encoded bodies (what `curl -d` sends, whatever the JSON inside) at 8 KiB
 // with a bare 413: CPPHTTPLIB_FORM_URL_ENCODED_PAYLOAD_MAX_LENGTH, fixed when Debian built the
-// library. kMaxBodyBytes still applies. False: the response is set (or left to the error
-// handler, with httplib's 400 / 413 status).
-bool ReadBody(const httplib::Request& req, httplib::Response& res,
-              const httplib::ContentReader& reader, std::string* body) {
+// library. kMaxBodyBytes still applies.
+template <class Parse>
+bool ReadRequest(const httplib::Request& req, httplib::Response& res,
+                 const httplib::ContentReader& reader, Parse&& parse) {
   if (req.is_multipart_form_data()) {  // the reader would need multipart callbacks
     ApiError e;
     e.message = "the request body must be JSON, not multipart/form-data";
     SendError(res, e);
     return false;
   }
-  body->clear();
-  return reader([body](const char* data, size_t n) {
-    body->append(data, n);
+  std::string body;
+  const bool read = reader([&body](const char* data, size_t n) {
+    body.append(data, n);
     return true;
   });
+  if (!read) return false;
+  if (std::optional<ApiError> e = parse(std::string_view(body))) {
+    SendError(res, *e);
+    return false;
+  }
+  return true;
 }
 
 // The error a finished job reports, if it did not complete.
@@ -341,11 +349,11 @@ std::optional<ApiError> HttpServer::Impl::MakeSpec(const ApiRequest& r, size_t w
 
 void HttpServer::Impl::Generate(const httplib::Request& req, httplib::Response& res,
                                 const httplib::ContentReader& reader, Endpoint endpoint) {
-  std::string body;
-  if (!ReadBody(req, res, reader, &body)) return;
   ApiRequest r;
-  if (std::optional<ApiError> e = ParseRequest(body, endpoint, options.model_id, &r)) {
-    return SendError(res, *e);
+  if (!ReadRequest(req, res, reader, [&](std::string_view body) {
+        return ParseRequest(body, endpoint, options.model_id, &r);
+      })) {
+    return;
   }
   // A job per choice: n per prompt (chat: one prompt), choice p * n + k. They run together
   // like any other requests.
@@ -612,11 +620,11 @@ void HttpServer::Impl::Routes() {
   });
   http.Post("/tokenize", [this](const httplib::Request& req, httplib::Response& res,
                                 const httplib::ContentReader& reader) {
-    std::string body;
-    if (!ReadBody(req, res, reader, &body)) return;
     TokenizeRequest r;
-    if (std::optional<ApiError> e = ParseTokenizeRequest(body, options.model_id, &r)) {
-      return SendError(res, *e);
+    if (!ReadRequest(req, res, reader, [&](std::string_view body) {
+          return ParseTokenizeRequest(body, options.model_id, &r);
+        })) {
+      return;
     }
     Result<std::vector<int32_t>> ids = tok.Encode(r.text, r.add_special && tok.add_bos(), true);
     if (!ids.ok()) {
@@ -628,11 +636,11 @@ void HttpServer::Impl::Routes() {
   });
   http.Post("/detokenize", [this](const httplib::Request& req, httplib::Response& res,
                                   const httplib::ContentReader& reader) {
-    std::string body;
-    if (!ReadBody(req, res, reader, &body)) return;
     DetokenizeRequest r;
-    if (std::optional<ApiError> e = ParseDetokenizeRequest(body, options.model_id, &r)) {
-      return SendError(res, *e);
+    if (!ReadRequest(req, res, reader, [&](std::string_view body) {
+          return ParseDetokenizeRequest(body, options.model_id, &r);
+        })) {
+      return;
     }
     std::vector<int32_t> ids;
     for (size_t i = 0; i < r.tokens.size(); ++i) {

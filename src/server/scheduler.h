@@ -59,10 +59,10 @@ struct GenerationSpec {
   bool cache_prompt = true;
 };
 
-// A token's log-probability under the model: log-softmax of its logits, before penalties and
-// temperature. Generated tokens' entries are released with their text: an entry goes out once
-// all of its token's bytes have (a stop string drops the entries of tokens that start inside
-// or after it); prompt entries go out as the prompt is evaluated.
+// A token's log-probability under the model: log-softmax of its logits, before the logit
+// bias, penalties and temperature. Generated tokens' entries are released with their text:
+// an entry goes out once all of its token's bytes have (a stop string drops the entries of
+// tokens that start inside or after it); prompt entries go out as the prompt is evaluated.
 struct TokenLogprob {
   int32_t id = 0;
   float logprob = 0.0f;  // NaN: none (the first prompt token: nothing comes before it)
