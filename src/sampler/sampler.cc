@@ -90,11 +90,34 @@ size_t TopP(std::vector<Candidate>& cands, size_t n, bool sorted, float p) {
   return n;
 }
 
+// Keeps, in cands[0, return), the first `want` candidates `filter` allows in HigherLogit
+// order, sorted. The best 64 are sorted and asked first: usually enough (a grammar mostly
+// agrees with the model). Otherwise every other candidate is asked once, in id order, and
+// the allowed ones are sorted: cheaper than sorting the whole vocabulary when the filter
+// refuses most of it.
+size_t TakeAllowed(std::vector<Candidate>& cands, size_t want, const TokenFilter& filter) {
+  const size_t head = std::min<size_t>(cands.size(), 64);
+  std::partial_sort(cands.begin(), cands.begin() + head, cands.end(), HigherLogit);
+  size_t kept = 0;
+  for (size_t i = 0; i < head && kept < want; ++i) {
+    if (filter.Allows(cands[i].second)) cands[kept++] = cands[i];
+  }
+  if (kept == want || head == cands.size()) return kept;
+  const size_t rest = kept;
+  for (size_t i = head; i < cands.size(); ++i) {
+    if (filter.Allows(cands[i].second)) cands[kept++] = cands[i];
+  }
+  const size_t take = std::min(kept, want);
+  std::partial_sort(cands.begin() + rest, cands.begin() + take, cands.begin() + kept, HigherLogit);
+  return take;
+}
+
 }  // namespace
 
 Sampler::Sampler(const SamplerParams& params) : params_(params), rng_state_(params.seed) {}
 
-int32_t Sampler::Sample(std::span<const float> logits, std::span<const int32_t> history) {
+int32_t Sampler::Sample(std::span<const float> logits, std::span<const int32_t> history,
+                        const TokenFilter* filter) {
   MT_CHECK_MSG(!logits.empty(), "Sample needs at least one logit");
   const SamplerParams& p = params_;
   candidates_.resize(logits.size());
@@ -104,11 +127,23 @@ int32_t Sampler::Sample(std::span<const float> logits, std::span<const int32_t> 
     if (id >= 0 && static_cast<size_t>(id) < candidates_.size()) candidates_[id].first += bias;
   }
   ApplyPenalties(history, p, in_window_, candidates_);
-  if (p.temperature <= 0.0f) return Argmax(candidates_);
+  const bool greedy = p.temperature <= 0.0f;
+  if (greedy && filter == nullptr) return Argmax(candidates_);
 
   size_t n = candidates_.size();
   bool sorted = false;  // whether candidates_[0, n) is in HigherLogit order
-  if (p.top_k > 0) {
+  if (filter != nullptr && (greedy || p.top_k > 0)) {
+    n = TakeAllowed(candidates_, greedy ? 1 : static_cast<size_t>(p.top_k), *filter);
+    if (n == 0) return -1;
+    if (greedy) return candidates_[0].second;
+    sorted = true;
+  } else if (filter != nullptr) {  // no top-k: every allowed token, still in id order
+    n = 0;
+    for (const Candidate& c : candidates_) {
+      if (filter->Allows(c.second)) candidates_[n++] = c;
+    }
+    if (n == 0) return -1;
+  } else if (p.top_k > 0) {
     n = std::min(n, static_cast<size_t>(p.top_k));
     std::partial_sort(candidates_.begin(), candidates_.begin() + n, candidates_.end(), HigherLogit);
     sorted = true;

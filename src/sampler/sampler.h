@@ -1,5 +1,6 @@
 // Token sampling, in llama.cpp's order: logit bias -> penalties (repetition, frequency,
-// presence) -> top-k -> top-p -> min-p -> temperature -> draw. Seeded: the same seed and
+// presence) -> [a token filter, e.g. a grammar] -> top-k -> top-p -> min-p -> temperature ->
+// draw. Seeded: the same seed and
 // inputs give the same tokens on any machine (the generator and the draw are implemented
 // here, not taken from <random>'s unspecified distributions). Not thread-safe; one Sampler
 // per sequence.
@@ -29,6 +30,15 @@ struct SamplerParams {
   uint64_t seed = 0;
 };
 
+// Which tokens may come next (a grammar, for one). Sample drops the others before top-k.
+// With top-k (or greedy) it asks about the best 64 candidates first and about the rest only
+// when fewer than k of those are allowed.
+class TokenFilter {
+ public:
+  virtual ~TokenFilter() = default;
+  virtual bool Allows(int32_t id) const = 0;
+};
+
 class Sampler {
  public:
   explicit Sampler(const SamplerParams& params);
@@ -39,7 +49,10 @@ class Sampler {
   // output x, u = (x >> 11) * 2^-53 in [0, 1), and returns the first remaining candidate (in
   // descending-logit order when top-k or top-p ran, else in id order) whose running softmax
   // sum reaches u * total. Greedy calls use no randomness. `logits` must not be empty.
-  int32_t Sample(std::span<const float> logits, std::span<const int32_t> history);
+  // With a `filter`, only tokens it allows are candidates (greedy: the best allowed one);
+  // returns -1 when it allows none.
+  int32_t Sample(std::span<const float> logits, std::span<const int32_t> history,
+                 const TokenFilter* filter = nullptr);
 
   const SamplerParams& params() const { return params_; }
 

@@ -4,6 +4,7 @@
 
 #include <cmath>
 #include <set>
+#include <utility>
 #include <vector>
 
 namespace mt {
@@ -33,6 +34,97 @@ std::set<int32_t> Drawn(const SamplerParams& params, const std::vector<float>& l
   std::set<int32_t> seen;
   for (int i = 0; i < n; ++i) seen.insert(s.Sample(logits, {}));
   return seen;
+}
+
+// Allows the ids in a set; counts the questions.
+class SetFilter : public TokenFilter {
+ public:
+  explicit SetFilter(std::set<int32_t> allowed, bool all = false)
+      : allowed_(std::move(allowed)), all_(all) {}
+  bool Allows(int32_t id) const override {
+    ++asked;
+    return all_ || allowed_.count(id) > 0;
+  }
+  mutable int asked = 0;
+
+ private:
+  std::set<int32_t> allowed_;
+  bool all_;
+};
+
+// Logits with no ties: a fixed pseudo-random permutation of 0..n-1 scaled.
+std::vector<float> ManyLogits(int n) {
+  std::vector<float> l(n);
+  for (int i = 0; i < n; ++i) l[i] = static_cast<float>((i * 7919) % n) * 0.01f;
+  return l;
+}
+
+TEST(SamplerTest, FilterThatAllowsAllChangesNothing) {
+  const std::vector<float> logits = ManyLogits(1000);
+  const std::vector<int32_t> history = {3, 5, 5, 999};
+  for (int variant = 0; variant < 4; ++variant) {
+    SamplerParams p;  // run's defaults: top-k 40, top-p, min-p
+    p.seed = 7;
+    if (variant == 1) p.top_k = 0;          // the filter then keeps id order
+    if (variant == 2) p.temperature = 0.0f;
+    if (variant == 3) p.top_k = 2000;       // more than the vocabulary
+    p.repeat_penalty = 1.3f;
+    Sampler plain(p), filtered(p);
+    SetFilter all({}, /*all=*/true);
+    for (int i = 0; i < 200; ++i) {
+      ASSERT_EQ(filtered.Sample(logits, history, &all), plain.Sample(logits, history))
+          << "variant " << variant << " draw " << i;
+    }
+  }
+}
+
+TEST(SamplerTest, FilterDropsTokensBeforeTopK) {
+  // Greedy takes the best allowed token, asking in descending-logit order.
+  const std::vector<float> logits = {5.0f, 4.0f, 3.0f, 2.0f, 1.0f};
+  SetFilter only_low({2, 4});
+  Sampler greedy(Greedy());
+  EXPECT_EQ(greedy.Sample(logits, {}, &only_low), 2);
+  EXPECT_EQ(only_low.asked, 3);  // 0, 1 refused; 2 allowed: nothing further asked
+  // top-k 1 after the filter: the best allowed one, every draw.
+  SamplerParams p = Plain();
+  p.top_k = 1;
+  Sampler k1(p);
+  for (int i = 0; i < 20; ++i) EXPECT_EQ(k1.Sample(logits, {}, &only_low), 2);
+  // Without top-k every allowed token can be drawn, and only those.
+  EXPECT_EQ(Drawn(Plain(), std::vector<float>(5, 0.0f), 200).size(), 5u);
+  Sampler all(Plain());
+  std::set<int32_t> seen;
+  for (int i = 0; i < 200; ++i) seen.insert(all.Sample(std::vector<float>(5, 0.0f), {},
+                                                       &only_low));
+  EXPECT_EQ(seen, (std::set<int32_t>{2, 4}));
+}
+
+TEST(SamplerTest, FilterAllowingNothingGivesMinusOne) {
+  const std::vector<float> logits = ManyLogits(300);
+  SetFilter none({});
+  for (int variant = 0; variant < 3; ++variant) {
+    SamplerParams p;
+    if (variant == 1) p.temperature = 0.0f;
+    if (variant == 2) p.top_k = 0;
+    Sampler s(p);
+    EXPECT_EQ(s.Sample(logits, {}, &none), -1) << variant;
+  }
+}
+
+TEST(SamplerTest, FilterFindsAllowedTokensFarDown) {
+  // The one allowed token is the 900th best of 1000: found past the first sorted chunks.
+  const std::vector<float> logits = ManyLogits(1000);
+  int32_t id_900 = -1;
+  for (int i = 0; i < 1000; ++i) {
+    if ((i * 7919) % 1000 == 99) id_900 = i;  // logit rank 900 from the top
+  }
+  ASSERT_GE(id_900, 0);
+  SetFilter one({id_900});
+  Sampler greedy(Greedy());
+  EXPECT_EQ(greedy.Sample(logits, {}, &one), id_900);
+  SamplerParams p;
+  Sampler topk(p);
+  EXPECT_EQ(topk.Sample(logits, {}, &one), id_900);
 }
 
 TEST(SamplerTest, GreedyPicksArgmaxLowestIdOnTies) {

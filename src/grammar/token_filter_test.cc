@@ -1,0 +1,104 @@
+#include "grammar/token_filter.h"
+
+#include <random>
+#include <string>
+#include <vector>
+
+#include <gtest/gtest.h>
+
+#include "tokenizer/vocab_spec.h"
+
+namespace mt::grammar {
+namespace {
+
+// The built-in byte-level BPE (bytes, ~630 merged tokens, two control tokens, unused ones).
+const Tokenizer& SmallTokenizer() {
+  static const Tokenizer tok = [] {
+    VocabSpec spec = BuiltinBpeVocab(1000, "qwen2", {"<|endoftext|>", "<|im_start|>"});
+    spec.eos_id = static_cast<int32_t>(*FindTokenId(spec, "<|endoftext|>"));
+    return std::move(Tokenizer::Create(std::move(spec))).value();
+  }();
+  return tok;
+}
+
+std::shared_ptr<const GrammarVocab> SmallVocab() {
+  static const auto vocab = std::make_shared<const GrammarVocab>(SmallTokenizer());
+  return vocab;
+}
+
+std::shared_ptr<const Grammar> Compile(std::string_view text) {
+  auto g = Grammar::Parse(text);
+  EXPECT_TRUE(g.ok()) << g.status().message();
+  return *g;
+}
+
+TEST(GrammarFilter, AllowsWhatTheGrammarCanTakeNext) {
+  const Tokenizer& tok = SmallTokenizer();
+  const int32_t eos = *tok.eos_id();
+  const int32_t im_start = static_cast<int32_t>(*FindTokenId(tok.vocab(), "<|im_start|>"));
+  GrammarFilter f(Compile(R"(root ::= "{" [0-9]+ "}")"), SmallVocab());
+  int n_allowed = 0;
+  for (int32_t id = 0; id < tok.n_vocab(); ++id) {
+    const std::string piece = tok.TokenPiece(id, false);
+    const bool expect = piece == "{";  // nothing else starts the output
+    EXPECT_EQ(f.Allows(id), expect) << id << " '" << piece << "'";
+    n_allowed += f.Allows(id);
+  }
+  EXPECT_EQ(n_allowed, 1);
+  EXPECT_FALSE(f.Allows(eos));      // not complete yet
+  EXPECT_FALSE(f.Allows(im_start));  // control tokens never
+  EXPECT_FALSE(f.Allows(-1));
+  EXPECT_FALSE(f.Allows(tok.n_vocab()));
+  ASSERT_TRUE(f.Accept(static_cast<int32_t>('{')));  // byte tokens: id b is byte b
+  EXPECT_FALSE(f.Accept(static_cast<int32_t>('}')));  // a digit first
+  ASSERT_TRUE(f.Accept(static_cast<int32_t>('7')));
+  EXPECT_FALSE(f.Allows(eos));
+  ASSERT_TRUE(f.Accept(static_cast<int32_t>('}')));
+  EXPECT_TRUE(f.IsComplete());
+  EXPECT_TRUE(f.Allows(eos));
+  EXPECT_TRUE(f.Accept(eos));
+  for (int32_t id = 0; id < tok.n_vocab(); ++id) {
+    if (id != eos) EXPECT_FALSE(f.Allows(id)) << id;  // the grammar is done
+  }
+}
+
+// Sampling under the filter from random logits always yields a sentence of the grammar.
+TEST(GrammarFilter, SampledOutputFollowsTheGrammar) {
+  const Tokenizer& tok = SmallTokenizer();
+  const char* grammar = R"(root ::= "[" ws (item ("," ws item)*)? "]"
+item ::= "\"" [a-z ]{1,12} "\"" | [0-9]{1,4}
+ws ::= " "?)";
+  auto g = Compile(grammar);
+  std::mt19937 rng(1);
+  std::normal_distribution<float> normal(0.0f, 3.0f);
+  std::vector<float> logits(tok.n_vocab());
+  for (int trial = 0; trial < 40; ++trial) {
+    GrammarFilter f(g, SmallVocab());
+    SamplerParams p;
+    p.seed = static_cast<uint64_t>(trial);
+    p.top_k = trial % 2 == 0 ? 40 : 0;
+    Sampler sampler(p);
+    std::vector<int32_t> out;
+    bool ended = false;
+    for (int step = 0; step < 300 && !ended; ++step) {
+      for (float& l : logits) l = normal(rng);
+      logits[*tok.eos_id()] += 2.0f;  // end when allowed, mostly
+      const int32_t id = sampler.Sample(logits, out, &f);
+      ASSERT_GE(id, 0) << "trial " << trial << ": no token allowed after '"
+                       << tok.Decode(out) << "'";
+      ASSERT_TRUE(f.Accept(id));
+      if (tok.IsEndOfGeneration(id)) {
+        ended = true;
+      } else {
+        out.push_back(id);
+      }
+    }
+    ASSERT_TRUE(ended) << trial;
+    Matcher check(g);
+    const std::string text = tok.Decode(out);
+    EXPECT_TRUE(check.Accept(text) && check.IsComplete()) << text;
+  }
+}
+
+}  // namespace
+}  // namespace mt::grammar

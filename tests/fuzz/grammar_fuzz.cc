@@ -1,0 +1,117 @@
+// Fuzzes constrained decoding's grammars (src/grammar/). The first byte picks the mode by its
+// value mod 3 (the seeds start with '0', '1' or '2') and the size of the pieces text is fed in
+// (its value / 3 mod 8, plus 1):
+//   0  the rest is "GBNF\0text" (no NUL: the GBNF is its own text): compile it with
+//      Grammar::Parse and, if it compiles, feed the text to a Matcher piece by piece;
+//   1  the rest is a JSON Schema: JsonSchemaToGbnf must give an error of one line or GBNF
+//      that Grammar::Parse compiles (the converter's own output failing is a bug);
+//   2  the rest is text for the json_object grammar (JsonGbnf): whatever it takes whole must
+//      be a JSON object to nlohmann's parser.
+// Any bytes must give an error or a result, never a crash, a hang or a broken invariant.
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <string_view>
+
+#include <nlohmann/json.hpp>
+
+#include "grammar/grammar.h"
+#include "grammar/json_schema.h"
+
+namespace {
+
+using mt::grammar::Grammar;
+using mt::grammar::Matcher;
+
+// Feeds `text` in pieces of `piece` bytes, checking the Matcher's invariants as it goes.
+// Returns whether every piece was taken.
+bool Feed(const std::shared_ptr<const Grammar>& g, std::string_view text, size_t piece) {
+  Matcher m(g);
+  for (size_t at = 0; at < text.size(); at += piece) {
+    const std::string_view chunk = text.substr(at, piece);
+    const bool can = m.CanAccept(chunk);
+    const bool complete = m.IsComplete();
+    const bool more = m.CanContinue();
+    const bool took = m.Accept(chunk);
+    if (took != can) __builtin_trap();
+    if (!took) {
+      // A refused piece leaves the matcher as it was.
+      if (m.IsComplete() != complete || m.CanContinue() != more) __builtin_trap();
+      if (m.CanAccept(chunk)) __builtin_trap();
+      return false;
+    }
+    // Something was taken: some parse is alive, finished or not.
+    if (!m.IsComplete() && !m.CanContinue()) __builtin_trap();
+    // The empty piece is always taken.
+    if (!m.Accept("")) __builtin_trap();
+  }
+  return m.IsComplete();
+}
+
+void FuzzGbnf(std::string_view rest, size_t piece) {
+  const size_t nul = rest.find('\0');
+  const std::string_view gbnf = rest.substr(0, nul);
+  const std::string_view text = nul == std::string_view::npos ? rest : rest.substr(nul + 1);
+  auto g = Grammar::Parse(gbnf);
+  if (!g.ok()) {
+    const std::string& msg = g.status().message();
+    if (msg.rfind("grammar: ", 0) != 0 || msg.find('\n') != std::string::npos) __builtin_trap();
+    return;
+  }
+  (void)Feed(*g, text, piece);
+}
+
+template <typename Json>
+void FuzzSchema(std::string_view rest) {
+  const Json schema = Json::parse(rest, nullptr, /*allow_exceptions=*/false);
+  if (schema.is_discarded()) return;
+  mt::Result<std::string> gbnf = mt::grammar::JsonSchemaToGbnf(schema);
+  if (!gbnf.ok()) {
+    const std::string& msg = gbnf.status().message();
+    if (msg.rfind("json_schema: ", 0) != 0 || msg.find('\n') != std::string::npos) {
+      __builtin_trap();
+    }
+    return;
+  }
+  auto g = Grammar::Parse(*gbnf);
+  if (!g.ok()) __builtin_trap();  // the converter wrote GBNF its own compiler refuses
+  // Every document is a non-empty JSON text: a fresh matcher is neither done nor stuck.
+  Matcher m(*g);
+  if (m.IsComplete() || !m.CanContinue()) __builtin_trap();
+}
+
+void FuzzJsonObject(std::string_view rest, size_t piece) {
+  static const std::shared_ptr<const Grammar> g = [] {
+    auto parsed = Grammar::Parse(mt::grammar::JsonGbnf());
+    if (!parsed.ok()) __builtin_trap();
+    return *parsed;
+  }();
+  if (!Feed(g, rest, piece)) return;
+  const nlohmann::json j = nlohmann::json::parse(rest, nullptr, /*allow_exceptions=*/false);
+  if (j.is_discarded() || !j.is_object()) __builtin_trap();
+}
+
+}  // namespace
+
+extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
+  if (size == 0) return 0;
+  const std::string_view rest(reinterpret_cast<const char*>(data + 1), size - 1);
+  const size_t piece = data[0] / 3 % 8 + 1;
+  switch (data[0] % 3) {
+    case 0:
+      FuzzGbnf(rest, piece);
+      break;
+    case 1:
+      if (data[0] & 0x80) {
+        FuzzSchema<nlohmann::json>(rest);
+      } else {
+        FuzzSchema<nlohmann::ordered_json>(rest);
+      }
+      break;
+    default:
+      FuzzJsonObject(rest, piece);
+      break;
+  }
+  return 0;
+}
