@@ -7,12 +7,16 @@
 #include <cmath>
 #include <cstdio>
 #include <limits>
+#include <memory>
+#include <optional>
 
 #include "command.h"
 #include "base/file_io.h"
 #include "storage_flags.h"
 #include "engine/context.h"
 #include "engine/model.h"
+#include "grammar/json_schema.h"
+#include "grammar/token_filter.h"
 #include "sampler/sampler.h"
 #include "tokenizer/chat_template.h"
 
@@ -36,6 +40,10 @@ struct RunFlags {
   std::string chat_template;
   std::vector<std::string> stops;
   std::vector<std::string> logit_bias;  // llama.cpp's TOKEN_ID(+/-)BIAS
+  std::string grammar;  // GBNF text; or in a file, or a JSON schema (text or file)
+  std::string grammar_file;
+  std::string json_schema;
+  std::string json_schema_file;
   bool ignore_eos = false;
   bool no_display_prompt = false;
   std::string kv_type = "f16";
@@ -150,10 +158,49 @@ Result<std::vector<std::pair<int32_t, float>>> ParseLogitBias(
   return out;
 }
 
+// The grammar of --grammar, --grammar-file, --json-schema or --json-schema-file (at most one
+// of them); null when none is given.
+Result<std::shared_ptr<const grammar::Grammar>> LoadGrammar(const RunFlags& f) {
+  const int given = !f.grammar.empty() + !f.grammar_file.empty() + !f.json_schema.empty() +
+                    !f.json_schema_file.empty();
+  if (given == 0) return std::shared_ptr<const grammar::Grammar>();
+  if (given > 1) {
+    return InvalidArgument("give at most one of --grammar, --grammar-file, --json-schema and "
+                           "--json-schema-file");
+  }
+  std::string text = !f.grammar.empty() ? f.grammar : f.json_schema;
+  const std::string& file = !f.grammar_file.empty() ? f.grammar_file : f.json_schema_file;
+  const char* flag = !f.grammar.empty()        ? "--grammar"
+                     : !f.grammar_file.empty() ? "--grammar-file"
+                     : !f.json_schema.empty()  ? "--json-schema"
+                                               : "--json-schema-file";
+  if (!file.empty()) {
+    Result<std::string> read = ReadWholeFile(file);
+    if (!read.ok()) return read.status();
+    text = std::move(read).value();
+  }
+  if (!f.json_schema.empty() || !f.json_schema_file.empty()) {
+    nlohmann::ordered_json schema;
+    try {
+      schema = nlohmann::ordered_json::parse(text);
+    } catch (const nlohmann::json::exception& e) {
+      return InvalidArgument("{}: not valid JSON ({})", flag, e.what());
+    }
+    Result<std::string> gbnf = grammar::JsonSchemaToGbnf(schema);
+    if (!gbnf.ok()) return gbnf.status().WithContext(flag);
+    text = std::move(gbnf).value();
+  }
+  Result<std::shared_ptr<const grammar::Grammar>> g = grammar::Grammar::Parse(text);
+  if (!g.ok()) return g.status().WithContext(file.empty() ? flag : file);
+  return g;
+}
+
 int Run(const RunFlags& f) {
   if (Status s = CheckSampling(f.sampling); !s.ok()) return ReportError(s);
   Result<std::vector<std::pair<int32_t, float>>> logit_bias = ParseLogitBias(f.logit_bias);
   if (!logit_bias.ok()) return ReportError(logit_bias.status());
+  Result<std::shared_ptr<const grammar::Grammar>> grammar = LoadGrammar(f);
+  if (!grammar.ok()) return ReportError(grammar.status());
   if (f.n_batch == 0) return ReportError(InvalidArgument("-b must be positive (got 0)"));
   if (f.prompt_given == !f.prompt_file.empty()) {
     return ReportError(InvalidArgument("give the prompt with exactly one of -p or -f"));
@@ -247,6 +294,10 @@ int Run(const RunFlags& f) {
   sp.seed = f.seed >= 0 ? static_cast<uint64_t>(f.seed)
                         : static_cast<uint64_t>(Clock::now().time_since_epoch().count());
   Sampler sampler(sp);
+  std::optional<grammar::GrammarFilter> filter;
+  if (grammar.value() != nullptr) {
+    filter.emplace(grammar.value(), std::make_shared<const grammar::GrammarVocab>(tok));
+  }
   StreamDecoder decoder(tok, /*special=*/false);
   StopFilter stop_filter(f.stops);
   int n_generated = 0;
@@ -254,10 +305,20 @@ int Run(const RunFlags& f) {
   std::vector<int32_t> history = tokens;
   while ((f.n_predict < 0 || n_generated < f.n_predict) && !stopped &&
          (*ctx)->n_past() < (*ctx)->n_ctx()) {
-    const int32_t id = sampler.Sample(logits, history);
+    const int32_t id = sampler.Sample(logits, history, filter ? &*filter : nullptr);
+    if (id < 0) {  // only under a grammar: nothing can follow
+      if (filter->IsComplete()) break;
+      Print("\n");
+      return ReportError(InvalidArgument("grammar: no token of the vocabulary can continue "
+                                         "the output after {} generated tokens",
+                                         n_generated));
+    }
+    if (filter) filter->Accept(id);
     ++n_generated;
     history.push_back(id);
-    if (!f.ignore_eos && tok.IsEndOfGeneration(id)) break;
+    // Under a grammar an end token (allowed once the text is whole) ends it, --ignore-eos or
+    // not.
+    if ((!f.ignore_eos || filter) && tok.IsEndOfGeneration(id)) break;
     Print(stop_filter.Push(decoder.Push(id), &stopped));
     if (stopped || (f.n_predict >= 0 && n_generated >= f.n_predict)) break;
     if ((*ctx)->n_past() >= (*ctx)->n_ctx()) break;
@@ -323,6 +384,11 @@ CommandMain SetupRun(CLI::App& sub) {
   sub.add_option("--system-prompt", f->system_prompt, "System message for --chat");
   sub.add_option("-r,--reverse-prompt,--stop", f->stops, "Stop when this text is generated");
   sub.add_flag("--ignore-eos", f->ignore_eos, "Keep generating after end-of-text tokens");
+  sub.add_option("--grammar", f->grammar, "GBNF grammar the output must follow");
+  sub.add_option("--grammar-file", f->grammar_file, "Read the GBNF grammar from a file");
+  sub.add_option("-j,--json-schema", f->json_schema,
+                 "JSON schema the output must satisfy (e.g. '{}' for any JSON value)");
+  sub.add_option("--json-schema-file", f->json_schema_file, "Read the JSON schema from a file");
   sub.add_flag("--no-display-prompt", f->no_display_prompt, "Do not echo the prompt");
   sub.add_option("--kv-type", f->kv_type, "KV cache type: f16 or f32")->default_str("f16");
   sub.add_option("--dump-logits", f->dump_logits,

@@ -6,6 +6,7 @@
 
 #include <fmt/format.h>
 
+#include "grammar/json_schema.h"
 #include "tokenizer/utf8.h"
 
 namespace mt::server {
@@ -314,21 +315,82 @@ Error CheckUnsupported(const json& body) {
     if (v.is_null() || (v.is_array() && v.empty())) continue;
     return Unsupported(key, key);
   }
+  return std::nullopt;
+}
+
+// The grammar the output must follow: OpenAI's response_format (json_object, json_schema),
+// llama-server's `grammar` (GBNF) and `json_schema`, vLLM's `guided_json`; at most one.
+// Schemas are read again from `raw` in key order, so properties come out in the order the
+// client declared them (a json object keeps its keys sorted).
+Error ParseConstraint(const json& body, std::string_view raw, ApiRequest* out) {
+  std::string gbnf;
+  const char* source = nullptr;
+  std::vector<std::string> schema_path;  // where the schema is in the body, when one is
   const json& format = Field(body, "response_format");
   if (!format.is_null()) {
     const json& type = format.is_object() ? Field(format, "type") : format;
     if (!format.is_object() || !type.is_string()) {
       return Invalid("response_format", "response_format must be an object with a type");
     }
-    if (type != "text") {
-      return Unsupported("response_format",
-                         fmt::format("response_format '{}'", type.get_ref<const std::string&>()));
+    const std::string& name = type.get_ref<const std::string&>();
+    if (name == "json_object") {
+      gbnf = grammar::JsonGbnf();
+      source = "response_format";
+    } else if (name == "json_schema") {
+      const json& spec = Field(format, "json_schema");
+      if (!spec.is_object() || !(Field(spec, "schema").is_object() ||
+                                 Field(spec, "schema").is_boolean())) {
+        return Invalid("response_format",
+                       "response_format json_schema needs json_schema.schema, an object");
+      }
+      schema_path = {"response_format", "json_schema", "schema"};
+      source = "response_format";
+    } else if (name != "text") {
+      return Unsupported("response_format", fmt::format("response_format '{}'", name));
     }
   }
+  for (const char* key : {"grammar", "json_schema", "guided_json"}) {
+    const json& v = Field(body, key);
+    if (v.is_null()) continue;
+    if (source != nullptr) {
+      return Invalid(key, fmt::format("{} and {} both constrain the output; give one",
+                                      source, key));
+    }
+    source = key;
+    if (std::string_view(key) == "grammar") {
+      if (!v.is_string()) {
+        return Invalid(key, fmt::format("grammar must be a string (GBNF), not {}", TypeName(v)));
+      }
+      gbnf = v.get<std::string>();
+    } else if (v.is_object() || v.is_boolean()) {
+      schema_path = {key};
+    } else {
+      return Invalid(key, fmt::format("{} must be a JSON schema (an object), not {}", key,
+                                      TypeName(v)));
+    }
+  }
+  if (source == nullptr) return std::nullopt;
+  if (!schema_path.empty()) {
+    const auto ordered = nlohmann::ordered_json::parse(raw, nullptr, /*allow_exceptions=*/false);
+    const nlohmann::ordered_json* schema = &ordered;
+    for (const std::string& key : schema_path) {
+      // Found above in the sorted parse; only duplicate keys can make the ordered one differ.
+      auto it = schema->is_object() ? schema->find(key) : schema->end();
+      if (it == schema->end()) return Invalid(source, "the schema appears twice in the body");
+      schema = &*it;
+    }
+    Result<std::string> converted = grammar::JsonSchemaToGbnf(*schema);
+    if (!converted.ok()) return Invalid(source, converted.status().message());
+    gbnf = std::move(converted).value();
+  }
+  Result<std::shared_ptr<const grammar::Grammar>> compiled = grammar::Grammar::Parse(gbnf);
+  if (!compiled.ok()) return Invalid(source, compiled.status().message());
+  out->grammar = std::move(compiled).value();
   return std::nullopt;
 }
 
-Error Parse(const json& body, Endpoint endpoint, std::string_view model_id, ApiRequest* out) {
+Error Parse(const json& body, std::string_view raw, Endpoint endpoint, std::string_view model_id,
+            ApiRequest* out) {
   if (!body.is_object()) {
     return Invalid("", fmt::format("the request body must be a JSON object, not {}",
                                    TypeName(body)));
@@ -407,6 +469,7 @@ Error Parse(const json& body, Endpoint endpoint, std::string_view model_id, ApiR
   if (!user.is_null() && !user.is_string()) {
     return Invalid("user", fmt::format("user must be a string, not {}", TypeName(user)));
   }
+  if (Error e = ParseConstraint(body, raw, out)) return e;
   return CheckUnsupported(body);
 }
 
@@ -458,7 +521,7 @@ std::optional<ApiError> ParseRequest(std::string_view body, Endpoint endpoint,
   *out = ApiRequest{};
   json j;
   if (Error e = ParseJson(body, &j)) return e;
-  Error e = Parse(j, endpoint, model_id, out);
+  Error e = Parse(j, body, endpoint, model_id, out);
   if (e) *out = ApiRequest{};
   return e;
 }

@@ -39,11 +39,18 @@
 //                longest prefix of the prompt that a slot already holds (the same bits).
 //   logit_bias   {"<token id>": number in [-100, 100]}, added to the logit before sampling
 //                (greedy included; -100 all but bans a token). Ids are range-checked later.
-//   tools, functions: only empty. response_format: only {"type": "text"}.
+//   response_format  {"type": "text" | "json_object" | "json_schema", "json_schema":
+//                {"schema": {...}}}: the output is constrained to a JSON object, or to a
+//                document the schema accepts (grammar/json_schema.h says which keywords).
+//   grammar      GBNF text (extension, llama-server's): the output follows it.
+//   json_schema, guided_json  a schema (extensions, llama-server's and vLLM's names).
+//                At most one of these four constrains a request; compile errors are 400s.
+//   tools, functions: only empty.
 // Unknown fields are ignored, as other OpenAI-compatible servers do.
 #pragma once
 
 #include <cstdint>
+#include <memory>
 #include <optional>
 #include <span>
 #include <string>
@@ -54,6 +61,7 @@
 #include <nlohmann/json.hpp>
 
 #include "base/status.h"
+#include "grammar/grammar.h"
 
 namespace mt::server {
 
@@ -98,6 +106,8 @@ struct ApiRequest {
   int32_t n = 1;          // choices per prompt
   int32_t logprobs = -1;  // alternatives per token in the logprobs; -1: no logprobs
   bool echo = false;      // completions: prepend the prompt
+  // The grammar the output must follow (response_format, grammar, json_schema); null: none.
+  std::shared_ptr<const grammar::Grammar> grammar;
 };
 
 // A request the server refuses: the HTTP status and the OpenAI error object

@@ -227,8 +227,20 @@ TEST(ApiTest, WrongTypesAndRangesNameTheField) {
            {R"("logit_bias": {"5": 101})", "logit_bias"},
            {R"("logit_bias": {"5": "1"})", "logit_bias"},
            {R"("tools": [{}])", "tools"},
-           {R"("response_format": {"type": "json_object"})", "response_format"},
+           {R"("response_format": {"type": "xml"})", "response_format"},
            {R"("response_format": "text")", "response_format"},
+           {R"("response_format": {"type": "json_schema"})", "response_format"},
+           {R"("response_format": {"type": "json_schema", "json_schema": {"schema": 5}})",
+            "response_format"},
+           {R"("response_format": {"type": "json_schema", "json_schema": {"schema":
+               {"type": "string", "pattern": "a+"}}})", "response_format"},
+           {R"("grammar": 5)", "grammar"},
+           {R"("grammar": "root ::= item")", "grammar"},
+           {R"("json_schema": "{}")", "json_schema"},
+           {R"("json_schema": {"type": "integer", "minimum": 3})", "json_schema"},
+           {R"("guided_json": [1])", "guided_json"},
+           {R"("response_format": {"type": "json_object"}, "grammar": "root ::= \"a\"")",
+            "grammar"},
        }) {
     const std::string body = std::string(R"({"model": "olmoe", "prompt": "x", )") +
                              c.field_json + "}";
@@ -423,6 +435,46 @@ TEST(ApiTest, TokenizeAndDetokenizeBodies) {
     ASSERT_TRUE(e.has_value()) << body;
     EXPECT_EQ(e->param, "tokens") << body;
   }
+}
+
+TEST(ApiTest, ConstraintsCompileToGrammars) {
+  auto whole = [](const ApiRequest& r, std::string_view text) {
+    EXPECT_NE(r.grammar, nullptr);
+    if (r.grammar == nullptr) return false;
+    grammar::Matcher m(r.grammar);
+    return m.Accept(text) && m.IsComplete();
+  };
+  EXPECT_EQ(Accepted(R"({"model": "olmoe", "prompt": "x"})").grammar, nullptr);
+  EXPECT_EQ(Accepted(R"({"model": "olmoe", "prompt": "x", "response_format": {"type": "text"}})")
+                .grammar,
+            nullptr);
+  const ApiRequest object =
+      Accepted(R"({"model": "olmoe", "prompt": "x", "response_format": {"type": "json_object"}})");
+  EXPECT_TRUE(whole(object, R"({"a": [1, {"b": null}]})"));
+  EXPECT_FALSE(whole(object, "[1]"));
+  const ApiRequest gbnf =
+      Accepted(R"({"model": "olmoe", "prompt": "x", "grammar": "root ::= \"yes\" | \"no\""})");
+  EXPECT_TRUE(whole(gbnf, "no"));
+  EXPECT_FALSE(whole(gbnf, "maybe"));
+  // Properties come in the order the client wrote them, not sorted.
+  const char* schema = R"({"type": "object", "properties": {"zeta": {"type": "integer"},
+      "alpha": {"type": "boolean"}}, "required": ["zeta", "alpha"]})";
+  for (const std::string& field :
+       {std::string(R"("response_format": {"type": "json_schema", "json_schema":
+            {"name": "t", "strict": true, "schema": )") + schema + "}}",
+        std::string(R"("json_schema": )") + schema,
+        std::string(R"("guided_json": )") + schema}) {
+    const ApiRequest r =
+        Accepted(std::string(R"({"model": "olmoe", "prompt": "x", )") + field + "}");
+    EXPECT_TRUE(whole(r, R"({"zeta": 3, "alpha": true})")) << field;
+    EXPECT_FALSE(whole(r, R"({"alpha": true, "zeta": 3})")) << field;
+    EXPECT_FALSE(whole(r, R"({"zeta": 3})")) << field;
+  }
+  // A compile error is a 400 naming the field, with the grammar's message.
+  const ApiError e = Refused(R"({"model": "olmoe", "prompt": "x", "grammar": "root ::= [z-a]"})");
+  EXPECT_EQ(e.param, "grammar");
+  EXPECT_EQ(e.message,
+            "grammar: line 1, column 14: character range with its end before its start");
 }
 
 }  // namespace

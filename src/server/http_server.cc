@@ -344,6 +344,7 @@ std::optional<ApiError> HttpServer::Impl::MakeSpec(const ApiRequest& r, size_t w
   spec->logprobs = r.logprobs;
   spec->prompt_logprobs = r.echo;
   spec->cache_prompt = r.cache_prompt;
+  spec->grammar = r.grammar;
   return std::nullopt;
 }
 

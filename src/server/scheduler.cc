@@ -118,6 +118,7 @@ struct Scheduler::Slot {
   int32_t pending = -1;      // sampled token to evaluate next step; -1: none
   std::vector<int32_t> history;  // (n_prompt + generated) for the repetition penalty
   std::optional<Sampler> sampler;
+  std::optional<grammar::GrammarFilter> grammar;  // when the job has a grammar
   std::optional<StreamDecoder> decoder;
   std::optional<StopMatcher> stops;
   int64_t n_generated = 0;
@@ -240,6 +241,12 @@ bool Scheduler::Admit() {
       gauges_.cached_tokens += reuse;
       slot.history = slot.job->spec().prompt;
       slot.sampler.emplace(slot.job->spec().sampling);
+      if (slot.job->spec().grammar != nullptr) {
+        if (grammar_vocab_ == nullptr) {
+          grammar_vocab_ = std::make_shared<const grammar::GrammarVocab>(tok);
+        }
+        slot.grammar.emplace(slot.job->spec().grammar, grammar_vocab_);
+      }
       slot.decoder.emplace(tok, /*special=*/false);
       slot.stops.emplace(slot.job->spec().stops);
       slot.job->started_ = Clock::now();
@@ -459,22 +466,39 @@ void Scheduler::Sample(Slot& slot, std::span<const float> logits) {
     Release(slot, FinishReason::kLength, Status::Ok());
     return;
   }
-  const int32_t id = slot.sampler->Sample(logits, slot.history);
-  const bool scored = spec.logprobs >= 0;
-  if (scored) {
-    TokenLogprob e = ScoreToken(logits, id, spec.logprobs);
-    e.text_byte = slot.generated_bytes;
-    const bool eog = !spec.ignore_eos && tok.IsEndOfGeneration(id);  // adds no text
-    if (!eog) slot.generated_bytes += static_cast<int64_t>(tok.TokenPiece(id, false).size());
-    slot.held.emplace_back(slot.generated_bytes, std::move(e));
+  grammar::GrammarFilter* grammar = slot.grammar ? &*slot.grammar : nullptr;
+  const int32_t id = slot.sampler->Sample(logits, slot.history, grammar);
+  if (id < 0 && !grammar->IsComplete()) {  // -1 only under a grammar
+    Release(slot, FinishReason::kError,
+            InvalidArgument("grammar: no token of the vocabulary can continue the output "
+                            "after {} generated tokens", slot.n_generated));
+    return;
   }
-  if (slot.n_generated == 0) slot.job->first_token_ = Clock::now();
-  ++slot.n_generated;
-  slot.history.push_back(id);
+  // Under a grammar an end-of-generation token ends the output even with ignore_eos: it is
+  // allowed only once the text is a whole sentence. A whole sentence that nothing can
+  // follow, in a vocabulary without an end token, ends it too (id -1).
+  const bool eog =
+      id < 0 || (tok.IsEndOfGeneration(id) && (!spec.ignore_eos || grammar != nullptr));
+  if (id >= 0) {
+    if (grammar != nullptr) {
+      const bool accepted = grammar->Accept(id);
+      MT_CHECK_MSG(accepted, "the sampler took a token the grammar refuses");
+    }
+    if (spec.logprobs >= 0) {
+      TokenLogprob e = ScoreToken(logits, id, spec.logprobs);
+      e.text_byte = slot.generated_bytes;
+      // An end-of-generation token adds no text.
+      if (!eog) slot.generated_bytes += static_cast<int64_t>(tok.TokenPiece(id, false).size());
+      slot.held.emplace_back(slot.generated_bytes, std::move(e));
+    }
+    if (slot.n_generated == 0) slot.job->first_token_ = Clock::now();
+    ++slot.n_generated;
+    slot.history.push_back(id);
+  }
   bool stopped = false;
   std::string text;
   FinishReason reason = FinishReason::kNone;
-  if (!spec.ignore_eos && tok.IsEndOfGeneration(id)) {
+  if (eog) {
     reason = FinishReason::kStop;
   } else {
     text = slot.stops->Push(slot.decoder->Push(id), &stopped);
@@ -491,7 +515,7 @@ void Scheduler::Sample(Slot& slot, std::span<const float> logits) {
     if (!stopped) text += slot.stops->Flush();
   }
   std::vector<TokenLogprob> released;
-  if (scored) {
+  if (spec.logprobs >= 0) {
     // Out go the entries whose bytes have all gone out; at the end, all of them, except
     // after a stop string: those of tokens that start inside or after it are dropped.
     slot.sent_bytes += static_cast<int64_t>(text.size());

@@ -41,6 +41,7 @@
 
 #include "base/status.h"
 #include "engine/context.h"
+#include "grammar/token_filter.h"
 #include "sampler/sampler.h"
 #include "server/metrics.h"
 
@@ -57,6 +58,10 @@ struct GenerationSpec {
   // Reuse a slot's KV cache for the prompt's longest prefix already in it (from an earlier
   // request; the same bits as evaluating it again). Never for scored prompts.
   bool cache_prompt = true;
+  // The grammar the generated text must follow (null: none). It decides where the output
+  // ends: an end-of-generation token is allowed exactly when the text is a whole sentence,
+  // and ends it even with ignore_eos.
+  std::shared_ptr<const grammar::Grammar> grammar;
 };
 
 // A token's log-probability under the model: log-softmax of its logits, before the logit
@@ -194,6 +199,8 @@ class Scheduler {
   // A step's logits (tokens wanting logits, n_vocab), kept between steps: at 32 sequences
   // a fresh vector was ~6 MiB of new pages every step. Scheduler thread only.
   std::vector<float> step_logits_;
+  // The vocabulary as grammars see it, built at the first request with a grammar.
+  std::shared_ptr<const grammar::GrammarVocab> grammar_vocab_;
   uint64_t admitted_ = 0;    // admission counter: prefill goes in admission order
 
   mutable std::mutex mu_;

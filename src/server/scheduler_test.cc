@@ -8,10 +8,12 @@
 #include <unistd.h>
 
 #include <filesystem>
+#include <optional>
 #include <set>
 
 #include "engine/context.h"
 #include "engine/model.h"
+#include "grammar/grammar.h"
 #include "io/fault_injecting_engine.h"
 #include "synth/synth_test_util.h"
 #include "tokenizer/tokenizer.h"
@@ -91,6 +93,8 @@ class SchedulerTest : public ::testing::Test {
     }
     ctx->ClearKv();
     Sampler sampler(spec.sampling);
+    std::optional<grammar::GrammarFilter> filter;
+    if (spec.grammar) filter.emplace(spec.grammar, std::make_shared<grammar::GrammarVocab>(Tok()));
     StreamDecoder decoder(Tok(), /*special=*/false);
     std::vector<int32_t> history = spec.prompt;
     std::vector<float> logits;
@@ -102,10 +106,15 @@ class SchedulerTest : public ::testing::Test {
         out.error = s;
         return out;
       }
-      const int32_t id = sampler.Sample(logits, history);
+      const int32_t id = sampler.Sample(logits, history, filter ? &*filter : nullptr);
+      if (id < 0) {  // a grammar that nothing can follow, and no end token
+        out.reason = filter->IsComplete() ? FinishReason::kStop : FinishReason::kError;
+        break;
+      }
+      if (filter) EXPECT_TRUE(filter->Accept(id));
       history.push_back(id);
       ++out.completion_tokens;
-      if (!spec.ignore_eos && Tok().IsEndOfGeneration(id)) {
+      if ((!spec.ignore_eos || filter) && Tok().IsEndOfGeneration(id)) {
         out.reason = FinishReason::kStop;
         break;
       }
@@ -183,6 +192,40 @@ TEST_F(SchedulerTest, BatchedJobsGetExactlyTheirTextAlone) {
   // Batching happened: fewer steps than tokens evaluated.
   EXPECT_GT(g.steps, 0u);
   EXPECT_GT(g.step_tokens, g.steps * 2);
+}
+
+TEST_F(SchedulerTest, GrammarJobsFollowTheirGrammarInABatch) {
+  constexpr uint32_t kCtx = 96;
+  auto g = grammar::Grammar::Parse(
+      R"(root ::= "{\"n\": " [0-9]{1,3} ", \"w\": \"" [a-z ]{1,8} "\"}")");
+  ASSERT_TRUE(g.ok()) << g.status().message();
+  auto ctx = MakeContext(4, kCtx);
+  Scheduler sched(*ctx, SchedulerOptions{4, 16, 16}, nullptr);
+  sched.Start();
+  std::vector<GenerationSpec> specs;
+  for (size_t i = 0; i < 6; ++i) {
+    // Greedy and sampled, with and without the grammar, side by side in the batch.
+    specs.push_back(Spec(kPrompts[i], 40, i % 2 ? 0.9f : 0.0f, 2000 + i));
+    if (i < 4) specs.back().grammar = *g;
+  }
+  std::vector<std::shared_ptr<Job>> jobs;
+  for (const GenerationSpec& s : specs) jobs.push_back(std::make_shared<Job>(s));
+  ASSERT_TRUE(sched.SubmitAll(jobs).ok());
+  std::vector<Outcome> got;
+  for (auto& job : jobs) got.push_back(WaitFor(*job));
+  sched.Shutdown(1s);
+  auto solo = MakeContext(1, kCtx);
+  for (size_t i = 0; i < specs.size(); ++i) {
+    EXPECT_EQ(got[i].text, Alone(specs[i], kCtx, solo.get()).text) << i;
+    if (specs[i].grammar == nullptr) {
+      EXPECT_EQ(got[i].reason, FinishReason::kLength) << i;  // ignore_eos: runs to the limit
+      continue;
+    }
+    // The grammar ends the output (ignore_eos notwithstanding), as a whole sentence.
+    EXPECT_EQ(got[i].reason, FinishReason::kStop) << i << ": " << got[i].error.message();
+    grammar::Matcher m(*g);
+    EXPECT_TRUE(m.Accept(got[i].text) && m.IsComplete()) << i << ": " << got[i].text;
+  }
 }
 
 TEST_F(SchedulerTest, GenerationEndsWhenTheContextIsFull) {

@@ -46,6 +46,30 @@ else
   fail "the first greedy token '$first' does not tokenize back to one id ($fid)"
 fi
 
+# Constrained output: a JSON schema gives a document it accepts, properties in the declared
+# order; a GBNF grammar ends the output where it ends, even with --ignore-eos.
+schema='{"type": "object", "properties": {"name": {"type": "string", "maxLength": 8},
+  "age": {"type": "integer"}}, "required": ["name", "age"]}'
+for seed in 1 2; do
+  out=$("$MOETIER" run -m "$model" -p "A person:" -n 300 --seed $seed --no-display-prompt \
+    -j "$schema" 2> /dev/null)
+  echo "$out" | python3 -c '
+import json, sys
+d = json.load(sys.stdin)
+assert list(d) == ["name", "age"], d
+assert isinstance(d["name"], str) and len(d["name"]) <= 8, d
+assert isinstance(d["age"], int) and not isinstance(d["age"], bool), d' &&
+    pass "--json-schema output validates (seed $seed)" || fail "--json-schema: '$out'"
+done
+out=$("$MOETIER" run -m "$model" -p "Is it?" -n 50 --seed 3 --ignore-eos --no-display-prompt \
+  --grammar 'root ::= ("yes" | "no") "."' 2> /dev/null)
+[[ "$out" == "yes." || "$out" == "no." ]] && pass "--grammar output ends with the grammar" ||
+  fail "--grammar: '$out'"
+printf 'root ::= digit{3}  # three digits\ndigit ::= [0-9]\n' > "$WORK/three.gbnf"
+out=$("$MOETIER" run -m "$model" -p "Hi" -n 50 --temp 0 --no-display-prompt \
+  --grammar-file "$WORK/three.gbnf" 2> /dev/null)
+[[ "$out" =~ ^[0-9]{3}$ ]] && pass "--grammar-file" || fail "--grammar-file: '$out'"
+
 # --chat announces the template it used.
 "$MOETIER" run -m "$model" -p "Hi" --chat -n 2 --temp 0 > /dev/null 2> "$WORK/err"
 grep -q "chat template tulu" "$WORK/err" && pass "chat template announced" || fail "chat: $(cat "$WORK/err")"
@@ -73,6 +97,15 @@ expect_error 2 "logit bias id outside the vocabulary" -- \
 cpus=$(nproc)
 expect_error 2 "more threads than CPUs" -- "$MOETIER" run -m "$model" -p "Hi" -t $((cpus + 1))
 expect_error 2 "more threads than CPUs (bench)" -- "$MOETIER" bench -m "$model" -t $((cpus + 1))
+expect_error 2 "grammar with an undefined rule" -- \
+  "$MOETIER" run -m "$model" -p "Hi" --grammar 'root ::= "a" item'
+grep -q "line 1, column 14: rule 'item' is not defined" "$WORK/err" &&
+  pass "names the rule and where" || fail "undefined rule message: $(cat "$WORK/err")"
+expect_error 2 "schema keyword that cannot be honoured" -- \
+  "$MOETIER" run -m "$model" -p "Hi" -j '{"type": "string", "pattern": "a+"}'
+expect_error 2 "schema that is not JSON" -- "$MOETIER" run -m "$model" -p "Hi" -j '{"type"'
+expect_error 2 "two constraints" -- "$MOETIER" run -m "$model" -p "Hi" --grammar 'root ::= "a"' -j '{}'
+expect_error 1 "missing grammar file" -- "$MOETIER" run -m "$model" -p "Hi" --grammar-file "$WORK/none"
 head -c 3000000 "$model" > "$WORK/trunc.gguf"
 expect_error 1 "truncated model" -- "$MOETIER" run -m "$WORK/trunc.gguf" -p "Hi"
 

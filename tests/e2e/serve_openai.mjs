@@ -294,6 +294,71 @@ const comp = await client.completions.create(compReq);
         JSON.stringify(bad));
 }
 
+// --- constrained output: response_format, json schemas, GBNF grammars ---------------------
+{
+  const schema = {
+    type: 'object',
+    properties: { name: { type: 'string', maxLength: 12 }, n: { type: 'integer' },
+                  tags: { type: 'array', items: { enum: ['red', 'green'] }, maxItems: 3 },
+                  ok: { type: 'boolean' } },
+    required: ['name', 'n', 'tags'], additionalProperties: false,
+  };
+  const valid = (v) => v !== null && typeof v === 'object' && typeof v.name === 'string' &&
+    [...v.name].length <= 12 && Number.isInteger(v.n) && Array.isArray(v.tags) &&
+    v.tags.length <= 3 && v.tags.every((t) => t === 'red' || t === 'green') &&
+    (v.ok === undefined || typeof v.ok === 'boolean') &&
+    Object.keys(v).every((k) => k in schema.properties);
+  const parse = (text) => { try { return JSON.parse(text); } catch { return undefined; } };
+  for (const [temperature, seed] of [[0, 1], [1.0, 2], [1.0, 3]]) {
+    const r = await client.chat.completions.create({
+      ...chatReq, temperature, seed, max_tokens: 400,
+      response_format: { type: 'json_schema', json_schema: { name: 'item', strict: true, schema } } });
+    const text = r.choices[0].message.content;
+    check(r.choices[0].finish_reason === 'stop' && valid(parse(text)),
+          `json_schema output validates (temperature ${temperature})`, text);
+    check(Object.keys(parse(text) ?? {}).join(',').startsWith('name,n,tags'),
+          'properties come in the declared order', text);
+  }
+  // Streamed: the chunks add up to the same document.
+  const whole = await client.chat.completions.create({
+    ...chatReq, max_tokens: 400, json_schema: schema });
+  let streamed = '';
+  for await (const chunk of await client.chat.completions.create({
+    ...chatReq, max_tokens: 400, json_schema: schema, stream: true })) {
+    streamed += chunk.choices[0]?.delta?.content ?? '';
+  }
+  check(streamed === whole.choices[0].message.content && valid(parse(streamed)),
+        "streamed json_schema (llama-server's field) gives the same document", streamed);
+  // json_object: a JSON object, whatever its keys.
+  const obj = await client.chat.completions.create({
+    ...chatReq, temperature: 1.0, seed: 5, max_tokens: 400,
+    response_format: { type: 'json_object' } });
+  const o = obj.choices[0];
+  check(o.finish_reason === 'length' ||
+        (parse(o.message.content) !== null && typeof parse(o.message.content) === 'object' &&
+         !Array.isArray(parse(o.message.content))),
+        'json_object output is an object', o.message.content);
+  check(o.message.content.startsWith('{'), 'json_object output starts an object');
+  // A GBNF grammar (llama-server's `grammar`) through completions.
+  const yesno = await client.completions.create({
+    model: modelId, prompt: 'Is it?', max_tokens: 8, temperature: 1.0, seed: 9,
+    grammar: 'root ::= ("yes" | "no") "."' });
+  check(['yes.', 'no.'].includes(yesno.choices[0].text) &&
+        yesno.choices[0].finish_reason === 'stop', 'grammar output', yesno.choices[0].text);
+  let e = await refused(client.chat.completions.create({
+    ...chatReq, response_format: { type: 'json_schema',
+                                   json_schema: { name: 'x', schema: { type: 'string',
+                                                                       pattern: '^a+$' } } } }),
+                        400, 'a schema keyword the server cannot honour');
+  if (e) check(e.param === 'response_format' && e.message.includes("'pattern'"),
+               'the error names the keyword', JSON.stringify(e.error));
+  e = await refused(client.completions.create({ model: modelId, prompt: 'x',
+                                                grammar: 'root ::= "a" | b' }),
+                    400, 'a grammar with an undefined rule');
+  if (e) check(e.param === 'grammar' && e.message.includes("rule 'b' is not defined"),
+               'the error names the rule', JSON.stringify(e.error));
+}
+
 // --- errors -------------------------------------------------------------------------------
 {
   let e = await refused(client.chat.completions.create({ ...chatReq, model: 'gpt-4o' }), 400,
