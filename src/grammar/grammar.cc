@@ -655,10 +655,20 @@ void Matcher::Advance(const StackSet& from, uint32_t c, StackSet& to) const {
 }
 
 bool Matcher::CanStart(const StackSet& stacks, uint32_t lo, uint32_t hi) const {
+  // Surrogates (U+D800-U+DFFF) are never characters: "\xED\xA0" begins nothing, and a
+  // parse that took it could never go on.
+  const uint32_t below_hi = std::min<uint32_t>(hi, 0xD7FF);
+  const uint32_t above_lo = std::max<uint32_t>(lo, 0xE000);
   const auto& elements = grammar_->elements();
   size_t begin = 0;
   for (uint32_t end : stacks.ends) {
-    if (end > begin && grammar_->MatchesAny(elements[stacks.data[end - 1]], lo, hi)) return true;
+    if (end > begin) {
+      const Element& top = elements[stacks.data[end - 1]];
+      if ((lo <= below_hi && grammar_->MatchesAny(top, lo, below_hi)) ||
+          (above_lo <= hi && grammar_->MatchesAny(top, above_lo, hi))) {
+        return true;
+      }
+    }
     begin = end;
   }
   return false;

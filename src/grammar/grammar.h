@@ -82,7 +82,8 @@ class Grammar {
 };
 
 // Where a recognizer stands: every parse still alive. Copyable (copies are independent);
-// not thread-safe, not even its const methods (they share scratch). The grammar is shared and immutable.
+// not thread-safe, not even its const methods (they share scratch). The grammar is shared
+// and immutable.
 class Matcher {
  public:
   explicit Matcher(std::shared_ptr<const Grammar> grammar);

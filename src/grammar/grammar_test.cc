@@ -148,6 +148,13 @@ TEST(Grammar, Utf8SplitAcrossPieces) {
   Matcher wide(Compile(R"(root ::= [\u0800-\uffff])"));
   EXPECT_TRUE(wide.CanAccept("\xe0"));
   EXPECT_FALSE(wide.CanAccept("\xf0"));
+  // Half a surrogate begins nothing, even where any character may come: no byte could
+  // finish it (a sampler would find no token allowed after it).
+  Matcher any(Compile(R"(root ::= [^"]*)"));
+  EXPECT_TRUE(any.CanAccept("\xed"));        // U+D000-U+D7FF are characters
+  EXPECT_TRUE(any.CanAccept("\xed\x9f"));
+  EXPECT_FALSE(any.CanAccept("\xed\xa0"));  // U+D800-U+D83F: surrogates only
+  EXPECT_FALSE(any.CanAccept("\xed\xbf"));
 }
 
 TEST(Grammar, CanAcceptLeavesStateAlone) {

@@ -8,11 +8,14 @@
 #include <cstdint>
 #include <map>
 #include <set>
+#include <span>
 #include <string_view>
 #include <utility>
 #include <vector>
 
 #include <fmt/format.h>
+
+#include "base/check.h"
 
 namespace mt::grammar {
 namespace {
@@ -317,14 +320,20 @@ struct Bound {
 
 class Converter {
  public:
-  explicit Converter(const Json& root) : root_(root) {}
+  // `prefix` goes before every generated rule name, so several schemas can share a grammar.
+  explicit Converter(const Json& root, std::string prefix = "")
+      : root_(root), prefix_(std::move(prefix)) {}
 
+  // The expression for the root schema's documents; then rules() and prims_used() hold what
+  // it refers to.
   Result<std::string> Run() {
     Result<std::string> root = Visit(root_, "", 0);
     if (!root.ok()) return root.status();
     MT_RETURN_IF_ERROR(CheckRefCycles());
-    return Emit(*root, rules_, prims_used_);
+    return root;
   }
+  const std::vector<std::pair<std::string, std::string>>& rules() const { return rules_; }
+  uint32_t prims_used() const { return prims_used_; }
 
  private:
   struct Def {
@@ -346,7 +355,7 @@ class Converter {
 
   // Reserves a rule named "<kind>-<n>" (unique: n counts up) and returns its index.
   size_t NewRule(std::string_view kind) {
-    std::string name = fmt::format("{}-{}", kind, ++counter_);
+    std::string name = fmt::format("{}{}-{}", prefix_, kind, ++counter_);
     rules_.emplace_back(std::move(name), std::string());
     return rules_.size() - 1;
   }
@@ -391,6 +400,7 @@ class Converter {
   Status CheckRefCycles();
 
   const Json& root_;
+  const std::string prefix_;
   std::vector<std::pair<std::string, std::string>> rules_;  // (name, body) in creation order
   uint32_t prims_used_ = 0;
   int counter_ = 0;
@@ -632,8 +642,8 @@ Result<std::string> Converter::VisitRef(const Json& schema, const std::string& p
   if (const auto it = defs_.find(key); it != defs_.end()) return it->second.rule;
 
   // A rule per definition, named before its body is visited, so recursion refers to it.
-  std::string rule = "def-" + NameFragment(name);
-  if (rule == "def-" || def_names_.count(rule)) {
+  std::string rule = prefix_ + "def-" + NameFragment(name);
+  if (rule == prefix_ + "def-" || def_names_.count(rule)) {
     const std::string base = rule;
     do {
       rule = fmt::format("{}-{}", base, ++counter_);
@@ -932,7 +942,27 @@ Result<std::string> Converter::VisitString(const std::string& ptr, Bound min_len
 std::string JsonGbnf() { return Emit(kPrims[kObject].name, {}, Bit(kObject)); }
 
 Result<std::string> JsonSchemaToGbnf(const nlohmann::ordered_json& schema) {
-  return Converter(schema).Run();
+  Converter c(schema);
+  Result<std::string> root = c.Run();
+  if (!root.ok()) return root.status();
+  return Emit(*root, c.rules(), c.prims_used());
+}
+
+Result<std::string> JsonSchemasToGbnf(std::span<const nlohmann::ordered_json> schemas,
+                                      std::span<const std::string> names,
+                                      std::string_view root_body) {
+  MT_CHECK(schemas.size() == names.size());
+  std::vector<std::pair<std::string, std::string>> rules;
+  uint32_t used = 0;
+  for (size_t i = 0; i < schemas.size(); ++i) {
+    Converter c(schemas[i], fmt::format("s{}-", i));
+    Result<std::string> expr = c.Run();
+    if (!expr.ok()) return expr.status();
+    rules.emplace_back(names[i], std::move(expr).value());
+    rules.insert(rules.end(), c.rules().begin(), c.rules().end());
+    used |= c.prims_used();
+  }
+  return Emit(root_body, rules, used);
 }
 
 Result<std::string> JsonSchemaToGbnf(const nlohmann::json& schema) {

@@ -20,7 +20,9 @@
 // Thread-safe: no shared state.
 #pragma once
 
+#include <span>
 #include <string>
+#include <string_view>
 
 #include <nlohmann/json.hpp>
 
@@ -60,5 +62,15 @@ std::string JsonGbnf();
 // 10000, nesting up to 64 schemas deep, and an output small enough for Grammar::Parse.
 Result<std::string> JsonSchemaToGbnf(const nlohmann::ordered_json& schema);
 Result<std::string> JsonSchemaToGbnf(const nlohmann::json& schema);
+
+// Several schemas in one grammar (tool calls: one per function's parameters): rule
+// `names[i]` matches the documents of `schemas[i]` (each resolves its own $refs), and the
+// grammar's start is `root ::= root_body`, which refers to them. The names must be GBNF
+// names that are not the shared primitives' (value, object, array, string, char, number,
+// integer, boolean, null, ws) and do not start with "s<digits>-" (the schemas' own rules).
+// Errors as JsonSchemaToGbnf's, for the first schema at fault.
+Result<std::string> JsonSchemasToGbnf(std::span<const nlohmann::ordered_json> schemas,
+                                      std::span<const std::string> names,
+                                      std::string_view root_body);
 
 }  // namespace mt::grammar

@@ -456,6 +456,33 @@ TEST(JsonSchema, HostileSchemasStayCheap) {
 
 // Walks the grammar at random over a small alphabet until a document completes, then checks
 // the document with an independent reading: nlohmann's parser and the schema's rules by hand.
+TEST(JsonSchema, SeveralSchemasInOneGrammar) {
+  // Two schemas with a definition of the same name each: their rules stay apart.
+  const std::vector<nlohmann::ordered_json> schemas = {
+      nlohmann::ordered_json::parse(R"({"$defs": {"v": {"type": "integer"}},
+          "type": "object", "properties": {"x": {"$ref": "#/$defs/v"}}, "required": ["x"]})"),
+      nlohmann::ordered_json::parse(R"({"$defs": {"v": {"type": "boolean"}},
+          "type": "array", "items": {"$ref": "#/$defs/v"}, "maxItems": 2})"),
+  };
+  const std::vector<std::string> names = {"first", "second"};
+  Result<std::string> gbnf =
+      JsonSchemasToGbnf(schemas, names, R"("A" first | "B" second)");
+  ASSERT_TRUE(gbnf.ok()) << gbnf.status().message();
+  auto g = Compile(*gbnf);
+  ASSERT_NE(g, nullptr) << *gbnf;
+  EXPECT_TRUE(Accepts(g, R"(A{"x": 5})"));
+  EXPECT_TRUE(Accepts(g, "B[true, false]"));
+  EXPECT_FALSE(Accepts(g, R"(A{"x": true})"));
+  EXPECT_FALSE(Accepts(g, "B[1]"));
+  EXPECT_FALSE(Accepts(g, "B[true, true, true]"));
+  // An error names the schema's own pointer.
+  const std::vector<nlohmann::ordered_json> bad = {
+      nlohmann::ordered_json::parse(R"({"type": "string", "format": "date"})")};
+  Result<std::string> e = JsonSchemasToGbnf(bad, std::vector<std::string>{"a"}, "a");
+  ASSERT_FALSE(e.ok());
+  EXPECT_EQ(e.status().message(), "json_schema: unsupported keyword 'format' at /");
+}
+
 TEST(JsonSchema, RandomDocumentsValidate) {
   auto g = FromSchema(R"({"type": "object", "properties": {
       "id": {"type": "integer"},

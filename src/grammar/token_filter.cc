@@ -27,8 +27,11 @@ GrammarVocab::GrammarVocab(const Tokenizer& tokenizer) {
 }
 
 GrammarFilter::GrammarFilter(std::shared_ptr<const Grammar> grammar,
-                             std::shared_ptr<const GrammarVocab> vocab)
-    : matcher_(std::move(grammar)), vocab_(std::move(vocab)) {
+                             std::shared_ptr<const GrammarVocab> vocab, std::string trigger)
+    : matcher_(std::move(grammar)),
+      vocab_(std::move(vocab)),
+      trigger_(std::move(trigger)),
+      active_(trigger_.empty()) {
   MT_CHECK(vocab_ != nullptr);
   first_byte_.assign(256, 0);
   first_pair_.assign(65536, 0);
@@ -41,9 +44,22 @@ uint32_t GrammarFilter::Cached(std::vector<uint32_t>& table, uint32_t key,
   return entry & 1;
 }
 
+size_t GrammarFilter::TriggerEnd(std::string_view piece) const {
+  const std::string joined = tail_ + std::string(piece);
+  const size_t at = joined.find(trigger_);
+  if (at == std::string::npos) return std::string_view::npos;
+  return at + trigger_.size() - tail_.size();
+}
+
 bool GrammarFilter::Allows(int32_t id) const {
   if (id < 0 || id >= vocab_->n_vocab()) return false;
-  if (vocab_->is_end(id)) return matcher_.IsComplete();
+  if (vocab_->is_end(id)) return IsComplete();
+  if (!active_) {  // free text, unless this token starts the grammar
+    if (!vocab_->is_text(id)) return true;
+    const std::string_view piece = vocab_->piece(id);
+    const size_t end = TriggerEnd(piece);
+    return end == std::string_view::npos || matcher_.CanAccept(piece.substr(end));
+  }
   if (!vocab_->is_text(id)) return false;
   const std::string_view piece = vocab_->piece(id);
   if (piece.empty()) return false;
@@ -57,6 +73,21 @@ bool GrammarFilter::Allows(int32_t id) const {
 
 bool GrammarFilter::Accept(int32_t id) {
   if (id >= 0 && id < vocab_->n_vocab() && vocab_->is_end(id)) return IsComplete();
+  if (!active_) {
+    if (!Allows(id)) return false;
+    const std::string_view piece = vocab_->piece(id);  // "" for control tokens
+    const size_t end = TriggerEnd(piece);
+    if (end == std::string_view::npos) {
+      tail_ += piece;
+      if (tail_.size() >= trigger_.size()) tail_.erase(0, tail_.size() - (trigger_.size() - 1));
+      return true;
+    }
+    const bool accepted = matcher_.Accept(piece.substr(end));  // Allows checked it
+    active_ = true;
+    tail_.clear();
+    ++generation_;
+    return accepted;
+  }
   if (!Allows(id) || !matcher_.Accept(vocab_->piece(id))) return false;
   ++generation_;
   return true;

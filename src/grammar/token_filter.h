@@ -37,21 +37,36 @@ class GrammarVocab {
 // One sequence's grammar state as a sampler filter: a text token is allowed when the
 // grammar can take its bytes next, an end-of-generation token when the text so far is a
 // whole sentence; control tokens never, nor tokens with no bytes. Not thread-safe.
+//
+// A lazy filter (llama.cpp's lazy grammars) allows everything until the output contains
+// `trigger`; the grammar then applies to the text after it. A token whose bytes complete the
+// trigger is allowed only when the grammar takes the rest of its bytes.
 class GrammarFilter : public TokenFilter {
  public:
-  GrammarFilter(std::shared_ptr<const Grammar> grammar, std::shared_ptr<const GrammarVocab> vocab);
+  GrammarFilter(std::shared_ptr<const Grammar> grammar, std::shared_ptr<const GrammarVocab> vocab,
+                std::string trigger = "");
 
   bool Allows(int32_t id) const override;
   // Moves past the sampled token `id`. Returns false, changing nothing, when the grammar
   // refuses it (a token Allows said no to). An end-of-generation token changes nothing
   // (accepted when the output is complete).
   bool Accept(int32_t id);
-  // The output so far is a whole sentence of the grammar.
-  bool IsComplete() const { return matcher_.IsComplete(); }
+  // The output so far is a whole sentence of the grammar (a lazy filter not yet triggered:
+  // whole free text).
+  bool IsComplete() const { return !active_ || matcher_.IsComplete(); }
+  // Whether the grammar applies yet (always, without a trigger).
+  bool active() const { return active_; }
 
  private:
+  // Lazy: where `piece`, after the text so far, completes the trigger: the offset in
+  // `piece` just past it, or npos.
+  size_t TriggerEnd(std::string_view piece) const;
+
   Matcher matcher_;
   std::shared_ptr<const GrammarVocab> vocab_;
+  std::string trigger_;
+  bool active_;
+  std::string tail_;  // lazy, not yet triggered: the output's last trigger_.size() - 1 bytes
   // Whether the grammar can take a token's first byte, and its first two bytes, now: most
   // refusals then cost a table lookup (after "{" a third of Qwen3's vocabulary starts with a
   // space, and all but a few die on the byte after it). An entry holds the generation it was

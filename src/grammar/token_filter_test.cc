@@ -1,5 +1,6 @@
 #include "grammar/token_filter.h"
 
+#include <algorithm>
 #include <random>
 #include <string>
 #include <vector>
@@ -98,6 +99,53 @@ ws ::= " "?)";
     const std::string text = tok.Decode(out);
     EXPECT_TRUE(check.Accept(text) && check.IsComplete()) << text;
   }
+}
+
+// A lazy filter lets anything through until the trigger text, then applies the grammar to
+// what follows it, across token boundaries and inside a token.
+TEST(GrammarFilter, LazyAppliesAfterTheTrigger) {
+  const Tokenizer& tok = SmallTokenizer();
+  const int32_t eos = *tok.eos_id();
+  auto g = Compile(R"(root ::= "{" [0-9]+ "}")");
+  auto byte = [](char c) { return static_cast<int32_t>(static_cast<uint8_t>(c)); };
+  GrammarFilter f(g, SmallVocab(), "@@");
+  EXPECT_FALSE(f.active());
+  EXPECT_TRUE(f.Allows(byte('x')));
+  EXPECT_TRUE(f.Allows(eos));  // free text may end
+  ASSERT_TRUE(f.Accept(byte('a')));
+  ASSERT_TRUE(f.Accept(byte('@')));
+  EXPECT_FALSE(f.active());
+  ASSERT_TRUE(f.Accept(byte('@')));  // the trigger, split over two tokens
+  EXPECT_TRUE(f.active());
+  EXPECT_FALSE(f.Allows(eos));
+  EXPECT_FALSE(f.Allows(byte('x')));
+  EXPECT_TRUE(f.Allows(byte('{')));
+  ASSERT_TRUE(f.Accept(byte('{')));
+  ASSERT_TRUE(f.Accept(byte('4')));
+  ASSERT_TRUE(f.Accept(byte('}')));
+  EXPECT_TRUE(f.Allows(eos));
+  // A token that completes the trigger is allowed only when the grammar takes its rest.
+  int32_t word = -1;
+  for (int32_t id = 256; id < tok.n_vocab() && word < 0; ++id) {
+    const std::string p = tok.TokenPiece(id, false);
+    if (p.size() >= 3 && std::all_of(p.begin(), p.end(), [](char c) {
+          return c >= 'a' && c <= 'z';
+        })) {
+      word = id;
+    }
+  }
+  ASSERT_GE(word, 0) << "no all-letter token of 3+ bytes in the built-in vocabulary";
+  const std::string piece = tok.TokenPiece(word, false);
+  const std::string trigger = piece.substr(0, 2), rest = piece.substr(2);
+  GrammarFilter takes(Compile("root ::= \"" + rest + "\" \"!\""), SmallVocab(), trigger);
+  GrammarFilter refuses(Compile(R"(root ::= "!")"), SmallVocab(), trigger);
+  EXPECT_TRUE(takes.Allows(word));
+  EXPECT_FALSE(refuses.Allows(word));
+  ASSERT_TRUE(takes.Accept(word));
+  EXPECT_TRUE(takes.active());
+  EXPECT_FALSE(takes.IsComplete());
+  ASSERT_TRUE(takes.Accept(byte('!')));
+  EXPECT_TRUE(takes.IsComplete());
 }
 
 }  // namespace

@@ -135,6 +135,8 @@ Error ParsePrompt(const json& body, ApiRequest* out) {
   return std::nullopt;
 }
 
+Error ParseMessageToolCalls(const json& msg, size_t i, ApiMessage* out);
+
 Error ParseMessages(const json& body, ApiRequest* out) {
   const json& m = Field(body, "messages");
   if (m.is_null()) return Invalid("messages", "you must provide messages");
@@ -187,7 +189,147 @@ Error ParseMessages(const json& body, ApiRequest* out) {
                                              "of parts or null, not {}",
                                              i, TypeName(content)));
     }
+    if (Error e = ParseMessageToolCalls(msg, i, &out_msg)) return e;
     out->messages.push_back(std::move(out_msg));
+  }
+  return std::nullopt;
+}
+
+// A function name as OpenAI allows them: 1-64 of [a-zA-Z0-9_-].
+bool IsFunctionName(std::string_view name) {
+  if (name.empty() || name.size() > 64) return false;
+  return std::all_of(name.begin(), name.end(), [](char c) {
+    return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ||
+           c == '_' || c == '-';
+  });
+}
+
+// An assistant message's tool_calls ([{id, type: "function", function: {name, arguments}}],
+// arguments a JSON text) and a tool message's tool_call_id.
+Error ParseMessageToolCalls(const json& msg, size_t i, ApiMessage* out) {
+  const json& calls = Field(msg, "tool_calls");
+  if (!calls.is_null()) {
+    if (!calls.is_array() || (out->role != "assistant" && !calls.empty())) {
+      return Invalid("messages", fmt::format("messages[{}].tool_calls must be an array, on an "
+                                             "assistant message",
+                                             i));
+    }
+    for (size_t k = 0; k < calls.size(); ++k) {
+      const json& call = calls[k];
+      const json& fn = call.is_object() ? Field(call, "function") : call;
+      const json& name = fn.is_object() ? Field(fn, "name") : fn;
+      const json& arguments = fn.is_object() ? Field(fn, "arguments") : fn;
+      const json& id = call.is_object() ? Field(call, "id") : call;
+      if (!fn.is_object() || !name.is_string() || !arguments.is_string() ||
+          !(id.is_null() || id.is_string())) {
+        return Invalid("messages", fmt::format("messages[{}].tool_calls[{}] must be {{id, type, "
+                                               "function: {{name, arguments (a string)}}}}",
+                                               i, k));
+      }
+      out->tool_calls.push_back({id.is_string() ? id.get<std::string>() : "",
+                                 name.get<std::string>(), arguments.get<std::string>()});
+    }
+  }
+  const json& id = Field(msg, "tool_call_id");
+  if (!id.is_null() && !id.is_string()) {
+    return Invalid("messages", fmt::format("messages[{}].tool_call_id must be a string", i));
+  }
+  return std::nullopt;
+}
+
+// tools ([{type: "function", function: {name, description, parameters}}]), tool_choice
+// ("none", "auto", "required", {type: "function", function: {name}}) and
+// parallel_tool_calls. The tools are read again from `raw` in key order: they are rendered
+// into the prompt as the client wrote them.
+Error ParseTools(const json& body, std::string_view raw, Endpoint endpoint, ApiRequest* out) {
+  if (const json& f = Field(body, "functions"); !f.is_null() && !(f.is_array() && f.empty())) {
+    return Unsupported("functions", "functions (the deprecated form; send tools)");
+  }
+  const json& tools = Field(body, "tools");
+  const json& choice = Field(body, "tool_choice");
+  if (Error e = GetBool(body, "parallel_tool_calls", &out->parallel_tool_calls)) return e;
+  const bool any = tools.is_array() && !tools.empty();
+  if (!tools.is_null() && !tools.is_array()) {
+    return Invalid("tools", fmt::format("tools must be an array, not {}", TypeName(tools)));
+  }
+  if (any && endpoint != Endpoint::kChat) return Unsupported("tools", "tools in completions");
+  out->tool_choice = any ? ToolChoice::kAuto : ToolChoice::kNone;
+  if (choice.is_string()) {
+    const std::string& c = choice.get_ref<const std::string&>();
+    if (c == "none") {
+      out->tool_choice = ToolChoice::kNone;
+    } else if (c == "auto" || c == "required") {
+      if (!any) return Invalid("tool_choice", fmt::format("tool_choice '{}' needs tools", c));
+      out->tool_choice = c == "auto" ? ToolChoice::kAuto : ToolChoice::kRequired;
+    } else {
+      return Invalid("tool_choice", fmt::format("tool_choice must be none, auto, required or "
+                                                "{{\"type\": \"function\", ...}}, not '{}'",
+                                                c));
+    }
+  } else if (choice.is_object()) {
+    const json& fn = Field(choice, "function");
+    const json& name = fn.is_object() ? Field(fn, "name") : fn;
+    if (Field(choice, "type") != "function" || !name.is_string()) {
+      return Invalid("tool_choice", "tool_choice must be {\"type\": \"function\", "
+                                    "\"function\": {\"name\": ...}}");
+    }
+    if (!any) {
+      return Invalid("tool_choice", "tool_choice names a function, but there are no tools");
+    }
+    out->tool_choice = ToolChoice::kNamed;
+    out->tool_choice_name = name.get<std::string>();
+  } else if (!choice.is_null()) {
+    return Invalid("tool_choice", fmt::format("tool_choice must be a string or an object, not {}",
+                                              TypeName(choice)));
+  }
+  if (!any) return std::nullopt;
+  const auto ordered = nlohmann::ordered_json::parse(raw, nullptr, /*allow_exceptions=*/false);
+  const auto it = ordered.is_object() ? ordered.find("tools") : ordered.end();
+  if (it == ordered.end() || !it->is_array() || it->size() != tools.size()) {
+    return Invalid("tools", "tools appears twice in the body");
+  }
+  out->tools_json = *it;
+  for (size_t i = 0; i < it->size(); ++i) {
+    const nlohmann::ordered_json& tool = (*it)[i];
+    const auto type = tool.is_object() ? tool.find("type") : tool.end();
+    const auto fn = tool.is_object() ? tool.find("function") : tool.end();
+    if (type == tool.end() || *type != "function" || fn == tool.end() || !fn->is_object()) {
+      return Invalid("tools", fmt::format("tools[{}] must be {{\"type\": \"function\", "
+                                          "\"function\": {{...}}}}",
+                                          i));
+    }
+    const auto name = fn->find("name");
+    if (name == fn->end() || !name->is_string() || !IsFunctionName(name->get<std::string>())) {
+      return Invalid("tools", fmt::format("tools[{}].function.name must be 1-64 letters, digits, "
+                                          "'_' or '-'",
+                                          i));
+    }
+    ApiTool t;
+    t.name = name->get<std::string>();
+    for (const ApiTool& other : out->tools) {
+      if (other.name == t.name) {
+        return Invalid("tools", fmt::format("tools[{}]: a second function '{}'", i, t.name));
+      }
+    }
+    // Arguments are a JSON object; no schema: any object.
+    const auto params = fn->find("parameters");
+    if (params != fn->end() && !params->is_object()) {
+      return Invalid("tools", fmt::format("tools[{}].function.parameters must be an object "
+                                          "(a JSON schema)",
+                                          i));
+    }
+    t.parameters = params != fn->end() ? *params : nlohmann::ordered_json{{"type", "object"}};
+    out->tools.push_back(std::move(t));
+  }
+  if (out->tool_choice == ToolChoice::kNamed) {
+    const bool known = std::any_of(out->tools.begin(), out->tools.end(), [&](const ApiTool& t) {
+      return t.name == out->tool_choice_name;
+    });
+    if (!known) {
+      return Invalid("tool_choice", fmt::format("tool_choice names '{}', which is not among the "
+                                                "tools",
+                                                out->tool_choice_name));
+    }
   }
   return std::nullopt;
 }
@@ -305,16 +447,6 @@ Error ParseLogprobs(const json& body, Endpoint endpoint, ApiRequest* out) {
     if (!wanted && top > 0) return Invalid("top_logprobs", "top_logprobs needs logprobs: true");
   }
   if (wanted) out->logprobs = static_cast<int32_t>(top);
-  return std::nullopt;
-}
-
-// Options this server cannot honour are refused rather than silently ignored.
-Error CheckUnsupported(const json& body) {
-  for (const char* key : {"tools", "functions"}) {
-    const json& v = Field(body, key);
-    if (v.is_null() || (v.is_array() && v.empty())) continue;
-    return Unsupported(key, key);
-  }
   return std::nullopt;
 }
 
@@ -470,7 +602,13 @@ Error Parse(const json& body, std::string_view raw, Endpoint endpoint, std::stri
     return Invalid("user", fmt::format("user must be a string, not {}", TypeName(user)));
   }
   if (Error e = ParseConstraint(body, raw, out)) return e;
-  return CheckUnsupported(body);
+  if (Error e = ParseTools(body, raw, endpoint, out)) return e;
+  if (out->grammar != nullptr &&
+      (out->tool_choice == ToolChoice::kRequired || out->tool_choice == ToolChoice::kNamed)) {
+    return Invalid("tool_choice", "a required tool call and a constrained output format "
+                                  "cannot both hold");
+  }
+  return std::nullopt;
 }
 
 }  // namespace
@@ -657,6 +795,23 @@ json LogprobsJson(Endpoint endpoint, std::span<const LogprobEntry> entries) {
           {"text_offset", std::move(offsets)}};
 }
 
+namespace {
+
+// OpenAI's tool_calls array; stream deltas also number the calls (index).
+json ToolCallsJson(std::span<const ApiToolCall> calls, bool with_index) {
+  json out = json::array();
+  for (size_t i = 0; i < calls.size(); ++i) {
+    json call = {{"id", calls[i].id},
+                 {"type", "function"},
+                 {"function", {{"name", calls[i].name}, {"arguments", calls[i].arguments}}}};
+    if (with_index) call["index"] = i;
+    out.push_back(std::move(call));
+  }
+  return out;
+}
+
+}  // namespace
+
 json CompletionJson(Endpoint endpoint, const ResponseMeta& meta, std::span<const Choice> choices,
                     const Usage& usage) {
   json out = Envelope(meta, endpoint == Endpoint::kChat ? "chat.completion" : "text_completion");
@@ -668,6 +823,10 @@ json CompletionJson(Endpoint endpoint, const ResponseMeta& meta, std::span<const
                    {"finish_reason", FinishReason(c.finish_reason)}};
     if (endpoint == Endpoint::kChat) {
       choice["message"] = {{"role", "assistant"}, {"content", c.text}};
+      if (!c.tool_calls.empty()) {
+        if (c.text.empty()) choice["message"]["content"] = nullptr;
+        choice["message"]["tool_calls"] = ToolCallsJson(c.tool_calls, /*with_index=*/false);
+      }
     } else {
       choice["text"] = c.text;
     }
@@ -692,6 +851,16 @@ json ChunkJson(Endpoint endpoint, const ResponseMeta& meta, const std::string& t
     out = Envelope(meta, "text_completion");
     choice["text"] = text;
   }
+  out["choices"] = json::array({std::move(choice)});
+  return out;
+}
+
+json ToolCallsChunkJson(const ResponseMeta& meta, std::span<const ApiToolCall> calls, int index) {
+  json out = Envelope(meta, "chat.completion.chunk");
+  json choice = {{"index", index},
+                 {"logprobs", nullptr},
+                 {"finish_reason", nullptr},
+                 {"delta", {{"tool_calls", ToolCallsJson(calls, /*with_index=*/true)}}}};
   out["choices"] = json::array({std::move(choice)});
   return out;
 }

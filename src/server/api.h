@@ -45,7 +45,15 @@
 //   grammar      GBNF text (extension, llama-server's): the output follows it.
 //   json_schema, guided_json  a schema (extensions, llama-server's and vLLM's names).
 //                At most one of these four constrains a request; compile errors are 400s.
-//   tools, functions: only empty.
+//   tools        (chat) [{type: "function", function: {name, description, parameters}}]:
+//                rendered into the prompt by the chat template (chatml models); the output's
+//                tool call blocks come back as message.tool_calls, finish_reason
+//                "tool_calls". tool_choice: "auto" (default with tools), "none", "required"
+//                or {type: "function", function: {name}} (the last two constrain the output
+//                to calls, with arguments following each function's parameters schema).
+//                parallel_tool_calls: false allows one call. Messages may carry
+//                tool_calls (assistant) and role "tool" with tool_call_id. functions: only
+//                empty.
 // Unknown fields are ignored, as other OpenAI-compatible servers do.
 #pragma once
 
@@ -67,10 +75,27 @@ namespace mt::server {
 
 enum class Endpoint { kCompletions, kChat };
 
+// A function call, asked for by the model (a response's tool_calls) or sent back in an
+// assistant message of the conversation.
+struct ApiToolCall {
+  std::string id;         // "call_..." (may be empty in a request)
+  std::string name;
+  std::string arguments;  // JSON text of the arguments object
+};
+
 struct ApiMessage {
   std::string role;
   std::string content;
+  std::vector<ApiToolCall> tool_calls;  // assistant messages that called tools
 };
+
+// A function the model may call: its name and the JSON schema of its arguments.
+struct ApiTool {
+  std::string name;
+  nlohmann::ordered_json parameters;  // {"type": "object"} when the tool gives none
+};
+
+enum class ToolChoice { kNone, kAuto, kRequired, kNamed };
 
 // A completions prompt: text, or token ids.
 struct ApiPrompt {
@@ -108,6 +133,13 @@ struct ApiRequest {
   bool echo = false;      // completions: prepend the prompt
   // The grammar the output must follow (response_format, grammar, json_schema); null: none.
   std::shared_ptr<const grammar::Grammar> grammar;
+  // Chat: the functions the model may call, the tools array as sent (key order kept: it is
+  // rendered into the prompt), and whether it must call one (or the named one).
+  std::vector<ApiTool> tools;
+  nlohmann::ordered_json tools_json;
+  ToolChoice tool_choice = ToolChoice::kNone;  // kAuto by default when tools are given
+  std::string tool_choice_name;                // kNamed: the function
+  bool parallel_tool_calls = true;
 };
 
 // A request the server refuses: the HTTP status and the OpenAI error object
@@ -189,6 +221,7 @@ struct Choice {
   std::string text;
   std::string finish_reason;
   nlohmann::json logprobs;
+  std::vector<ApiToolCall> tool_calls;  // chat: message.tool_calls (content null if no text)
 };
 
 // The whole (non-streamed) response: choices in order (index 0, 1, ...) and the usage of all.
@@ -201,6 +234,11 @@ nlohmann::json CompletionJson(Endpoint endpoint, const ResponseMeta& meta,
 nlohmann::json ChunkJson(Endpoint endpoint, const ResponseMeta& meta, const std::string& text,
                          std::string_view finish_reason, bool first,
                          const nlohmann::json& logprobs = nullptr, int index = 0);
+
+// A chat chunk of choice `index` whose delta holds `calls` (tool_calls entries with their
+// index, id, type and the whole function {name, arguments}).
+nlohmann::json ToolCallsChunkJson(const ResponseMeta& meta, std::span<const ApiToolCall> calls,
+                                  int index);
 
 // The last chunk of a stream with stream_options.include_usage: empty choices and usage.
 nlohmann::json UsageChunkJson(Endpoint endpoint, const ResponseMeta& meta, const Usage& usage);

@@ -477,5 +477,72 @@ TEST(ApiTest, ConstraintsCompileToGrammars) {
             "grammar: line 1, column 14: character range with its end before its start");
 }
 
+TEST(ApiTest, ToolsAndToolChoice) {
+  const std::string chat = R"({"model": "olmoe", "messages": [{"role": "user", "content": "x"}], )";
+  const std::string tools = R"("tools": [{"type": "function", "function": {"name": "get_weather",
+      "parameters": {"type": "object", "properties": {"z": {}, "a": {}}}}},
+      {"type": "function", "function": {"name": "now"}}])";
+  ApiRequest r = Accepted(chat + tools + "}", Endpoint::kChat);
+  EXPECT_EQ(r.tool_choice, ToolChoice::kAuto);  // the default with tools
+  ASSERT_EQ(r.tools.size(), 2u);
+  EXPECT_EQ(r.tools[0].name, "get_weather");
+  EXPECT_EQ(r.tools[1].parameters, nlohmann::ordered_json({{"type", "object"}}));
+  // The tools as sent, in key order (rendered into the prompt).
+  EXPECT_EQ(r.tools_json[0]["function"]["parameters"]["properties"].begin().key(), "z");
+  EXPECT_TRUE(r.parallel_tool_calls);
+  r = Accepted(chat + tools + R"(, "tool_choice": {"type": "function", "function": {"name":
+      "now"}}, "parallel_tool_calls": false})", Endpoint::kChat);
+  EXPECT_EQ(r.tool_choice, ToolChoice::kNamed);
+  EXPECT_EQ(r.tool_choice_name, "now");
+  EXPECT_FALSE(r.parallel_tool_calls);
+  EXPECT_EQ(Accepted(chat + tools + R"(, "tool_choice": "required"})", Endpoint::kChat)
+                .tool_choice,
+            ToolChoice::kRequired);
+  EXPECT_EQ(Accepted(chat + tools + R"(, "tool_choice": "none"})", Endpoint::kChat).tool_choice,
+            ToolChoice::kNone);
+  EXPECT_EQ(Accepted(chat + R"("tools": [], "tool_choice": "none"})", Endpoint::kChat)
+                .tool_choice,
+            ToolChoice::kNone);
+  // A conversation that went through a call.
+  r = Accepted(R"({"model": "olmoe", "messages": [{"role": "user", "content": "x"},
+      {"role": "assistant", "content": null, "tool_calls": [{"id": "call_1", "type": "function",
+       "function": {"name": "now", "arguments": "{}"}}]},
+      {"role": "tool", "tool_call_id": "call_1", "content": "noon"}]})",
+               Endpoint::kChat);
+  ASSERT_EQ(r.messages.size(), 3u);
+  ASSERT_EQ(r.messages[1].tool_calls.size(), 1u);
+  EXPECT_EQ(r.messages[1].tool_calls[0].name, "now");
+  EXPECT_EQ(r.messages[1].tool_calls[0].arguments, "{}");
+  EXPECT_EQ(r.messages[2].role, "tool");
+  for (const auto& [body, param] : std::vector<std::pair<std::string, std::string>>{
+           {chat + R"("tools": {}})", "tools"},
+           {chat + R"("tools": [{"type": "function"}]})", "tools"},
+           {chat + R"("tools": [{"type": "function", "function": {"name": "a b"}}]})", "tools"},
+           {chat + R"("tools": [{"type": "function", "function": {"name": "f"}},
+                {"type": "function", "function": {"name": "f"}}]})", "tools"},
+           {chat + R"("tools": [{"type": "function", "function": {"name": "f",
+                "parameters": []}}]})", "tools"},
+           {chat + R"("tool_choice": "required"})", "tool_choice"},
+           {chat + R"("tool_choice": {"type": "function", "function": {"name": "f"}}})",
+            "tool_choice"},
+           {chat + tools + R"(, "tool_choice": "always"})", "tool_choice"},
+           {chat + tools + R"(, "tool_choice": {"type": "function", "function": {"name":
+                "nope"}}})", "tool_choice"},
+           {chat + tools + R"(, "tool_choice": "required", "grammar": "root ::= \"a\""})",
+            "tool_choice"},
+           {chat + R"("parallel_tool_calls": 1})", "parallel_tool_calls"},
+           {chat + R"("functions": [{"name": "f"}]})", "functions"},
+           {R"({"model": "olmoe", "messages": [{"role": "user", "content": "x",
+                "tool_calls": [{"function": {"name": "f", "arguments": "{}"}}]}]})",
+            "messages"},
+           {R"({"model": "olmoe", "messages": [{"role": "assistant", "content": null,
+                "tool_calls": [{"function": {"name": "f", "arguments": {}}}]}]})",
+            "messages"},
+       }) {
+    EXPECT_EQ(Refused(body, Endpoint::kChat).param, param) << body;
+  }
+  EXPECT_EQ(Refused(R"({"model": "olmoe", "prompt": "x", )" + tools + "}").param, "tools");
+}
+
 }  // namespace
 }  // namespace mt::server

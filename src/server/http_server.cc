@@ -22,6 +22,7 @@
 #include "server/api.h"
 #include "server/metrics.h"
 #include "server/scheduler.h"
+#include "server/tool_calls.h"
 #include "tokenizer/chat_template.h"
 
 namespace mt::server {
@@ -235,6 +236,9 @@ struct HttpServer::Impl {
   void Stream(const httplib::Request& req, httplib::Response& res,
               std::vector<std::shared_ptr<Job>> jobs, const ApiRequest& r, ResponseMeta meta,
               std::vector<std::string> echoes, int64_t n_prompt);
+  // An id for a tool call of a response: "call_" and 16 random hex digits.
+  std::string NewToolCallId() { return fmt::format("call_{:016x}", FreshSeed()); }
+
   uint64_t FreshSeed() {
     const uint64_t t = static_cast<uint64_t>(
         std::chrono::system_clock::now().time_since_epoch().count());
@@ -289,9 +293,42 @@ std::optional<ApiError> HttpServer::Impl::MakeSpec(const ApiRequest& r, size_t w
   if (r.endpoint == Endpoint::kChat) {
     if (!chat) return invalid("messages", chat_error, "chat_template_unavailable");
     std::vector<ChatMessage> messages;
-    for (const ApiMessage& m : r.messages) messages.push_back({m.role, m.content});
-    Result<ChatPrompt> rendered = chat->Render(messages, /*add_generation_prompt=*/true);
+    for (const ApiMessage& m : r.messages) {
+      ChatMessage& c = messages.emplace_back(ChatMessage{m.role, m.content});
+      for (const ApiToolCall& call : m.tool_calls) {
+        c.tool_calls.push_back({call.name, call.arguments});
+      }
+    }
+    // tool_choice "none" hides the tools (a model with no tool format can still answer).
+    const bool offer_tools = r.tool_choice != ToolChoice::kNone;
+    if (offer_tools && !chat->supports_tools()) {
+      return invalid("tools", fmt::format("this model's chat format ({}) has no tool calls; "
+                                          "tools need a chatml model (Qwen)",
+                                          chat->name()),
+                     "unsupported");
+    }
+    Result<ChatPrompt> rendered = chat->Render(messages, /*add_generation_prompt=*/true,
+                                               offer_tools ? r.tools_json : nullptr);
     if (!rendered.ok()) return invalid("messages", rendered.status().message());
+    if (r.tool_choice == ToolChoice::kRequired || r.tool_choice == ToolChoice::kNamed) {
+      Result<std::string> gbnf = ToolCallGbnf(r.tools, r.tool_choice_name, r.parallel_tool_calls);
+      if (!gbnf.ok()) return invalid("tools", gbnf.status().message());
+      auto compiled = grammar::Grammar::Parse(gbnf.value());
+      if (!compiled.ok()) return invalid("tools", compiled.status().message());
+      spec->grammar = std::move(compiled).value();
+    } else if (r.tool_choice == ToolChoice::kAuto) {
+      // Free text until the model opens a call; the call then follows the schemas. A schema
+      // the grammar cannot express leaves auto calls unconstrained (a client that needs the
+      // guarantee asks for "required").
+      Result<std::string> gbnf = ToolCallGbnf(r.tools, "", r.parallel_tool_calls,
+                                              /*after_open_tag=*/true);
+      auto compiled = gbnf.ok() ? grammar::Grammar::Parse(gbnf.value())
+                                : Result<std::shared_ptr<const grammar::Grammar>>(gbnf.status());
+      if (compiled.ok()) {
+        spec->grammar = std::move(compiled).value();
+        spec->grammar_trigger = std::string(kToolCallOpen);
+      }
+    }
     Result<std::vector<int32_t>> ids = tok.Encode(rendered->text, rendered->add_bos, true);
     if (!ids.ok()) return ServerError(500, ids.status().message(), "tokenizer_error");
     prompt = std::move(ids.value());
@@ -344,7 +381,7 @@ std::optional<ApiError> HttpServer::Impl::MakeSpec(const ApiRequest& r, size_t w
   spec->logprobs = r.logprobs;
   spec->prompt_logprobs = r.echo;
   spec->cache_prompt = r.cache_prompt;
-  spec->grammar = r.grammar;
+  if (r.grammar != nullptr) spec->grammar = r.grammar;
   return std::nullopt;
 }
 
@@ -431,6 +468,16 @@ void HttpServer::Impl::Generate(const httplib::Request& req, httplib::Response& 
     usage.cached_tokens += last[i].cached_tokens;
     choices[i].text = echoes[i] + texts[i];
     choices[i].finish_reason = FinishReasonName(last[i].reason);
+    if (r.tool_choice != ToolChoice::kNone) {  // the text's call blocks become tool_calls
+      ToolCallOutput parsed = ParseToolCalls(texts[i]);
+      choices[i].text = std::move(parsed.content);
+      choices[i].tool_calls = std::move(parsed.calls);
+      for (ApiToolCall& call : choices[i].tool_calls) call.id = NewToolCallId();
+      // Cut short (length), a response keeps saying so.
+      if (!choices[i].tool_calls.empty() && last[i].reason == FinishReason::kStop) {
+        choices[i].finish_reason = "tool_calls";
+      }
+    }
     if (r.logprobs >= 0) {
       choices[i].logprobs =
           LogprobWriter(tok, endpoint, CodePoints(echoes[i])).Entries(logprobs[i], texts[i]);
@@ -452,6 +499,7 @@ void HttpServer::Impl::Stream(const httplib::Request& req, httplib::Response& re
     bool finished = false;
     int64_t completion_tokens = 0;
     int64_t cached_tokens = 0;
+    std::optional<ToolCallSplitter> tools;  // with tools: holds call blocks until the end
   };
   struct State {
     std::vector<Choice> choices;
@@ -473,11 +521,12 @@ void HttpServer::Impl::Stream(const httplib::Request& req, httplib::Response& re
     c.job = std::move(jobs[i]);
     c.echo = std::move(echoes[i]);
     if (r.logprobs >= 0) c.logprobs.emplace(tok, r.endpoint, CodePoints(c.echo));
+    if (r.tool_choice != ToolChoice::kNone) c.tools.emplace();
   }
   res.set_header("Cache-Control", "no-cache");
   res.set_chunked_content_provider(
       "text/event-stream",
-      [st](size_t /*offset*/, httplib::DataSink& sink) {
+      [this, st](size_t /*offset*/, httplib::DataSink& sink) {
         std::string out;
         if (st->first && st->endpoint == Endpoint::kChat) {
           for (size_t i = 0; i < st->choices.size(); ++i) {
@@ -491,7 +540,8 @@ void HttpServer::Impl::Stream(const httplib::Request& req, httplib::Response& re
         auto take = [&](size_t i, JobUpdate& u) {
           Choice& c = st->choices[i];
           c.generated += u.text;
-          const std::string text = std::exchange(c.echo, "") + u.text;
+          const std::string text =
+              std::exchange(c.echo, "") + (c.tools ? c.tools->Push(u.text) : u.text);
           const int index = static_cast<int>(i);
           if (!text.empty() || !u.logprobs.empty()) {
             json logprobs = nullptr;
@@ -507,8 +557,20 @@ void HttpServer::Impl::Stream(const httplib::Request& req, httplib::Response& re
             if (!error) error = std::move(e);
             return;
           }
-          out += SseEvent(ChunkJson(st->endpoint, st->meta, "", FinishReasonName(u.reason), false,
-                                    nullptr, index));
+          std::string reason = FinishReasonName(u.reason);
+          if (c.tools) {  // what was held back: content, or the calls
+            ToolCallOutput rest = c.tools->Finish();
+            if (!rest.content.empty()) {
+              out += SseEvent(ChunkJson(st->endpoint, st->meta, rest.content, "", false, nullptr,
+                                        index));
+            }
+            if (!rest.calls.empty()) {
+              for (ApiToolCall& call : rest.calls) call.id = NewToolCallId();
+              out += SseEvent(ToolCallsChunkJson(st->meta, rest.calls, index));
+              if (u.reason == FinishReason::kStop) reason = "tool_calls";
+            }
+          }
+          out += SseEvent(ChunkJson(st->endpoint, st->meta, "", reason, false, nullptr, index));
         };
         // What every choice has now; when none has anything, wait on one of them a while.
         const size_t before = out.size();

@@ -245,7 +245,8 @@ bool Scheduler::Admit() {
         if (grammar_vocab_ == nullptr) {
           grammar_vocab_ = std::make_shared<const grammar::GrammarVocab>(tok);
         }
-        slot.grammar.emplace(slot.job->spec().grammar, grammar_vocab_);
+        slot.grammar.emplace(slot.job->spec().grammar, grammar_vocab_,
+                             slot.job->spec().grammar_trigger);
       }
       slot.decoder.emplace(tok, /*special=*/false);
       slot.stops.emplace(slot.job->spec().stops);

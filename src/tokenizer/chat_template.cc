@@ -1,13 +1,232 @@
 #include "tokenizer/chat_template.h"
 
+#include <charconv>
+#include <cmath>
+#include <cstdlib>
+#include <nlohmann/json.hpp>
+#include <string>
+#include <vector>
+
+#include "tokenizer/utf8.h"
+
 namespace mt {
 namespace {
+
+using OrderedJson = nlohmann::ordered_json;
 
 bool Contains(std::string_view s, std::string_view needle) {
   return s.find(needle) != std::string_view::npos;
 }
 
+// Python's json encode_basestring (ensure_ascii=False) of `s`, quotes included.
+void AppendPyString(std::string& out, std::string_view s) {
+  out += '"';
+  for (size_t i = 0; i < s.size();) {
+    const unsigned char c = static_cast<unsigned char>(s[i]);
+    if (c >= 0x80) {
+      const size_t len = utf8::ValidSequenceLength(s, i);
+      if (len == 0) {
+        utf8::Append(out, utf8::kReplacement);
+        ++i;
+      } else {
+        out.append(s, i, len);
+        i += len;
+      }
+      continue;
+    }
+    switch (c) {
+      case '"':
+        out += "\\\"";
+        break;
+      case '\\':
+        out += "\\\\";
+        break;
+      case '\n':
+        out += "\\n";
+        break;
+      case '\r':
+        out += "\\r";
+        break;
+      case '\t':
+        out += "\\t";
+        break;
+      case '\b':
+        out += "\\b";
+        break;
+      case '\f':
+        out += "\\f";
+        break;
+      default:
+        if (c < 0x20) {
+          out += fmt::format("\\u{:04x}", c);
+        } else {
+          out += static_cast<char>(c);
+        }
+    }
+    ++i;
+  }
+  out += '"';
+}
+
+// Python's float repr (what json.dumps prints for a float): the shortest digits that read
+// back as `d`, in fixed notation with at least one fractional digit when the decimal
+// exponent is in [-4, 16), else as d[.ddd]e{+|-}XX.
+void AppendPyFloat(std::string& out, double d) {
+  if (std::isnan(d)) {
+    out += "NaN";
+    return;
+  }
+  if (std::isinf(d)) {
+    out += d < 0 ? "-Infinity" : "Infinity";
+    return;
+  }
+  // Shortest round-trip scientific form: [-]D[.DDD]e{+|-}XX.
+  char buf[64];
+  const std::to_chars_result r =
+      std::to_chars(buf, buf + sizeof(buf), d, std::chars_format::scientific);
+  std::string_view s(buf, static_cast<size_t>(r.ptr - buf));
+  if (s.front() == '-') {
+    out += '-';
+    s.remove_prefix(1);
+  }
+  const size_t e = s.find('e');
+  std::string digits(1, s[0]);
+  if (e > 1) digits.append(s.substr(2, e - 2));
+  const int exp = std::atoi(std::string(s.substr(e + 1)).c_str());
+  const int n = static_cast<int>(digits.size());
+  if (exp >= 16 || exp < -4) {
+    out += digits[0];
+    if (n > 1) out += "." + digits.substr(1);
+    out += fmt::format("e{}{:02d}", exp < 0 ? '-' : '+', std::abs(exp));
+  } else if (exp >= 0) {
+    if (n > exp + 1) {
+      out += digits.substr(0, exp + 1) + "." + digits.substr(exp + 1);
+    } else {
+      out += digits + std::string(exp + 1 - n, '0') + ".0";
+    }
+  } else {
+    out += "0." + std::string(-exp - 1, '0') + digits;
+  }
+}
+
+// Appends a value that is not a non-empty object or array.
+void AppendPyScalar(std::string& out, const OrderedJson& v) {
+  switch (v.type()) {
+    case OrderedJson::value_t::null:
+      out += "null";
+      break;
+    case OrderedJson::value_t::boolean:
+      out += v.get<bool>() ? "true" : "false";
+      break;
+    case OrderedJson::value_t::string:
+      AppendPyString(out, v.get_ref<const std::string&>());
+      break;
+    case OrderedJson::value_t::number_integer:
+      out += fmt::format("{}", v.get<int64_t>());
+      break;
+    case OrderedJson::value_t::number_unsigned:
+      out += fmt::format("{}", v.get<uint64_t>());
+      break;
+    case OrderedJson::value_t::number_float:
+      AppendPyFloat(out, v.get<double>());
+      break;
+    case OrderedJson::value_t::object:
+      out += "{}";
+      break;
+    case OrderedJson::value_t::array:
+      out += "[]";
+      break;
+    case OrderedJson::value_t::binary:
+    case OrderedJson::value_t::discarded:
+      out += v.dump();
+      break;
+  }
+}
+
+// Qwen3's chat_template (tokenizer_config.json), less its <think> handling.
+std::string RenderChatml(std::span<const ChatMessage> messages, bool add_generation_prompt,
+                         const OrderedJson& tools) {
+  std::string text;
+  size_t first = 0;  // the first message the loop below renders
+  if (!tools.empty()) {
+    text += "<|im_start|>system\n";
+    if (messages[0].role == "system") {
+      text += messages[0].content + "\n\n";
+      first = 1;
+    }
+    text +=
+        "# Tools\n\nYou may call one or more functions to assist with the user query.\n\n"
+        "You are provided with function signatures within <tools></tools> XML tags:\n<tools>";
+    for (const OrderedJson& tool : tools) text += "\n" + HfToJson(tool);
+    text +=
+        "\n</tools>\n\nFor each function call, return a json object with function name and "
+        "arguments within <tool_call></tool_call> XML tags:\n<tool_call>\n{\"name\": "
+        "<function-name>, \"arguments\": <args-json-object>}\n</tool_call><|im_end|>\n";
+  }
+  for (size_t i = first; i < messages.size(); ++i) {
+    const ChatMessage& m = messages[i];
+    if (m.role == "tool") {
+      if (i == 0 || messages[i - 1].role != "tool") text += "<|im_start|>user";
+      text += "\n<tool_response>\n" + m.content + "\n</tool_response>";
+      if (i + 1 == messages.size() || messages[i + 1].role != "tool") text += "<|im_end|>\n";
+      continue;
+    }
+    text += "<|im_start|>" + m.role + "\n" + m.content;
+    if (m.role == "assistant") {
+      for (size_t c = 0; c < m.tool_calls.size(); ++c) {
+        if (c > 0 || !m.content.empty()) text += "\n";
+        text += "<tool_call>\n{\"name\": \"" + m.tool_calls[c].name +
+                "\", \"arguments\": " + m.tool_calls[c].arguments + "}\n</tool_call>";
+      }
+    }
+    text += "<|im_end|>\n";
+  }
+  if (add_generation_prompt) text += "<|im_start|>assistant\n";
+  return text;
+}
+
 }  // namespace
+
+std::string HfToJson(const OrderedJson& value) {
+  // An explicit stack of open containers, so that nesting depth cannot exhaust the call
+  // stack. `next` is the index of the next child to print.
+  struct Open {
+    const OrderedJson* node;
+    size_t next;
+  };
+  std::vector<Open> open;
+  std::string out;
+  const OrderedJson* v = &value;
+  while (v != nullptr) {
+    if ((v->is_object() || v->is_array()) && !v->empty()) {
+      out += v->is_object() ? '{' : '[';
+      open.push_back({v, 0});
+    } else {
+      AppendPyScalar(out, *v);
+    }
+    v = nullptr;
+    while (v == nullptr && !open.empty()) {
+      Open& top = open.back();
+      if (top.next == top.node->size()) {
+        out += top.node->is_object() ? '}' : ']';
+        open.pop_back();
+        continue;
+      }
+      if (top.next > 0) out += ", ";
+      if (top.node->is_object()) {
+        const auto& object = top.node->get_ref<const OrderedJson::object_t&>();
+        const auto it = object.begin() + static_cast<std::ptrdiff_t>(top.next);
+        AppendPyString(out, it->first);
+        out += ": ";
+        v = &it->second;
+      } else {
+        v = &top.node->get_ref<const OrderedJson::array_t&>()[top.next];
+      }
+      ++top.next;
+    }
+  }
+  return out;
+}
 
 Result<ChatTemplate::Kind> ChatTemplate::Detect(std::string_view t) {
   // Order and markers follow llama.cpp's detection for the formats moetier knows; tulu is
@@ -75,10 +294,31 @@ std::string_view ChatTemplate::name() const {
 
 Result<ChatPrompt> ChatTemplate::Render(std::span<const ChatMessage> messages,
                                         bool add_generation_prompt) const {
+  return Render(messages, add_generation_prompt, OrderedJson());
+}
+
+Result<ChatPrompt> ChatTemplate::Render(std::span<const ChatMessage> messages,
+                                        bool add_generation_prompt,
+                                        const OrderedJson& tools) const {
   if (messages.empty()) return InvalidArgument("chat: no messages");
+  if (!tools.is_null() && !tools.is_array()) {
+    return InvalidArgument("chat: tools must be an array (got {})", tools.type_name());
+  }
   if (kind_ != Kind::kChatml) {
+    constexpr std::string_view kNeedChatml = "tools need a chatml model (Qwen)";
+    if (!tools.empty()) {
+      return InvalidArgument("chat format {} has no tool calls; {}", name(), kNeedChatml);
+    }
     for (size_t i = 0; i < messages.size(); ++i) {
       const std::string& r = messages[i].role;
+      if (r == "tool") {
+        return InvalidArgument("chat format {} has no tool calls (message {} has role 'tool'); {}",
+                               name(), i, kNeedChatml);
+      }
+      if (!messages[i].tool_calls.empty()) {
+        return InvalidArgument("chat format {} has no tool calls (message {} has tool_calls); {}",
+                               name(), i, kNeedChatml);
+      }
       if (r != "system" && r != "user" && r != "assistant") {
         return InvalidArgument("chat: message {} has role '{}' ({} knows system, user, assistant)",
                                i, r, name());
@@ -88,9 +328,7 @@ Result<ChatPrompt> ChatTemplate::Render(std::span<const ChatMessage> messages,
   ChatPrompt p{"", false};
   switch (kind_) {
     case Kind::kChatml:
-      for (const ChatMessage& m : messages)
-        p.text += "<|im_start|>" + m.role + "\n" + m.content + "<|im_end|>\n";
-      if (add_generation_prompt) p.text += "<|im_start|>assistant\n";
+      p.text = RenderChatml(messages, add_generation_prompt, tools);
       break;
     case Kind::kTulu:
       p.add_bos = true;

@@ -7,7 +7,10 @@
 //   chatml  (Qwen2/Qwen3 MoE):  "<|im_start|>{role}\n{content}<|im_end|>\n" per message, then
 //           "<|im_start|>assistant\n" with add_generation_prompt. No default system prompt
 //           (as llama.cpp's chatml; Qwen3's template adds none either). Qwen3's thinking
-//           switches are not rendered: the model decides whether to think.
+//           switches are not rendered: the model decides whether to think (no "<think>" block
+//           is added or stripped, enable_thinking and reasoning_content do not exist here).
+//           Tools and tool calls follow Qwen3's own template (see Render below); roles it
+//           does not know are rendered like any other (Qwen3's template drops them).
 //   tulu    (OLMoE-1B-7B-0924-Instruct, "{{ bos_token }}" + the Tulu template):
 //           "<|system|>\n{c}\n", "<|user|>\n{c}\n", "<|assistant|>\n{c}{eos}\n", then
 //           "<|assistant|>\n" with add_generation_prompt (HF renders the template with
@@ -18,6 +21,7 @@
 //           generation prompt is implicit (the text ends with " [/INST]").
 #pragma once
 
+#include <nlohmann/json_fwd.hpp>
 #include <span>
 #include <string>
 #include <string_view>
@@ -27,9 +31,16 @@
 
 namespace mt {
 
+// One function call made by an assistant turn (OpenAI's tool_calls[i].function).
+struct ChatToolCall {
+  std::string name;
+  std::string arguments;  // JSON text, rendered as given (the template prints a string as is)
+};
+
 struct ChatMessage {
-  std::string role;  // "system", "user", "assistant" (chatml accepts any role name)
+  std::string role;  // "system", "user", "assistant", "tool" (chatml accepts any role name)
   std::string content;
+  std::vector<ChatToolCall> tool_calls = {};  // assistant messages that call tools
 };
 
 struct ChatPrompt {
@@ -63,15 +74,51 @@ class ChatTemplate {
   // Where the choice came from: "tokenizer.chat_template", "architecture <arch>" or "name".
   const std::string& origin() const { return origin_; }
 
-  // Renders `messages`. Errors (InvalidArgument): no messages; for tulu and llama2 a role
-  // other than system/user/assistant.
+  // True when Render accepts tools, tool calls and "tool" messages: chatml only.
+  bool supports_tools() const { return kind_ == Kind::kChatml; }
+
+  // Renders `messages` with no tools offered. Same as Render(messages, add_generation_prompt,
+  // nullptr) below.
   Result<ChatPrompt> Render(std::span<const ChatMessage> messages,
                             bool add_generation_prompt) const;
+  // Renders `messages`, offering `tools`: null or an array of tool objects exactly as the
+  // client sent them (e.g. {"type": "function", "function": {"name": ..., "parameters":
+  // ...}}); null or [] offers none. chatml renders as Qwen3's template does:
+  //   - with tools, the prompt starts with one system block: the leading system message's
+  //     content + "\n\n" (when there is one; it is then not rendered again), "# Tools ...
+  //     <tools>", "\n" + HfToJson(tool) per tool, "\n</tools>" and the <tool_call> format
+  //     instructions;
+  //   - an assistant message renders its content, then per tool call
+  //     "<tool_call>\n{\"name\": \"{name}\", \"arguments\": {arguments}}\n</tool_call>",
+  //     each preceded by "\n" except the first when the content is empty; name and
+  //     arguments are inserted as given (tool_calls of other roles are ignored, as there);
+  //   - consecutive "tool" messages share one "<|im_start|>user" ... "<|im_end|>\n" block,
+  //     each as "\n<tool_response>\n{content}\n</tool_response>".
+  // Errors (InvalidArgument, one line): no messages; `tools` neither null nor an array; for
+  // tulu and llama2 (which have no tool format) a non-empty `tools`, a "tool" message, an
+  // assistant message with tool_calls, or a role other than system/user/assistant.
+  // Thread-safe (const, no shared state); the result owns its text.
+  Result<ChatPrompt> Render(std::span<const ChatMessage> messages, bool add_generation_prompt,
+                            const nlohmann::ordered_json& tools) const;
 
  private:
   Kind kind_;
   std::string eos_text_;
   std::string origin_;
 };
+
+// Serializes `value` exactly as Hugging Face's `tojson` template filter does, i.e. Python's
+// json.dumps(value, ensure_ascii=False) of the value json.loads would give: separators ", "
+// and ": ", keys in the object's order, no indent; strings escape \" \\ \n \r \t \b \f and
+// the other control characters below 0x20 as \u00xx (lowercase hex), everything else
+// (non-ASCII, '/', U+007F) is copied raw; integers print as integers; floats as Python's
+// repr (shortest round-trip digits; "1.0", "1e-05", "1e+16"); NaN and infinities as NaN,
+// Infinity, -Infinity; true/false/null; "{}" and "[]".
+// Differences from Python, for values Python cannot hold the same way: a byte of a string
+// or key that is not part of valid UTF-8 becomes U+FFFD (one per byte); an integer outside
+// int64/uint64 has already become a double when nlohmann parsed it (Python keeps the
+// integer); a binary (or discarded) value prints as nlohmann's dump() does. Never throws;
+// not recursive (any nesting depth is safe). Thread-safe.
+std::string HfToJson(const nlohmann::ordered_json& value);
 
 }  // namespace mt

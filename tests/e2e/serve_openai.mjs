@@ -352,6 +352,16 @@ const comp = await client.completions.create(compReq);
                         400, 'a schema keyword the server cannot honour');
   if (e) check(e.param === 'response_format' && e.message.includes("'pattern'"),
                'the error names the keyword', JSON.stringify(e.error));
+  // This model's chat format (tulu) has no tool calls: tools are refused, naming why.
+  e = await refused(client.chat.completions.create({
+    ...chatReq, tools: [{ type: 'function', function: { name: 'f' } }] }), 400,
+                    'tools on a model whose chat format has none');
+  if (e) check(e.param === 'tools' && e.message.includes('tulu'), 'the error names the format',
+               JSON.stringify(e.error));
+  const none = await client.chat.completions.create({
+    ...chatReq, tools: [{ type: 'function', function: { name: 'f' } }], tool_choice: 'none' });
+  check(none.choices[0].message.content === chat.choices[0].message.content,
+        'tool_choice none: the tools are left out, the answer is the plain one');
   e = await refused(client.completions.create({ model: modelId, prompt: 'x',
                                                 grammar: 'root ::= "a" | b' }),
                     400, 'a grammar with an undefined rule');

@@ -1,13 +1,16 @@
 // Fuzzes the request parsers of `moetier serve` (src/server/api.cc). The first byte picks
 // the endpoint (bit 1 set: /tokenize, or /detokenize with bit 0 clear; else completions, or
-// chat with bit 0 set), the rest is the body. Any bytes must give a parsed request or a 400
-// error object, never a crash or an exception, and what parses obeys the documented ranges.
+// chat with bit 0 set), the rest is the body, which is also read as model output with tool
+// calls (server/tool_calls.h). Any bytes must give a parsed request or a 400 error object,
+// never a crash or an exception, and what parses obeys the documented ranges.
 #include <algorithm>
 #include <cstdint>
 #include <string>
 #include <string_view>
 
+#include "grammar/grammar.h"
 #include "server/api.h"
+#include "server/tool_calls.h"
 
 namespace {
 
@@ -33,10 +36,22 @@ void FuzzTokenizerBodies(bool tokenize, std::string_view body) {
 
 }  // namespace
 
+// The body as model output: the tool-call parser and the stream splitter agree.
+void FuzzToolCallOutput(std::string_view text) {
+  const mt::server::ToolCallOutput whole = mt::server::ParseToolCalls(text);
+  mt::server::ToolCallSplitter splitter;
+  std::string content;
+  for (size_t at = 0; at < text.size(); at += 7) content += splitter.Push(text.substr(at, 7));
+  const mt::server::ToolCallOutput rest = splitter.Finish();
+  content += rest.content;
+  if (content != whole.content || rest.calls.size() != whole.calls.size()) __builtin_trap();
+}
+
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   if (size == 0) return 0;
   using mt::server::Endpoint;
   const std::string_view body(reinterpret_cast<const char*>(data + 1), size - 1);
+  FuzzToolCallOutput(body);
   if (data[0] & 2) {  // the tokenizer endpoints
     FuzzTokenizerBodies(data[0] & 1, body);
     return 0;
@@ -55,6 +70,18 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     __builtin_trap();
   }
   if (endpoint == Endpoint::kChat && (!r.prompts.empty() || r.echo)) __builtin_trap();
+  // Tools: a named choice is among them; the grammar of required calls builds or fails
+  // cleanly (the server turns a failure into a 400).
+  if (r.tool_choice == mt::server::ToolChoice::kNamed &&
+      std::none_of(r.tools.begin(), r.tools.end(),
+                   [&](const mt::server::ApiTool& t) { return t.name == r.tool_choice_name; })) {
+    __builtin_trap();
+  }
+  if (!r.tools.empty()) {
+    mt::Result<std::string> gbnf =
+        mt::server::ToolCallGbnf(r.tools, r.tool_choice_name, r.parallel_tool_calls);
+    if (gbnf.ok()) (void)mt::grammar::Grammar::Parse(*gbnf);
+  }
   if (r.n < 1 || std::max<size_t>(r.prompts.size(), 1) * r.n > 64) __builtin_trap();
   for (const mt::server::ApiPrompt& p : r.prompts) {
     if (p.is_tokens && p.tokens.empty()) __builtin_trap();

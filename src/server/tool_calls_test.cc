@@ -1,0 +1,128 @@
+#include "server/tool_calls.h"
+
+#include <gtest/gtest.h>
+
+#include "grammar/grammar.h"
+
+namespace mt::server {
+namespace {
+
+constexpr std::string_view kTwoCalls =
+    "Let me look.\n<tool_call>\n{\"name\": \"get_weather\", \"arguments\": {\"city\": "
+    "\"Paris\", \"unit\": \"c\"}}\n</tool_call>\n<tool_call>\n{\"name\": \"get_time\", "
+    "\"arguments\": {}}\n</tool_call>";
+
+TEST(ToolCalls, ParsesContentAndCalls) {
+  const ToolCallOutput out = ParseToolCalls(kTwoCalls);
+  EXPECT_EQ(out.content, "Let me look.\n");
+  ASSERT_EQ(out.calls.size(), 2u);
+  EXPECT_EQ(out.calls[0].name, "get_weather");
+  EXPECT_EQ(out.calls[0].arguments, R"({"city":"Paris","unit":"c"})");  // key order kept
+  EXPECT_EQ(out.calls[1].name, "get_time");
+  EXPECT_EQ(out.calls[1].arguments, "{}");
+  // No block: all content. An unterminated last block (max_tokens mid-call) still parses
+  // when its JSON is whole.
+  EXPECT_EQ(ParseToolCalls("just text").content, "just text");
+  EXPECT_TRUE(ParseToolCalls("just text").calls.empty());
+  const ToolCallOutput open = ParseToolCalls(
+      "<tool_call>\n{\"name\": \"f\", \"arguments\": {\"x\": 1}}\n");
+  ASSERT_EQ(open.calls.size(), 1u);
+  EXPECT_EQ(open.calls[0].arguments, R"({"x":1})");
+  // Cut short inside the second call: the first stays, the rest is dropped.
+  const ToolCallOutput cut = ParseToolCalls(
+      "<tool_call>\n{\"name\": \"f\", \"arguments\": {}}\n</tool_call>\n<tool_call>\n{\"na");
+  ASSERT_EQ(cut.calls.size(), 1u);
+  EXPECT_EQ(cut.content, "");
+}
+
+TEST(ToolCalls, ABlockThatDoesNotParseLeavesAllContent) {
+  for (std::string_view bad : {
+           "<tool_call>\n{\"name\": \"f\", \"arguments\": {\"x\": 1\n</tool_call>",  // cut JSON
+           "<tool_call>{\"arguments\": {}}</tool_call>",                             // no name
+           "<tool_call>{\"name\": 3, \"arguments\": {}}</tool_call>",
+           "<tool_call>{\"name\": \"f\", \"arguments\": \"x=1\"}</tool_call>",  // not an object
+           "<tool_call>[1]</tool_call>",
+       }) {
+    const ToolCallOutput out = ParseToolCalls(bad);
+    EXPECT_TRUE(out.calls.empty()) << bad;
+    EXPECT_EQ(out.content, bad);
+  }
+}
+
+// Streaming the text in pieces of every size gives what parsing it whole gives, and content
+// goes out as soon as it cannot start a call block.
+TEST(ToolCalls, SplitterMatchesTheWholeParseAtEveryCut) {
+  for (std::string_view text : {kTwoCalls, std::string_view("plain <tool text < done <"),
+                                std::string_view("<tool_call>{broken")}) {
+    const ToolCallOutput whole = ParseToolCalls(text);
+    for (size_t piece = 1; piece <= text.size(); ++piece) {
+      ToolCallSplitter s;
+      std::string content;
+      for (size_t at = 0; at < text.size(); at += piece) content += s.Push(text.substr(at, piece));
+      const ToolCallOutput rest = s.Finish();
+      content += rest.content;
+      EXPECT_EQ(content, whole.content) << "piece " << piece;
+      ASSERT_EQ(rest.calls.size(), whole.calls.size()) << "piece " << piece;
+      for (size_t i = 0; i < whole.calls.size(); ++i) {
+        EXPECT_EQ(rest.calls[i].arguments, whole.calls[i].arguments);
+      }
+    }
+  }
+  ToolCallSplitter s;
+  EXPECT_EQ(s.Push("Hello <"), "Hello ");  // '<' may begin a block: held
+  EXPECT_EQ(s.Push("b>"), "<b>");          // it did not
+  EXPECT_EQ(s.Push(" <tool_"), " ");
+  EXPECT_EQ(s.Push("call>{"), "");         // a block: everything waits for Finish
+  EXPECT_EQ(s.Push("more"), "");
+}
+
+TEST(ToolCalls, GrammarForcesCallsOfTheGivenTools) {
+  std::vector<ApiTool> tools(2);
+  tools[0].name = "get_weather";
+  tools[0].parameters = nlohmann::ordered_json::parse(
+      R"({"type": "object", "properties": {"city": {"type": "string"}}, "required": ["city"]})");
+  tools[1].name = "get_time";
+  tools[1].parameters = nlohmann::ordered_json{{"type", "object"}};
+  auto accepts = [](const Result<std::string>& gbnf, std::string_view text) {
+    EXPECT_TRUE(gbnf.ok()) << gbnf.status().message();
+    auto g = grammar::Grammar::Parse(gbnf.value());
+    EXPECT_TRUE(g.ok()) << g.status().message();
+    grammar::Matcher m(*g);
+    return m.Accept(text) && m.IsComplete();
+  };
+  const std::string weather =
+      "<tool_call>\n{\"name\": \"get_weather\", \"arguments\": {\"city\": \"Oslo\"}}\n"
+      "</tool_call>";
+  const std::string time = "<tool_call>\n{\"name\": \"get_time\", \"arguments\": {}}\n</tool_call>";
+  const Result<std::string> any = ToolCallGbnf(tools, "", /*parallel=*/true);
+  EXPECT_TRUE(accepts(any, weather));
+  EXPECT_TRUE(accepts(any, time));
+  EXPECT_TRUE(accepts(any, weather + "\n" + time));
+  EXPECT_FALSE(accepts(any, "Sure. " + weather));  // only calls
+  EXPECT_FALSE(accepts(any, "<tool_call>\n{\"name\": \"get_weather\", \"arguments\": {}}\n"
+                            "</tool_call>"));  // city is required
+  EXPECT_FALSE(accepts(any, "<tool_call>\n{\"name\": \"other\", \"arguments\": {}}\n"
+                            "</tool_call>"));
+  const Result<std::string> one = ToolCallGbnf(tools, "", /*parallel=*/false);
+  EXPECT_TRUE(accepts(one, time));
+  EXPECT_FALSE(accepts(one, weather + "\n" + time));
+  const Result<std::string> named = ToolCallGbnf(tools, "get_time", /*parallel=*/true);
+  EXPECT_TRUE(accepts(named, time));
+  EXPECT_FALSE(accepts(named, weather));
+  // Lazy (tool_choice auto): the grammar starts after the model's own "<tool_call>".
+  const Result<std::string> lazy = ToolCallGbnf(tools, "", true, /*after_open_tag=*/true);
+  EXPECT_TRUE(accepts(lazy, weather.substr(kToolCallOpen.size())));
+  EXPECT_TRUE(accepts(lazy, weather.substr(kToolCallOpen.size()) + "\n" + time));
+  EXPECT_FALSE(accepts(lazy, weather));
+  // What the grammar forces, the parser reads back.
+  EXPECT_EQ(ParseToolCalls(weather + "\n" + time).calls.size(), 2u);
+  // A schema the grammar cannot express names its tool.
+  tools[1].parameters = nlohmann::ordered_json::parse(R"({"type": "string", "format": "uri"})");
+  const Result<std::string> bad = ToolCallGbnf(tools, "", true);
+  ASSERT_FALSE(bad.ok());
+  EXPECT_EQ(bad.status().message(),
+            "tools[1] (get_time): json_schema: unsupported keyword 'format' at /");
+}
+
+}  // namespace
+}  // namespace mt::server

