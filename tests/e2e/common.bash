@@ -22,6 +22,22 @@ expect_error() {
   pass "$what -> $(cat "$WORK/err")"
 }
 
+# start_server LOG MODEL ARGS...: starts `moetier serve` on a free loopback port, its stderr
+# in LOG; sets PID and BASE (http://127.0.0.1:PORT/v1). Fails the script if it does not start.
+start_server() {
+  local log=$1 model=$2; shift 2
+  "$MOETIER" serve -m "$model" --port 0 -t 2 "$@" 2> "$log" &
+  PID=$!
+  BASE=""
+  for _ in $(seq 1 100); do
+    BASE=$(sed -n 's|.*serving .* on \(http://[0-9.:]*/v1\).*|\1|p' "$log")
+    [ -n "$BASE" ] && break
+    kill -0 "$PID" 2> /dev/null || break
+    sleep 0.1
+  done
+  [ -n "$BASE" ] || { fail "server did not start: $(cat "$log")"; finish; }
+}
+
 finish() {
   if [ "$failures" -ne 0 ]; then echo "$failures failure(s)"; exit 1; fi
   echo "all passed"

@@ -12,23 +12,8 @@ fi
 model="$WORK/olmoe-chat.gguf"
 "$MOETIER" synth --preset olmoe-tiny --type q4_k_m -q -o "$model" > /dev/null || { fail "synth"; finish; }
 
-# start_server LOG ARGS...: starts it on a free port; sets PID and BASE.
-start_server() {
-  local log=$1; shift
-  "$MOETIER" serve -m "$model" --port 0 -t 2 "$@" 2> "$log" &
-  PID=$!
-  BASE=""
-  for _ in $(seq 1 100); do
-    BASE=$(sed -n 's|.*serving .* on \(http://[0-9.:]*/v1\).*|\1|p' "$log")
-    [ -n "$BASE" ] && break
-    kill -0 "$PID" 2> /dev/null || break
-    sleep 0.1
-  done
-  [ -n "$BASE" ] || { fail "server did not start: $(cat "$log")"; finish; }
-}
-
 CTX=512
-start_server "$WORK/serve.log" --parallel 4 --ctx $CTX --max-queue 32 \
+start_server "$WORK/serve.log" "$model" --parallel 4 --ctx $CTX --max-queue 32 \
   --moe-storage stream --expert-cache 50% --routing-stats "$WORK/routing.json"
 grep -q "127.0.0.1" <<< "$BASE" && pass "binds to loopback by default ($BASE)" || fail "address $BASE"
 timeout 120 node "$(dirname "$0")/serve_openai.mjs" "$BASE" olmoe-chat $CTX

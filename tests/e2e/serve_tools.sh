@@ -13,16 +13,7 @@ fi
 model="$WORK/qwen-tools.gguf"
 "$MOETIER" synth --preset tiny --type q8_0 --tokenizer "$QWEN" -q -o "$model" > /dev/null ||
   { fail "synth"; finish; }
-"$MOETIER" serve -m "$model" --port 0 -t 2 --parallel 2 --ctx 2048 2> "$WORK/serve.log" &
-PID=$!
-BASE=""
-for _ in $(seq 1 100); do
-  BASE=$(sed -n 's|.*serving .* on \(http://[0-9.:]*/v1\).*|\1|p' "$WORK/serve.log")
-  [ -n "$BASE" ] && break
-  kill -0 "$PID" 2> /dev/null || break
-  sleep 0.1
-done
-[ -n "$BASE" ] || { fail "server did not start: $(cat "$WORK/serve.log")"; finish; }
+start_server "$WORK/serve.log" "$model" --parallel 2 --ctx 2048
 grep -q "chat template: chatml" "$WORK/serve.log" && pass "the model's template is chatml" ||
   fail "template: $(cat "$WORK/serve.log")"
 timeout 300 node "$(dirname "$0")/serve_tools.mjs" "$BASE" qwen-tools
