@@ -20,4 +20,6 @@ timeout 300 node "$(dirname "$0")/serve_tools.mjs" "$BASE" qwen-tools
 [ $? -eq 0 ] && pass "openai client tool-call checks" || fail "openai client tool-call checks"
 kill -TERM "$PID"
 wait "$PID"
+rc=$?
+[ $rc -eq 0 ] && pass "SIGTERM: exit 0" || fail "server exit $rc: $(tail -5 "$WORK/serve.log")"
 finish
