@@ -20,6 +20,7 @@
 
 #include "base/log.h"
 #include "server/api.h"
+#include "server/generation.h"
 #include "server/metrics.h"
 #include "server/scheduler.h"
 #include "server/tool_calls.h"
@@ -104,15 +105,6 @@ void SendError(httplib::Response& res, const ApiError& e) {
   SendJson(res, e.http_status, ErrorJson(e));
 }
 
-ApiError ServerError(int status, std::string message, std::string code) {
-  ApiError e;
-  e.http_status = status;
-  e.message = std::move(message);
-  e.type = "server_error";
-  e.code = std::move(code);
-  return e;
-}
-
 // Reads a POST body and parses it with `parse` (body -> the 400 to send, or nothing); false:
 // the response is set (or left to the error handler, with httplib's 400 / 413 status). The
 // body comes through a content reader rather than httplib's own buffering,
@@ -140,65 +132,6 @@ bool ReadRequest(const httplib::Request& req, httplib::Response& res,
   }
   return true;
 }
-
-// The error a finished job reports, if it did not complete.
-std::optional<ApiError> JobError(const JobUpdate& u) {
-  if (u.reason == FinishReason::kError) {
-    return ServerError(500, u.error.message(), "engine_error");
-  }
-  if (u.reason == FinishReason::kCancelled) {
-    return ServerError(503, "the request was cancelled: the server is shutting down",
-                       "shutting_down");
-  }
-  return std::nullopt;
-}
-
-// Code points among `bytes` (bytes that do not continue a UTF-8 sequence).
-int64_t CodePoints(std::string_view bytes) {
-  int64_t n = 0;
-  for (unsigned char c : bytes) n += (c & 0xC0) != 0x80;
-  return n;
-}
-
-// Turns a job's logprob entries into a response's, in order, with their text offsets: a
-// prompt token's counts the prompt's pieces before it, a generated token's the echoed prompt
-// and the generated text before it.
-class LogprobWriter {
- public:
-  LogprobWriter(const Tokenizer& tok, Endpoint endpoint, int64_t echo_code_points)
-      : tok_(tok), endpoint_(endpoint), echo_code_points_(echo_code_points) {}
-
-  // `generated`: the generated text so far, including the text released with `entries`.
-  json Entries(std::span<const TokenLogprob> entries, std::string_view generated) {
-    std::vector<LogprobEntry> out;
-    for (const TokenLogprob& e : entries) {
-      LogprobEntry& o = out.emplace_back();
-      o.token = tok_.TokenPiece(e.id);
-      if (!std::isnan(e.logprob)) o.logprob = e.logprob;
-      for (const auto& [id, lp] : e.top) o.top.emplace_back(tok_.TokenPiece(id), lp);
-      if (e.prompt) {
-        o.text_offset = prompt_code_points_;
-        prompt_code_points_ += CodePoints(tok_.TokenPiece(e.id, /*special=*/false));
-        continue;
-      }
-      const size_t upto = std::min(static_cast<size_t>(e.text_byte), generated.size());
-      if (upto > counted_bytes_) {
-        counted_code_points_ += CodePoints(generated.substr(counted_bytes_, upto - counted_bytes_));
-        counted_bytes_ = upto;
-      }
-      o.text_offset = echo_code_points_ + counted_code_points_;
-    }
-    return LogprobsJson(endpoint_, out);
-  }
-
- private:
-  const Tokenizer& tok_;
-  const Endpoint endpoint_;
-  const int64_t echo_code_points_;
-  int64_t prompt_code_points_ = 0;
-  size_t counted_bytes_ = 0;  // of the generated text, whose code points are counted
-  int64_t counted_code_points_ = 0;
-};
 
 const char* kKnownPaths[] = {"/v1/completions", "/v1/chat/completions", "/v1/models", "/health",
                              "/metrics", "/tokenize", "/detokenize", "/tokenizer_info"};
@@ -228,9 +161,6 @@ struct HttpServer::Impl {
   void Routes();
   void Generate(const httplib::Request& req, httplib::Response& res,
                 const httplib::ContentReader& reader, Endpoint endpoint);
-  // Builds the job of a parsed request (completions: of its prompt `which`); an error is the
-  // 400 to send.
-  std::optional<ApiError> MakeSpec(const ApiRequest& r, size_t which, GenerationSpec* spec);
   // Streams the choices `jobs` (index i: jobs[i]) as Server-Sent Events. echoes[i]: text to
   // send before choice i's generated text (an echoed prompt); n_prompt: prompt tokens of all.
   void Stream(const httplib::Request& req, httplib::Response& res,
@@ -278,113 +208,6 @@ struct HttpServer::Impl {
   int active = 0;
 };
 
-std::optional<ApiError> HttpServer::Impl::MakeSpec(const ApiRequest& r, size_t which,
-                                                   GenerationSpec* spec) {
-  // How messages name the prompt: its index when the request holds several.
-  const std::string name = r.prompts.size() > 1 ? fmt::format("prompt[{}]", which) : "prompt";
-  auto invalid = [](std::string param, std::string message, std::string code = "") {
-    ApiError e;
-    e.message = std::move(message);
-    e.param = std::move(param);
-    e.code = std::move(code);
-    return e;
-  };
-  std::vector<int32_t>& prompt = spec->prompt;
-  if (r.endpoint == Endpoint::kChat) {
-    if (!chat) return invalid("messages", chat_error, "chat_template_unavailable");
-    std::vector<ChatMessage> messages;
-    for (const ApiMessage& m : r.messages) {
-      ChatMessage& c = messages.emplace_back(ChatMessage{m.role, m.content});
-      for (const ApiToolCall& call : m.tool_calls) {
-        c.tool_calls.push_back({call.name, call.arguments});
-      }
-    }
-    // tool_choice "none" hides the tools (a model with no tool format can still answer).
-    const bool offer_tools = r.tool_choice != ToolChoice::kNone;
-    if (offer_tools && !chat->supports_tools()) {
-      return invalid("tools", fmt::format("this model's chat format ({}) has no tool calls; "
-                                          "tools need a chatml model (Qwen)",
-                                          chat->name()),
-                     "unsupported");
-    }
-    Result<ChatPrompt> rendered = chat->Render(messages, /*add_generation_prompt=*/true,
-                                               offer_tools ? r.tools_json : nullptr);
-    if (!rendered.ok()) return invalid("messages", rendered.status().message());
-    if (r.tool_choice == ToolChoice::kRequired || r.tool_choice == ToolChoice::kNamed) {
-      Result<std::string> gbnf = ToolCallGbnf(r.tools, r.tool_choice_name, r.parallel_tool_calls);
-      if (!gbnf.ok()) return invalid("tools", gbnf.status().message());
-      auto compiled = grammar::Grammar::Parse(gbnf.value());
-      if (!compiled.ok()) return invalid("tools", compiled.status().message());
-      spec->grammar = std::move(compiled).value();
-    } else if (r.tool_choice == ToolChoice::kAuto) {
-      // Free text until the model opens a call; the call then follows the schemas. A schema
-      // the grammar cannot express leaves auto calls unconstrained (a client that needs the
-      // guarantee asks for "required").
-      Result<std::string> gbnf = ToolCallGbnf(r.tools, "", r.parallel_tool_calls,
-                                              /*after_open_tag=*/true);
-      auto compiled = gbnf.ok() ? grammar::Grammar::Parse(gbnf.value())
-                                : Result<std::shared_ptr<const grammar::Grammar>>(gbnf.status());
-      if (compiled.ok()) {
-        spec->grammar = std::move(compiled).value();
-        spec->grammar_trigger = std::string(kToolCallOpen);
-      }
-    }
-    Result<std::vector<int32_t>> ids = tok.Encode(rendered->text, rendered->add_bos, true);
-    if (!ids.ok()) return ServerError(500, ids.status().message(), "tokenizer_error");
-    prompt = std::move(ids.value());
-  } else if (r.prompts[which].is_tokens) {
-    const std::vector<int64_t>& ids = r.prompts[which].tokens;
-    const int64_t n_vocab = tok.n_vocab();
-    for (size_t i = 0; i < ids.size(); ++i) {
-      if (ids[i] >= n_vocab) {
-        return invalid("prompt", fmt::format("{}[{}]: token id {} is outside the vocabulary "
-                                             "(0..{})",
-                                             name, i, ids[i], n_vocab - 1));
-      }
-      prompt.push_back(static_cast<int32_t>(ids[i]));
-    }
-  } else {
-    Result<std::vector<int32_t>> ids = tok.Encode(r.prompts[which].text, tok.add_bos(), true);
-    if (!ids.ok()) return ServerError(500, ids.status().message(), "tokenizer_error");
-    prompt = std::move(ids.value());
-  }
-  const std::string what = r.endpoint == Endpoint::kChat ? "messages" : "prompt";
-  if (prompt.empty()) return invalid(what, fmt::format("the {} has no tokens", name));
-  if (prompt.size() >= ctx.n_ctx()) {
-    return invalid(what,
-                   fmt::format("the {} has {} tokens; the context holds {} per request "
-                               "(--ctx), and at least one must be left to generate",
-                               name, prompt.size(), ctx.n_ctx()),
-                   "context_length_exceeded");
-  }
-  const SamplingRequest& s = r.sampling;
-  spec->sampling.temperature = s.temperature;
-  spec->sampling.top_p = s.top_p;
-  spec->sampling.top_k = s.top_k;
-  spec->sampling.min_p = s.min_p;
-  spec->sampling.repeat_penalty = s.repeat_penalty;
-  spec->sampling.presence_penalty = s.presence_penalty;
-  spec->sampling.frequency_penalty = s.frequency_penalty;
-  for (const auto& [id, bias] : s.logit_bias) {
-    if (id >= tok.n_vocab()) {
-      return invalid("logit_bias", fmt::format("logit_bias: token id {} is outside the "
-                                               "vocabulary (0..{})",
-                                               id, tok.n_vocab() - 1));
-    }
-    spec->sampling.logit_bias.emplace_back(static_cast<int32_t>(id), bias);
-  }
-  spec->sampling.seed = s.seed ? *s.seed : FreshSeed();
-  // OpenAI's defaults: 16 tokens for completions; chat goes on until it stops.
-  spec->max_tokens = r.max_tokens ? *r.max_tokens : (r.endpoint == Endpoint::kCompletions ? 16 : -1);
-  spec->stops = r.stop;
-  spec->ignore_eos = r.ignore_eos;
-  spec->logprobs = r.logprobs;
-  spec->prompt_logprobs = r.echo;
-  spec->cache_prompt = r.cache_prompt;
-  if (r.grammar != nullptr) spec->grammar = r.grammar;
-  return std::nullopt;
-}
-
 void HttpServer::Impl::Generate(const httplib::Request& req, httplib::Response& res,
                                 const httplib::ContentReader& reader, Endpoint endpoint) {
   ApiRequest r;
@@ -402,7 +225,10 @@ void HttpServer::Impl::Generate(const httplib::Request& req, httplib::Response& 
   int64_t n_prompt = 0;
   for (size_t p = 0; p < n_prompts; ++p) {
     GenerationSpec spec;
-    if (std::optional<ApiError> e = MakeSpec(r, p, &spec)) return SendError(res, *e);
+    const GenerationTarget target{tok, chat ? &*chat : nullptr, chat_error, ctx.n_ctx()};
+    if (std::optional<ApiError> e = MakeSpec(target, r, p, FreshSeed(), &spec)) {
+      return SendError(res, *e);
+    }
     n_prompt += static_cast<int64_t>(spec.prompt.size());
     const std::string echo = !r.echo                  ? ""
                              : r.prompts[p].is_tokens ? tok.Decode(spec.prompt, false)

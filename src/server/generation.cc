@@ -1,0 +1,151 @@
+#include "server/generation.h"
+
+#include <utility>
+#include <vector>
+
+#include <fmt/format.h>
+
+#include "grammar/grammar.h"
+#include "server/tool_calls.h"
+
+namespace mt::server {
+
+ApiError ServerError(int status, std::string message, std::string code) {
+  ApiError e;
+  e.http_status = status;
+  e.message = std::move(message);
+  e.type = "server_error";
+  e.code = std::move(code);
+  return e;
+}
+
+std::optional<ApiError> JobError(const JobUpdate& u) {
+  if (u.reason == FinishReason::kError) {
+    return ServerError(500, u.error.message(), "engine_error");
+  }
+  if (u.reason == FinishReason::kCancelled) {
+    return ServerError(503, "the request was cancelled: the server is shutting down",
+                       "shutting_down");
+  }
+  return std::nullopt;
+}
+
+int64_t CodePoints(std::string_view bytes) {
+  int64_t n = 0;
+  for (unsigned char c : bytes) n += (c & 0xC0) != 0x80;
+  return n;
+}
+
+std::optional<ApiError> MakeSpec(const GenerationTarget& target, const ApiRequest& r,
+                                 size_t which, uint64_t fresh_seed, GenerationSpec* spec) {
+  const Tokenizer& tok = target.tok;
+  const ChatTemplate* chat = target.chat;
+  // How messages name the prompt: its index when the request holds several.
+  const std::string name = r.prompts.size() > 1 ? fmt::format("prompt[{}]", which) : "prompt";
+  auto invalid = [](std::string param, std::string message, std::string code = "") {
+    ApiError e;
+    e.message = std::move(message);
+    e.param = std::move(param);
+    e.code = std::move(code);
+    return e;
+  };
+  std::vector<int32_t>& prompt = spec->prompt;
+  if (r.endpoint == Endpoint::kChat) {
+    if (!chat) {
+      return invalid("messages", std::string(target.chat_error), "chat_template_unavailable");
+    }
+    std::vector<ChatMessage> messages;
+    for (const ApiMessage& m : r.messages) {
+      ChatMessage& c = messages.emplace_back(ChatMessage{m.role, m.content});
+      for (const ApiToolCall& call : m.tool_calls) {
+        c.tool_calls.push_back({call.name, call.arguments});
+      }
+    }
+    // tool_choice "none" hides the tools (a model with no tool format can still answer).
+    const bool offer_tools = r.tool_choice != ToolChoice::kNone;
+    if (offer_tools && !chat->supports_tools()) {
+      return invalid("tools", fmt::format("this model's chat format ({}) has no tool calls; "
+                                          "tools need a chatml model (Qwen)",
+                                          chat->name()),
+                     "unsupported");
+    }
+    Result<ChatPrompt> rendered = chat->Render(messages, /*add_generation_prompt=*/true,
+                                               offer_tools ? r.tools_json : nullptr);
+    if (!rendered.ok()) return invalid("messages", rendered.status().message());
+    if (r.tool_choice == ToolChoice::kRequired || r.tool_choice == ToolChoice::kNamed) {
+      Result<std::string> gbnf = ToolCallGbnf(r.tools, r.tool_choice_name, r.parallel_tool_calls);
+      if (!gbnf.ok()) return invalid("tools", gbnf.status().message());
+      auto compiled = grammar::Grammar::Parse(gbnf.value());
+      if (!compiled.ok()) return invalid("tools", compiled.status().message());
+      spec->grammar = std::move(compiled).value();
+    } else if (r.tool_choice == ToolChoice::kAuto) {
+      // Free text until the model opens a call; the call then follows the schemas. A schema
+      // the grammar cannot express leaves auto calls unconstrained (a client that needs the
+      // guarantee asks for "required").
+      Result<std::string> gbnf = ToolCallGbnf(r.tools, "", r.parallel_tool_calls,
+                                              /*after_open_tag=*/true);
+      auto compiled = gbnf.ok() ? grammar::Grammar::Parse(gbnf.value())
+                                : Result<std::shared_ptr<const grammar::Grammar>>(gbnf.status());
+      if (compiled.ok()) {
+        spec->grammar = std::move(compiled).value();
+        spec->grammar_trigger = std::string(kToolCallOpen);
+      }
+    }
+    Result<std::vector<int32_t>> ids = tok.Encode(rendered->text, rendered->add_bos, true);
+    if (!ids.ok()) return ServerError(500, ids.status().message(), "tokenizer_error");
+    prompt = std::move(ids.value());
+  } else if (r.prompts[which].is_tokens) {
+    const std::vector<int64_t>& ids = r.prompts[which].tokens;
+    const int64_t n_vocab = tok.n_vocab();
+    for (size_t i = 0; i < ids.size(); ++i) {
+      if (ids[i] >= n_vocab) {
+        return invalid("prompt", fmt::format("{}[{}]: token id {} is outside the vocabulary "
+                                             "(0..{})",
+                                             name, i, ids[i], n_vocab - 1));
+      }
+      prompt.push_back(static_cast<int32_t>(ids[i]));
+    }
+  } else {
+    Result<std::vector<int32_t>> ids = tok.Encode(r.prompts[which].text, tok.add_bos(), true);
+    if (!ids.ok()) return ServerError(500, ids.status().message(), "tokenizer_error");
+    prompt = std::move(ids.value());
+  }
+  const std::string what = r.endpoint == Endpoint::kChat ? "messages" : "prompt";
+  if (prompt.empty()) return invalid(what, fmt::format("the {} has no tokens", name));
+  if (prompt.size() >= target.n_ctx) {
+    return invalid(what,
+                   fmt::format("the {} has {} tokens; the context holds {} per request "
+                               "(--ctx), and at least one must be left to generate",
+                               name, prompt.size(), target.n_ctx),
+                   "context_length_exceeded");
+  }
+  const SamplingRequest& s = r.sampling;
+  spec->sampling.temperature = s.temperature;
+  spec->sampling.top_p = s.top_p;
+  spec->sampling.top_k = s.top_k;
+  spec->sampling.min_p = s.min_p;
+  spec->sampling.repeat_penalty = s.repeat_penalty;
+  spec->sampling.presence_penalty = s.presence_penalty;
+  spec->sampling.frequency_penalty = s.frequency_penalty;
+  for (const auto& [id, bias] : s.logit_bias) {
+    if (id >= tok.n_vocab()) {
+      return invalid("logit_bias", fmt::format("logit_bias: token id {} is outside the "
+                                               "vocabulary (0..{})",
+                                               id, tok.n_vocab() - 1));
+    }
+    spec->sampling.logit_bias.emplace_back(static_cast<int32_t>(id), bias);
+  }
+  spec->sampling.seed = s.seed ? *s.seed : fresh_seed;
+  // OpenAI's defaults: 16 tokens for completions; chat goes on until it stops.
+  spec->max_tokens =
+      r.max_tokens ? *r.max_tokens : (r.endpoint == Endpoint::kCompletions ? 16 : -1);
+  spec->stops = r.stop;
+  spec->ignore_eos = r.ignore_eos;
+  spec->logprobs = r.logprobs;
+  spec->prompt_logprobs = r.echo;
+  spec->cache_prompt = r.cache_prompt;
+  if (r.grammar != nullptr) spec->grammar = r.grammar;
+  return std::nullopt;
+}
+
+}  // namespace mt::server

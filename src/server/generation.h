@@ -1,0 +1,89 @@
+// The generation endpoints' logic that does not touch HTTP: a parsed request's jobs
+// (MakeSpec), what a finished job reports (JobError), log-probabilities with their text
+// offsets (LogprobWriter). http_server.cc carries them over HTTP, whole or streamed.
+#pragma once
+
+#include <algorithm>
+#include <cmath>
+#include <cstdint>
+#include <optional>
+#include <span>
+#include <string>
+#include <string_view>
+
+#include <nlohmann/json.hpp>
+
+#include "server/api.h"
+#include "server/scheduler.h"
+#include "tokenizer/chat_template.h"
+#include "tokenizer/tokenizer.h"
+
+namespace mt::server {
+
+// What a request's jobs are made for: the model's tokenizer and chat template (null: none;
+// chat_error says why) and the context each job gets.
+struct GenerationTarget {
+  const Tokenizer& tok;
+  const ChatTemplate* chat;
+  std::string_view chat_error;
+  uint32_t n_ctx;
+};
+
+// The job of a parsed request (completions: of its prompt `which`): its prompt (the chat
+// rendered by the template, with the tools offered), sampling (`fresh_seed` when the
+// request gives none), limits and grammar (the request's, or the one tool_choice asks for).
+// An error is the response to send (a 400 naming the field; a 500 for a tokenizer failure).
+std::optional<ApiError> MakeSpec(const GenerationTarget& target, const ApiRequest& r,
+                                 size_t which, uint64_t fresh_seed, GenerationSpec* spec);
+
+// A server-side error object (type "server_error").
+ApiError ServerError(int status, std::string message, std::string code);
+
+// The error a finished job reports, if it did not complete: 500 for an engine failure, 503
+// when the server cancelled it on shutdown.
+std::optional<ApiError> JobError(const JobUpdate& u);
+
+// Code points among `bytes` (bytes that do not continue a UTF-8 sequence).
+int64_t CodePoints(std::string_view bytes);
+
+// Turns a job's logprob entries into a response's, in order, with their text offsets: a
+// prompt token's counts the prompt's pieces before it, a generated token's the echoed prompt
+// and the generated text before it.
+class LogprobWriter {
+ public:
+  LogprobWriter(const Tokenizer& tok, Endpoint endpoint, int64_t echo_code_points)
+      : tok_(tok), endpoint_(endpoint), echo_code_points_(echo_code_points) {}
+
+  // `generated`: the generated text so far, including the text released with `entries`.
+  nlohmann::json Entries(std::span<const TokenLogprob> entries, std::string_view generated) {
+    std::vector<LogprobEntry> out;
+    for (const TokenLogprob& e : entries) {
+      LogprobEntry& o = out.emplace_back();
+      o.token = tok_.TokenPiece(e.id);
+      if (!std::isnan(e.logprob)) o.logprob = e.logprob;
+      for (const auto& [id, lp] : e.top) o.top.emplace_back(tok_.TokenPiece(id), lp);
+      if (e.prompt) {
+        o.text_offset = prompt_code_points_;
+        prompt_code_points_ += CodePoints(tok_.TokenPiece(e.id, /*special=*/false));
+        continue;
+      }
+      const size_t upto = std::min(static_cast<size_t>(e.text_byte), generated.size());
+      if (upto > counted_bytes_) {
+        counted_code_points_ += CodePoints(generated.substr(counted_bytes_, upto - counted_bytes_));
+        counted_bytes_ = upto;
+      }
+      o.text_offset = echo_code_points_ + counted_code_points_;
+    }
+    return LogprobsJson(endpoint_, out);
+  }
+
+ private:
+  const Tokenizer& tok_;
+  const Endpoint endpoint_;
+  const int64_t echo_code_points_;
+  int64_t prompt_code_points_ = 0;
+  size_t counted_bytes_ = 0;  // of the generated text, whose code points are counted
+  int64_t counted_code_points_ = 0;
+};
+
+}  // namespace mt::server
