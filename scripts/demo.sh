@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Installs dependencies, builds, then shows the newest capability on a synthesized model:
 # generation with a qwen3moe model in Qwen3-30B-A3B's layout (tiny size, real tokenizer),
-# with its routed experts streamed from the file into a cache a quarter of their size.
+# with its routed experts streamed from the file into a cache a quarter of their size, and
+# output held to a JSON schema.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 scripts/setup.sh
@@ -36,3 +37,13 @@ echo "   with next-layer prefetch and the profile's hottest experts pinned; same
 echo
 echo "== moetier run --chat: sampled, with the model's chat template"
 "$bin" run -m "$model" -p "Tell me about experts." --chat -n 24 --seed 42 --no-display-prompt
+
+echo
+echo "== moetier run -j: structured output under a JSON schema (random weights: the values and"
+echo "   the spacing are noise, the shape is the schema's: always valid JSON,"
+echo "   properties in the schema's order; the same works in serve's response_format and tools)"
+"$bin" run -m "$model" -p "A person:" -n 200 --seed 7 --no-display-prompt --moe-storage stream \
+  --expert-cache 25% -j '{"type": "object", "properties": {
+    "name": {"type": "string", "maxLength": 16}, "age": {"type": "integer"},
+    "languages": {"type": "array", "items": {"enum": ["en", "fr", "zh"]}, "maxItems": 3}},
+    "required": ["name", "age", "languages"]}'
