@@ -33,6 +33,7 @@ struct ServeFlags {
   std::string kv_type = "f16";
   size_t max_queue = 64;
   std::string chat_template;
+  std::string reasoning_format = "deepseek";
   double drain_timeout = 30;
   StorageFlags storage;
 };
@@ -59,6 +60,10 @@ int Serve(const ServeFlags& f) {
   pthread_sigmask(SIG_BLOCK, &stop_signals, nullptr);
   signal(SIGPIPE, SIG_IGN);  // a client that goes away must not kill the server
 
+  if (f.reasoning_format != "deepseek" && f.reasoning_format != "none") {
+    return ReportError(InvalidArgument("--reasoning-format must be deepseek or none, not '{}'",
+                                       f.reasoning_format));
+  }
   Result<std::unique_ptr<Model>> model = Model::Load(f.model, LoadOptions{});
   if (!model.ok()) return ReportError(model.status());
   const Model& m = *model.value();
@@ -80,6 +85,7 @@ int Serve(const ServeFlags& f) {
   so.port = f.port;
   so.model_id = !f.alias.empty() ? f.alias : std::filesystem::path(f.model).stem().string();
   so.chat_template = f.chat_template;
+  so.split_reasoning = f.reasoning_format == "deepseek";
   so.n_parallel = f.n_parallel;
   so.step_tokens = copt.n_batch;
   so.max_queue = f.max_queue;
@@ -151,6 +157,10 @@ CommandMain SetupServe(CLI::App& sub) {
       ->default_str("64");
   sub.add_option("--chat-template", f->chat_template,
                  "Built-in chat template instead of the model's: chatml, tulu, llama2");
+  sub.add_option("--reasoning-format", f->reasoning_format,
+                 "deepseek: a thinking model's <think> text goes to reasoning_content; none: "
+                 "it stays in the content")
+      ->default_str("deepseek");
   sub.add_option("--drain-timeout", f->drain_timeout,
                  "Seconds running requests may take to finish after SIGTERM")
       ->default_str("30");

@@ -823,6 +823,7 @@ json CompletionJson(Endpoint endpoint, const ResponseMeta& meta, std::span<const
                    {"finish_reason", FinishReason(c.finish_reason)}};
     if (endpoint == Endpoint::kChat) {
       choice["message"] = {{"role", "assistant"}, {"content", c.text}};
+      if (c.reasoning) choice["message"]["reasoning_content"] = *c.reasoning;
       if (!c.tool_calls.empty()) {
         if (c.text.empty()) choice["message"]["content"] = nullptr;
         choice["message"]["tool_calls"] = ToolCallsJson(c.tool_calls, /*with_index=*/false);
@@ -851,6 +852,16 @@ json ChunkJson(Endpoint endpoint, const ResponseMeta& meta, const std::string& t
     out = Envelope(meta, "text_completion");
     choice["text"] = text;
   }
+  out["choices"] = json::array({std::move(choice)});
+  return out;
+}
+
+json ReasoningChunkJson(const ResponseMeta& meta, const std::string& text, int index) {
+  json out = Envelope(meta, "chat.completion.chunk");
+  json choice = {{"index", index},
+                 {"logprobs", nullptr},
+                 {"finish_reason", nullptr},
+                 {"delta", {{"reasoning_content", text}}}};
   out["choices"] = json::array({std::move(choice)});
   return out;
 }

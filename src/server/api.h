@@ -86,7 +86,7 @@ struct ApiToolCall {
 struct ApiMessage {
   std::string role;
   std::string content;
-  std::vector<ApiToolCall> tool_calls;  // assistant messages that called tools
+  std::vector<ApiToolCall> tool_calls = {};  // assistant messages that called tools
 };
 
 // A function the model may call: its name and the JSON schema of its arguments.
@@ -221,7 +221,8 @@ struct Choice {
   std::string text;
   std::string finish_reason;
   nlohmann::json logprobs;
-  std::vector<ApiToolCall> tool_calls;  // chat: message.tool_calls (content null if no text)
+  std::vector<ApiToolCall> tool_calls = {};  // chat: message.tool_calls (content null if none)
+  std::optional<std::string> reasoning = {};  // chat: message.reasoning_content, if it thought
 };
 
 // The whole (non-streamed) response: choices in order (index 0, 1, ...) and the usage of all.
@@ -234,6 +235,9 @@ nlohmann::json CompletionJson(Endpoint endpoint, const ResponseMeta& meta,
 nlohmann::json ChunkJson(Endpoint endpoint, const ResponseMeta& meta, const std::string& text,
                          std::string_view finish_reason, bool first,
                          const nlohmann::json& logprobs = nullptr, int index = 0);
+
+// A chat chunk of choice `index` whose delta is reasoning: {"reasoning_content": text}.
+nlohmann::json ReasoningChunkJson(const ResponseMeta& meta, const std::string& text, int index);
 
 // A chat chunk of choice `index` whose delta holds `calls` (tool_calls entries with their
 // index, id, type and the whole function {name, arguments}).

@@ -22,6 +22,7 @@
 #include "server/api.h"
 #include "server/generation.h"
 #include "server/metrics.h"
+#include "server/reasoning.h"
 #include "server/scheduler.h"
 #include "server/tool_calls.h"
 #include "tokenizer/chat_template.h"
@@ -294,8 +295,15 @@ void HttpServer::Impl::Generate(const httplib::Request& req, httplib::Response& 
     usage.cached_tokens += last[i].cached_tokens;
     choices[i].text = echoes[i] + texts[i];
     choices[i].finish_reason = FinishReasonName(last[i].reason);
-    if (r.tool_choice != ToolChoice::kNone) {  // the text's call blocks become tool_calls
-      ToolCallOutput parsed = ParseToolCalls(texts[i]);
+    std::string answer = texts[i];
+    if (endpoint == Endpoint::kChat && options.split_reasoning) {
+      ReasoningOutput split = SplitReasoning(texts[i]);
+      if (split.thought) choices[i].reasoning = std::move(split.reasoning);
+      answer = std::move(split.content);
+      choices[i].text = answer;
+    }
+    if (r.tool_choice != ToolChoice::kNone) {  // the answer's call blocks become tool_calls
+      ToolCallOutput parsed = ParseToolCalls(answer);
       choices[i].text = std::move(parsed.content);
       choices[i].tool_calls = std::move(parsed.calls);
       for (ApiToolCall& call : choices[i].tool_calls) call.id = NewToolCallId();
@@ -326,6 +334,7 @@ void HttpServer::Impl::Stream(const httplib::Request& req, httplib::Response& re
     int64_t completion_tokens = 0;
     int64_t cached_tokens = 0;
     std::optional<ToolCallSplitter> tools;  // with tools: holds call blocks until the end
+    std::optional<ReasoningSplitter> reasoning;  // chat: <think> text goes apart
   };
   struct State {
     std::vector<Choice> choices;
@@ -348,6 +357,7 @@ void HttpServer::Impl::Stream(const httplib::Request& req, httplib::Response& re
     c.echo = std::move(echoes[i]);
     if (r.logprobs >= 0) c.logprobs.emplace(tok, r.endpoint, CodePoints(c.echo));
     if (r.tool_choice != ToolChoice::kNone) c.tools.emplace();
+    if (r.endpoint == Endpoint::kChat && options.split_reasoning) c.reasoning.emplace();
   }
   res.set_header("Cache-Control", "no-cache");
   res.set_chunked_content_provider(
@@ -365,10 +375,24 @@ void HttpServer::Impl::Stream(const httplib::Request& req, httplib::Response& re
         // Takes choice i's update: its text and logprobs, and its end.
         auto take = [&](size_t i, JobUpdate& u) {
           Choice& c = st->choices[i];
-          c.generated += u.text;
-          const std::string text =
-              std::exchange(c.echo, "") + (c.tools ? c.tools->Push(u.text) : u.text);
           const int index = static_cast<int>(i);
+          c.generated += u.text;
+          // Reasoning first goes out on its own; the answer's call blocks are held back.
+          std::string answer = u.text;
+          if (c.reasoning) {
+            ReasoningOutput split = c.reasoning->Push(u.text);
+            if (u.finished) {
+              ReasoningOutput rest = c.reasoning->Finish();
+              split.reasoning += rest.reasoning;
+              split.content += rest.content;
+            }
+            if (!split.reasoning.empty()) {
+              out += SseEvent(ReasoningChunkJson(st->meta, split.reasoning, index));
+            }
+            answer = std::move(split.content);
+          }
+          const std::string text =
+              std::exchange(c.echo, "") + (c.tools ? c.tools->Push(answer) : answer);
           if (!text.empty() || !u.logprobs.empty()) {
             json logprobs = nullptr;
             if (c.logprobs) logprobs = c.logprobs->Entries(u.logprobs, c.generated);

@@ -37,6 +37,9 @@ struct ServerOptions {
   // Connections served at once (httplib gives each its own thread, also while a keep-alive
   // connection sits idle). 0: 2 * (n_parallel + max_queue) + 16.
   size_t http_threads = 0;
+  // Chat: a thinking model's <think>...</think> goes to message.reasoning_content
+  // (llama-server's --reasoning-format deepseek); false: it stays in the content.
+  bool split_reasoning = true;
 };
 
 class HttpServer {

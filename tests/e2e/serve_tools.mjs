@@ -128,6 +128,25 @@ for (const [temperature, seed] of [[0, 1], [1.0, 2], [1.0, 3]]) {
         r.usage.prompt_tokens < withTools.usage.prompt_tokens,
         'tool_choice none leaves the tools out of the prompt');
 }
+// A thinking model's <think> block comes back apart, as reasoning_content (a grammar
+// stands in for a model that thinks), whole and streamed.
+{
+  const req = { model: modelId, max_tokens: 40, temperature: 1.0, seed: 8,
+                messages: [{ role: 'user', content: 'Think first.' }],
+                grammar: 'root ::= "<think>\\nhmm, " [a-z]{1,6} "\\n</think>\\n\\n" [a-z]{1,6}' };
+  const whole = (await client.chat.completions.create(req)).choices[0];
+  check(/^hmm, [a-z]{1,6}$/.test(whole.message.reasoning_content) &&
+        /^[a-z]{1,6}$/.test(whole.message.content), 'reasoning_content apart from the answer',
+        JSON.stringify(whole.message));
+  let reasoning = '', content = '';
+  for await (const chunk of await client.chat.completions.create({ ...req, stream: true })) {
+    reasoning += chunk.choices[0]?.delta?.reasoning_content ?? '';
+    content += chunk.choices[0]?.delta?.content ?? '';
+  }
+  check(reasoning === whole.message.reasoning_content && content === whole.message.content,
+        'streamed reasoning_content and content match the whole response',
+        JSON.stringify({ reasoning, content }));
+}
 // Bad tool requests.
 for (const [body, param, what] of [
   [{ tool_choice: { type: 'function', function: { name: 'nope' } } }, 'tool_choice',

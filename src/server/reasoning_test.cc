@@ -1,0 +1,62 @@
+#include "server/reasoning.h"
+
+#include <gtest/gtest.h>
+
+namespace mt::server {
+namespace {
+
+TEST(Reasoning, SplitsThinkingFromTheAnswer) {
+  ReasoningOutput r = SplitReasoning("<think>\nLet me see.\nIt is  Paris.\n</think>\n\nParis.");
+  EXPECT_TRUE(r.thought);
+  EXPECT_EQ(r.reasoning, "Let me see.\nIt is  Paris.");
+  EXPECT_EQ(r.content, "Paris.");
+  r = SplitReasoning("\n <think></think>Hi");
+  EXPECT_TRUE(r.thought);
+  EXPECT_EQ(r.reasoning, "");
+  EXPECT_EQ(r.content, "Hi");
+  r = SplitReasoning("<think>\nstill thinking when max_tokens came ");
+  EXPECT_TRUE(r.thought);
+  EXPECT_EQ(r.reasoning, "still thinking when max_tokens came");
+  EXPECT_EQ(r.content, "");
+  for (const char* plain : {"Paris.", " no <think> here", "<thin", ""}) {
+    r = SplitReasoning(plain);
+    EXPECT_FALSE(r.thought) << plain;
+    EXPECT_EQ(r.reasoning, "") << plain;
+    EXPECT_EQ(r.content, plain);
+  }
+}
+
+// Streamed in pieces of every size, the deltas add up to the whole split.
+TEST(Reasoning, SplitterMatchesTheWholeSplitAtEveryCut) {
+  for (std::string_view text :
+       {std::string_view("<think>\nLet me see. </thin no.\n\n</think>\n\n  Paris. <think>x"),
+        std::string_view("  \n<think>  a  b  "), std::string_view("Plain  text </think>"),
+        std::string_view("<thinking>x"), std::string_view("<think>"),
+        std::string_view("   ")}) {
+    const ReasoningOutput whole = SplitReasoning(text);
+    for (size_t piece = 1; piece <= text.size(); ++piece) {
+      ReasoningSplitter s;
+      ReasoningOutput sum;
+      auto add = [&](const ReasoningOutput& d) {
+        sum.reasoning += d.reasoning;
+        sum.content += d.content;
+        sum.thought = d.thought;
+      };
+      for (size_t at = 0; at < text.size(); at += piece) add(s.Push(text.substr(at, piece)));
+      add(s.Finish());
+      EXPECT_EQ(sum.reasoning, whole.reasoning) << text << " / piece " << piece;
+      EXPECT_EQ(sum.content, whole.content) << text << " / piece " << piece;
+      EXPECT_EQ(sum.thought, whole.thought) << text << " / piece " << piece;
+    }
+  }
+  ReasoningSplitter s;
+  EXPECT_EQ(s.Push("<thi").reasoning, "");  // undecided
+  EXPECT_EQ(s.Push("nk>\nOne ").reasoning, "One");  // the space may precede </think>: held
+  EXPECT_EQ(s.Push("two</th").reasoning, " two");
+  const ReasoningOutput end = s.Push("ink>\n\nAnswer");
+  EXPECT_EQ(end.reasoning, "");
+  EXPECT_EQ(end.content, "Answer");
+}
+
+}  // namespace
+}  // namespace mt::server
