@@ -1,5 +1,6 @@
 #include "grammar/token_filter.h"
 
+#include <algorithm>
 #include <utility>
 
 #include "base/check.h"
@@ -45,10 +46,17 @@ uint32_t GrammarFilter::Cached(std::vector<uint32_t>& table, uint32_t key,
 }
 
 size_t GrammarFilter::TriggerEnd(std::string_view piece) const {
-  const std::string joined = tail_ + std::string(piece);
-  const size_t at = joined.find(trigger_);
-  if (at == std::string::npos) return std::string_view::npos;
-  return at + trigger_.size() - tail_.size();
+  // The first match in tail_ + piece, without building it: one that starts in the tail
+  // (the longer its part there, the earlier it starts), else one inside the piece.
+  const std::string_view trigger = trigger_;
+  for (size_t k = std::min(tail_.size(), trigger.size() - 1); k > 0; --k) {
+    if (std::string_view(tail_).substr(tail_.size() - k) == trigger.substr(0, k) &&
+        piece.substr(0, trigger.size() - k) == trigger.substr(k)) {
+      return trigger.size() - k;
+    }
+  }
+  const size_t at = piece.find(trigger);
+  return at == std::string_view::npos ? at : at + trigger.size();
 }
 
 bool GrammarFilter::Allows(int32_t id) const {

@@ -124,6 +124,15 @@ TEST(GrammarFilter, LazyAppliesAfterTheTrigger) {
   ASSERT_TRUE(f.Accept(byte('4')));
   ASSERT_TRUE(f.Accept(byte('}')));
   EXPECT_TRUE(f.Allows(eos));
+  // A trigger spread over three tokens, after a false start.
+  GrammarFilter three(g, SmallVocab(), "<#>");
+  for (char c : std::string("x<<#")) ASSERT_TRUE(three.Accept(byte(c)));
+  EXPECT_FALSE(three.active());
+  EXPECT_TRUE(three.Allows(byte('x')));  // still free text
+  EXPECT_TRUE(three.Allows(byte('>')));
+  ASSERT_TRUE(three.Accept(byte('>')));
+  EXPECT_TRUE(three.active());
+  EXPECT_TRUE(three.Allows(byte('{')));
   // A token that completes the trigger is allowed only when the grammar takes its rest.
   int32_t word = -1;
   for (int32_t id = 256; id < tok.n_vocab() && word < 0; ++id) {
