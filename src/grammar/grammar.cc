@@ -5,6 +5,7 @@
 #include <utility>
 
 #include "base/check.h"
+#include "tokenizer/utf8.h"
 
 namespace mt::grammar {
 
@@ -337,7 +338,6 @@ class GrammarCompiler {
   // One character of a literal or set at pos_: an escape or a UTF-8 sequence.
   Status ParseChar(uint32_t* out) {
     if (AtEnd()) return Error("unexpected end of text");
-    const auto byte = [&](size_t i) { return static_cast<uint8_t>(text_[i]); };
     if (text_[pos_] == '\\') {
       ++pos_;
       if (AtEnd()) return Error("unexpected end of text after '\\'");
@@ -379,17 +379,10 @@ class GrammarCompiler {
       *out = v;
       return Status::Ok();
     }
-    const uint8_t b = byte(pos_);
-    size_t len = b < 0x80 ? 1 : (b & 0xE0) == 0xC0 ? 2 : (b & 0xF0) == 0xE0 ? 3
-                 : (b & 0xF8) == 0xF0 ? 4 : 0;
-    if (len == 0 || pos_ + len > text_.size()) return Error("invalid UTF-8");
-    uint32_t v = len == 1 ? b : b & (0x7F >> len);
-    for (size_t i = 1; i < len; ++i) {
-      if ((byte(pos_ + i) & 0xC0) != 0x80) return Error("invalid UTF-8");
-      v = (v << 6) | (byte(pos_ + i) & 0x3F);
-    }
+    const size_t len = utf8::ValidSequenceLength(text_, pos_);
+    if (len == 0) return Error("invalid UTF-8");
+    *out = utf8::DecodeAt(text_, pos_, len);
     pos_ += len;
-    *out = v;
     return Status::Ok();
   }
 

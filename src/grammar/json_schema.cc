@@ -16,6 +16,7 @@
 #include <fmt/format.h>
 
 #include "base/check.h"
+#include "tokenizer/utf8.h"
 
 namespace mt::grammar {
 namespace {
@@ -140,18 +141,8 @@ bool AppendJsonString(std::string_view s, std::string* out, size_t* code_points 
       ++i;
       continue;
     }
-    const size_t len = c >= 0xf0 ? 4 : c >= 0xe0 ? 3 : c >= 0xc0 ? 2 : 0;
-    if (len == 0 || i + len > s.size()) return false;
-    uint32_t cp = c & (0x7f >> len);
-    for (size_t k = 1; k < len; ++k) {
-      const auto b = static_cast<unsigned char>(s[i + k]);
-      if ((b & 0xc0) != 0x80) return false;
-      cp = (cp << 6) | (b & 0x3f);
-    }
-    static constexpr uint32_t kMinForLength[5] = {0, 0, 0x80, 0x800, 0x10000};
-    if (cp < kMinForLength[len] || cp > 0x10ffff || (cp >= 0xd800 && cp <= 0xdfff)) {
-      return false;
-    }
+    const size_t len = utf8::ValidSequenceLength(s, i);
+    if (len == 0) return false;
     out->append(s.substr(i, len));
     i += len;
   }

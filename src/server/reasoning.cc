@@ -1,7 +1,8 @@
 #include "server/reasoning.h"
 
-#include <algorithm>
 #include <utility>
+
+#include "server/tag_scan.h"
 
 namespace mt::server {
 namespace {
@@ -9,24 +10,14 @@ namespace {
 constexpr std::string_view kOpen = "<think>";
 constexpr std::string_view kClose = "</think>";
 
-bool IsSpace(char c) { return c == ' ' || c == '\n' || c == '\t' || c == '\r'; }
-
 std::string_view TrimLeft(std::string_view s) {
-  while (!s.empty() && IsSpace(s.front())) s.remove_prefix(1);
+  while (!s.empty() && IsAsciiSpace(s.front())) s.remove_prefix(1);
   return s;
 }
 
 std::string_view TrimRight(std::string_view s) {
-  while (!s.empty() && IsSpace(s.back())) s.remove_suffix(1);
+  while (!s.empty() && IsAsciiSpace(s.back())) s.remove_suffix(1);
   return s;
-}
-
-// The length of the longest tail of `s` that `tag` starts with (a tag cut by the stream).
-size_t PartialTag(std::string_view s, std::string_view tag) {
-  for (size_t k = std::min(s.size(), tag.size() - 1); k > 0; --k) {
-    if (tag.substr(0, k) == s.substr(s.size() - k)) return k;
-  }
-  return 0;
 }
 
 }  // namespace
@@ -86,7 +77,7 @@ ReasoningOutput ReasoningSplitter::Drain(bool final) {
           return out;
         }
         // Hold a tag cut short and trailing whitespace (dropped if </think> follows).
-        size_t keep = PartialTag(held_, kClose);
+        size_t keep = PartialTagLength(held_, kClose);
         const std::string_view body = std::string_view(held_).substr(0, held_.size() - keep);
         keep += body.size() - TrimRight(body).size();
         const size_t send = held_.size() - keep;

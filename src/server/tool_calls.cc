@@ -6,14 +6,13 @@
 #include <nlohmann/json.hpp>
 
 #include "grammar/json_schema.h"
+#include "server/tag_scan.h"
 
 namespace mt::server {
 namespace {
 
 constexpr std::string_view kOpen = kToolCallOpen;
 constexpr std::string_view kClose = "</tool_call>";
-
-bool IsSpace(char c) { return c == ' ' || c == '\n' || c == '\t' || c == '\r'; }
 
 // One block's JSON: {"name": "...", "arguments": {...}}; false when it is anything else.
 bool ParseCall(std::string_view body, ApiToolCall* out) {
@@ -41,7 +40,7 @@ ToolCallOutput ParseToolCalls(std::string_view text) {
   out.content = std::string(text.substr(0, first));
   size_t pos = first;
   while (pos < text.size()) {
-    if (IsSpace(text[pos])) {
+    if (IsAsciiSpace(text[pos])) {
       ++pos;
       continue;
     }
@@ -73,10 +72,7 @@ std::string ToolCallSplitter::Push(std::string_view text) {
     return std::exchange(held_, "");
   }
   // Hold the longest tail that "<tool_call>" could still begin with.
-  size_t keep = std::min(held_.size(), kOpen.size() - 1);
-  while (keep > 0 && kOpen.substr(0, keep) != std::string_view(held_).substr(held_.size() - keep)) {
-    --keep;
-  }
+  const size_t keep = PartialTagLength(held_, kOpen);
   std::string out = held_.substr(0, held_.size() - keep);
   held_.erase(0, held_.size() - keep);
   return out;
