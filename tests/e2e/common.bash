@@ -3,7 +3,7 @@ set -uo pipefail
 MOETIER=${1:?usage: test.sh path/to/moetier}
 WORK=$(mktemp -d "${TMPDIR:-/tmp}/moetier-e2e.XXXXXX")
 trap 'rm -rf "$WORK"' EXIT
-PY=/usr/bin/python3
+PY=${MT_PYTHON:-/usr/bin/python3}  # a python3 with numpy (Debian: python3-numpy)
 failures=0
 
 fail() { echo "FAIL: $*"; failures=$((failures + 1)); }

@@ -111,7 +111,7 @@ expect_error 1 "truncated model" -- "$MOETIER" run -m "$WORK/trunc.gguf" -p "Hi"
 
 # A NaN weight (a GGUF carries no checksums): one line naming where, never sampled text.
 offset=$("$MOETIER" inspect "$model" | awk '$1 == "output_norm.weight" {print $NF}')
-/usr/bin/python3 - "$model" "$WORK/nan.gguf" "$offset" <<'PY'
+$PY - "$model" "$WORK/nan.gguf" "$offset" <<'PY'
 import struct, sys
 data = bytearray(open(sys.argv[1], "rb").read())
 struct.pack_into("<f", data, int(sys.argv[3]) + 8, float("nan"))
@@ -125,7 +125,7 @@ last=$(tail -1 "$WORK/err")
   fail "NaN weight: exit $rc: $(cat "$WORK/err" "$WORK/out")"
 
 # A model whose architecture moetier does not know: patch the architecture string.
-/usr/bin/python3 - "$model" "$WORK/arch.gguf" <<'PY'
+$PY - "$model" "$WORK/arch.gguf" <<'PY'
 import sys
 data = bytearray(open(sys.argv[1], "rb").read())
 i = data.find(b"olmoe")            # general.architecture's value comes first
