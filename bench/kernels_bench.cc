@@ -15,7 +15,7 @@
 //   gemm<n>/<isa>/<type>/<rows>x<cols>     n tokens (4: an expert's share of 32 decoded
 //       sequences; 16: a typical expert batch in prefill; 128). Counter GOP/s = 2 * rows * cols * n / s (one multiply-add = 2 ops).
 //   quantize/<isa>/<fmt>/<cols>            activation quantization, GB/s of float input.
-//   read_bandwidth[/t2]                    plain sum over a 1 GiB buffer (the DRAM roof).
+//   read_bandwidth[/t2]                    1 GiB read as base/read_bandwidth.h reads (DRAM roof).
 //   attend/<isa>/<f16|f32>/<n_pos>         AttendHead (kernels/attention.h), one query over
 //       n_pos positions of a 128-dim head (olmoe, qwen3moe); the cache is cache-resident.
 //       Counter GB/s = K and V bytes read per second.
@@ -36,6 +36,7 @@
 #include <vector>
 
 #include "base/aligned_buffer.h"
+#include "base/read_bandwidth.h"
 #include "base/thread_pool.h"
 #include "kernels/attention.h"
 #include "kernels/matmul.h"
@@ -169,30 +170,20 @@ void QuantizeBench(benchmark::State& state, Isa isa, ActFormat f, int64_t cols) 
 
 // The DRAM roof: a plain sum of 64-bit words (4 chains) over 1 GiB.
 void ReadBandwidth(benchmark::State& state, int threads) {
-  const size_t n = (1ull << 30) / 8;
-  AlignedBytes buf(n * 8);
+  const int64_t n_lines = (int64_t{1} << 30) / 64;
+  AlignedBytes buf(n_lines * 64);
   auto* v = reinterpret_cast<uint64_t*>(buf.p);
-  for (size_t i = 0; i < n; ++i) v[i] = i;
+  for (int64_t i = 0; i < n_lines * 8; ++i) v[i] = i;
   ThreadPool pool(threads);
   std::vector<uint64_t> sums(threads);
   for (auto _ : state) {
-    pool.ParallelFor(
-        static_cast<int64_t>(n),
-        [&](int64_t b, int64_t e, int th) {
-          uint64_t s0 = 0, s1 = 0, s2 = 0, s3 = 0;
-          for (int64_t i = b; i + 4 <= e; i += 4) {
-            s0 += v[i];
-            s1 += v[i + 1];
-            s2 += v[i + 2];
-            s3 += v[i + 3];
-          }
-          sums[th] = s0 + s1 + s2 + s3;
-        },
-        4096);
+    pool.ParallelFor(n_lines, [&](int64_t b, int64_t e, int th) {
+      sums[th] ^= ReadAllBytes(v + b * 8, static_cast<uint64_t>(e - b) * 64);
+    });
     benchmark::DoNotOptimize(sums.data());
   }
   state.counters["GB/s"] =
-      benchmark::Counter(8.0 * n * state.iterations() / 1e9, benchmark::Counter::kIsRate);
+      benchmark::Counter(64.0 * n_lines * state.iterations() / 1e9, benchmark::Counter::kIsRate);
 }
 
 void Attend(benchmark::State& state, Isa isa, KvElemType type, int64_t n_pos) {

@@ -9,6 +9,7 @@
 
 #include "base/cpu_features.h"
 #include "base/memory_info.h"
+#include "base/read_bandwidth.h"
 #include "base/units.h"
 #include "command.h"
 #include "engine/bench.h"

@@ -4,8 +4,6 @@
 #include <cmath>
 #include <numeric>
 
-#include "base/aligned_buffer.h"
-
 namespace mt {
 namespace {
 
@@ -102,34 +100,6 @@ Result<BenchSample> BenchDecode(Context& ctx, int n_gen, int n_seq, int n_depth,
   }
   Summarize(&s);
   return s;
-}
-
-double MeasureReadBandwidth(ThreadPool& pool, uint64_t bytes, int reps) {
-  Result<AlignedBuffer> buf = AlignedBuffer::Allocate(bytes);
-  if (!buf.ok()) return 0;
-  uint64_t* words = reinterpret_cast<uint64_t*>(buf->data());
-  const int64_t n = static_cast<int64_t>(bytes / 8);
-  pool.ParallelFor(n, [&](int64_t b, int64_t e, int) {
-    for (int64_t i = b; i < e; ++i) words[i] = static_cast<uint64_t>(i);
-  });
-  double best = 0;
-  std::vector<uint64_t> sinks(pool.size() * 8);
-  for (int r = 0; r < reps; ++r) {
-    auto t0 = std::chrono::steady_clock::now();
-    pool.ParallelFor(n, [&](int64_t b, int64_t e, int thread) {
-      // Eight independent lanes so the loads are not serialised by one add chain.
-      uint64_t acc[8] = {};
-      int64_t i = b;
-      for (; i + 8 <= e; i += 8) {
-        for (int j = 0; j < 8; ++j) acc[j] ^= words[i + j];
-      }
-      for (; i < e; ++i) acc[0] ^= words[i];
-      for (int j = 0; j < 8; ++j) sinks[thread * 8 + j] = acc[j];
-    }, 4096);
-    auto t1 = std::chrono::steady_clock::now();
-    best = std::max(best, double(bytes) / Seconds(t0, t1) / 1e9);
-  }
-  return best;
 }
 
 TokenCost TokenCostOf(const Model& m) {

@@ -38,10 +38,6 @@ Result<BenchSample> BenchPrefill(Context& ctx, int n_prompt, int n_depth, int re
 Result<BenchSample> BenchDecode(Context& ctx, int n_gen, int n_seq, int n_depth, int reps,
                                 uint64_t seed, const std::function<void()>& after_warmup = {});
 
-// Reads `bytes` of (already touched) memory with all threads of `pool`, `reps` times;
-// returns the best GB/s (1e9 bytes/s).
-double MeasureReadBandwidth(ThreadPool& pool, uint64_t bytes, int reps);
-
 // Weight bytes and multiply-adds one token needs: every dense matrix but the embedding
 // (one row of it), the head, and top-k experts of every layer; and the KV cache bytes it
 // reads per position it attends to (an f16 cache, bench's).
