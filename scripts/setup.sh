@@ -8,7 +8,7 @@ apt_packages=(
   build-essential cmake ninja-build clang libclang-rt-14-dev
   libfmt-dev libcli11-dev nlohmann-json3-dev libxxhash-dev liburing-dev libnuma-dev
   libcpp-httplib-dev libgtest-dev libgmock-dev libbenchmark-dev libpcre2-dev libutf8proc-dev
-  python3-numpy
+  python3-numpy python3-jinja2
 )
 # Node.js may come from elsewhere on the machine; take Debian's only when none is on PATH.
 command -v npm >/dev/null 2>&1 || apt_packages+=(nodejs npm)

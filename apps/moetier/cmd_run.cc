@@ -38,6 +38,7 @@ struct RunFlags {
   int64_t seed = -1;
   bool chat = false;
   std::string chat_template;
+  std::string chat_template_kwargs;
   std::vector<std::string> stops;
   std::vector<std::string> logit_bias;  // llama.cpp's TOKEN_ID(+/-)BIAS
   std::string grammar;  // GBNF text; or in a file, or a JSON schema (text or file)
@@ -212,6 +213,12 @@ int Run(const RunFlags& f) {
     prompt = text.value();
   }
   if (prompt.empty()) return ReportError(InvalidArgument("the prompt is empty"));
+  ChatTemplateKwargs kwargs;
+  if (!f.chat_template_kwargs.empty()) {
+    Result<ChatTemplateKwargs> k = ParseChatTemplateKwargs(f.chat_template_kwargs);
+    if (!k.ok()) return ReportError(k.status().WithContext("--chat-template-kwargs"));
+    kwargs = k.value();
+  }
 
   Result<std::unique_ptr<Model>> model = Model::Load(f.model, LoadOptions{});
   if (!model.ok()) return ReportError(model.status());
@@ -257,7 +264,7 @@ int Run(const RunFlags& f) {
     std::vector<ChatMessage> messages;
     if (!f.system_prompt.empty()) messages.push_back({"system", f.system_prompt});
     messages.push_back({"user", prompt});
-    Result<ChatPrompt> rendered = tmpl->Render(messages, true);
+    Result<ChatPrompt> rendered = tmpl->Render(messages, true, nullptr, kwargs.enable_thinking);
     if (!rendered.ok()) return ReportError(rendered.status());
     text = rendered->text;
     add_bos = rendered->add_bos;
@@ -382,6 +389,9 @@ CommandMain SetupRun(CLI::App& sub) {
   sub.add_option("--chat-template", f->chat_template,
                  "Built-in template to use with --chat: chatml, tulu, llama2");
   sub.add_option("--system-prompt", f->system_prompt, "System message for --chat");
+  sub.add_option("--chat-template-kwargs", f->chat_template_kwargs,
+                 "Chat template variables for --chat as JSON, e.g. "
+                 "'{\"enable_thinking\": false}' (a Qwen3 model answers without thinking)");
   sub.add_option("-r,--reverse-prompt,--stop", f->stops, "Stop when this text is generated");
   sub.add_flag("--ignore-eos", f->ignore_eos, "Keep generating after end-of-text tokens");
   sub.add_option("--grammar", f->grammar, "GBNF grammar the output must follow");

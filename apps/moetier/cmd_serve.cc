@@ -16,6 +16,7 @@
 #include "engine/context.h"
 #include "engine/model.h"
 #include "server/http_server.h"
+#include "tokenizer/chat_template.h"
 
 namespace mt::cli {
 namespace {
@@ -34,6 +35,7 @@ struct ServeFlags {
   size_t max_queue = 64;
   std::string chat_template;
   std::string reasoning_format = "deepseek";
+  std::string chat_template_kwargs;
   double drain_timeout = 30;
   StorageFlags storage;
 };
@@ -64,6 +66,12 @@ int Serve(const ServeFlags& f) {
     return ReportError(InvalidArgument("--reasoning-format must be deepseek or none, not '{}'",
                                        f.reasoning_format));
   }
+  ChatTemplateKwargs kwargs;
+  if (!f.chat_template_kwargs.empty()) {
+    Result<ChatTemplateKwargs> k = ParseChatTemplateKwargs(f.chat_template_kwargs);
+    if (!k.ok()) return ReportError(k.status().WithContext("--chat-template-kwargs"));
+    kwargs = k.value();
+  }
   Result<std::unique_ptr<Model>> model = Model::Load(f.model, LoadOptions{});
   if (!model.ok()) return ReportError(model.status());
   const Model& m = *model.value();
@@ -86,6 +94,7 @@ int Serve(const ServeFlags& f) {
   so.model_id = !f.alias.empty() ? f.alias : std::filesystem::path(f.model).stem().string();
   so.chat_template = f.chat_template;
   so.split_reasoning = f.reasoning_format == "deepseek";
+  so.enable_thinking = kwargs.enable_thinking;
   so.n_parallel = f.n_parallel;
   so.step_tokens = copt.n_batch;
   so.max_queue = f.max_queue;
@@ -161,6 +170,9 @@ CommandMain SetupServe(CLI::App& sub) {
                  "deepseek: a thinking model's <think> text goes to reasoning_content; none: "
                  "it stays in the content")
       ->default_str("deepseek");
+  sub.add_option("--chat-template-kwargs", f->chat_template_kwargs,
+                 "Chat template variables for requests that do not set them, as JSON, e.g. "
+                 "'{\"enable_thinking\": false}' (a Qwen3 model answers without thinking)");
   sub.add_option("--drain-timeout", f->drain_timeout,
                  "Seconds running requests may take to finish after SIGTERM")
       ->default_str("30");

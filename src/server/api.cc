@@ -190,8 +190,38 @@ Error ParseMessages(const json& body, ApiRequest* out) {
                                              i, TypeName(content)));
     }
     if (Error e = ParseMessageToolCalls(msg, i, &out_msg)) return e;
+    // An assistant turn's reasoning sent back apart (as this server returns it).
+    if (const json& r = Field(msg, "reasoning_content"); r.is_string()) {
+      out_msg.reasoning_content = r.get<std::string>();
+    } else if (!r.is_null()) {
+      return Invalid("messages", fmt::format("messages[{}].reasoning_content must be a string "
+                                             "or null, not {}",
+                                             i, TypeName(r)));
+    }
     out->messages.push_back(std::move(out_msg));
   }
+  return std::nullopt;
+}
+
+// chat_template_kwargs (vLLM's and llama-server's): variables for the chat template. The
+// built-in templates read enable_thinking; other keys are ignored, as a Jinja template
+// ignores variables it does not use.
+Error ParseChatTemplateKwargs(const json& body, ApiRequest* out) {
+  const json& kwargs = Field(body, "chat_template_kwargs");
+  if (kwargs.is_null()) return std::nullopt;
+  if (!kwargs.is_object()) {
+    return Invalid("chat_template_kwargs", fmt::format("chat_template_kwargs must be an "
+                                                       "object, not {}",
+                                                       TypeName(kwargs)));
+  }
+  const json& thinking = Field(kwargs, "enable_thinking");
+  if (thinking.is_null()) return std::nullopt;
+  if (!thinking.is_boolean()) {
+    return Invalid("chat_template_kwargs",
+                   fmt::format("chat_template_kwargs.enable_thinking must be a boolean, not {}",
+                               TypeName(thinking)));
+  }
+  out->enable_thinking = thinking.get<bool>();
   return std::nullopt;
 }
 
@@ -543,6 +573,7 @@ Error Parse(const json& body, std::string_view raw, Endpoint endpoint, std::stri
     if (Error e = ParsePrompt(body, out)) return e;
   } else {
     if (Error e = ParseMessages(body, out)) return e;
+    if (Error e = ParseChatTemplateKwargs(body, out)) return e;
   }
   for (const char* key : {"max_tokens", "max_completion_tokens"}) {
     if (endpoint == Endpoint::kCompletions && std::string_view(key) != "max_tokens") continue;
@@ -603,10 +634,11 @@ Error Parse(const json& body, std::string_view raw, Endpoint endpoint, std::stri
   }
   if (Error e = ParseConstraint(body, raw, out)) return e;
   if (Error e = ParseTools(body, raw, endpoint, out)) return e;
-  if (out->grammar != nullptr &&
-      (out->tool_choice == ToolChoice::kRequired || out->tool_choice == ToolChoice::kNamed)) {
-    return Invalid("tool_choice", "a required tool call and a constrained output format "
-                                  "cannot both hold");
+  if (out->grammar != nullptr && out->tool_choice != ToolChoice::kNone) {
+    // Auto would have to allow calls or the format's text: one grammar of both is not built.
+    return Invalid("tool_choice", "tools and a constrained output format (response_format, "
+                                  "grammar, json_schema) cannot both hold; send tool_choice "
+                                  "\"none\" or no format");
   }
   return std::nullopt;
 }

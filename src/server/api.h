@@ -51,9 +51,15 @@
 //                "tool_calls". tool_choice: "auto" (default with tools), "none", "required"
 //                or {type: "function", function: {name}} (the last two constrain the output
 //                to calls, with arguments following each function's parameters schema).
-//                parallel_tool_calls: false allows one call. Messages may carry
+//                parallel_tool_calls: false allows one call. Tools other than with
+//                tool_choice "none" exclude response_format, grammar and json_schema (one
+//                grammar for calls or the format is not built). Messages may carry
 //                tool_calls (assistant) and role "tool" with tool_call_id. functions: only
 //                empty.
+//   chat_template_kwargs  (chat) {"enable_thinking": bool}: false asks a Qwen3 hybrid
+//                model to answer without reasoning (tokenizer/chat_template.h); other keys
+//                are ignored, as the template would. Assistant messages may carry
+//                reasoning_content (a string or null): Qwen3's template renders it.
 // Unknown fields are ignored, as other OpenAI-compatible servers do.
 #pragma once
 
@@ -87,6 +93,7 @@ struct ApiMessage {
   std::string role;
   std::string content;
   std::vector<ApiToolCall> tool_calls = {};  // assistant messages that called tools
+  std::optional<std::string> reasoning_content = std::nullopt;  // assistant: sent apart
 };
 
 // A function the model may call: its name and the JSON schema of its arguments.
@@ -140,6 +147,8 @@ struct ApiRequest {
   ToolChoice tool_choice = ToolChoice::kNone;  // kAuto by default when tools are given
   std::string tool_choice_name;                // kNamed: the function
   bool parallel_tool_calls = true;
+  // Chat: chat_template_kwargs.enable_thinking; absent: the server's default.
+  std::optional<bool> enable_thinking;
 };
 
 // A request the server refuses: the HTTP status and the OpenAI error object

@@ -145,6 +145,29 @@ TEST(ApiTest, ChatMessages) {
     EXPECT_EQ(e.param, "messages") << bad;
     EXPECT_EQ(e.type, "invalid_request_error");
   }
+  // Reasoning sent back apart, and the template's enable_thinking.
+  ApiRequest thinking = Accepted(R"({"model": "olmoe", "messages": [
+      {"role": "user", "content": "Hi"},
+      {"role": "assistant", "content": "Hello", "reasoning_content": "Greet back."},
+      {"role": "assistant", "content": "Hello", "reasoning_content": null}],
+      "chat_template_kwargs": {"enable_thinking": false, "other": [1]}})",
+                                 Endpoint::kChat);
+  EXPECT_EQ(thinking.messages[1].reasoning_content, "Greet back.");
+  EXPECT_EQ(thinking.messages[2].reasoning_content, std::nullopt);
+  EXPECT_EQ(thinking.enable_thinking, false);
+  EXPECT_EQ(dev.enable_thinking, std::nullopt);  // unset: the server's default
+  EXPECT_EQ(Refused(R"({"model": "olmoe", "messages": [{"role": "assistant", "content": "x",
+                        "reasoning_content": 3}]})",
+                    Endpoint::kChat)
+                .param,
+            "messages");
+  for (const char* bad : {R"("chat_template_kwargs": "x")",
+                          R"("chat_template_kwargs": {"enable_thinking": "no"})"}) {
+    const std::string body =
+        std::string(R"({"model": "olmoe", "messages": [{"role": "user", "content": "x"}], )") +
+        bad + "}";
+    EXPECT_EQ(Refused(body, Endpoint::kChat).param, "chat_template_kwargs") << bad;
+  }
   // A chat body on the completions endpoint lacks its prompt.
   EXPECT_EQ(Refused(R"({"model": "olmoe", "messages": [{"role": "user", "content": "x"}]})")
                 .param,
@@ -498,6 +521,11 @@ TEST(ApiTest, ToolsAndToolChoice) {
   EXPECT_EQ(Accepted(chat + tools + R"(, "tool_choice": "required"})", Endpoint::kChat)
                 .tool_choice,
             ToolChoice::kRequired);
+  EXPECT_NE(Accepted(chat + tools + R"(, "tool_choice": "none", "response_format":
+                {"type": "json_object"}})",
+                     Endpoint::kChat)
+                .grammar,
+            nullptr);  // the tools hidden, the format holds
   EXPECT_EQ(Accepted(chat + tools + R"(, "tool_choice": "none"})", Endpoint::kChat).tool_choice,
             ToolChoice::kNone);
   EXPECT_EQ(Accepted(chat + R"("tools": [], "tool_choice": "none"})", Endpoint::kChat)
@@ -530,6 +558,8 @@ TEST(ApiTest, ToolsAndToolChoice) {
                 "nope"}}})", "tool_choice"},
            {chat + tools + R"(, "tool_choice": "required", "grammar": "root ::= \"a\""})",
             "tool_choice"},
+           // Auto too: calls or the format's text would need one grammar of both.
+           {chat + tools + R"(, "response_format": {"type": "json_object"}})", "tool_choice"},
            {chat + R"("parallel_tool_calls": 1})", "parallel_tool_calls"},
            {chat + R"("functions": [{"name": "f"}]})", "functions"},
            {R"({"model": "olmoe", "messages": [{"role": "user", "content": "x",

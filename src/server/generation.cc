@@ -36,6 +36,23 @@ int64_t CodePoints(std::string_view bytes) {
   return n;
 }
 
+Result<ChatPrompt> RenderChat(const ChatTemplate& chat, const ApiRequest& r,
+                              bool default_enable_thinking) {
+  std::vector<ChatMessage> messages;
+  for (const ApiMessage& m : r.messages) {
+    ChatMessage& c = messages.emplace_back(ChatMessage{m.role, m.content});
+    for (const ApiToolCall& call : m.tool_calls) {
+      c.tool_calls.push_back({call.name, call.arguments});
+    }
+    c.reasoning_content = m.reasoning_content;
+  }
+  // tool_choice "none" hides the tools (a model with no tool format can still answer).
+  const bool offer_tools = r.tool_choice != ToolChoice::kNone;
+  return chat.Render(messages, /*add_generation_prompt=*/true,
+                     offer_tools ? r.tools_json : nullptr,
+                     r.enable_thinking.value_or(default_enable_thinking));
+}
+
 std::optional<ApiError> MakeSpec(const GenerationTarget& target, const ApiRequest& r,
                                  size_t which, uint64_t fresh_seed, GenerationSpec* spec) {
   const Tokenizer& tok = target.tok;
@@ -50,27 +67,18 @@ std::optional<ApiError> MakeSpec(const GenerationTarget& target, const ApiReques
     return e;
   };
   std::vector<int32_t>& prompt = spec->prompt;
+  bool thinking_open = false;  // the chat prompt ends inside <think>
   if (r.endpoint == Endpoint::kChat) {
     if (!chat) {
       return invalid("messages", std::string(target.chat_error), "chat_template_unavailable");
     }
-    std::vector<ChatMessage> messages;
-    for (const ApiMessage& m : r.messages) {
-      ChatMessage& c = messages.emplace_back(ChatMessage{m.role, m.content});
-      for (const ApiToolCall& call : m.tool_calls) {
-        c.tool_calls.push_back({call.name, call.arguments});
-      }
-    }
-    // tool_choice "none" hides the tools (a model with no tool format can still answer).
-    const bool offer_tools = r.tool_choice != ToolChoice::kNone;
-    if (offer_tools && !chat->supports_tools()) {
+    if (r.tool_choice != ToolChoice::kNone && !chat->supports_tools()) {
       return invalid("tools", fmt::format("this model's chat format ({}) has no tool calls; "
                                           "tools need a chatml model (Qwen)",
                                           chat->name()),
                      "unsupported");
     }
-    Result<ChatPrompt> rendered = chat->Render(messages, /*add_generation_prompt=*/true,
-                                               offer_tools ? r.tools_json : nullptr);
+    Result<ChatPrompt> rendered = RenderChat(*chat, r, target.enable_thinking);
     if (!rendered.ok()) return invalid("messages", rendered.status().message());
     if (r.tool_choice == ToolChoice::kRequired || r.tool_choice == ToolChoice::kNamed) {
       Result<std::string> gbnf = ToolCallGbnf(r.tools, r.tool_choice_name, r.parallel_tool_calls);
@@ -94,6 +102,7 @@ std::optional<ApiError> MakeSpec(const GenerationTarget& target, const ApiReques
     Result<std::vector<int32_t>> ids = tok.Encode(rendered->text, rendered->add_bos, true);
     if (!ids.ok()) return ServerError(500, ids.status().message(), "tokenizer_error");
     prompt = std::move(ids.value());
+    thinking_open = rendered->thinking_open;
   } else if (r.prompts[which].is_tokens) {
     const std::vector<int64_t>& ids = r.prompts[which].tokens;
     const int64_t n_vocab = tok.n_vocab();
@@ -145,6 +154,10 @@ std::optional<ApiError> MakeSpec(const GenerationTarget& target, const ApiReques
   spec->prompt_logprobs = r.echo;
   spec->cache_prompt = r.cache_prompt;
   if (r.grammar != nullptr) spec->grammar = r.grammar;
+  // A model made to think first reasons freely; the grammar holds for its answer.
+  if (thinking_open && spec->grammar != nullptr && spec->grammar_trigger.empty()) {
+    spec->grammar_trigger = "</think>";
+  }
   return std::nullopt;
 }
 

@@ -27,7 +27,13 @@ struct GenerationTarget {
   const ChatTemplate* chat;
   std::string_view chat_error;
   uint32_t n_ctx;
+  bool enable_thinking = true;  // when the request does not say
 };
+
+// A chat request's prompt as the template renders it (with the tools it offers), or the
+// 400 that refuses it.
+Result<ChatPrompt> RenderChat(const ChatTemplate& chat, const ApiRequest& r,
+                              bool default_enable_thinking);
 
 // The job of a parsed request (completions: of its prompt `which`): its prompt (the chat
 // rendered by the template, with the tools offered), sampling (`fresh_seed` when the

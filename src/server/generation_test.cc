@@ -27,6 +27,47 @@ ApiRequest Parse(const std::string& body, Endpoint endpoint) {
 const std::string kTools = R"("tools": [{"type": "function", "function": {"name": "now",
     "parameters": {"type": "object", "properties": {}, "additionalProperties": false}}}])";
 
+// enable_thinking: the request's, else the server's default; a Qwen3 hybrid template then
+// ends the prompt with an empty think block.
+TEST(MakeSpec, EnableThinkingFromTheRequestOrTheServer) {
+  const ChatTemplate qwen3(ChatTemplate::Kind::kChatml, "", "name",
+                           ChatThinking{.history = true, .switchable = true});
+  const std::string chat = R"({"model": "m", "messages": [{"role": "user", "content": "Hi"}])";
+  const std::string prompt = "<|im_start|>user\nHi<|im_end|>\n<|im_start|>assistant\n";
+  const std::string no_thinking = prompt + "<think>\n\n</think>\n\n";
+  for (bool server_default : {true, false}) {
+    const GenerationTarget target{Tok(), &qwen3, "", 512, server_default};
+    GenerationSpec unset, off, on;
+    ASSERT_FALSE(MakeSpec(target, Parse(chat + "}", Endpoint::kChat), 0, 1, &unset));
+    EXPECT_EQ(Tok().Decode(unset.prompt), server_default ? prompt : no_thinking);
+    ASSERT_FALSE(MakeSpec(target,
+                          Parse(chat + R"(, "chat_template_kwargs": {"enable_thinking": false}})",
+                                Endpoint::kChat),
+                          0, 1, &off));
+    EXPECT_EQ(Tok().Decode(off.prompt), no_thinking);
+    ASSERT_FALSE(MakeSpec(target,
+                          Parse(chat + R"(, "chat_template_kwargs": {"enable_thinking": true}})",
+                                Endpoint::kChat),
+                          0, 1, &on));
+    EXPECT_EQ(Tok().Decode(on.prompt), prompt);
+  }
+}
+
+// A template that opens <think> itself: the answer's grammar waits for the reasoning's end.
+TEST(MakeSpec, GrammarAfterForcedReasoning) {
+  const ChatTemplate thinker(ChatTemplate::Kind::kChatml, "", "name",
+                             ChatThinking{.history = true, .forced_open = true});
+  const ChatTemplate plain(ChatTemplate::Kind::kChatml, "", "name");
+  const std::string body = R"({"model": "m", "messages": [{"role": "user", "content": "Hi"}],
+      "response_format": {"type": "json_object"}})";
+  GenerationSpec thinking, direct;
+  ASSERT_FALSE(MakeSpec({Tok(), &thinker, "", 512}, Parse(body, Endpoint::kChat), 0, 1, &thinking));
+  EXPECT_NE(thinking.grammar, nullptr);
+  EXPECT_EQ(thinking.grammar_trigger, "</think>");
+  ASSERT_FALSE(MakeSpec({Tok(), &plain, "", 512}, Parse(body, Endpoint::kChat), 0, 1, &direct));
+  EXPECT_EQ(direct.grammar_trigger, "");
+}
+
 TEST(MakeSpec, ChatRendersTheTemplateAndTheTools) {
   const ChatTemplate chatml(ChatTemplate::Kind::kChatml, "", "name");
   const GenerationTarget target{Tok(), &chatml, "", 512};

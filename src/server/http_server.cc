@@ -194,6 +194,9 @@ struct HttpServer::Impl {
   const ServerOptions options;
   std::optional<ChatTemplate> chat;
   std::string chat_error;  // why there is no chat template
+  // A chat prompt ends inside an open <think> block (the template opens it), so the
+  // generated text starts as reasoning.
+  bool ThinkingOpen() const { return chat && chat->thinking().forced_open; }
   Metrics metrics;
   Scheduler scheduler;
   httplib::Server http;
@@ -226,7 +229,8 @@ void HttpServer::Impl::Generate(const httplib::Request& req, httplib::Response& 
   int64_t n_prompt = 0;
   for (size_t p = 0; p < n_prompts; ++p) {
     GenerationSpec spec;
-    const GenerationTarget target{tok, chat ? &*chat : nullptr, chat_error, ctx.n_ctx()};
+    const GenerationTarget target{tok, chat ? &*chat : nullptr, chat_error, ctx.n_ctx(),
+                                  options.enable_thinking};
     if (std::optional<ApiError> e = MakeSpec(target, r, p, FreshSeed(), &spec)) {
       return SendError(res, *e);
     }
@@ -297,7 +301,7 @@ void HttpServer::Impl::Generate(const httplib::Request& req, httplib::Response& 
     choices[i].finish_reason = FinishReasonName(last[i].reason);
     std::string answer = texts[i];
     if (endpoint == Endpoint::kChat && options.split_reasoning) {
-      ReasoningOutput split = SplitReasoning(texts[i]);
+      ReasoningOutput split = SplitReasoning(texts[i], ThinkingOpen());
       if (split.thought) choices[i].reasoning = std::move(split.reasoning);
       answer = std::move(split.content);
       choices[i].text = answer;
@@ -357,7 +361,9 @@ void HttpServer::Impl::Stream(const httplib::Request& req, httplib::Response& re
     c.echo = std::move(echoes[i]);
     if (r.logprobs >= 0) c.logprobs.emplace(tok, r.endpoint, CodePoints(c.echo));
     if (r.tool_choice != ToolChoice::kNone) c.tools.emplace();
-    if (r.endpoint == Endpoint::kChat && options.split_reasoning) c.reasoning.emplace();
+    if (r.endpoint == Endpoint::kChat && options.split_reasoning) {
+      c.reasoning.emplace(ThinkingOpen());
+    }
   }
   res.set_header("Cache-Control", "no-cache");
   res.set_chunked_content_provider(
@@ -547,6 +553,36 @@ void HttpServer::Impl::Routes() {
                         {"count", ids.value().size()},
                         {"max_model_len", ctx.n_ctx()}});
   });
+  // llama-server's: the chat prompt a chat completions body would run, without running it.
+  http.Post("/apply-template", [this](const httplib::Request& req, httplib::Response& res,
+                                      const httplib::ContentReader& reader) {
+    ApiRequest r;
+    if (!ReadRequest(req, res, reader, [&](std::string_view body) {
+          // "model" may be left out here, as llama-server allows. (Ordered: the tools are
+          // rendered in the client's key order.)
+          auto j = nlohmann::ordered_json::parse(body, nullptr, /*allow_exceptions=*/false);
+          if (j.is_object() && !j.contains("model")) j["model"] = options.model_id;
+          return ParseRequest(j.is_object() ? j.dump() : std::string(body), Endpoint::kChat,
+                              options.model_id, &r);
+        })) {
+      return;
+    }
+    if (!chat) {
+      ApiError e;
+      e.message = chat_error;
+      e.param = "messages";
+      e.code = "chat_template_unavailable";
+      return SendError(res, e);
+    }
+    Result<ChatPrompt> p = RenderChat(*chat, r, options.enable_thinking);
+    if (!p.ok()) {
+      ApiError e;
+      e.message = p.status().message();
+      e.param = "messages";
+      return SendError(res, e);
+    }
+    SendJson(res, 200, {{"prompt", p->text}});
+  });
   http.Post("/detokenize", [this](const httplib::Request& req, httplib::Response& res,
                                   const httplib::ContentReader& reader) {
     DetokenizeRequest r;
@@ -667,7 +703,12 @@ int HttpServer::port() const { return impl_->port; }
 
 std::string HttpServer::chat_template_description() const {
   if (!impl_->chat) return "none: " + impl_->chat_error;
-  return fmt::format("{} (from {})", impl_->chat->name(), impl_->chat->origin());
+  const ChatThinking& th = impl_->chat->thinking();
+  std::string thinking;
+  if (th.history) thinking += ", past reasoning as Qwen3";
+  if (th.switchable) thinking += ", enable_thinking";
+  if (th.forced_open) thinking += ", always thinks";
+  return fmt::format("{} (from {}{})", impl_->chat->name(), impl_->chat->origin(), thinking);
 }
 
 void HttpServer::Run() {

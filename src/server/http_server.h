@@ -40,6 +40,9 @@ struct ServerOptions {
   // Chat: a thinking model's <think>...</think> goes to message.reasoning_content
   // (llama-server's --reasoning-format deepseek); false: it stays in the content.
   bool split_reasoning = true;
+  // Chat: enable_thinking for requests that do not set it in chat_template_kwargs
+  // (--chat-template-kwargs).
+  bool enable_thinking = true;
 };
 
 class HttpServer {

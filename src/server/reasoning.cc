@@ -22,10 +22,10 @@ std::string_view TrimRight(std::string_view s) {
 
 }  // namespace
 
-ReasoningOutput SplitReasoning(std::string_view text) {
+ReasoningOutput SplitReasoning(std::string_view text, bool open) {
   const std::string_view rest = TrimLeft(text);
-  if (rest.substr(0, kOpen.size()) != kOpen) return {"", std::string(text), false};
-  const std::string_view inside = rest.substr(kOpen.size());
+  if (!open && rest.substr(0, kOpen.size()) != kOpen) return {"", std::string(text), false};
+  const std::string_view inside = open ? rest : rest.substr(kOpen.size());
   const size_t close = inside.find(kClose);
   if (close == std::string_view::npos) {
     return {std::string(TrimRight(TrimLeft(inside))), "", true};

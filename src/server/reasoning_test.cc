@@ -18,6 +18,12 @@ TEST(Reasoning, SplitsThinkingFromTheAnswer) {
   EXPECT_TRUE(r.thought);
   EXPECT_EQ(r.reasoning, "still thinking when max_tokens came");
   EXPECT_EQ(r.content, "");
+  // The prompt opened the block (a template that always thinks): no <think> of its own.
+  r = SplitReasoning("\nLet me see.\n</think>\n\nParis.", /*open=*/true);
+  EXPECT_TRUE(r.thought);
+  EXPECT_EQ(r.reasoning, "Let me see.");
+  EXPECT_EQ(r.content, "Paris.");
+  EXPECT_EQ(SplitReasoning("cut short", /*open=*/true).reasoning, "cut short");
   for (const char* plain : {"Paris.", " no <think> here", "<thin", ""}) {
     r = SplitReasoning(plain);
     EXPECT_FALSE(r.thought) << plain;
@@ -32,21 +38,23 @@ TEST(Reasoning, SplitterMatchesTheWholeSplitAtEveryCut) {
        {std::string_view("<think>\nLet me see. </thin no.\n\n</think>\n\n  Paris. <think>x"),
         std::string_view("  \n<think>  a  b  "), std::string_view("Plain  text </think>"),
         std::string_view("<thinking>x"), std::string_view("<think>"),
-        std::string_view("   ")}) {
-    const ReasoningOutput whole = SplitReasoning(text);
-    for (size_t piece = 1; piece <= text.size(); ++piece) {
-      ReasoningSplitter s;
-      ReasoningOutput sum;
-      auto add = [&](const ReasoningOutput& d) {
-        sum.reasoning += d.reasoning;
-        sum.content += d.content;
-        sum.thought = d.thought;
-      };
-      for (size_t at = 0; at < text.size(); at += piece) add(s.Push(text.substr(at, piece)));
-      add(s.Finish());
-      EXPECT_EQ(sum.reasoning, whole.reasoning) << text << " / piece " << piece;
-      EXPECT_EQ(sum.content, whole.content) << text << " / piece " << piece;
-      EXPECT_EQ(sum.thought, whole.thought) << text << " / piece " << piece;
+        std::string_view("   "), std::string_view("\n still </think>\n answer")}) {
+    for (bool open : {false, true}) {
+      const ReasoningOutput whole = SplitReasoning(text, open);
+      for (size_t piece = 1; piece <= text.size(); ++piece) {
+        ReasoningSplitter s(open);
+        ReasoningOutput sum;
+        auto add = [&](const ReasoningOutput& d) {
+          sum.reasoning += d.reasoning;
+          sum.content += d.content;
+          sum.thought = d.thought;
+        };
+        for (size_t at = 0; at < text.size(); at += piece) add(s.Push(text.substr(at, piece)));
+        add(s.Finish());
+        EXPECT_EQ(sum.reasoning, whole.reasoning) << text << " / piece " << piece;
+        EXPECT_EQ(sum.content, whole.content) << text << " / piece " << piece;
+        EXPECT_EQ(sum.thought, whole.thought) << text << " / piece " << piece;
+      }
     }
   }
   ReasoningSplitter s;

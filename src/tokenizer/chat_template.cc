@@ -143,10 +143,54 @@ void AppendPyScalar(std::string& out, const OrderedJson& v) {
   }
 }
 
-// Qwen3's chat_template (tokenizer_config.json), less its <think> handling.
-std::string RenderChatml(std::span<const ChatMessage> messages, bool add_generation_prompt,
-                         const OrderedJson& tools) {
-  std::string text;
+std::string_view StripNewlines(std::string_view s, bool left, bool right) {
+  while (left && !s.empty() && s.front() == '\n') s.remove_prefix(1);
+  while (right && !s.empty() && s.back() == '\n') s.remove_suffix(1);
+  return s;
+}
+
+bool StartsWith(std::string_view s, std::string_view p) { return s.substr(0, p.size()) == p; }
+bool EndsWith(std::string_view s, std::string_view p) {
+  return s.size() >= p.size() && s.substr(s.size() - p.size()) == p;
+}
+
+// The last user message that is a query, not a tool result wrapped as one (Qwen3's
+// ns.last_query_index); the last message when there is none.
+size_t LastQueryIndex(std::span<const ChatMessage> messages) {
+  for (size_t i = messages.size(); i-- > 0;) {
+    const std::string& c = messages[i].content;
+    if (messages[i].role == "user" &&
+        !(StartsWith(c, "<tool_response>") && EndsWith(c, "</tool_response>"))) {
+      return i;
+    }
+  }
+  return messages.size() - 1;
+}
+
+// An assistant turn's (content, reasoning) as Qwen3's template splits them: reasoning_content
+// when given, else the text before the first "</think>" (after its last "<think>") and the
+// text after the last "</think>".
+std::pair<std::string_view, std::string_view> SplitThinking(const ChatMessage& m) {
+  std::string_view content = m.content;
+  if (m.reasoning_content) return {content, *m.reasoning_content};
+  const size_t first_close = content.find("</think>");
+  if (first_close == std::string_view::npos) return {content, {}};
+  std::string_view reasoning = StripNewlines(content.substr(0, first_close), false, true);
+  if (const size_t open = reasoning.rfind("<think>"); open != std::string_view::npos) {
+    reasoning.remove_prefix(open + 7);
+  }
+  reasoning = StripNewlines(reasoning, true, false);
+  content = StripNewlines(content.substr(content.rfind("</think>") + 8), true, false);
+  return {content, reasoning};
+}
+
+// Qwen3's chat_template (tokenizer_config.json); its <think> handling when `thinking` says
+// the template has it.
+ChatPrompt RenderChatml(std::span<const ChatMessage> messages, bool add_generation_prompt,
+                        const OrderedJson& tools, const ChatThinking& thinking,
+                        bool enable_thinking) {
+  ChatPrompt p{"", false};
+  std::string& text = p.text;
   size_t first = 0;  // the first message the loop below renders
   if (!tools.empty()) {
     text += "<|im_start|>system\n";
@@ -163,6 +207,7 @@ std::string RenderChatml(std::span<const ChatMessage> messages, bool add_generat
         "arguments within <tool_call></tool_call> XML tags:\n<tool_call>\n{\"name\": "
         "<function-name>, \"arguments\": <args-json-object>}\n</tool_call><|im_end|>\n";
   }
+  const size_t last_query = LastQueryIndex(messages);
   for (size_t i = first; i < messages.size(); ++i) {
     const ChatMessage& m = messages[i];
     if (m.role == "tool") {
@@ -171,18 +216,43 @@ std::string RenderChatml(std::span<const ChatMessage> messages, bool add_generat
       if (i + 1 == messages.size() || messages[i + 1].role != "tool") text += "<|im_end|>\n";
       continue;
     }
-    text += "<|im_start|>" + m.role + "\n" + m.content;
-    if (m.role == "assistant") {
-      for (size_t c = 0; c < m.tool_calls.size(); ++c) {
-        if (c > 0 || !m.content.empty()) text += "\n";
-        text += "<tool_call>\n{\"name\": \"" + m.tool_calls[c].name +
-                "\", \"arguments\": " + m.tool_calls[c].arguments + "}\n</tool_call>";
+    if (m.role != "assistant") {
+      text += "<|im_start|>" + m.role + "\n" + m.content + "<|im_end|>\n";
+      continue;
+    }
+    std::string_view content = m.content;
+    text += "<|im_start|>assistant\n";
+    if (thinking.history) {
+      const auto [answer, reasoning] = SplitThinking(m);
+      content = answer;
+      if (i > last_query && (i + 1 == messages.size() || !reasoning.empty())) {
+        text += "<think>\n";
+        text += StripNewlines(reasoning, true, true);
+        text += "\n</think>\n\n";
+        text += StripNewlines(content, true, false);
+      } else {
+        text += content;
       }
+    } else {
+      text += content;
+    }
+    for (size_t c = 0; c < m.tool_calls.size(); ++c) {
+      if (c > 0 || !content.empty()) text += "\n";
+      text += "<tool_call>\n{\"name\": \"" + m.tool_calls[c].name +
+              "\", \"arguments\": " + m.tool_calls[c].arguments + "}\n</tool_call>";
     }
     text += "<|im_end|>\n";
   }
-  if (add_generation_prompt) text += "<|im_start|>assistant\n";
-  return text;
+  if (add_generation_prompt) {
+    text += "<|im_start|>assistant\n";
+    if (thinking.forced_open) {
+      text += "<think>\n";
+      p.thinking_open = true;
+    } else if (thinking.switchable && !enable_thinking) {
+      text += "<think>\n\n</think>\n\n";
+    }
+  }
+  return p;
 }
 
 }  // namespace
@@ -269,7 +339,8 @@ Result<ChatTemplate> ChatTemplate::ForModel(std::string_view jinja, std::string_
                                             std::string eos_text) {
   if (!jinja.empty()) {
     if (Result<Kind> k = Detect(jinja); k.ok()) {
-      return ChatTemplate(*k, std::move(eos_text), "tokenizer.chat_template");
+      return ChatTemplate(*k, std::move(eos_text), "tokenizer.chat_template",
+                          *k == Kind::kChatml ? DetectThinking(jinja) : ChatThinking{});
     }
   }
   Result<Kind> k = ForArchitecture(architecture);
@@ -277,7 +348,19 @@ Result<ChatTemplate> ChatTemplate::ForModel(std::string_view jinja, std::string_
     return Unimplemented("no chat template: tokenizer.chat_template is {} and {}",
                          jinja.empty() ? "absent" : "not a known format", k.status().message());
   }
-  return ChatTemplate(*k, std::move(eos_text), fmt::format("architecture {}", architecture));
+  // Qwen3's own template (the hybrid models': history and switch).
+  const bool qwen3 = architecture == "qwen3moe" || architecture == "qwen3";
+  return ChatTemplate(*k, std::move(eos_text), fmt::format("architecture {}", architecture),
+                      qwen3 ? ChatThinking{.history = true, .switchable = true} : ChatThinking{});
+}
+
+ChatThinking ChatTemplate::DetectThinking(std::string_view t) {
+  ChatThinking th;
+  th.history = Contains(t, "reasoning_content");
+  th.switchable = Contains(t, "enable_thinking");
+  // The generation prompt as a Jinja string literal (each "\\n" a backslash and an n).
+  th.forced_open = Contains(t, "'<|im_start|>assistant\\n<think>\\n'");
+  return th;
 }
 
 std::string_view ChatTemplate::name() const {
@@ -298,8 +381,8 @@ Result<ChatPrompt> ChatTemplate::Render(std::span<const ChatMessage> messages,
 }
 
 Result<ChatPrompt> ChatTemplate::Render(std::span<const ChatMessage> messages,
-                                        bool add_generation_prompt,
-                                        const OrderedJson& tools) const {
+                                        bool add_generation_prompt, const OrderedJson& tools,
+                                        bool enable_thinking) const {
   if (messages.empty()) return InvalidArgument("chat: no messages");
   if (!tools.is_null() && !tools.is_array()) {
     return InvalidArgument("chat: tools must be an array (got {})", tools.type_name());
@@ -328,7 +411,7 @@ Result<ChatPrompt> ChatTemplate::Render(std::span<const ChatMessage> messages,
   ChatPrompt p{"", false};
   switch (kind_) {
     case Kind::kChatml:
-      p.text = RenderChatml(messages, add_generation_prompt, tools);
+      p = RenderChatml(messages, add_generation_prompt, tools, thinking_, enable_thinking);
       break;
     case Kind::kTulu:
       p.add_bos = true;
@@ -363,6 +446,23 @@ Result<ChatPrompt> ChatTemplate::Render(std::span<const ChatMessage> messages,
     }
   }
   return p;
+}
+
+Result<ChatTemplateKwargs> ParseChatTemplateKwargs(std::string_view json_text) {
+  const nlohmann::json j = nlohmann::json::parse(json_text, nullptr, /*allow_exceptions=*/false);
+  if (!j.is_object()) {
+    return InvalidArgument("chat template kwargs must be a JSON object, e.g. "
+                           "'{{\"enable_thinking\": false}}'");
+  }
+  ChatTemplateKwargs k;
+  if (const auto it = j.find("enable_thinking"); it != j.end()) {
+    if (!it->is_boolean()) {
+      return InvalidArgument("chat template kwargs: enable_thinking must be true or false, not {}",
+                             it->dump());
+    }
+    k.enable_thinking = it->get<bool>();
+  }
+  return k;
 }
 
 }  // namespace mt

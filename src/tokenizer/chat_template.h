@@ -6,11 +6,10 @@
 // Formats (what a rendered prompt looks like):
 //   chatml  (Qwen2/Qwen3 MoE):  "<|im_start|>{role}\n{content}<|im_end|>\n" per message, then
 //           "<|im_start|>assistant\n" with add_generation_prompt. No default system prompt
-//           (as llama.cpp's chatml; Qwen3's template adds none either). Qwen3's thinking
-//           switches are not rendered: the model decides whether to think (no "<think>" block
-//           is added or stripped, enable_thinking and reasoning_content do not exist here).
-//           Tools and tool calls follow Qwen3's own template (see Render below); roles it
-//           does not know are rendered like any other (Qwen3's template drops them).
+//           (as llama.cpp's chatml; Qwen3's template adds none either). Tools and tool calls
+//           follow Qwen3's own template (see Render below); roles it does not know are
+//           rendered like any other (Qwen3's template drops them). A thinking template
+//           (ChatThinking) also renders Qwen3's <think> blocks.
 //   tulu    (OLMoE-1B-7B-0924-Instruct, "{{ bos_token }}" + the Tulu template):
 //           "<|system|>\n{c}\n", "<|user|>\n{c}\n", "<|assistant|>\n{c}{eos}\n", then
 //           "<|assistant|>\n" with add_generation_prompt (HF renders the template with
@@ -22,6 +21,7 @@
 #pragma once
 
 #include <nlohmann/json_fwd.hpp>
+#include <optional>
 #include <span>
 #include <string>
 #include <string_view>
@@ -41,11 +41,36 @@ struct ChatMessage {
   std::string role;  // "system", "user", "assistant", "tool" (chatml accepts any role name)
   std::string content;
   std::vector<ChatToolCall> tool_calls = {};  // assistant messages that call tools
+  // An assistant turn's reasoning, given apart from its content (a thinking template renders
+  // it; see ChatThinking). nullopt: none given (the content may still hold a <think> block).
+  std::optional<std::string> reasoning_content = std::nullopt;
 };
 
 struct ChatPrompt {
   std::string text;  // the rendered prompt; encode it with parse_special = true
   bool add_bos;      // put BOS before `text` (the template starts with the BOS token)
+  // The text ends inside an open <think> block (a template that makes the model think), so
+  // what the model writes starts as reasoning and its </think> ends it.
+  bool thinking_open = false;
+};
+
+// How a chatml template treats reasoning, read from its Jinja text (Qwen3's families):
+//   history      ("reasoning_content" in the template: Qwen3, Qwen3-2507): an assistant turn
+//                is split into reasoning and content (its reasoning_content, else the text
+//                around its first and last "</think>"); turns up to the last real user query
+//                (a user message that is not one "<tool_response>" block) keep only the
+//                content; later turns (a tool-calling run) keep "<think>\n{reasoning}\n
+//                </think>\n\n" when they have reasoning or end the conversation.
+//   switchable   ("enable_thinking": Qwen3's hybrid models): enable_thinking = false adds an
+//                empty "<think>\n\n</think>\n\n" after the generation prompt, so the model
+//                answers at once.
+//   forced_open  (the generation prompt is "<|im_start|>assistant\n<think>\n": Qwen3
+//                Thinking-2507): the model's text starts inside the reasoning.
+// Templates with none of these (Qwen2, Qwen2.5) render the content as given.
+struct ChatThinking {
+  bool history = false;
+  bool switchable = false;
+  bool forced_open = false;
 };
 
 class ChatTemplate {
@@ -61,12 +86,18 @@ class ChatTemplate {
   static Result<Kind> ByName(std::string_view name);
 
   // Picks the format for a model: the GGUF's tokenizer.chat_template when its format is
-  // recognised, else the architecture's. `eos_text` is the text of the EOS token (tulu
-  // renders it after assistant turns; llama2 uses "</s>" literally).
+  // recognised (with its ChatThinking), else the architecture's (qwen3moe and qwen3: Qwen3's
+  // history and switch). `eos_text` is the text of the EOS token (tulu renders it after
+  // assistant turns; llama2 uses "</s>" literally).
   static Result<ChatTemplate> ForModel(std::string_view jinja, std::string_view architecture,
                                        std::string eos_text);
-  ChatTemplate(Kind kind, std::string eos_text, std::string origin)
-      : kind_(kind), eos_text_(std::move(eos_text)), origin_(std::move(origin)) {}
+  // What a template's Jinja text says about reasoning (chatml templates only; {} otherwise).
+  static ChatThinking DetectThinking(std::string_view jinja);
+  ChatTemplate(Kind kind, std::string eos_text, std::string origin, ChatThinking thinking = {})
+      : kind_(kind),
+        eos_text_(std::move(eos_text)),
+        origin_(std::move(origin)),
+        thinking_(thinking) {}
 
   Kind kind() const { return kind_; }
   // "chatml", "tulu" or "llama2".
@@ -76,6 +107,7 @@ class ChatTemplate {
 
   // True when Render accepts tools, tool calls and "tool" messages: chatml only.
   bool supports_tools() const { return kind_ == Kind::kChatml; }
+  const ChatThinking& thinking() const { return thinking_; }
 
   // Renders `messages` with no tools offered. Same as Render(messages, add_generation_prompt,
   // nullptr) below.
@@ -94,18 +126,33 @@ class ChatTemplate {
   //     arguments are inserted as given (tool_calls of other roles are ignored, as there);
   //   - consecutive "tool" messages share one "<|im_start|>user" ... "<|im_end|>\n" block,
   //     each as "\n<tool_response>\n{content}\n</tool_response>".
+  // `enable_thinking` is the template variable of that name (chat_template_kwargs): false
+  // asks a switchable template for an answer without reasoning; other templates ignore it,
+  // as Jinja ignores a variable a template does not read.
   // Errors (InvalidArgument, one line): no messages; `tools` neither null nor an array; for
   // tulu and llama2 (which have no tool format) a non-empty `tools`, a "tool" message, an
   // assistant message with tool_calls, or a role other than system/user/assistant.
   // Thread-safe (const, no shared state); the result owns its text.
   Result<ChatPrompt> Render(std::span<const ChatMessage> messages, bool add_generation_prompt,
-                            const nlohmann::ordered_json& tools) const;
+                            const nlohmann::ordered_json& tools,
+                            bool enable_thinking = true) const;
 
  private:
   Kind kind_;
   std::string eos_text_;
   std::string origin_;
+  ChatThinking thinking_;
 };
+
+// The chat template variables moetier's templates read, from chat_template_kwargs given as
+// JSON text (the --chat-template-kwargs flag, as llama-server's): {"enable_thinking": bool}.
+// Other keys are ignored, as a Jinja template ignores variables it does not use.
+// InvalidArgument (one line) for text that is not a JSON object, or an enable_thinking that
+// is not a boolean.
+struct ChatTemplateKwargs {
+  bool enable_thinking = true;
+};
+Result<ChatTemplateKwargs> ParseChatTemplateKwargs(std::string_view json_text);
 
 // Serializes `value` exactly as Hugging Face's `tojson` template filter does, i.e. Python's
 // json.dumps(value, ensure_ascii=False) of the value json.loads would give: separators ", "

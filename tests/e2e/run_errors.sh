@@ -73,6 +73,11 @@ out=$("$MOETIER" run -m "$model" -p "Hi" -n 50 --temp 0 --no-display-prompt \
 # --chat announces the template it used.
 "$MOETIER" run -m "$model" -p "Hi" --chat -n 2 --temp 0 > /dev/null 2> "$WORK/err"
 grep -q "chat template tulu" "$WORK/err" && pass "chat template announced" || fail "chat: $(cat "$WORK/err")"
+expect_error 2 "bad --chat-template-kwargs" -- "$MOETIER" run -m "$model" -p "Hi" --chat -n 1 \
+  --chat-template-kwargs '{"enable_thinking": "no"}'
+expect_error 2 "--chat-template-kwargs not an object" -- "$MOETIER" run -m "$model" -p "Hi" \
+  --chat -n 1 --chat-template-kwargs '[true]'
+
 
 # Bad input: one line, non-zero exit, no crash.
 expect_error 2 "empty prompt" -- "$MOETIER" run -m "$model" -p ""

@@ -60,6 +60,9 @@ grep -q "draining" "$WORK/serve.log" && pass "SIGTERM logged" || fail "no drain 
 # Start-up errors are one line.
 expect_error 2 "bad --parallel" -- "$MOETIER" serve -m "$model" --parallel 0
 expect_error 1 "missing model" -- "$MOETIER" serve -m "$WORK/nope.gguf"
+expect_error 2 "bad --chat-template-kwargs" -- "$MOETIER" serve -m "$model" \
+  --chat-template-kwargs '{"enable_thinking": 1'
+
 "$MOETIER" serve -m "$model" --port 0 --host 203.0.113.7 > /dev/null 2> "$WORK/err"
 [ $? -ne 0 ] && grep -q "^moetier: error: cannot listen on 203.0.113.7" "$WORK/err" &&
   pass "unbindable address" || fail "unbindable address: $(cat "$WORK/err")"

@@ -1,0 +1,154 @@
+"""moetier's chat prompts against the model's own Jinja template rendered by jinja2 as Hugging
+Face's apply_chat_template renders it (the independent oracle). Random conversations, seeded:
+system prompts, tools, tool calls and results, assistant turns with <think> blocks or
+reasoning_content, enable_thinking on, off or unset. Each goes to POST /apply-template.
+
+usage: chat_template_oracle.py BASE_URL [N] [SEED]   (BASE_URL: http://127.0.0.1:PORT)
+"""
+import json
+import random
+import sys
+import urllib.request
+
+import jinja2
+import jinja2.ext
+import jinja2.sandbox
+
+
+def post(base, path, body):
+    req = urllib.request.Request(base + path, data=json.dumps(body).encode(),
+                                 headers={"Content-Type": "application/json"})
+    with urllib.request.urlopen(req, timeout=30) as r:
+        return json.loads(r.read())
+
+
+def hf_environment():
+    # As transformers' _compile_jinja_template: sandboxed, trim_blocks, lstrip_blocks,
+    # loopcontrols, tojson = json.dumps(ensure_ascii=False).
+    env = jinja2.sandbox.ImmutableSandboxedEnvironment(
+        trim_blocks=True, lstrip_blocks=True, extensions=[jinja2.ext.loopcontrols])
+    env.filters["tojson"] = lambda x, indent=None: json.dumps(x, ensure_ascii=False,
+                                                              indent=indent)
+
+    def raise_exception(message):
+        raise jinja2.exceptions.TemplateError(message)
+
+    env.globals["raise_exception"] = raise_exception
+    return env
+
+
+WORDS = ["Paris", "weather", "é", "日本", "\"quoted\"", "back\\slash", "tab\there", "{}", "</x>",
+         "<think>", "</think>", "\n", "\n\n", " ", "ok", "call", "🙂", "a&b", "100%"]
+
+
+def text(rng, lo=0, hi=6):
+    return "".join(rng.choice(WORDS) + rng.choice(["", " ", "\n"])
+                   for _ in range(rng.randint(lo, hi)))
+
+
+def json_value(rng, depth=0):
+    kind = rng.randrange(7 if depth < 2 else 5)
+    if kind == 0:
+        return text(rng, 0, 3)
+    if kind == 1:
+        return rng.randint(-1000, 1000)
+    if kind == 2:
+        return rng.choice([0.5, 1e-05, 2.0, -3.25, 1e+16, 123.456])
+    if kind == 3:
+        return rng.choice([True, False])
+    if kind == 4:
+        return None
+    if kind == 5:
+        return [json_value(rng, depth + 1) for _ in range(rng.randint(0, 3))]
+    return {text(rng, 1, 2): json_value(rng, depth + 1) for _ in range(rng.randint(0, 3))}
+
+
+def tool(rng, i):
+    params = {"type": "object", "properties": {
+        f"p{k}": {"type": rng.choice(["string", "number", "boolean"]),
+                  "description": text(rng, 0, 3)} for k in range(rng.randint(0, 3))}}
+    fn = {"name": f"tool_{i}", "description": text(rng, 0, 4), "parameters": params}
+    if rng.random() < 0.3:
+        fn["extra"] = json_value(rng)
+    return {"type": "function", "function": fn}
+
+
+def assistant(rng, tool_names):
+    m = {"role": "assistant"}
+    shape = rng.randrange(5)
+    if shape == 0:
+        m["content"] = text(rng)
+    elif shape == 1:  # reasoning written in the content, as a client may send it back
+        m["content"] = (rng.choice(["", "\n", "<think>"]) + text(rng, 0, 3) +
+                        rng.choice(["</think>", "\n</think>\n\n"]) + text(rng, 0, 3) +
+                        rng.choice(["", "</think>" + text(rng, 0, 2)]))
+    elif shape == 2:  # reasoning sent apart, as this server returns it
+        m["content"] = text(rng)
+        m["reasoning_content"] = rng.choice(["", "\n", text(rng, 0, 3)])
+    else:
+        m["content"] = text(rng, 0, 2)
+    if tool_names and rng.random() < 0.5:
+        m["tool_calls"] = [
+            {"id": f"call_{k}", "type": "function",
+             "function": {"name": rng.choice(tool_names),
+                          "arguments": json.dumps(json_value(rng), ensure_ascii=False)}}
+            for k in range(rng.randint(1, 2))]
+    return m
+
+
+def conversation(rng):
+    tools = [tool(rng, i) for i in range(rng.randint(1, 2))] if rng.random() < 0.4 else []
+    names = [t["function"]["name"] for t in tools]
+    msgs = []
+    if rng.random() < 0.5:
+        msgs.append({"role": "system", "content": text(rng)})
+    for _ in range(rng.randint(1, 4)):
+        if rng.random() < 0.15:
+            msgs.append({"role": "user",
+                         "content": "<tool_response>\n" + text(rng, 0, 2) + "\n</tool_response>"})
+        else:
+            msgs.append({"role": "user", "content": text(rng, 1, 5)})
+        if rng.random() < 0.1:
+            msgs.append({"role": "system", "content": text(rng)})
+        for _ in range(rng.randint(0, 2)):
+            msgs.append(assistant(rng, names))
+            if "tool_calls" in msgs[-1]:
+                for _ in range(rng.randint(1, 3)):
+                    msgs.append({"role": "tool", "tool_call_id": "call_0",
+                                 "content": text(rng, 0, 3)})
+    return msgs, tools
+
+
+def main():
+    base = sys.argv[1]
+    n = int(sys.argv[2]) if len(sys.argv) > 2 else 300
+    rng = random.Random(int(sys.argv[3]) if len(sys.argv) > 3 else 1)
+    info = urllib.request.urlopen(base + "/tokenizer_info", timeout=30).read()
+    template = hf_environment().from_string(json.loads(info)["chat_template"])
+    failures = 0
+    for case in range(n):
+        msgs, tools = conversation(rng)
+        thinking = rng.choice([None, True, False])
+        body = {"messages": msgs}
+        variables = {"messages": msgs, "add_generation_prompt": True}
+        if tools:
+            body["tools"] = tools
+            variables["tools"] = tools
+        if thinking is not None:
+            body["chat_template_kwargs"] = {"enable_thinking": thinking}
+            variables["enable_thinking"] = thinking
+        want = template.render(**variables)
+        got = post(base, "/apply-template", body)["prompt"]
+        if got != want:
+            failures += 1
+            if failures <= 3:
+                at = next((i for i, (a, b) in enumerate(zip(got, want)) if a != b),
+                          min(len(got), len(want)))
+                print(f"case {case}: differs at {at}:\n  moetier {got[at - 40:at + 60]!r}\n"
+                      f"  jinja2  {want[at - 40:at + 60]!r}\n  request {json.dumps(body)}")
+    print(f"{n - failures} of {n} conversations rendered as jinja2 renders them")
+    sys.exit(1 if failures else 0)
+
+
+if __name__ == "__main__":
+    main()
