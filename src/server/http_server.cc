@@ -708,6 +708,7 @@ std::string HttpServer::chat_template_description() const {
   if (th.history) thinking += ", past reasoning as Qwen3";
   if (th.switchable) thinking += ", enable_thinking";
   if (th.forced_open) thinking += ", always thinks";
+  if (!impl_->chat->default_system().empty()) thinking += ", a default system message";
   return fmt::format("{} (from {}{})", impl_->chat->name(), impl_->chat->origin(), thinking);
 }
 

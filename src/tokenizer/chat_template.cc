@@ -188,15 +188,18 @@ std::pair<std::string_view, std::string_view> SplitThinking(const ChatMessage& m
 // the template has it.
 ChatPrompt RenderChatml(std::span<const ChatMessage> messages, bool add_generation_prompt,
                         const OrderedJson& tools, const ChatThinking& thinking,
-                        bool enable_thinking) {
+                        std::string_view default_system, bool enable_thinking) {
   ChatPrompt p{"", false};
   std::string& text = p.text;
   size_t first = 0;  // the first message the loop below renders
+  const bool has_system = messages[0].role == "system";
   if (!tools.empty()) {
     text += "<|im_start|>system\n";
-    if (messages[0].role == "system") {
+    if (has_system) {
       text += messages[0].content + "\n\n";
       first = 1;
+    } else if (!default_system.empty()) {
+      text += std::string(default_system) + "\n\n";
     }
     text +=
         "# Tools\n\nYou may call one or more functions to assist with the user query.\n\n"
@@ -206,6 +209,8 @@ ChatPrompt RenderChatml(std::span<const ChatMessage> messages, bool add_generati
         "\n</tools>\n\nFor each function call, return a json object with function name and "
         "arguments within <tool_call></tool_call> XML tags:\n<tool_call>\n{\"name\": "
         "<function-name>, \"arguments\": <args-json-object>}\n</tool_call><|im_end|>\n";
+  } else if (!has_system && !default_system.empty()) {
+    text += "<|im_start|>system\n" + std::string(default_system) + "<|im_end|>\n";
   }
   const size_t last_query = LastQueryIndex(messages);
   for (size_t i = first; i < messages.size(); ++i) {
@@ -339,8 +344,10 @@ Result<ChatTemplate> ChatTemplate::ForModel(std::string_view jinja, std::string_
                                             std::string eos_text) {
   if (!jinja.empty()) {
     if (Result<Kind> k = Detect(jinja); k.ok()) {
+      const bool chatml = *k == Kind::kChatml;
       return ChatTemplate(*k, std::move(eos_text), "tokenizer.chat_template",
-                          *k == Kind::kChatml ? DetectThinking(jinja) : ChatThinking{});
+                          chatml ? DetectThinking(jinja) : ChatThinking{},
+                          chatml ? DetectDefaultSystem(jinja) : "");
     }
   }
   Result<Kind> k = ForArchitecture(architecture);
@@ -352,6 +359,28 @@ Result<ChatTemplate> ChatTemplate::ForModel(std::string_view jinja, std::string_
   const bool qwen3 = architecture == "qwen3moe" || architecture == "qwen3";
   return ChatTemplate(*k, std::move(eos_text), fmt::format("architecture {}", architecture),
                       qwen3 ? ChatThinking{.history = true, .switchable = true} : ChatThinking{});
+}
+
+std::string ChatTemplate::DetectDefaultSystem(std::string_view t) {
+  // In the Jinja source: a quote, <|im_start|>system, a backslash-n, then literal text up to
+  // <|im_end|>, a backslash-n and the same quote. In Qwen3's '<|im_start|>system\n' + ...
+  // the quote closes first: no literal text.
+  constexpr std::string_view kOpen = "<|im_start|>system\\n", kClose = "<|im_end|>\\n";
+  for (size_t at = t.find(kOpen); at != std::string_view::npos; at = t.find(kOpen, at + 1)) {
+    if (at == 0 || (t[at - 1] != '\'' && t[at - 1] != '"')) continue;
+    const char quote = t[at - 1];
+    const size_t begin = at + kOpen.size();
+    const size_t end = t.find(kClose, begin);
+    if (end == std::string_view::npos || end + kClose.size() >= t.size() ||
+        t[end + kClose.size()] != quote) {
+      continue;
+    }
+    const std::string_view literal = t.substr(begin, end - begin);
+    // Plain text only: no quote, escape or expression inside.
+    if (literal.empty() || literal.find_first_of("'\"\\{}") != std::string_view::npos) continue;
+    return std::string(literal);
+  }
+  return "";
 }
 
 ChatThinking ChatTemplate::DetectThinking(std::string_view t) {
@@ -411,7 +440,8 @@ Result<ChatPrompt> ChatTemplate::Render(std::span<const ChatMessage> messages,
   ChatPrompt p{"", false};
   switch (kind_) {
     case Kind::kChatml:
-      p = RenderChatml(messages, add_generation_prompt, tools, thinking_, enable_thinking);
+      p = RenderChatml(messages, add_generation_prompt, tools, thinking_, default_system_,
+                       enable_thinking);
       break;
     case Kind::kTulu:
       p.add_bos = true;

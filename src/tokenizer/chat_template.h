@@ -5,8 +5,8 @@
 //
 // Formats (what a rendered prompt looks like):
 //   chatml  (Qwen2/Qwen3 MoE):  "<|im_start|>{role}\n{content}<|im_end|>\n" per message, then
-//           "<|im_start|>assistant\n" with add_generation_prompt. No default system prompt
-//           (as llama.cpp's chatml; Qwen3's template adds none either). Tools and tool calls
+//           "<|im_start|>assistant\n" with add_generation_prompt. A default system message
+//           only where the template writes one (DetectDefaultSystem). Tools and tool calls
 //           follow Qwen3's own template (see Render below); roles it does not know are
 //           rendered like any other (Qwen3's template drops them). A thinking template
 //           (ChatThinking) also renders Qwen3's <think> blocks.
@@ -93,11 +93,17 @@ class ChatTemplate {
                                        std::string eos_text);
   // What a template's Jinja text says about reasoning (chatml templates only; {} otherwise).
   static ChatThinking DetectThinking(std::string_view jinja);
-  ChatTemplate(Kind kind, std::string eos_text, std::string origin, ChatThinking thinking = {})
+  // The system message a chatml template writes first when the conversation has none, as a
+  // literal '<|im_start|>system\n...<|im_end|>\n' (Qwen2 and Qwen1.5 MoE: "You are a
+  // helpful assistant."); empty when it writes none (Qwen3).
+  static std::string DetectDefaultSystem(std::string_view jinja);
+  ChatTemplate(Kind kind, std::string eos_text, std::string origin, ChatThinking thinking = {},
+               std::string default_system = "")
       : kind_(kind),
         eos_text_(std::move(eos_text)),
         origin_(std::move(origin)),
-        thinking_(thinking) {}
+        thinking_(thinking),
+        default_system_(std::move(default_system)) {}
 
   Kind kind() const { return kind_; }
   // "chatml", "tulu" or "llama2".
@@ -108,6 +114,7 @@ class ChatTemplate {
   // True when Render accepts tools, tool calls and "tool" messages: chatml only.
   bool supports_tools() const { return kind_ == Kind::kChatml; }
   const ChatThinking& thinking() const { return thinking_; }
+  const std::string& default_system() const { return default_system_; }
 
   // Renders `messages` with no tools offered. Same as Render(messages, add_generation_prompt,
   // nullptr) below.
@@ -142,6 +149,7 @@ class ChatTemplate {
   std::string eos_text_;
   std::string origin_;
   ChatThinking thinking_;
+  std::string default_system_;
 };
 
 // The chat template variables moetier's templates read, from chat_template_kwargs given as

@@ -263,6 +263,28 @@ TEST(ChatTemplateTest, DetectsThinkingFromTheTemplate) {
   EXPECT_FALSE(ChatTemplate::ForModel("", "qwen2moe", "<|im_end|>").value().thinking().history);
 }
 
+// Qwen/Qwen2-57B-A14B-Instruct's template: a default system message.
+constexpr char kQwen2[] =
+    "{% for message in messages %}{% if loop.first and messages[0]['role'] != 'system' %}{{ "
+    "'<|im_start|>system\\nYou are a helpful assistant.<|im_end|>\\n' }}{% endif %}"
+    "{{'<|im_start|>' + message['role'] + '\\n' + message['content'] + '<|im_end|>' + '\\n'}}"
+    "{% endfor %}{% if add_generation_prompt %}{{ '<|im_start|>assistant\\n' }}{% endif %}";
+
+TEST(ChatTemplateTest, DefaultSystemMessage) {
+  EXPECT_EQ(ChatTemplate::DetectDefaultSystem(kQwen2), "You are a helpful assistant.");
+  EXPECT_EQ(
+      ChatTemplate::DetectDefaultSystem("{{ '<|im_start|>system\\n' + m + '<|im_end|>\\n' }}"), "");
+  EXPECT_EQ(ChatTemplate::DetectDefaultSystem("'<|im_start|>system\\n{{ x }}<|im_end|>\\n'"), "");
+  const ChatTemplate t = ChatTemplate::ForModel(kQwen2, "qwen2moe", "<|im_end|>").value();
+  const ChatMessage user[] = {{"user", "Hi"}};
+  EXPECT_EQ(t.Render(user, true).value().text,
+            "<|im_start|>system\nYou are a helpful assistant.<|im_end|>\n<|im_start|>user\nHi"
+            "<|im_end|>\n<|im_start|>assistant\n");
+  const ChatMessage with_system[] = {{"system", "Be brief."}, {"user", "Hi"}};
+  EXPECT_EQ(t.Render(with_system, false).value().text,
+            "<|im_start|>system\nBe brief.<|im_end|>\n<|im_start|>user\nHi<|im_end|>\n");
+}
+
 TEST(ChatTemplateTest, ParsesChatTemplateKwargs) {
   EXPECT_TRUE(ParseChatTemplateKwargs("{}").value().enable_thinking);
   EXPECT_FALSE(ParseChatTemplateKwargs(R"({"enable_thinking": false, "x": [1]})")

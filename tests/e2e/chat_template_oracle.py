@@ -3,7 +3,8 @@ Face's apply_chat_template renders it (the independent oracle). Random conversat
 system prompts, tools, tool calls and results, assistant turns with <think> blocks or
 reasoning_content, enable_thinking on, off or unset. Each goes to POST /apply-template.
 
-usage: chat_template_oracle.py BASE_URL [N] [SEED]   (BASE_URL: http://127.0.0.1:PORT)
+usage: chat_template_oracle.py BASE_URL [N] [SEED] [plain]   (BASE_URL: http://127.0.0.1:PORT)
+plain: system, user and assistant messages only (for a template without tools, as Qwen2's).
 """
 import json
 import random
@@ -96,14 +97,16 @@ def assistant(rng, tool_names):
     return m
 
 
-def conversation(rng):
+def conversation(rng, plain):
     tools = [tool(rng, i) for i in range(rng.randint(1, 2))] if rng.random() < 0.4 else []
+    if plain:
+        tools = []
     names = [t["function"]["name"] for t in tools]
     msgs = []
     if rng.random() < 0.5:
         msgs.append({"role": "system", "content": text(rng)})
     for _ in range(rng.randint(1, 4)):
-        if rng.random() < 0.15:
+        if rng.random() < 0.15 and not plain:
             msgs.append({"role": "user",
                          "content": "<tool_response>\n" + text(rng, 0, 2) + "\n</tool_response>"})
         else:
@@ -123,11 +126,12 @@ def main():
     base = sys.argv[1]
     n = int(sys.argv[2]) if len(sys.argv) > 2 else 300
     rng = random.Random(int(sys.argv[3]) if len(sys.argv) > 3 else 1)
+    plain = len(sys.argv) > 4 and sys.argv[4] == "plain"
     info = urllib.request.urlopen(base + "/tokenizer_info", timeout=30).read()
     template = hf_environment().from_string(json.loads(info)["chat_template"])
     failures = 0
     for case in range(n):
-        msgs, tools = conversation(rng)
+        msgs, tools = conversation(rng, plain)
         thinking = rng.choice([None, True, False])
         body = {"messages": msgs}
         variables = {"messages": msgs, "add_generation_prompt": True}
