@@ -497,6 +497,7 @@ Error ParseConstraint(const json& body, std::string_view raw, ApiRequest* out) {
     const std::string& name = type.get_ref<const std::string&>();
     if (name == "json_object") {
       gbnf = grammar::JsonGbnf();
+      out->format_schema = nlohmann::ordered_json{{"type", "object"}};
       source = "response_format";
     } else if (name == "json_schema") {
       const json& spec = Field(format, "json_schema");
@@ -544,6 +545,7 @@ Error ParseConstraint(const json& body, std::string_view raw, ApiRequest* out) {
     Result<std::string> converted = grammar::JsonSchemaToGbnf(*schema);
     if (!converted.ok()) return Invalid(source, converted.status().message());
     gbnf = std::move(converted).value();
+    out->format_schema = *schema;
   }
   Result<std::shared_ptr<const grammar::Grammar>> compiled = grammar::Grammar::Parse(gbnf);
   if (!compiled.ok()) return Invalid(source, compiled.status().message());
@@ -634,11 +636,15 @@ Error Parse(const json& body, std::string_view raw, Endpoint endpoint, std::stri
   }
   if (Error e = ParseConstraint(body, raw, out)) return e;
   if (Error e = ParseTools(body, raw, endpoint, out)) return e;
-  if (out->grammar != nullptr && out->tool_choice != ToolChoice::kNone) {
-    // Auto would have to allow calls or the format's text: one grammar of both is not built.
-    return Invalid("tool_choice", "tools and a constrained output format (response_format, "
-                                  "grammar, json_schema) cannot both hold; send tool_choice "
-                                  "\"none\" or no format");
+  if (out->grammar != nullptr &&
+      (out->tool_choice == ToolChoice::kRequired || out->tool_choice == ToolChoice::kNamed)) {
+    return Invalid("tool_choice", "a required tool call and a constrained output format "
+                                  "cannot both hold");
+  }
+  // Auto: calls, or an answer in the format; one grammar of both needs the format's schema.
+  if (out->tool_choice == ToolChoice::kAuto && out->grammar != nullptr && !out->format_schema) {
+    return Invalid("grammar", "a GBNF grammar cannot be combined with tools; send a JSON "
+                              "schema (response_format, json_schema) or tool_choice \"none\"");
   }
   return std::nullopt;
 }

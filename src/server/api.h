@@ -51,9 +51,10 @@
 //                "tool_calls". tool_choice: "auto" (default with tools), "none", "required"
 //                or {type: "function", function: {name}} (the last two constrain the output
 //                to calls, with arguments following each function's parameters schema).
-//                parallel_tool_calls: false allows one call. Tools other than with
-//                tool_choice "none" exclude response_format, grammar and json_schema (one
-//                grammar for calls or the format is not built). Messages may carry
+//                parallel_tool_calls: false allows one call. With a JSON response format
+//                (response_format, json_schema, guided_json) and tool_choice auto, the output
+//                is calls or a document of the format; required/named calls and GBNF
+//                grammars do not combine with tools. Messages may carry
 //                tool_calls (assistant) and role "tool" with tool_call_id. functions: only
 //                empty.
 //   chat_template_kwargs  (chat) {"enable_thinking": bool}: false asks a Qwen3 hybrid
@@ -140,6 +141,9 @@ struct ApiRequest {
   bool echo = false;      // completions: prepend the prompt
   // The grammar the output must follow (response_format, grammar, json_schema); null: none.
   std::shared_ptr<const grammar::Grammar> grammar;
+  // The JSON schema that grammar comes from, when it is one (json_object: {"type":
+  // "object"}): with tools (auto) the output is calls or a document of it.
+  std::optional<nlohmann::ordered_json> format_schema;
   // Chat: the functions the model may call, the tools array as sent (key order kept: it is
   // rendered into the prompt), and whether it must call one (or the named one).
   std::vector<ApiTool> tools;

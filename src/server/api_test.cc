@@ -526,6 +526,10 @@ TEST(ApiTest, ToolsAndToolChoice) {
                      Endpoint::kChat)
                 .grammar,
             nullptr);  // the tools hidden, the format holds
+  // Auto with a JSON format: calls or an answer in it (the schema is kept for that grammar).
+  r = Accepted(chat + tools + R"(, "response_format": {"type": "json_object"}})", Endpoint::kChat);
+  EXPECT_EQ(r.tool_choice, ToolChoice::kAuto);
+  EXPECT_EQ(r.format_schema, nlohmann::ordered_json({{"type", "object"}}));
   EXPECT_EQ(Accepted(chat + tools + R"(, "tool_choice": "none"})", Endpoint::kChat).tool_choice,
             ToolChoice::kNone);
   EXPECT_EQ(Accepted(chat + R"("tools": [], "tool_choice": "none"})", Endpoint::kChat)
@@ -558,8 +562,8 @@ TEST(ApiTest, ToolsAndToolChoice) {
                 "nope"}}})", "tool_choice"},
            {chat + tools + R"(, "tool_choice": "required", "grammar": "root ::= \"a\""})",
             "tool_choice"},
-           // Auto too: calls or the format's text would need one grammar of both.
-           {chat + tools + R"(, "response_format": {"type": "json_object"}})", "tool_choice"},
+           // Auto with a GBNF grammar: no schema to build "calls or the format" from.
+           {chat + tools + R"(, "grammar": "root ::= \"a\""})", "grammar"},
            {chat + R"("parallel_tool_calls": 1})", "parallel_tool_calls"},
            {chat + R"("functions": [{"name": "f"}]})", "functions"},
            {R"({"model": "olmoe", "messages": [{"role": "user", "content": "x",

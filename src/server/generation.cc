@@ -86,6 +86,14 @@ std::optional<ApiError> MakeSpec(const GenerationTarget& target, const ApiReques
       auto compiled = grammar::Grammar::Parse(gbnf.value());
       if (!compiled.ok()) return invalid("tools", compiled.status().message());
       spec->grammar = std::move(compiled).value();
+    } else if (r.tool_choice == ToolChoice::kAuto && r.format_schema) {
+      // Calls, or an answer in the response format: one grammar of both from the start.
+      Result<std::string> gbnf = ToolCallGbnf(r.tools, "", r.parallel_tool_calls,
+                                              /*after_open_tag=*/false, &*r.format_schema);
+      if (!gbnf.ok()) return invalid("tools", gbnf.status().message());
+      auto compiled = grammar::Grammar::Parse(gbnf.value());
+      if (!compiled.ok()) return invalid("tools", compiled.status().message());
+      spec->grammar = std::move(compiled).value();
     } else if (r.tool_choice == ToolChoice::kAuto) {
       // Free text until the model opens a call; the call then follows the schemas. A schema
       // the grammar cannot express leaves auto calls unconstrained (a client that needs the
@@ -153,7 +161,8 @@ std::optional<ApiError> MakeSpec(const GenerationTarget& target, const ApiReques
   spec->logprobs = r.logprobs;
   spec->prompt_logprobs = r.echo;
   spec->cache_prompt = r.cache_prompt;
-  if (r.grammar != nullptr) spec->grammar = r.grammar;
+  // The response format alone (with tools, it is in the grammar above).
+  if (r.grammar != nullptr && r.tool_choice == ToolChoice::kNone) spec->grammar = r.grammar;
   // A model made to think first reasons freely; the grammar holds for its answer.
   if (thinking_open && spec->grammar != nullptr && spec->grammar_trigger.empty()) {
     spec->grammar_trigger = "</think>";

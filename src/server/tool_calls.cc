@@ -87,7 +87,8 @@ ToolCallOutput ToolCallSplitter::Finish() {
 }
 
 Result<std::string> ToolCallGbnf(std::span<const ApiTool> tools, std::string_view only,
-                                 bool parallel, bool after_open_tag) {
+                                 bool parallel, bool after_open_tag,
+                                 const nlohmann::ordered_json* answer_schema) {
   std::vector<nlohmann::ordered_json> schemas;
   std::vector<std::string> names;
   std::string alternatives;
@@ -108,9 +109,16 @@ Result<std::string> ToolCallGbnf(std::span<const ApiTool> tools, std::string_vie
   }
   const std::string call = R"("<tool_call>" ( )" + alternatives + " )";
   const std::string first = after_open_tag ? "( " + alternatives + " )" : call;
-  return grammar::JsonSchemasToGbnf(schemas, names,
-                                    parallel ? fmt::format(R"({} ( "\n" {} )*)", first, call)
-                                             : first);
+  std::string root = parallel ? fmt::format(R"({} ( "\n" {} )*)", first, call) : first;
+  if (answer_schema != nullptr && !after_open_tag) {
+    if (Result<std::string> one = grammar::JsonSchemaToGbnf(*answer_schema); !one.ok()) {
+      return one.status().WithContext("the response format");
+    }
+    schemas.push_back(*answer_schema);
+    names.push_back("answer");
+    root = fmt::format("( {} ) | answer", root);
+  }
+  return grammar::JsonSchemasToGbnf(schemas, names, root);
 }
 
 }  // namespace mt::server

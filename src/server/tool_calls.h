@@ -43,11 +43,13 @@ class ToolCallSplitter {
 // GBNF for outputs that are only calls: of `only` (empty: any of `tools`), one call, or
 // with `parallel` one or more, each call's arguments a document of its function's
 // parameters schema. `after_open_tag`: for what follows the first "<tool_call>" (a lazy
-// grammar, triggered by it when tool_choice is auto). Errors: a schema the grammar cannot
-// express (InvalidArgument naming the tool, e.g. "tools[1] (get_weather): json_schema:
-// unsupported keyword ...").
+// grammar, triggered by it when tool_choice is auto). `answer_schema` (not with
+// after_open_tag): the output may instead be one document of it (tool_choice auto with a
+// JSON response format). Errors: a schema the grammar cannot express (InvalidArgument naming
+// the tool, e.g. "tools[1] (get_weather): json_schema: unsupported keyword ...").
 inline constexpr std::string_view kToolCallOpen = "<tool_call>";
 Result<std::string> ToolCallGbnf(std::span<const ApiTool> tools, std::string_view only,
-                                 bool parallel, bool after_open_tag = false);
+                                 bool parallel, bool after_open_tag = false,
+                                 const nlohmann::ordered_json* answer_schema = nullptr);
 
 }  // namespace mt::server

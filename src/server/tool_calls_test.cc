@@ -114,6 +114,19 @@ TEST(ToolCalls, GrammarForcesCallsOfTheGivenTools) {
   EXPECT_TRUE(accepts(lazy, weather.substr(kToolCallOpen.size())));
   EXPECT_TRUE(accepts(lazy, weather.substr(kToolCallOpen.size()) + "\n" + time));
   EXPECT_FALSE(accepts(lazy, weather));
+  // Auto with a JSON response format: calls, or one document of the format.
+  const nlohmann::ordered_json answer =
+      nlohmann::ordered_json::parse(R"({"type": "object", "properties": {"ok": {"type":
+          "boolean"}}, "required": ["ok"], "additionalProperties": false})");
+  const Result<std::string> either = ToolCallGbnf(tools, "", true, false, &answer);
+  EXPECT_TRUE(accepts(either, weather + "\n" + time));
+  EXPECT_TRUE(accepts(either, R"({"ok": true})"));
+  EXPECT_FALSE(accepts(either, R"({"ok": 1})"));
+  EXPECT_FALSE(accepts(either, R"({"ok": true})" + weather));
+  EXPECT_FALSE(accepts(either, "Sure."));
+  const nlohmann::ordered_json bad_answer = nlohmann::ordered_json::parse(R"({"format": "x"})");
+  EXPECT_EQ(ToolCallGbnf(tools, "", true, false, &bad_answer).status().message(),
+            "the response format: json_schema: unsupported keyword 'format' at /");
   // What the grammar forces, the parser reads back.
   EXPECT_EQ(ParseToolCalls(weather + "\n" + time).calls.size(), 2u);
   // A schema the grammar cannot express names its tool.

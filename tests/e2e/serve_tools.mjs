@@ -102,6 +102,33 @@ for (const [temperature, seed] of [[0, 1], [1.0, 2], [1.0, 3]]) {
         typeof free.choices[0].message.content === 'string',
         'tool_choice auto without a call: plain content', JSON.stringify(free.choices[0]));
 }
+// tool_choice auto with a JSON response format (as agent frameworks send it): the output is
+// calls or an answer in the format, from the first token. Biases stand in for a model that
+// wants to call, and for one that answers.
+{
+  const root = baseURL.replace(/\/v1$/, '');
+  const open = await (await fetch(`${root}/tokenize`, {
+    method: 'POST', headers: { 'content-type': 'application/json' },
+    body: JSON.stringify({ prompt: '<tool_call>', add_special_tokens: false }) })).json();
+  const response_format = { type: 'json_schema', json_schema: { name: 'answer', schema: {
+    type: 'object', additionalProperties: false, required: ['answer'],
+    properties: { answer: { type: 'string', maxLength: 8 } } } } };
+  const calls = await client.chat.completions.create({
+    ...base, temperature: 1.0, seed: 9, response_format,
+    logit_bias: { [open.tokens[0]]: 100 } });
+  check(calls.choices[0].finish_reason === 'tool_calls' &&
+        callsValid(calls.choices[0].message.tool_calls),
+        'tools with a response format: calls', JSON.stringify(calls.choices[0]));
+  const answer = await client.chat.completions.create({
+    ...base, temperature: 1.0, seed: 9, response_format,
+    logit_bias: { [open.tokens[0]]: -100 } });
+  const c = answer.choices[0];
+  let doc = null;
+  try { doc = JSON.parse(c.message.content); } catch { /* checked below */ }
+  check(c.finish_reason === 'stop' && c.message.tool_calls === undefined && doc !== null &&
+        Object.keys(doc).join() === 'answer' && [...doc.answer].length <= 8,
+        'tools with a response format: an answer in the format', JSON.stringify(c));
+}
 // A conversation that went through a call renders and generates (auto: free text here).
 {
   const r = await client.chat.completions.create({
@@ -157,6 +184,7 @@ for (const [body, param, what] of [
      tool_choice: 'required' }, 'tools', 'a schema the grammar cannot express'],
   [{ tool_choice: 'required', response_format: { type: 'json_object' } }, 'tool_choice',
    'required calls and a response format'],
+  [{ grammar: 'root ::= "a"' }, 'grammar', 'tools with a GBNF grammar'],
 ]) {
   try {
     await client.chat.completions.create({ ...base, ...body });
