@@ -170,4 +170,96 @@ std::optional<ApiError> MakeSpec(const GenerationTarget& target, const ApiReques
   return std::nullopt;
 }
 
+
+Choice WholeChoice(const Tokenizer& tok, const ChoiceOptions& options, const std::string& echo,
+                   const std::string& generated, std::span<const TokenLogprob> logprobs,
+                   FinishReason reason, const std::function<std::string()>& new_call_id) {
+  Choice c;
+  c.text = echo + generated;
+  c.finish_reason = FinishReasonName(reason);
+  std::string answer = generated;
+  if (options.endpoint == Endpoint::kChat && options.split_reasoning) {
+    ReasoningOutput split = SplitReasoning(generated, options.thinking_open);
+    if (split.thought) c.reasoning = std::move(split.reasoning);
+    answer = std::move(split.content);
+    c.text = answer;
+  }
+  if (options.tools) {  // the answer's call blocks become tool_calls
+    ToolCallOutput parsed = ParseToolCalls(answer);
+    c.text = std::move(parsed.content);
+    c.tool_calls = std::move(parsed.calls);
+    for (ApiToolCall& call : c.tool_calls) call.id = new_call_id();
+    // Cut short (length), a response keeps saying so.
+    if (!c.tool_calls.empty() && reason == FinishReason::kStop) c.finish_reason = "tool_calls";
+  }
+  if (options.logprobs) {
+    LogprobWriter writer(tok, options.endpoint, CodePoints(echo));
+    c.logprobs = writer.Entries(logprobs, generated);
+  }
+  return c;
+}
+
+ChoiceStream::ChoiceStream(const Tokenizer& tok, const ChoiceOptions& options,
+                           const ResponseMeta& meta, int index, std::string echo,
+                           std::function<std::string()> new_call_id)
+    : options_(options),
+      meta_(meta),
+      index_(index),
+      echo_(std::move(echo)),
+      new_call_id_(std::move(new_call_id)) {
+  if (options.logprobs) logprobs_.emplace(tok, options.endpoint, CodePoints(echo_));
+  if (options.tools) tools_.emplace();
+  if (options.endpoint == Endpoint::kChat && options.split_reasoning) {
+    reasoning_.emplace(options.thinking_open);
+  }
+}
+
+std::string ChoiceStream::Opening() const {
+  return SseEvent(ChunkJson(options_.endpoint, meta_, "", "", /*first=*/true, nullptr, index_));
+}
+
+std::optional<ApiError> ChoiceStream::Take(const JobUpdate& u, std::string* out) {
+  generated_ += u.text;
+  // Reasoning first goes out on its own; the answer's call blocks are held back.
+  std::string answer = u.text;
+  if (reasoning_) {
+    ReasoningOutput split = reasoning_->Push(u.text);
+    if (u.finished) {
+      ReasoningOutput rest = reasoning_->Finish();
+      split.reasoning += rest.reasoning;
+      split.content += rest.content;
+    }
+    if (!split.reasoning.empty()) {
+      *out += SseEvent(ReasoningChunkJson(meta_, split.reasoning, index_));
+    }
+    answer = std::move(split.content);
+  }
+  const std::string text = std::exchange(echo_, "") + (tools_ ? tools_->Push(answer) : answer);
+  if (!text.empty() || !u.logprobs.empty()) {
+    nlohmann::json logprobs = nullptr;
+    if (logprobs_) logprobs = logprobs_->Entries(u.logprobs, generated_);
+    *out += SseEvent(ChunkJson(options_.endpoint, meta_, text, "", false, logprobs, index_));
+  }
+  if (!u.finished) return std::nullopt;
+  finished_ = true;
+  completion_tokens_ = u.completion_tokens;
+  cached_tokens_ = u.cached_tokens;
+  if (std::optional<ApiError> e = JobError(u)) return e;
+  std::string reason = FinishReasonName(u.reason);
+  if (tools_) {  // what was held back: content, or the calls
+    ToolCallOutput rest = tools_->Finish();
+    if (!rest.content.empty()) {
+      *out += SseEvent(ChunkJson(options_.endpoint, meta_, rest.content, "", false, nullptr,
+                                 index_));
+    }
+    if (!rest.calls.empty()) {
+      for (ApiToolCall& call : rest.calls) call.id = new_call_id_();
+      *out += SseEvent(ToolCallsChunkJson(meta_, rest.calls, index_));
+      if (u.reason == FinishReason::kStop) reason = "tool_calls";
+    }
+  }
+  *out += SseEvent(ChunkJson(options_.endpoint, meta_, "", reason, false, nullptr, index_));
+  return std::nullopt;
+}
+
 }  // namespace mt::server

@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
+#include <functional>
 #include <optional>
 #include <span>
 #include <string>
@@ -14,7 +15,9 @@
 #include <nlohmann/json.hpp>
 
 #include "server/api.h"
+#include "server/reasoning.h"
 #include "server/scheduler.h"
+#include "server/tool_calls.h"
 #include "tokenizer/chat_template.h"
 #include "tokenizer/tokenizer.h"
 
@@ -90,6 +93,55 @@ class LogprobWriter {
   int64_t prompt_code_points_ = 0;
   size_t counted_bytes_ = 0;  // of the generated text, whose code points are counted
   int64_t counted_code_points_ = 0;
+};
+
+// What a request's choices go through on their way out.
+struct ChoiceOptions {
+  Endpoint endpoint = Endpoint::kCompletions;
+  bool split_reasoning = false;  // chat: <think> text goes to reasoning_content
+  bool thinking_open = false;    // the chat prompt opened <think> (ChatPrompt::thinking_open)
+  bool tools = false;            // tool_choice is not none: call blocks become tool_calls
+  bool logprobs = false;         // the request asked for logprobs
+};
+
+// One choice of a whole response: its echo and generated text split into reasoning, content
+// and tool calls as `options` say, with its logprobs and finish reason.
+Choice WholeChoice(const Tokenizer& tok, const ChoiceOptions& options, const std::string& echo,
+                   const std::string& generated, std::span<const TokenLogprob> logprobs,
+                   FinishReason reason, const std::function<std::string()>& new_call_id);
+
+// One choice of a streamed response: turns its job's updates into Server-Sent Events, in
+// order: reasoning deltas, text (the echo first) with its logprobs, then at the end what was
+// held back (content, or the tool calls) and the finish chunk. No I/O: the HTTP front end
+// writes the events. Not thread-safe.
+class ChoiceStream {
+ public:
+  ChoiceStream(const Tokenizer& tok, const ChoiceOptions& options, const ResponseMeta& meta,
+               int index, std::string echo, std::function<std::string()> new_call_id);
+
+  // The chunk that opens a chat choice (its role).
+  std::string Opening() const;
+  // Appends the events of `u` to *out. When the job ended in failure, nothing more is added
+  // and its error is returned (the stream then ends with it).
+  std::optional<ApiError> Take(const JobUpdate& u, std::string* out);
+
+  bool finished() const { return finished_; }
+  int64_t completion_tokens() const { return completion_tokens_; }
+  int64_t cached_tokens() const { return cached_tokens_; }
+
+ private:
+  const ChoiceOptions options_;
+  const ResponseMeta& meta_;
+  const int index_;
+  std::string echo_;  // sent with the first text
+  std::function<std::string()> new_call_id_;
+  std::optional<LogprobWriter> logprobs_;
+  std::optional<ReasoningSplitter> reasoning_;
+  std::optional<ToolCallSplitter> tools_;
+  std::string generated_;  // the generated text so far (for logprob text offsets)
+  bool finished_ = false;
+  int64_t completion_tokens_ = 0;
+  int64_t cached_tokens_ = 0;
 };
 
 }  // namespace mt::server

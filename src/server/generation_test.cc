@@ -125,5 +125,84 @@ TEST(MakeSpec, RefusesWhatTheModelCannotDo) {
   EXPECT_EQ(e->message, "prompt[2]: token id 5000 is outside the vocabulary (0..999)");
 }
 
+// The events' JSON objects, in order ("data: {...}\n\n" each).
+std::vector<nlohmann::json> Events(const std::string& sse) {
+  std::vector<nlohmann::json> out;
+  for (size_t at = 0; (at = sse.find("data: ", at)) != std::string::npos;) {
+    const size_t end = sse.find("\n\n", at);
+    out.push_back(nlohmann::json::parse(sse.substr(at + 6, end - at - 6)));
+    at = end;
+  }
+  return out;
+}
+
+// A streamed choice, cut in pieces of every size, adds up to the whole response's choice:
+// reasoning apart, content, the calls held back to the end, finish_reason "tool_calls".
+TEST(ChoiceStream, AddsUpToTheWholeChoiceAtEveryCut) {
+  const std::string text =
+      "<think>\nLet me call.\n</think>\n\nSure.<tool_call>\n{\"name\": \"now\", \"arguments\": "
+      "{}}\n</tool_call>";
+  const ChoiceOptions options{Endpoint::kChat, /*split_reasoning=*/true, false, /*tools=*/true,
+                              false};
+  int ids = 0;
+  auto next_id = [&] { return "call_" + std::to_string(ids++); };
+  const Choice whole = WholeChoice(Tok(), options, "", text, {}, FinishReason::kStop, next_id);
+  EXPECT_EQ(whole.reasoning, "Let me call.");
+  EXPECT_EQ(whole.text, "Sure.");
+  ASSERT_EQ(whole.tool_calls.size(), 1u);
+  EXPECT_EQ(whole.finish_reason, "tool_calls");
+  const ResponseMeta meta{"chatcmpl-1", 0, "m"};
+  for (size_t piece = 1; piece <= text.size(); ++piece) {
+    ChoiceStream stream(Tok(), options, meta, 0, "", next_id);
+    std::string sse = stream.Opening();
+    for (size_t at = 0; at < text.size(); at += piece) {
+      JobUpdate u;
+      u.text = text.substr(at, piece);
+      ASSERT_FALSE(stream.Take(u, &sse));
+    }
+    JobUpdate end;
+    end.finished = true;
+    end.reason = FinishReason::kStop;
+    end.completion_tokens = 9;
+    ASSERT_FALSE(stream.Take(end, &sse));
+    EXPECT_TRUE(stream.finished());
+    EXPECT_EQ(stream.completion_tokens(), 9);
+    std::string reasoning, content, finish;
+    std::vector<std::string> calls;
+    for (const nlohmann::json& e : Events(sse)) {
+      const nlohmann::json& c = e["choices"][0];
+      const nlohmann::json& d = c["delta"];
+      if (d.contains("reasoning_content")) reasoning += d["reasoning_content"].get<std::string>();
+      if (d.contains("content") && d["content"].is_string()) content += d["content"];
+      if (d.contains("tool_calls")) calls.push_back(d["tool_calls"][0]["function"]["name"]);
+      if (c["finish_reason"].is_string()) finish = c["finish_reason"];
+    }
+    EXPECT_EQ(reasoning, *whole.reasoning) << "piece " << piece;
+    EXPECT_EQ(content, whole.text) << "piece " << piece;
+    EXPECT_EQ(calls, std::vector<std::string>{"now"}) << "piece " << piece;
+    EXPECT_EQ(finish, whole.finish_reason) << "piece " << piece;
+  }
+}
+
+// A job that failed ends its choice with the error and no finish chunk.
+TEST(ChoiceStream, AFailedJobReturnsItsError) {
+  const ResponseMeta meta{"cmpl-1", 0, "m"};
+  ChoiceStream stream(Tok(), ChoiceOptions{}, meta, 0, "", [] { return std::string("x"); });
+  JobUpdate u;
+  u.text = "partial";
+  u.finished = true;
+  u.reason = FinishReason::kError;
+  u.error = IoError("model.gguf: layer 3 expert 7: read failed");
+  std::string sse;
+  const std::optional<ApiError> e = stream.Take(u, &sse);
+  ASSERT_TRUE(e.has_value());
+  EXPECT_EQ(e->http_status, 500);
+  EXPECT_EQ(e->message, "model.gguf: layer 3 expert 7: read failed");
+  const std::vector<nlohmann::json> events = Events(sse);
+  ASSERT_EQ(events.size(), 1u);  // the text that came before, and no finish
+  EXPECT_EQ(events[0]["choices"][0]["text"], "partial");
+  EXPECT_TRUE(events[0]["choices"][0]["finish_reason"].is_null());
+}
+
 }  // namespace
 }  // namespace mt::server

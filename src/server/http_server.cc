@@ -22,9 +22,7 @@
 #include "server/api.h"
 #include "server/generation.h"
 #include "server/metrics.h"
-#include "server/reasoning.h"
 #include "server/scheduler.h"
-#include "server/tool_calls.h"
 #include "tokenizer/chat_template.h"
 
 namespace mt::server {
@@ -291,35 +289,16 @@ void HttpServer::Impl::Generate(const httplib::Request& req, httplib::Response& 
     }
   }
   LeaveGeneration();
-  std::vector<Choice> choices(n_choices);
+  std::vector<Choice> choices;
   Usage usage{n_prompt, 0};
+  const ChoiceOptions choice_options{endpoint, options.split_reasoning, ThinkingOpen(),
+                                     r.tool_choice != ToolChoice::kNone, r.logprobs >= 0};
   for (size_t i = 0; i < n_choices; ++i) {
     if (std::optional<ApiError> e = JobError(last[i])) return SendError(res, *e);
     usage.completion_tokens += last[i].completion_tokens;
     usage.cached_tokens += last[i].cached_tokens;
-    choices[i].text = echoes[i] + texts[i];
-    choices[i].finish_reason = FinishReasonName(last[i].reason);
-    std::string answer = texts[i];
-    if (endpoint == Endpoint::kChat && options.split_reasoning) {
-      ReasoningOutput split = SplitReasoning(texts[i], ThinkingOpen());
-      if (split.thought) choices[i].reasoning = std::move(split.reasoning);
-      answer = std::move(split.content);
-      choices[i].text = answer;
-    }
-    if (r.tool_choice != ToolChoice::kNone) {  // the answer's call blocks become tool_calls
-      ToolCallOutput parsed = ParseToolCalls(answer);
-      choices[i].text = std::move(parsed.content);
-      choices[i].tool_calls = std::move(parsed.calls);
-      for (ApiToolCall& call : choices[i].tool_calls) call.id = NewToolCallId();
-      // Cut short (length), a response keeps saying so.
-      if (!choices[i].tool_calls.empty() && last[i].reason == FinishReason::kStop) {
-        choices[i].finish_reason = "tool_calls";
-      }
-    }
-    if (r.logprobs >= 0) {
-      choices[i].logprobs =
-          LogprobWriter(tok, endpoint, CodePoints(echoes[i])).Entries(logprobs[i], texts[i]);
-    }
+    choices.push_back(WholeChoice(tok, choice_options, echoes[i], texts[i], logprobs[i],
+                                  last[i].reason, [this] { return NewToolCallId(); }));
   }
   SendJson(res, 200, CompletionJson(endpoint, meta, choices, usage));
 }
@@ -328,17 +307,10 @@ void HttpServer::Impl::Stream(const httplib::Request& req, httplib::Response& re
                               std::vector<std::shared_ptr<Job>> jobs, const ApiRequest& r,
                               ResponseMeta meta, std::vector<std::string> echoes,
                               int64_t n_prompt) {
-  // One choice of the stream (its chunks carry its index).
+  // One choice of the stream: its job, and what turns the job's updates into events.
   struct Choice {
     std::shared_ptr<Job> job;
-    std::optional<LogprobWriter> logprobs;  // when asked for
-    std::string echo;       // sent with its first text
-    std::string generated;  // its generated text sent so far (for the text offsets)
-    bool finished = false;
-    int64_t completion_tokens = 0;
-    int64_t cached_tokens = 0;
-    std::optional<ToolCallSplitter> tools;  // with tools: holds call blocks until the end
-    std::optional<ReasoningSplitter> reasoning;  // chat: <think> text goes apart
+    std::optional<ChoiceStream> events;
   };
   struct State {
     std::vector<Choice> choices;
@@ -355,84 +327,34 @@ void HttpServer::Impl::Stream(const httplib::Request& req, httplib::Response& re
   };
   auto st = std::make_shared<State>(
       State{{}, std::move(meta), r.endpoint, r.include_usage, n_prompt, ConnectionProbe(req)});
+  const ChoiceOptions choice_options{r.endpoint, options.split_reasoning, ThinkingOpen(),
+                                     r.tool_choice != ToolChoice::kNone, r.logprobs >= 0};
   for (size_t i = 0; i < jobs.size(); ++i) {
     Choice& c = st->choices.emplace_back();
     c.job = std::move(jobs[i]);
-    c.echo = std::move(echoes[i]);
-    if (r.logprobs >= 0) c.logprobs.emplace(tok, r.endpoint, CodePoints(c.echo));
-    if (r.tool_choice != ToolChoice::kNone) c.tools.emplace();
-    if (r.endpoint == Endpoint::kChat && options.split_reasoning) {
-      c.reasoning.emplace(ThinkingOpen());
-    }
+    c.events.emplace(tok, choice_options, st->meta, static_cast<int>(i), std::move(echoes[i]),
+                     [this] { return NewToolCallId(); });
   }
   res.set_header("Cache-Control", "no-cache");
   res.set_chunked_content_provider(
       "text/event-stream",
-      [this, st](size_t /*offset*/, httplib::DataSink& sink) {
+      [st](size_t /*offset*/, httplib::DataSink& sink) {
         std::string out;
         if (st->first && st->endpoint == Endpoint::kChat) {
-          for (size_t i = 0; i < st->choices.size(); ++i) {
-            out += SseEvent(ChunkJson(st->endpoint, st->meta, "", "", /*first=*/true, nullptr,
-                                      static_cast<int>(i)));
-          }
+          for (const Choice& c : st->choices) out += c.events->Opening();
         }
         st->first = false;
         std::optional<ApiError> error;
-        // Takes choice i's update: its text and logprobs, and its end.
-        auto take = [&](size_t i, JobUpdate& u) {
-          Choice& c = st->choices[i];
-          const int index = static_cast<int>(i);
-          c.generated += u.text;
-          // Reasoning first goes out on its own; the answer's call blocks are held back.
-          std::string answer = u.text;
-          if (c.reasoning) {
-            ReasoningOutput split = c.reasoning->Push(u.text);
-            if (u.finished) {
-              ReasoningOutput rest = c.reasoning->Finish();
-              split.reasoning += rest.reasoning;
-              split.content += rest.content;
-            }
-            if (!split.reasoning.empty()) {
-              out += SseEvent(ReasoningChunkJson(st->meta, split.reasoning, index));
-            }
-            answer = std::move(split.content);
-          }
-          const std::string text =
-              std::exchange(c.echo, "") + (c.tools ? c.tools->Push(answer) : answer);
-          if (!text.empty() || !u.logprobs.empty()) {
-            json logprobs = nullptr;
-            if (c.logprobs) logprobs = c.logprobs->Entries(u.logprobs, c.generated);
-            out += SseEvent(ChunkJson(st->endpoint, st->meta, text, "", false, logprobs, index));
-          }
-          if (!u.finished) return;
-          c.finished = true;
-          c.completion_tokens = u.completion_tokens;
-          c.cached_tokens = u.cached_tokens;
-          ++st->n_finished;
-          if (std::optional<ApiError> e = JobError(u)) {
-            if (!error) error = std::move(e);
-            return;
-          }
-          std::string reason = FinishReasonName(u.reason);
-          if (c.tools) {  // what was held back: content, or the calls
-            ToolCallOutput rest = c.tools->Finish();
-            if (!rest.content.empty()) {
-              out += SseEvent(ChunkJson(st->endpoint, st->meta, rest.content, "", false, nullptr,
-                                        index));
-            }
-            if (!rest.calls.empty()) {
-              for (ApiToolCall& call : rest.calls) call.id = NewToolCallId();
-              out += SseEvent(ToolCallsChunkJson(st->meta, rest.calls, index));
-              if (u.reason == FinishReason::kStop) reason = "tool_calls";
-            }
-          }
-          out += SseEvent(ChunkJson(st->endpoint, st->meta, "", reason, false, nullptr, index));
+        auto take = [&](size_t i, const JobUpdate& u) {
+          std::optional<ApiError> e = st->choices[i].events->Take(u, &out);
+          if (u.finished) ++st->n_finished;
+          if (e && !error) error = std::move(e);
         };
         // What every choice has now; when none has anything, wait on one of them a while.
         const size_t before = out.size();
         std::optional<size_t> waiting;  // an unfinished choice
         for (size_t i = 0; i < st->choices.size(); ++i) {
-          if (st->choices[i].finished) continue;
+          if (st->choices[i].events->finished()) continue;
           if (!waiting) waiting = i;
           JobUpdate u;
           if (st->choices[i].job->Wait(std::chrono::milliseconds(0), &u)) take(i, u);
@@ -458,8 +380,8 @@ void HttpServer::Impl::Stream(const httplib::Request& req, httplib::Response& re
           if (st->include_usage) {
             Usage usage{st->n_prompt, 0, 0};
             for (const Choice& c : st->choices) {
-              usage.completion_tokens += c.completion_tokens;
-              usage.cached_tokens += c.cached_tokens;
+              usage.completion_tokens += c.events->completion_tokens();
+              usage.cached_tokens += c.events->cached_tokens();
             }
             out += SseEvent(UsageChunkJson(st->endpoint, st->meta, usage));
           }
