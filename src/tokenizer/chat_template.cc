@@ -432,7 +432,8 @@ Result<ChatPrompt> ChatTemplate::Render(std::span<const ChatMessage> messages,
                                name(), i, kNeedChatml);
       }
       if (r != "system" && r != "user" && r != "assistant") {
-        return InvalidArgument("chat: message {} has role '{}' ({} knows system, user, assistant)",
+        // {:?}: quoted and escaped, so a role with a newline keeps the error on one line.
+        return InvalidArgument("chat: message {} has role {:?} ({} knows system, user, assistant)",
                                i, r, name());
       }
     }

@@ -285,6 +285,15 @@ TEST(ChatTemplateTest, DefaultSystemMessage) {
             "<|im_start|>system\nBe brief.<|im_end|>\n<|im_start|>user\nHi<|im_end|>\n");
 }
 
+TEST(ChatTemplateTest, AnUnknownRoleIsQuotedOnOneLine) {
+  const ChatTemplate tulu(Kind::kTulu, "<|endoftext|>", "test");
+  const ChatMessage chat[] = {{"user", "Hi"}, {"bad\nrole", "x"}};
+  const Result<ChatPrompt> p = tulu.Render(chat, true);
+  ASSERT_FALSE(p.ok());
+  EXPECT_EQ(p.status().message(),
+            "chat: message 1 has role \"bad\\nrole\" (tulu knows system, user, assistant)");
+}
+
 TEST(ChatTemplateTest, ParsesChatTemplateKwargs) {
   EXPECT_TRUE(ParseChatTemplateKwargs("{}").value().enable_thinking);
   EXPECT_FALSE(ParseChatTemplateKwargs(R"({"enable_thinking": false, "x": [1]})")
