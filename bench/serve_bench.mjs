@@ -2,13 +2,18 @@
 // each sending R greedy completion requests of N tokens one after another (ignore_eos, so
 // every request generates exactly N tokens), with prompts that differ per request.
 //
-//   node serve_bench.mjs BASE_URL MODEL_ID CLIENTS REQUESTS_PER_CLIENT TOKENS
+//   node serve_bench.mjs BASE_URL MODEL_ID CLIENTS REQUESTS_PER_CLIENT TOKENS [EXTRA.json]
+//
+// EXTRA.json: fields added to every request body (e.g. a logit_bias).
 //
 // Prints one JSON line: clients, requests, tokens, wall_s, tok_s (aggregate generated tokens
 // per second of wall time), latency p50/p99 (s, whole request) and ttft p50/p99 (s, first
 // streamed token), errors. Only Node's fetch: no dependencies.
-const [baseURL, model, clientsArg, perClientArg, tokensArg] = process.argv.slice(2);
+import { readFileSync } from 'node:fs';
+
+const [baseURL, model, clientsArg, perClientArg, tokensArg, extraArg] = process.argv.slice(2);
 const clients = Number(clientsArg), perClient = Number(perClientArg), nTokens = Number(tokensArg);
+const extra = extraArg ? JSON.parse(readFileSync(extraArg, 'utf8')) : {};
 
 const words = ['river', 'engine', 'orange', 'market', 'silver', 'planet', 'garden', 'winter',
                'signal', 'forest', 'bridge', 'candle', 'motion', 'number', 'pocket', 'shadow'];
@@ -25,7 +30,7 @@ async function request(i) {
     method: 'POST', headers: { 'content-type': 'application/json' },
     body: JSON.stringify({ model, prompt: prompt(i), max_tokens: nTokens, temperature: 0,
                            ignore_eos: true, stream: true,
-                           stream_options: { include_usage: true } }) });
+                           stream_options: { include_usage: true }, ...extra }) });
   if (r.status !== 200) throw new Error(`HTTP ${r.status}: ${await r.text()}`);
   let ttft = null, tokens = 0, buf = '';
   const decoder = new TextDecoder();

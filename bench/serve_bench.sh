@@ -4,7 +4,14 @@
 # test: it measures and prints ratios from one run.
 #
 #   bench/serve_bench.sh MODEL [-c "1 8 32"] [-n TOKENS] [-r REQUESTS_PER_CLIENT]
-#                              [-l "25"] [-t THREADS] [--ctx N] [-- extra serve flags]
+#                              [-l "25"] [-t THREADS] [--ctx N] [--llama-server PATH]
+#                              [-- extra serve flags]
+#
+# --llama-server PATH: the same clients against llama.cpp's llama-server on the same file
+# (--parallel and a context of ctx per slot, the same threads), and the ratio of the two.
+# Both then get a logit_bias that bans tokens which are not UTF-8 on their own
+# (bench/valid_utf8_bias.py): a random-weight model's text is otherwise not UTF-8, which
+# llama-server refuses.
 #
 # For each mode it starts one server with --parallel = the largest client count, and for each
 # client count runs bench/serve_bench.mjs: every client sends R greedy requests of N tokens
@@ -23,6 +30,7 @@ per_client=2
 limits="25"
 threads=$(nproc)
 ctx=256
+llama_server=""
 extra=()
 while [ $# -gt 0 ]; do
   case "$1" in
@@ -32,6 +40,7 @@ while [ $# -gt 0 ]; do
     -l) limits=$2; shift 2 ;;
     -t) threads=$2; shift 2 ;;
     --ctx) ctx=$2; shift 2 ;;
+    --llama-server) llama_server=$2; shift 2 ;;
     --) shift; extra=("$@"); break ;;
     *) echo "serve_bench.sh: unknown argument $1" >&2; exit 2 ;;
   esac
@@ -64,6 +73,13 @@ stop_server() {
   pid=""
 }
 
+body_extra=""
+if [ -n "$llama_server" ]; then
+  [ -x "$llama_server" ] || { echo "serve_bench.sh: $llama_server is not executable" >&2; exit 1; }
+  body_extra="$work/bias.json"
+  /usr/bin/python3 "$here/valid_utf8_bias.py" "$model" "$body_extra"
+fi
+
 echo "model: $model, threads $threads, $n_tokens tokens x $per_client requests per client," \
      "ctx $ctx per slot, --parallel $max_clients"
 printf "| %-12s | %7s | %8s | %8s | %6s | %9s | %9s | %9s | %9s | %6s |\n" mode clients \
@@ -71,17 +87,36 @@ printf "| %-12s | %7s | %8s | %8s | %6s | %9s | %9s | %9s | %9s | %6s |\n" mode 
 printf "| %-12s | %7s | %8s | %8s | %6s | %9s | %9s | %9s | %9s | %6s |\n" ------------ ------: \
   -------: -------: -----: --------: --------: --------: --------: -----:
 
-run_mode() {  # run_mode LABEL SERVE_FLAGS...
+start_llama_server() {  # sets pid and base
+  local port
+  port=$(/usr/bin/python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
+  "$llama_server" -m "$model" --host 127.0.0.1 --port "$port" -t "$threads" -np "$max_clients" \
+    -c $((ctx * max_clients)) > "$work/llama.log" 2>&1 &
+  pid=$!
+  base="http://127.0.0.1:$port/v1"
+  for _ in $(seq 1 600); do
+    curl -s "http://127.0.0.1:$port/health" | grep -q '"ok"' && return 0
+    kill -0 "$pid" 2> /dev/null || break
+    sleep 0.2
+  done
+  echo "serve_bench.sh: llama-server did not start: $(tail -5 "$work/llama.log")" >&2
+  exit 1
+}
+
+declare -A rates  # "label clients" -> tok/s
+run_mode() {  # run_mode LABEL SERVE_FLAGS... (LABEL llama-server: llama.cpp's server)
   local label=$1; shift
   if [[ "$label" == stream* ]] && [ "$(id -u)" = 0 ]; then
     sync; echo 1 > /proc/sys/vm/drop_caches
   fi
-  start_server "$@"
+  if [ "$label" = llama-server ]; then start_llama_server; else start_server "$@"; fi
   # One short request first, so that start-up work is not measured.
-  node "$here/serve_bench.mjs" "$base" bench 1 1 2 > /dev/null
+  node "$here/serve_bench.mjs" "$base" bench 1 1 2 $body_extra > /dev/null
   local single=""
   for c in $client_counts; do
-    node "$here/serve_bench.mjs" "$base" bench "$c" "$per_client" "$n_tokens" > "$work/r.json"
+    node "$here/serve_bench.mjs" "$base" bench "$c" "$per_client" "$n_tokens" $body_extra \
+      > "$work/r.json"
+    rates["$label $c"]=$(/usr/bin/python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))["tok_s"])' "$work/r.json")
     /usr/bin/python3 - "$work/r.json" "$label" "${single:-0}" <<'PY'
 import json, sys
 r = json.load(open(sys.argv[1]))
@@ -100,6 +135,13 @@ PY
 }
 
 run_mode resident --moe-storage resident
+if [ -n "$llama_server" ]; then
+  run_mode llama-server
+  for c in $client_counts; do
+    /usr/bin/python3 -c 'import sys; a, b = map(float, sys.argv[2:]); print(f"moetier / llama-server at {sys.argv[1]} clients: {a / b:.2f}x" if b > 0 else "llama-server: no tokens")' \
+      "$c" "${rates[resident $c]}" "${rates[llama-server $c]}"
+  done
+fi
 for pct in $limits; do
   run_mode "stream $pct%" --moe-storage stream --expert-cache "$pct%"
 done
