@@ -206,7 +206,7 @@ Error ParseMessages(const json& body, ApiRequest* out) {
 // chat_template_kwargs (vLLM's and llama-server's): variables for the chat template. The
 // built-in templates read enable_thinking; other keys are ignored, as a Jinja template
 // ignores variables it does not use.
-Error ParseChatTemplateKwargs(const json& body, ApiRequest* out) {
+Error ParseTemplateKwargsField(const json& body, ApiRequest* out) {
   const json& kwargs = Field(body, "chat_template_kwargs");
   if (kwargs.is_null()) return std::nullopt;
   if (!kwargs.is_object()) {
@@ -575,7 +575,7 @@ Error Parse(const json& body, std::string_view raw, Endpoint endpoint, std::stri
     if (Error e = ParsePrompt(body, out)) return e;
   } else {
     if (Error e = ParseMessages(body, out)) return e;
-    if (Error e = ParseChatTemplateKwargs(body, out)) return e;
+    if (Error e = ParseTemplateKwargsField(body, out)) return e;
   }
   for (const char* key : {"max_tokens", "max_completion_tokens"}) {
     if (endpoint == Endpoint::kCompletions && std::string_view(key) != "max_tokens") continue;

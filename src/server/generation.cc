@@ -170,7 +170,6 @@ std::optional<ApiError> MakeSpec(const GenerationTarget& target, const ApiReques
   return std::nullopt;
 }
 
-
 Choice WholeChoice(const Tokenizer& tok, const ChoiceOptions& options, const std::string& echo,
                    const std::string& generated, std::span<const TokenLogprob> logprobs,
                    FinishReason reason, const std::function<std::string()>& new_call_id) {

@@ -113,7 +113,7 @@ Choice WholeChoice(const Tokenizer& tok, const ChoiceOptions& options, const std
 // One choice of a streamed response: turns its job's updates into Server-Sent Events, in
 // order: reasoning deltas, text (the echo first) with its logprobs, then at the end what was
 // held back (content, or the tool calls) and the finish chunk. No I/O: the HTTP front end
-// writes the events. Not thread-safe.
+// writes the events. `meta` is kept by reference and must outlive it. Not thread-safe.
 class ChoiceStream {
  public:
   ChoiceStream(const Tokenizer& tok, const ChoiceOptions& options, const ResponseMeta& meta,

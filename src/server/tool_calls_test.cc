@@ -124,6 +124,8 @@ TEST(ToolCalls, GrammarForcesCallsOfTheGivenTools) {
   EXPECT_FALSE(accepts(either, R"({"ok": 1})"));
   EXPECT_FALSE(accepts(either, R"({"ok": true})" + weather));
   EXPECT_FALSE(accepts(either, "Sure."));
+  const nlohmann::ordered_json any_object = {{"type", "object"}};  // json_object's
+  EXPECT_TRUE(accepts(ToolCallGbnf(tools, "", true, false, &any_object), R"({"x": [1, "y"]})"));
   const nlohmann::ordered_json bad_answer = nlohmann::ordered_json::parse(R"({"format": "x"})");
   EXPECT_EQ(ToolCallGbnf(tools, "", true, false, &bad_answer).status().message(),
             "the response format: json_schema: unsupported keyword 'format' at /");
