@@ -3,8 +3,11 @@ Face's apply_chat_template renders it (the independent oracle). Random conversat
 system prompts, tools, tool calls and results, assistant turns with <think> blocks or
 reasoning_content, enable_thinking on, off or unset. Each goes to POST /apply-template.
 
-usage: chat_template_oracle.py BASE_URL [N] [SEED] [plain]   (BASE_URL: http://127.0.0.1:PORT)
-plain: system, user and assistant messages only (for a template without tools, as Qwen2's).
+usage: chat_template_oracle.py BASE_URL [N] [SEED] [MODE] [EOS]   (BASE_URL: http://127.0.0.1:PORT)
+MODE plain: system, user and assistant messages only (templates without tools: Qwen2's,
+OLMoE's); alternating: user and assistant by turns, from a user message to a user message
+(Mixtral's, which refuses anything else). EOS: the template's eos_token (default the
+model's). bos_token renders empty: /apply-template leaves BOS to the tokenizer.
 """
 import json
 import random
@@ -97,6 +100,15 @@ def assistant(rng, tool_names):
     return m
 
 
+def alternating(rng):
+    msgs = []
+    for _ in range(rng.randint(0, 3)):
+        msgs.append({"role": "user", "content": text(rng, 1, 5)})
+        msgs.append({"role": "assistant", "content": text(rng)})
+    msgs.append({"role": "user", "content": text(rng, 1, 5)})
+    return msgs, []
+
+
 def conversation(rng, plain):
     tools = [tool(rng, i) for i in range(rng.randint(1, 2))] if rng.random() < 0.4 else []
     if plain:
@@ -126,15 +138,20 @@ def main():
     base = sys.argv[1]
     n = int(sys.argv[2]) if len(sys.argv) > 2 else 300
     rng = random.Random(int(sys.argv[3]) if len(sys.argv) > 3 else 1)
-    plain = len(sys.argv) > 4 and sys.argv[4] == "plain"
-    info = urllib.request.urlopen(base + "/tokenizer_info", timeout=30).read()
-    template = hf_environment().from_string(json.loads(info)["chat_template"])
+    mode = sys.argv[4] if len(sys.argv) > 4 else ""
+    info = json.loads(urllib.request.urlopen(base + "/tokenizer_info", timeout=30).read())
+    template = hf_environment().from_string(info["chat_template"])
+    eos = sys.argv[5] if len(sys.argv) > 5 else (info["eos_token"] or "")
     failures = 0
     for case in range(n):
-        msgs, tools = conversation(rng, plain)
+        if mode == "alternating":
+            msgs, tools = alternating(rng)
+        else:
+            msgs, tools = conversation(rng, mode == "plain")
         thinking = rng.choice([None, True, False])
         body = {"messages": msgs}
-        variables = {"messages": msgs, "add_generation_prompt": True}
+        variables = {"messages": msgs, "add_generation_prompt": True, "bos_token": "",
+                     "eos_token": eos}
         if tools:
             body["tools"] = tools
             variables["tools"] = tools

