@@ -6,9 +6,13 @@
 #include <chrono>
 #include <cmath>
 #include <cstdio>
+#include <iostream>
 #include <limits>
 #include <memory>
 #include <optional>
+#include <span>
+#include <string>
+#include <utility>
 
 #include "command.h"
 #include "base/file_io.h"
@@ -37,6 +41,7 @@ struct RunFlags {
   SamplerParams sampling;
   int64_t seed = -1;
   bool chat = false;
+  bool conversation = false;  // -cnv: user turns from stdin
   std::string chat_template;
   std::string chat_template_kwargs;
   std::vector<std::string> stops;
@@ -196,6 +201,108 @@ Result<std::shared_ptr<const grammar::Grammar>> LoadGrammar(const RunFlags& f) {
   return g;
 }
 
+// Samples after the evaluated tokens whose last logits are `logits` and prints the text,
+// until an end token, -n, a stop string or the end of the context. `history` (the penalties'
+// window) gets the sampled tokens; each one but the last is evaluated, so the context holds
+// history less at most its last token. Returns the text printed; a failure after some text
+// has ended that text's line.
+Result<std::string> GenerateAndPrint(Context& ctx, const Tokenizer& tok, const RunFlags& f,
+                                     Sampler& sampler, grammar::GrammarFilter* filter,
+                                     std::vector<float>& logits, std::vector<int32_t>& history,
+                                     int* n_generated) {
+  StreamDecoder decoder(tok, /*special=*/false);
+  StopFilter stop_filter(f.stops);
+  std::string printed;
+  auto print = [&](const std::string& s) {
+    Print(s);
+    printed += s;
+  };
+  bool stopped = false;
+  while ((f.n_predict < 0 || *n_generated < f.n_predict) && !stopped &&
+         ctx.n_past() < ctx.n_ctx()) {
+    const int32_t id = sampler.Sample(logits, history, filter);
+    if (id < 0) {  // only under a grammar: nothing can follow
+      if (filter->IsComplete()) break;
+      Print("\n");
+      return InvalidArgument("grammar: no token of the vocabulary can continue the output "
+                             "after {} generated tokens",
+                             *n_generated);
+    }
+    if (filter) filter->Accept(id);
+    ++*n_generated;
+    history.push_back(id);
+    // Under a grammar an end token (allowed once the text is whole) ends it, --ignore-eos or
+    // not.
+    if ((!f.ignore_eos || filter) && tok.IsEndOfGeneration(id)) break;
+    print(stop_filter.Push(decoder.Push(id), &stopped));
+    if (stopped || (f.n_predict >= 0 && *n_generated >= f.n_predict)) break;
+    if (ctx.n_past() >= ctx.n_ctx()) break;
+    const int32_t next[1] = {id};
+    if (Status s = ctx.Eval(next, LogitsFor::kLast, &logits); !s.ok()) {
+      Print("\n");
+      return s;
+    }
+  }
+  if (!stopped) print(stop_filter.Push(decoder.Flush(), &stopped) + stop_filter.Flush());
+  return printed;
+}
+
+// -cnv: a conversation, a user turn per line of stdin (`first`, from -p or -f, before them),
+// until the end of input or "/exit"; each answer is printed on stdout as it comes. A turn
+// renders the whole conversation and evaluates only the tokens after the longest prefix the
+// context already holds (the earlier turns, unless the template renders them differently
+// now: Qwen3 drops past reasoning).
+int Converse(const RunFlags& f, Context& ctx, const Tokenizer& tok, const ChatTemplate& tmpl,
+             const ChatTemplateKwargs& kwargs, Sampler& sampler, std::string first) {
+  std::vector<ChatMessage> messages;
+  if (!f.system_prompt.empty()) messages.push_back({"system", f.system_prompt});
+  std::vector<int32_t> history;  // the conversation's tokens; the context holds a prefix
+  const bool tty = isatty(STDIN_FILENO) != 0;
+  std::string line = std::move(first);
+  int turns = 0;
+  int64_t evaluated = 0, reused = 0;
+  for (;;) {
+    if (line.empty()) {
+      if (tty) std::fputs("> ", stderr);
+      if (!std::getline(std::cin, line) || line == "/exit") break;
+      if (line.empty()) continue;
+    }
+    messages.push_back({"user", std::exchange(line, "")});
+    Result<ChatPrompt> rendered = tmpl.Render(messages, true, nullptr, kwargs.enable_thinking);
+    if (!rendered.ok()) return ReportError(rendered.status());
+    Result<std::vector<int32_t>> tokens = tok.Encode(rendered->text, rendered->add_bos, true);
+    if (!tokens.ok()) return ReportError(tokens.status());
+    if (tokens->size() >= ctx.n_ctx()) {
+      return ReportError(InvalidArgument("the conversation has {} tokens, more than the context "
+                                         "of {} (raise -c)",
+                                         tokens->size(), ctx.n_ctx()));
+    }
+    std::vector<float> logits;
+    Result<size_t> kept = ctx.EvalAfterPrefix(history, *tokens, &logits);
+    if (!kept.ok()) return ReportError(kept.status());
+    evaluated += static_cast<int64_t>(tokens->size() - *kept);
+    reused += static_cast<int64_t>(*kept);
+    history = std::move(tokens).value();
+    int n_generated = 0;
+    Result<std::string> answer =
+        GenerateAndPrint(ctx, tok, f, sampler, nullptr, logits, history, &n_generated);
+    if (!answer.ok()) return ReportError(answer.status());
+    Print("\n");
+    messages.push_back({"assistant", std::move(answer).value()});
+    ++turns;
+    if (ctx.n_past() >= ctx.n_ctx()) {
+      std::fprintf(stderr, "moetier: the context is full (%u positions); raise -c\n",
+                   ctx.n_ctx());
+      break;
+    }
+  }
+  std::fprintf(stderr,
+               "moetier: %d turns; prompt tokens: %lld evaluated, %lld kept from earlier turns\n",
+               turns, static_cast<long long>(evaluated), static_cast<long long>(reused));
+  if (Status s = SaveRoutingStats(f.storage, ctx); !s.ok()) return ReportError(s);
+  return kExitOk;
+}
+
 int Run(const RunFlags& f) {
   if (Status s = CheckSampling(f.sampling); !s.ok()) return ReportError(s);
   Result<std::vector<std::pair<int32_t, float>>> logit_bias = ParseLogitBias(f.logit_bias);
@@ -203,8 +310,17 @@ int Run(const RunFlags& f) {
   Result<std::shared_ptr<const grammar::Grammar>> grammar = LoadGrammar(f);
   if (!grammar.ok()) return ReportError(grammar.status());
   if (f.n_batch == 0) return ReportError(InvalidArgument("-b must be positive (got 0)"));
-  if (f.prompt_given == !f.prompt_file.empty()) {
-    return ReportError(InvalidArgument("give the prompt with exactly one of -p or -f"));
+  if (f.prompt_given && !f.prompt_file.empty()) {
+    return ReportError(InvalidArgument("give the prompt with one of -p or -f, not both"));
+  }
+  if (!f.conversation && !f.prompt_given && f.prompt_file.empty()) {
+    return ReportError(InvalidArgument("give the prompt with -p or -f (or converse with -cnv)"));
+  }
+  if (f.conversation && grammar.value() != nullptr) {
+    return ReportError(InvalidArgument("-cnv does not take a grammar or a JSON schema"));
+  }
+  if (f.conversation && !f.dump_logits.empty()) {
+    return ReportError(InvalidArgument("-cnv does not take --dump-logits"));
   }
   std::string prompt = f.prompt;
   if (!f.prompt_file.empty()) {
@@ -212,7 +328,9 @@ int Run(const RunFlags& f) {
     if (!text.ok()) return ReportError(text.status());
     prompt = text.value();
   }
-  if (prompt.empty()) return ReportError(InvalidArgument("the prompt is empty"));
+  if (prompt.empty() && !f.conversation) {
+    return ReportError(InvalidArgument("the prompt is empty"));
+  }
   ChatTemplateKwargs kwargs;
   if (!f.chat_template_kwargs.empty()) {
     Result<ChatTemplateKwargs> k = ParseChatTemplateKwargs(f.chat_template_kwargs);
@@ -249,7 +367,13 @@ int Run(const RunFlags& f) {
   std::string text = prompt;
   bool add_bos = tok.add_bos();
   bool parse_special = true;
-  if (f.chat) {
+  using Clock = std::chrono::steady_clock;
+  SamplerParams sp = f.sampling;
+  sp.logit_bias = logit_bias.value();
+  sp.seed = f.seed >= 0 ? static_cast<uint64_t>(f.seed)
+                        : static_cast<uint64_t>(Clock::now().time_since_epoch().count());
+  Sampler sampler(sp);
+  if (f.chat || f.conversation) {
     const std::string* jinja = m.gguf().metadata().FindString("tokenizer.chat_template");
     std::optional<int32_t> eos = tok.eos_id();
     std::string eos_text = eos ? std::string(tok.token_text(*eos)) : "";
@@ -261,6 +385,11 @@ int Run(const RunFlags& f) {
                         ChatTemplate::ByName(f.chat_template).value(), eos_text, "--chat-template"))
                   : Result<ChatTemplate>(ChatTemplate::ByName(f.chat_template).status());
     if (!tmpl.ok()) return ReportError(tmpl.status());
+    if (f.conversation) {
+      std::fprintf(stderr, "moetier: chat template %s (from %s)\n",
+                   std::string(tmpl->name()).c_str(), tmpl->origin().c_str());
+      return Converse(f, **ctx, tok, *tmpl, kwargs, sampler, prompt);
+    }
     std::vector<ChatMessage> messages;
     if (!f.system_prompt.empty()) messages.push_back({"system", f.system_prompt});
     messages.push_back({"user", prompt});
@@ -281,7 +410,6 @@ int Run(const RunFlags& f) {
                                        tokens.size(), (*ctx)->n_ctx()));
   }
 
-  using Clock = std::chrono::steady_clock;
   std::vector<float> logits;
   auto t0 = Clock::now();
   const LogitsFor which = f.dump_logits.empty() ? LogitsFor::kLast : LogitsFor::kAll;
@@ -296,46 +424,16 @@ int Run(const RunFlags& f) {
   }
   if (!f.no_display_prompt) Print(prompt);
 
-  SamplerParams sp = f.sampling;
-  sp.logit_bias = logit_bias.value();
-  sp.seed = f.seed >= 0 ? static_cast<uint64_t>(f.seed)
-                        : static_cast<uint64_t>(Clock::now().time_since_epoch().count());
-  Sampler sampler(sp);
   std::optional<grammar::GrammarFilter> filter;
   if (grammar.value() != nullptr) {
     filter.emplace(grammar.value(), std::make_shared<const grammar::GrammarVocab>(tok));
   }
-  StreamDecoder decoder(tok, /*special=*/false);
-  StopFilter stop_filter(f.stops);
   int n_generated = 0;
-  bool stopped = false;
   std::vector<int32_t> history = tokens;
-  while ((f.n_predict < 0 || n_generated < f.n_predict) && !stopped &&
-         (*ctx)->n_past() < (*ctx)->n_ctx()) {
-    const int32_t id = sampler.Sample(logits, history, filter ? &*filter : nullptr);
-    if (id < 0) {  // only under a grammar: nothing can follow
-      if (filter->IsComplete()) break;
-      Print("\n");
-      return ReportError(InvalidArgument("grammar: no token of the vocabulary can continue "
-                                         "the output after {} generated tokens",
-                                         n_generated));
-    }
-    if (filter) filter->Accept(id);
-    ++n_generated;
-    history.push_back(id);
-    // Under a grammar an end token (allowed once the text is whole) ends it, --ignore-eos or
-    // not.
-    if ((!f.ignore_eos || filter) && tok.IsEndOfGeneration(id)) break;
-    Print(stop_filter.Push(decoder.Push(id), &stopped));
-    if (stopped || (f.n_predict >= 0 && n_generated >= f.n_predict)) break;
-    if ((*ctx)->n_past() >= (*ctx)->n_ctx()) break;
-    const int32_t next[1] = {id};
-    if (Status s = (*ctx)->Eval(next, LogitsFor::kLast, &logits); !s.ok()) {
-      Print("\n");
-      return ReportError(s);
-    }
-  }
-  if (!stopped) Print(stop_filter.Push(decoder.Flush(), &stopped) + stop_filter.Flush());
+  Result<std::string> generated = GenerateAndPrint(**ctx, tok, f, sampler,
+                                                   filter ? &*filter : nullptr, logits, history,
+                                                   &n_generated);
+  if (!generated.ok()) return ReportError(generated.status());
   Print("\n");
   auto t2 = Clock::now();
   const double prompt_s = std::chrono::duration<double>(t1 - t0).count();
@@ -386,6 +484,9 @@ CommandMain SetupRun(CLI::App& sub) {
                  "repeatable");
   sub.add_option("-s,--seed", f->seed, "Sampling seed (-1: random)")->default_str("-1");
   sub.add_flag("--chat", f->chat, "Apply the model's chat template to the prompt");
+  sub.add_flag("--conversation", f->conversation,  // also -cnv, as llama-cli (main.cc)
+               "Converse: a user turn per line of stdin (until its end or /exit), answers "
+               "with the chat template; -p or -f, if given, is the first turn");
   sub.add_option("--chat-template", f->chat_template,
                  "Built-in template to use with --chat: chatml, tulu, llama2");
   sub.add_option("--system-prompt", f->system_prompt, "System message for --chat");

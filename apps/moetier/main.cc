@@ -3,6 +3,7 @@
 #include <cstdio>
 #include <string>
 #include <string_view>
+#include <utility>
 
 #include "command.h"
 
@@ -70,6 +71,15 @@ int main(int argc, char** argv) {
     CLI::App* sub = app.add_subcommand(def.name, def.description);
     CommandMain run = def.setup(*sub);
     sub->callback([&selected, run] { selected = run; });
+  }
+  // llama.cpp spells a few options with one dash and several letters, which CLI11 reads as
+  // bundled one-letter flags: give them their long names first.
+  static constexpr std::pair<std::string_view, const char*> kLlamaSpellings[] = {
+      {"-cnv", "--conversation"}};
+  for (int i = 1; i < argc; ++i) {
+    for (const auto& [spelling, name] : kLlamaSpellings) {
+      if (argv[i] == spelling) argv[i] = const_cast<char*>(name);
+    }
   }
   try {
     app.parse(argc, argv);

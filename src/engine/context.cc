@@ -394,6 +394,18 @@ Result<std::unique_ptr<Context>> Context::Create(const Model& model,
   return ctx;
 }
 
+Result<size_t> Context::EvalAfterPrefix(std::span<const int32_t> held,
+                                        std::span<const int32_t> tokens,
+                                        std::vector<float>* logits) {
+  if (tokens.empty()) return InvalidArgument("nothing to evaluate: no tokens");
+  const size_t limit = std::min<size_t>(n_past_, held.size());
+  size_t keep = 0;
+  while (keep < limit && keep + 1 < tokens.size() && held[keep] == tokens[keep]) ++keep;
+  TruncateKv(static_cast<uint32_t>(keep));
+  MT_RETURN_IF_ERROR(Eval(tokens.subspan(keep), LogitsFor::kLast, logits));
+  return keep;
+}
+
 Status Context::Eval(std::span<const int32_t> tokens, LogitsFor which, std::vector<float>* logits) {
   if (tokens.empty()) return InvalidArgument("nothing to evaluate: no tokens");
   if (n_past_ + tokens.size() > n_ctx_) {

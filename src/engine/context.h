@@ -61,6 +61,15 @@ class Context {
   // error the context is as before the call and can evaluate again.
   Status Eval(std::span<const int32_t> tokens, LogitsFor which, std::vector<float>* logits);
 
+  // Makes the context hold `tokens`, evaluating only what follows the longest prefix of them
+  // it already holds: `held` is the caller's record of the tokens at positions 0, 1, ...
+  // (only its first n_past() count). The last token is always evaluated: its logits are
+  // written (LogitsFor::kLast). Returns how many tokens were kept. The same bits as
+  // evaluating `tokens` in a fresh context. Errors as for Eval; the context then holds the
+  // kept prefix.
+  Result<size_t> EvalAfterPrefix(std::span<const int32_t> held, std::span<const int32_t> tokens,
+                                 std::vector<float>* logits);
+
   // Evaluates tokens of any sequences together: tokens routed to the same expert share one
   // expert load and one grouped product. A token at position p of sequence s attends to
   // positions 0..p of s, which must be in the cache or earlier in this batch. Writes the

