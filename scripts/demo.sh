@@ -47,3 +47,10 @@ echo "   properties in the schema's order; the same works in serve's response_fo
     "name": {"type": "string", "maxLength": 16}, "age": {"type": "integer"},
     "languages": {"type": "array", "items": {"enum": ["en", "fr", "zh"]}, "maxItems": 3}},
     "required": ["name", "age", "languages"]}'
+
+echo
+echo "== moetier run -cnv: a conversation (two turns from stdin), experts streamed into a 25 %"
+echo "   cache; the second turn evaluates only what the first did not (see 'kept' below)"
+printf 'Hello!\nTell me about experts.\n' |
+  "$bin" run -m "$model" -cnv -n 16 --temp 0 --moe-storage stream --expert-cache 25% 2>&1 |
+  grep -v "memory plan"
