@@ -6,6 +6,7 @@
 #include <fmt/format.h>
 
 #include "grammar/grammar.h"
+#include "grammar/json_schema.h"
 #include "server/tool_calls.h"
 
 namespace mt::server {
@@ -35,6 +36,15 @@ int64_t CodePoints(std::string_view bytes) {
   for (unsigned char c : bytes) n += (c & 0xC0) != 0x80;
   return n;
 }
+
+namespace {
+
+// An optional reasoning block (its text without "</" inside), then the answer rule.
+const std::string kAnswerRule = "answer";
+constexpr std::string_view kThinkThenAnswer =
+    R"(( "<think>" ( [^<] | "<" [^/] )* "</think>" [ \n]* )? answer)";
+
+}  // namespace
 
 Result<ChatPrompt> RenderChat(const ChatTemplate& chat, const ApiRequest& r,
                               bool default_enable_thinking) {
@@ -68,6 +78,7 @@ std::optional<ApiError> MakeSpec(const GenerationTarget& target, const ApiReques
   };
   std::vector<int32_t>& prompt = spec->prompt;
   bool thinking_open = false;  // the chat prompt ends inside <think>
+  bool thinks_first = false;   // the model may open a <think> block itself
   if (r.endpoint == Endpoint::kChat) {
     if (!chat) {
       return invalid("messages", std::string(target.chat_error), "chat_template_unavailable");
@@ -111,6 +122,8 @@ std::optional<ApiError> MakeSpec(const GenerationTarget& target, const ApiReques
     if (!ids.ok()) return ServerError(500, ids.status().message(), "tokenizer_error");
     prompt = std::move(ids.value());
     thinking_open = rendered->thinking_open;
+    thinks_first = !thinking_open && chat->thinking().switchable &&
+                   r.enable_thinking.value_or(target.enable_thinking);
   } else if (r.prompts[which].is_tokens) {
     const std::vector<int64_t>& ids = r.prompts[which].tokens;
     const int64_t n_vocab = tok.n_vocab();
@@ -163,6 +176,16 @@ std::optional<ApiError> MakeSpec(const GenerationTarget& target, const ApiReques
   spec->cache_prompt = r.cache_prompt;
   // The response format alone (with tools, it is in the grammar above).
   if (r.grammar != nullptr && r.tool_choice == ToolChoice::kNone) spec->grammar = r.grammar;
+  // A hybrid model asked to think (Qwen3, enable_thinking on) writes its <think> block
+  // first: the format holds for the answer after it (a format given as a JSON schema).
+  if (thinks_first && r.format_schema && r.tool_choice == ToolChoice::kNone) {
+    Result<std::string> gbnf = grammar::JsonSchemasToGbnf(
+        std::span(&*r.format_schema, 1), std::span(&kAnswerRule, 1), kThinkThenAnswer);
+    if (!gbnf.ok()) return invalid("response_format", gbnf.status().message());
+    auto compiled = grammar::Grammar::Parse(gbnf.value());
+    if (!compiled.ok()) return invalid("response_format", compiled.status().message());
+    spec->grammar = std::move(compiled).value();
+  }
   // A model made to think first reasons freely; the grammar holds for its answer.
   if (thinking_open && spec->grammar != nullptr && spec->grammar_trigger.empty()) {
     spec->grammar_trigger = "</think>";

@@ -68,6 +68,32 @@ TEST(MakeSpec, GrammarAfterForcedReasoning) {
   EXPECT_EQ(direct.grammar_trigger, "");
 }
 
+// A hybrid model asked to think may write its <think> block before the formatted answer.
+TEST(MakeSpec, AFormatAfterAnOptionalThinkBlock) {
+  const ChatTemplate qwen3(ChatTemplate::Kind::kChatml, "", "name",
+                           ChatThinking{.history = true, .switchable = true});
+  const std::string body = R"({"model": "m", "messages": [{"role": "user", "content": "Hi"}],
+      "response_format": {"type": "json_schema", "json_schema": {"schema": {"type": "object",
+      "properties": {"a": {"type": "integer"}}, "required": ["a"]}}}})";
+  auto accepts = [](const GenerationSpec& spec, std::string_view text) {
+    grammar::Matcher m(spec.grammar);
+    return m.Accept(text) && m.IsComplete();
+  };
+  GenerationSpec thinking, direct;
+  ASSERT_FALSE(MakeSpec({Tok(), &qwen3, "", 512}, Parse(body, Endpoint::kChat), 0, 1, &thinking));
+  EXPECT_EQ(thinking.grammar_trigger, "");
+  EXPECT_TRUE(accepts(thinking, "<think>\nLet me see.\n</think>\n\n{\"a\": 1}"));
+  EXPECT_TRUE(accepts(thinking, "{\"a\": 1}"));
+  EXPECT_FALSE(accepts(thinking, "<think>\nno end {\"a\": 1}"));
+  EXPECT_FALSE(accepts(thinking, "<think></think>{\"b\": 1}"));
+  // enable_thinking false: the prompt closed the block; the format holds from the start.
+  const std::string off = body.substr(0, body.size() - 1) +
+                          R"(, "chat_template_kwargs": {"enable_thinking": false}})";
+  ASSERT_FALSE(MakeSpec({Tok(), &qwen3, "", 512}, Parse(off, Endpoint::kChat), 0, 1, &direct));
+  EXPECT_TRUE(accepts(direct, "{\"a\": 1}"));
+  EXPECT_FALSE(accepts(direct, "<think></think>{\"a\": 1}"));
+}
+
 TEST(MakeSpec, ChatRendersTheTemplateAndTheTools) {
   const ChatTemplate chatml(ChatTemplate::Kind::kChatml, "", "name");
   const GenerationTarget target{Tok(), &chatml, "", 512};
