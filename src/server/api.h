@@ -41,7 +41,8 @@
 //                (greedy included; -100 all but bans a token). Ids are range-checked later.
 //   response_format  {"type": "text" | "json_object" | "json_schema", "json_schema":
 //                {"schema": {...}}}: the output is constrained to a JSON object, or to a
-//                document the schema accepts (grammar/json_schema.h says which keywords).
+//                document the schema accepts (grammar/json_schema.h says which keywords);
+//                a model the chat template makes think may reason in <think> first.
 //   grammar      GBNF text (extension, llama-server's): the output follows it.
 //   json_schema, guided_json  a schema (extensions, llama-server's and vLLM's names).
 //                At most one of these four constrains a request; compile errors are 400s.
