@@ -268,7 +268,8 @@ int Converse(const RunFlags& f, Context& ctx, const Tokenizer& tok, const ChatTe
       if (line.empty()) continue;
     }
     messages.push_back({"user", std::exchange(line, "")});
-    Result<ChatPrompt> rendered = tmpl.Render(messages, true, nullptr, kwargs.enable_thinking);
+    Result<ChatPrompt> rendered = tmpl.Render(messages, true, nullptr,
+                                               kwargs.enable_thinking.value_or(true));
     if (!rendered.ok()) return ReportError(rendered.status());
     Result<std::vector<int32_t>> tokens = tok.Encode(rendered->text, rendered->add_bos, true);
     if (!tokens.ok()) return ReportError(tokens.status());
@@ -393,7 +394,8 @@ int Run(const RunFlags& f) {
     std::vector<ChatMessage> messages;
     if (!f.system_prompt.empty()) messages.push_back({"system", f.system_prompt});
     messages.push_back({"user", prompt});
-    Result<ChatPrompt> rendered = tmpl->Render(messages, true, nullptr, kwargs.enable_thinking);
+    Result<ChatPrompt> rendered = tmpl->Render(messages, true, nullptr,
+                                                kwargs.enable_thinking.value_or(true));
     if (!rendered.ok()) return ReportError(rendered.status());
     text = rendered->text;
     add_bos = rendered->add_bos;

@@ -94,7 +94,7 @@ int Serve(const ServeFlags& f) {
   so.model_id = !f.alias.empty() ? f.alias : std::filesystem::path(f.model).stem().string();
   so.chat_template = f.chat_template;
   so.split_reasoning = f.reasoning_format == "deepseek";
-  so.enable_thinking = kwargs.enable_thinking;
+  so.enable_thinking = kwargs.enable_thinking.value_or(true);
   so.n_parallel = f.n_parallel;
   so.step_tokens = copt.n_batch;
   so.max_queue = f.max_queue;

@@ -7,6 +7,7 @@
 #include <fmt/format.h>
 
 #include "grammar/json_schema.h"
+#include "tokenizer/chat_template.h"
 #include "tokenizer/utf8.h"
 
 namespace mt::server {
@@ -203,25 +204,14 @@ Error ParseMessages(const json& body, ApiRequest* out) {
   return std::nullopt;
 }
 
-// chat_template_kwargs (vLLM's and llama-server's): variables for the chat template. The
-// built-in templates read enable_thinking; other keys are ignored, as a Jinja template
-// ignores variables it does not use.
+// chat_template_kwargs (vLLM's and llama-server's): variables for the chat template, read as
+// `moetier run --chat-template-kwargs` reads them (tokenizer/chat_template.h).
 Error ParseTemplateKwargsField(const json& body, ApiRequest* out) {
   const json& kwargs = Field(body, "chat_template_kwargs");
   if (kwargs.is_null()) return std::nullopt;
-  if (!kwargs.is_object()) {
-    return Invalid("chat_template_kwargs", fmt::format("chat_template_kwargs must be an "
-                                                       "object, not {}",
-                                                       TypeName(kwargs)));
-  }
-  const json& thinking = Field(kwargs, "enable_thinking");
-  if (thinking.is_null()) return std::nullopt;
-  if (!thinking.is_boolean()) {
-    return Invalid("chat_template_kwargs",
-                   fmt::format("chat_template_kwargs.enable_thinking must be a boolean, not {}",
-                               TypeName(thinking)));
-  }
-  out->enable_thinking = thinking.get<bool>();
+  Result<ChatTemplateKwargs> k = ChatTemplateKwargsFromJson(kwargs);
+  if (!k.ok()) return Invalid("chat_template_kwargs", k.status().message());
+  out->enable_thinking = k->enable_thinking;  // unset: the server's default
   return std::nullopt;
 }
 

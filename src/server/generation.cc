@@ -44,6 +44,12 @@ const std::string kAnswerRule = "answer";
 constexpr std::string_view kThinkThenAnswer =
     R"(( "<think>" ( [^<] | "<" [^/] )* "</think>" [ \n]* )? answer)";
 
+// GBNF text, or why there is none, compiled into a grammar.
+Result<std::shared_ptr<const grammar::Grammar>> Compile(const Result<std::string>& gbnf) {
+  if (!gbnf.ok()) return gbnf.status();
+  return grammar::Grammar::Parse(gbnf.value());
+}
+
 }  // namespace
 
 Result<ChatPrompt> RenderChat(const ChatTemplate& chat, const ApiRequest& r,
@@ -92,27 +98,21 @@ std::optional<ApiError> MakeSpec(const GenerationTarget& target, const ApiReques
     Result<ChatPrompt> rendered = RenderChat(*chat, r, target.enable_thinking);
     if (!rendered.ok()) return invalid("messages", rendered.status().message());
     if (r.tool_choice == ToolChoice::kRequired || r.tool_choice == ToolChoice::kNamed) {
-      Result<std::string> gbnf = ToolCallGbnf(r.tools, r.tool_choice_name, r.parallel_tool_calls);
-      if (!gbnf.ok()) return invalid("tools", gbnf.status().message());
-      auto compiled = grammar::Grammar::Parse(gbnf.value());
+      auto compiled = Compile(ToolCallGbnf(r.tools, r.tool_choice_name, r.parallel_tool_calls));
       if (!compiled.ok()) return invalid("tools", compiled.status().message());
       spec->grammar = std::move(compiled).value();
     } else if (r.tool_choice == ToolChoice::kAuto && r.format_schema) {
       // Calls, or an answer in the response format: one grammar of both from the start.
-      Result<std::string> gbnf = ToolCallGbnf(r.tools, "", r.parallel_tool_calls,
-                                              /*after_open_tag=*/false, &*r.format_schema);
-      if (!gbnf.ok()) return invalid("tools", gbnf.status().message());
-      auto compiled = grammar::Grammar::Parse(gbnf.value());
+      auto compiled = Compile(ToolCallGbnf(r.tools, "", r.parallel_tool_calls,
+                                           /*after_open_tag=*/false, &*r.format_schema));
       if (!compiled.ok()) return invalid("tools", compiled.status().message());
       spec->grammar = std::move(compiled).value();
     } else if (r.tool_choice == ToolChoice::kAuto) {
       // Free text until the model opens a call; the call then follows the schemas. A schema
       // the grammar cannot express leaves auto calls unconstrained (a client that needs the
       // guarantee asks for "required").
-      Result<std::string> gbnf = ToolCallGbnf(r.tools, "", r.parallel_tool_calls,
-                                              /*after_open_tag=*/true);
-      auto compiled = gbnf.ok() ? grammar::Grammar::Parse(gbnf.value())
-                                : Result<std::shared_ptr<const grammar::Grammar>>(gbnf.status());
+      auto compiled = Compile(ToolCallGbnf(r.tools, "", r.parallel_tool_calls,
+                                           /*after_open_tag=*/true));
       if (compiled.ok()) {
         spec->grammar = std::move(compiled).value();
         spec->grammar_trigger = std::string(kToolCallOpen);
@@ -179,10 +179,8 @@ std::optional<ApiError> MakeSpec(const GenerationTarget& target, const ApiReques
   // A hybrid model asked to think (Qwen3, enable_thinking on) writes its <think> block
   // first: the format holds for the answer after it (a format given as a JSON schema).
   if (thinks_first && r.format_schema && r.tool_choice == ToolChoice::kNone) {
-    Result<std::string> gbnf = grammar::JsonSchemasToGbnf(
-        std::span(&*r.format_schema, 1), std::span(&kAnswerRule, 1), kThinkThenAnswer);
-    if (!gbnf.ok()) return invalid("response_format", gbnf.status().message());
-    auto compiled = grammar::Grammar::Parse(gbnf.value());
+    auto compiled = Compile(grammar::JsonSchemasToGbnf(
+        std::span(&*r.format_schema, 1), std::span(&kAnswerRule, 1), kThinkThenAnswer));
     if (!compiled.ok()) return invalid("response_format", compiled.status().message());
     spec->grammar = std::move(compiled).value();
   }

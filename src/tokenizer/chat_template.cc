@@ -479,21 +479,30 @@ Result<ChatPrompt> ChatTemplate::Render(std::span<const ChatMessage> messages,
   return p;
 }
 
-Result<ChatTemplateKwargs> ParseChatTemplateKwargs(std::string_view json_text) {
-  const nlohmann::json j = nlohmann::json::parse(json_text, nullptr, /*allow_exceptions=*/false);
-  if (!j.is_object()) {
-    return InvalidArgument("chat template kwargs must be a JSON object, e.g. "
-                           "'{{\"enable_thinking\": false}}'");
+Result<ChatTemplateKwargs> ChatTemplateKwargsFromJson(const nlohmann::json& kwargs) {
+  if (!kwargs.is_object()) {
+    return InvalidArgument("chat_template_kwargs must be a JSON object, not {} (e.g. "
+                           "{{\"enable_thinking\": false}})",
+                           kwargs.type_name());
   }
   ChatTemplateKwargs k;
-  if (const auto it = j.find("enable_thinking"); it != j.end()) {
+  if (const auto it = kwargs.find("enable_thinking"); it != kwargs.end() && !it->is_null()) {
     if (!it->is_boolean()) {
-      return InvalidArgument("chat template kwargs: enable_thinking must be true or false, not {}",
+      return InvalidArgument("chat_template_kwargs.enable_thinking must be true or false, not {}",
                              it->dump());
     }
     k.enable_thinking = it->get<bool>();
   }
   return k;
+}
+
+Result<ChatTemplateKwargs> ParseChatTemplateKwargs(std::string_view json_text) {
+  const nlohmann::json j = nlohmann::json::parse(json_text, nullptr, /*allow_exceptions=*/false);
+  if (j.is_discarded()) {
+    return InvalidArgument("chat_template_kwargs is not valid JSON (e.g. "
+                           "{{\"enable_thinking\": false}})");
+  }
+  return ChatTemplateKwargsFromJson(j);
 }
 
 }  // namespace mt

@@ -158,9 +158,11 @@ class ChatTemplate {
 // InvalidArgument (one line) for text that is not a JSON object, or an enable_thinking that
 // is not a boolean.
 struct ChatTemplateKwargs {
-  bool enable_thinking = true;
+  std::optional<bool> enable_thinking;  // unset: the template's default (on)
 };
 Result<ChatTemplateKwargs> ParseChatTemplateKwargs(std::string_view json_text);
+// The same from parsed JSON (a request's chat_template_kwargs field).
+Result<ChatTemplateKwargs> ChatTemplateKwargsFromJson(const nlohmann::json& kwargs);
 
 // Serializes `value` exactly as Hugging Face's `tojson` template filter does, i.e. Python's
 // json.dumps(value, ensure_ascii=False) of the value json.loads would give: separators ", "

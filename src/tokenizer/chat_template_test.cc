@@ -295,10 +295,10 @@ TEST(ChatTemplateTest, AnUnknownRoleIsQuotedOnOneLine) {
 }
 
 TEST(ChatTemplateTest, ParsesChatTemplateKwargs) {
-  EXPECT_TRUE(ParseChatTemplateKwargs("{}").value().enable_thinking);
+  EXPECT_TRUE(ParseChatTemplateKwargs("{}").value().enable_thinking.value_or(true));
   EXPECT_FALSE(ParseChatTemplateKwargs(R"({"enable_thinking": false, "x": [1]})")
                    .value()
-                   .enable_thinking);
+                   .enable_thinking.value_or(true));
   for (const char* bad : {"", "[]", "false", R"({"enable_thinking": "no"})", "{"}) {
     Result<ChatTemplateKwargs> k = ParseChatTemplateKwargs(bad);
     ASSERT_FALSE(k.ok()) << bad;
