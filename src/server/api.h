@@ -2,8 +2,9 @@
 // POST /v1/completions and POST /v1/chat/completions, and building the JSON the server
 // sends back (responses, SSE chunks, error objects).
 //
-// Depends only on base, tokenizer (utf8, chat template kwargs) and nlohmann-json, so the parser can be fuzzed on its own
-// (tests/fuzz/server_request_fuzz.cc). Every function is thread-safe (no shared state).
+// Depends only on base, tokenizer (utf8, chat template kwargs) and nlohmann-json, so the
+// parser can be fuzzed on its own (tests/fuzz/server_request_fuzz.cc). Every function is
+// thread-safe (no shared state).
 //
 // What is accepted (anything else is a 400 with an OpenAI-style error naming the field):
 //   model        required; must equal the served model's id.
