@@ -19,6 +19,7 @@
 #include "storage_flags.h"
 #include "engine/context.h"
 #include "engine/model.h"
+#include "grammar/chat_answer.h"
 #include "grammar/json_schema.h"
 #include "grammar/token_filter.h"
 #include "sampler/sampler.h"
@@ -164,12 +165,12 @@ Result<std::vector<std::pair<int32_t, float>>> ParseLogitBias(
   return out;
 }
 
-// The grammar of --grammar, --grammar-file, --json-schema or --json-schema-file (at most one
-// of them); null when none is given.
-Result<std::shared_ptr<const grammar::Grammar>> LoadGrammar(const RunFlags& f) {
+// The GBNF text of --grammar, --grammar-file, --json-schema or --json-schema-file (at most
+// one of them), checked; empty when none is given.
+Result<std::string> LoadGrammar(const RunFlags& f) {
   const int given = !f.grammar.empty() + !f.grammar_file.empty() + !f.json_schema.empty() +
                     !f.json_schema_file.empty();
-  if (given == 0) return std::shared_ptr<const grammar::Grammar>();
+  if (given == 0) return std::string();
   if (given > 1) {
     return InvalidArgument("give at most one of --grammar, --grammar-file, --json-schema and "
                            "--json-schema-file");
@@ -198,7 +199,7 @@ Result<std::shared_ptr<const grammar::Grammar>> LoadGrammar(const RunFlags& f) {
   }
   Result<std::shared_ptr<const grammar::Grammar>> g = grammar::Grammar::Parse(text);
   if (!g.ok()) return g.status().WithContext(file.empty() ? flag : file);
-  return g;
+  return text;
 }
 
 // Samples after the evaluated tokens whose last logits are `logits` and prints the text,
@@ -308,8 +309,8 @@ int Run(const RunFlags& f) {
   if (Status s = CheckSampling(f.sampling); !s.ok()) return ReportError(s);
   Result<std::vector<std::pair<int32_t, float>>> logit_bias = ParseLogitBias(f.logit_bias);
   if (!logit_bias.ok()) return ReportError(logit_bias.status());
-  Result<std::shared_ptr<const grammar::Grammar>> grammar = LoadGrammar(f);
-  if (!grammar.ok()) return ReportError(grammar.status());
+  Result<std::string> gbnf = LoadGrammar(f);
+  if (!gbnf.ok()) return ReportError(gbnf.status());
   if (f.n_batch == 0) return ReportError(InvalidArgument("-b must be positive (got 0)"));
   if (f.prompt_given && !f.prompt_file.empty()) {
     return ReportError(InvalidArgument("give the prompt with one of -p or -f, not both"));
@@ -317,7 +318,7 @@ int Run(const RunFlags& f) {
   if (!f.conversation && !f.prompt_given && f.prompt_file.empty()) {
     return ReportError(InvalidArgument("give the prompt with -p or -f (or converse with -cnv)"));
   }
-  if (f.conversation && grammar.value() != nullptr) {
+  if (f.conversation && !gbnf->empty()) {
     return ReportError(InvalidArgument("-cnv does not take a grammar or a JSON schema"));
   }
   if (f.conversation && !f.dump_logits.empty()) {
@@ -368,6 +369,7 @@ int Run(const RunFlags& f) {
   std::string text = prompt;
   bool add_bos = tok.add_bos();
   bool parse_special = true;
+  ChatPrompt chat_prompt;  // with --chat: whether the answer may start with reasoning
   using Clock = std::chrono::steady_clock;
   SamplerParams sp = f.sampling;
   sp.logit_bias = logit_bias.value();
@@ -399,6 +401,7 @@ int Run(const RunFlags& f) {
     if (!rendered.ok()) return ReportError(rendered.status());
     text = rendered->text;
     add_bos = rendered->add_bos;
+    chat_prompt = rendered.value();
     std::fprintf(stderr, "moetier: chat template %s (from %s)\n",
                  std::string(tmpl->name()).c_str(), tmpl->origin().c_str());
   }
@@ -427,8 +430,14 @@ int Run(const RunFlags& f) {
   if (!f.no_display_prompt) Print(prompt);
 
   std::optional<grammar::GrammarFilter> filter;
-  if (grammar.value() != nullptr) {
-    filter.emplace(grammar.value(), std::make_shared<const grammar::GrammarVocab>(tok));
+  if (!gbnf->empty()) {
+    // A JSON schema is for the answer (a thinking model's reasoning stays free); a GBNF
+    // grammar describes the whole output.
+    const bool schema = !f.json_schema.empty() || !f.json_schema_file.empty();
+    Result<grammar::StartedGrammar> g =
+        grammar::AnswerGrammar(*gbnf, schema ? chat_prompt : ChatPrompt());
+    if (!g.ok()) return ReportError(g.status());
+    filter.emplace(g->grammar, std::make_shared<const grammar::GrammarVocab>(tok), g->start);
   }
   int n_generated = 0;
   std::vector<int32_t> history = tokens;

@@ -28,12 +28,17 @@ GrammarVocab::GrammarVocab(const Tokenizer& tokenizer) {
 }
 
 GrammarFilter::GrammarFilter(std::shared_ptr<const Grammar> grammar,
-                             std::shared_ptr<const GrammarVocab> vocab, std::string trigger)
+                             std::shared_ptr<const GrammarVocab> vocab, LazyStart lazy)
     : matcher_(std::move(grammar)),
       vocab_(std::move(vocab)),
-      trigger_(std::move(trigger)),
-      active_(trigger_.empty()) {
+      lazy_(std::move(lazy)),
+      active_(lazy_.trigger.empty() && lazy_.block_open.empty() && !lazy_.in_block),
+      phase_(lazy_.in_block              ? Phase::kBlock
+             : lazy_.block_open.empty() ? Phase::kFree
+                                        : Phase::kStart) {
   MT_CHECK(vocab_ != nullptr);
+  MT_CHECK(lazy_.block_open.empty() == lazy_.block_close.empty());
+  MT_CHECK(!lazy_.in_block || !lazy_.block_close.empty());
   first_byte_.assign(256, 0);
   first_pair_.assign(65536, 0);
 }
@@ -45,18 +50,90 @@ uint32_t GrammarFilter::Cached(std::vector<uint32_t>& table, uint32_t key,
   return entry & 1;
 }
 
-size_t GrammarFilter::TriggerEnd(std::string_view piece) const {
-  // The first match in tail_ + piece, without building it: one that starts in the tail
-  // (the longer its part there, the earlier it starts), else one inside the piece.
-  const std::string_view trigger = trigger_;
-  for (size_t k = std::min(tail_.size(), trigger.size() - 1); k > 0; --k) {
-    if (std::string_view(tail_).substr(tail_.size() - k) == trigger.substr(0, k) &&
-        piece.substr(0, trigger.size() - k) == trigger.substr(k)) {
-      return trigger.size() - k;
+namespace {
+
+constexpr size_t kNone = std::string_view::npos;
+
+// The offset in `piece` just past the first `tag` in tail + piece, or kNone: one that starts
+// in the tail (the longer its part there, the earlier it starts), else one inside the piece.
+size_t TagEnd(std::string_view tail, std::string_view tag, std::string_view piece) {
+  for (size_t k = std::min(tail.size(), tag.size() - 1); k > 0; --k) {
+    if (tail.substr(tail.size() - k) == tag.substr(0, k) &&
+        piece.substr(0, tag.size() - k) == tag.substr(k)) {
+      return tag.size() - k;
     }
   }
-  const size_t at = piece.find(trigger);
-  return at == std::string_view::npos ? at : at + trigger.size();
+  const size_t at = piece.find(tag);
+  return at == kNone ? at : at + tag.size();
+}
+
+// The last bytes of tail + piece that may begin `tag`.
+std::string TailFor(std::string_view tag, std::string_view tail, std::string_view piece) {
+  std::string out(tail);
+  out += piece;
+  if (out.size() >= tag.size()) out.erase(0, out.size() - (tag.size() - 1));
+  return out;
+}
+
+}  // namespace
+
+bool GrammarFilter::Starts(std::string_view piece, std::string* rest, Phase* phase,
+                           std::string* tail) const {
+  Phase now = phase_;
+  std::string_view before = tail_;  // the output's bytes before what is left to search
+  size_t searched = 0;              // bytes of `piece` passed over (a block, its tags)
+  if (now == Phase::kStart) {
+    std::string start = tail_;  // the output so far: the open tag begun, perhaps
+    start += piece;
+    const std::string_view text = start;
+    const std::string_view open = lazy_.block_open;
+    if (text.size() < open.size() && text == open.substr(0, text.size())) {  // undecided
+      if (phase != nullptr) {
+        *phase = Phase::kStart;
+        *tail = std::move(start);
+      }
+      return false;
+    }
+    if (text.substr(0, open.size()) == open) {  // the block opens in `piece`
+      searched = open.size() - tail_.size();
+      now = Phase::kBlock;
+      before = {};
+    } else if (lazy_.trigger.empty()) {  // no block: the grammar from the start
+      *rest = text;
+      return true;
+    } else {
+      now = Phase::kFree;  // free text from the start (tail_ holds all of it)
+    }
+  }
+  if (now == Phase::kBlock) {
+    const std::string_view close = lazy_.block_close;
+    const size_t end = TagEnd(before, close, piece.substr(searched));
+    if (end == kNone) {
+      if (phase != nullptr) {
+        *phase = now;
+        *tail = TailFor(close, before, piece.substr(searched));
+      }
+      return false;
+    }
+    searched += end;
+    if (lazy_.trigger.empty()) {  // the grammar right after the block
+      *rest = piece.substr(searched);
+      return true;
+    }
+    now = Phase::kFree;
+    before = {};
+  }
+  const std::string_view rest_of_piece = piece.substr(searched);
+  const size_t end = TagEnd(before, lazy_.trigger, rest_of_piece);
+  if (end != kNone) {
+    *rest = rest_of_piece.substr(end);
+    return true;
+  }
+  if (phase != nullptr) {
+    *phase = now;
+    *tail = TailFor(lazy_.trigger, before, rest_of_piece);
+  }
+  return false;
 }
 
 bool GrammarFilter::Allows(int32_t id) const {
@@ -64,9 +141,8 @@ bool GrammarFilter::Allows(int32_t id) const {
   if (vocab_->is_end(id)) return IsComplete();
   if (!active_) {  // free text, unless this token starts the grammar
     if (!vocab_->is_text(id)) return true;
-    const std::string_view piece = vocab_->piece(id);
-    const size_t end = TriggerEnd(piece);
-    return end == std::string_view::npos || matcher_.CanAccept(piece.substr(end));
+    std::string rest;
+    return !Starts(vocab_->piece(id), &rest) || matcher_.CanAccept(rest);
   }
   if (!vocab_->is_text(id)) return false;
   const std::string_view piece = vocab_->piece(id);
@@ -84,13 +160,15 @@ bool GrammarFilter::Accept(int32_t id) {
   if (!active_) {
     if (!Allows(id)) return false;
     const std::string_view piece = vocab_->piece(id);  // "" for control tokens
-    const size_t end = TriggerEnd(piece);
-    if (end == std::string_view::npos) {
-      tail_ += piece;
-      if (tail_.size() >= trigger_.size()) tail_.erase(0, tail_.size() - (trigger_.size() - 1));
+    std::string rest;
+    Phase phase;
+    std::string tail;
+    if (!Starts(piece, &rest, &phase, &tail)) {
+      phase_ = phase;
+      tail_ = std::move(tail);
       return true;
     }
-    const bool accepted = matcher_.Accept(piece.substr(end));  // Allows checked it
+    const bool accepted = matcher_.Accept(rest);  // Allows checked it
     active_ = true;
     tail_.clear();
     ++generation_;

@@ -34,39 +34,66 @@ class GrammarVocab {
   std::vector<Kind> kinds_;        // (n_vocab) end-of-generation and control tokens
 };
 
+// Where a grammar starts applying (by default: at the first token).
+//
+// `trigger` (llama.cpp's lazy grammars): everything is allowed until the output contains it;
+// the grammar then applies to the text after it. A token whose bytes complete the trigger is
+// allowed only when the grammar takes the rest of its bytes.
+//
+// `block_open` / `block_close` (both or neither): a leading block -- from `block_open` at the
+// very start of the output up to the first `block_close` -- stays free text: a thinking
+// model's reasoning. With a trigger, the trigger is searched only after it (the model may
+// write the call syntax as words while thinking); without one, the grammar applies right
+// after the block, or from the start when the output does not open one, and the output
+// cannot end before the grammar is complete. `in_block`: the prompt opened the block
+// already (the output starts inside it).
+struct LazyStart {
+  std::string trigger = {};
+  std::string block_open = {};
+  std::string block_close = {};
+  bool in_block = false;
+};
+
 // One sequence's grammar state as a sampler filter: a text token is allowed when the
 // grammar can take its bytes next, an end-of-generation token when the text so far is a
-// whole sentence; control tokens never, nor tokens with no bytes. Not thread-safe.
-//
-// A lazy filter (llama.cpp's lazy grammars) allows everything until the output contains
-// `trigger`; the grammar then applies to the text after it. A token whose bytes complete the
-// trigger is allowed only when the grammar takes the rest of its bytes.
+// whole sentence; control tokens never, nor tokens with no bytes. Not thread-safe. With a
+// LazyStart, the grammar waits for its trigger (above).
 class GrammarFilter : public TokenFilter {
  public:
   GrammarFilter(std::shared_ptr<const Grammar> grammar, std::shared_ptr<const GrammarVocab> vocab,
-                std::string trigger = "");
+                LazyStart lazy = {});
 
   bool Allows(int32_t id) const override;
   // Moves past the sampled token `id`. Returns false, changing nothing, when the grammar
   // refuses it (a token Allows said no to). An end-of-generation token changes nothing
   // (accepted when the output is complete).
   bool Accept(int32_t id);
-  // The output so far is a whole sentence of the grammar (a lazy filter not yet triggered:
-  // whole free text).
-  bool IsComplete() const { return !active_ || matcher_.IsComplete(); }
+  // The output so far is a whole sentence of the grammar (a filter waiting for a trigger:
+  // whole free text; one waiting for the end of a block: not yet).
+  bool IsComplete() const {
+    return active_ ? matcher_.IsComplete() : !lazy_.trigger.empty();
+  }
   // Whether the grammar applies yet (always, without a trigger).
   bool active() const { return active_; }
 
  private:
-  // Lazy: where `piece`, after the text so far, completes the trigger: the offset in
-  // `piece` just past it, or npos.
-  size_t TriggerEnd(std::string_view piece) const;
+  // Before the grammar starts: where the output is (kStart: perhaps the start of block_open
+  // so far; kBlock: inside the leading block; kFree: searching for the
+  // trigger), and the output's last bytes that may begin the tag searched for (kStart: all
+  // of it).
+  enum class Phase : uint8_t { kStart, kBlock, kFree };
+  // Whether the grammar starts inside `piece` (after the text so far): then `rest` receives
+  // the text it applies to first. When not, `phase` and `tail` (if given) receive the state
+  // after `piece`.
+  bool Starts(std::string_view piece, std::string* rest, Phase* phase = nullptr,
+              std::string* tail = nullptr) const;
 
   Matcher matcher_;
   std::shared_ptr<const GrammarVocab> vocab_;
-  std::string trigger_;
+  LazyStart lazy_;
   bool active_;
-  std::string tail_;  // lazy, not yet triggered: the output's last trigger_.size() - 1 bytes
+  Phase phase_;
+  std::string tail_;
   // Whether the grammar can take a token's first byte, and its first two bytes, now: most
   // refusals then cost a table lookup (after "{" a third of Qwen3's vocabulary starts with a
   // space, and all but a few die on the byte after it). An entry holds the generation it was

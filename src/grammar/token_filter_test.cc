@@ -108,7 +108,7 @@ TEST(GrammarFilter, LazyAppliesAfterTheTrigger) {
   const int32_t eos = *tok.eos_id();
   auto g = Compile(R"(root ::= "{" [0-9]+ "}")");
   auto byte = [](char c) { return static_cast<int32_t>(static_cast<uint8_t>(c)); };
-  GrammarFilter f(g, SmallVocab(), "@@");
+  GrammarFilter f(g, SmallVocab(), {"@@"});
   EXPECT_FALSE(f.active());
   EXPECT_TRUE(f.Allows(byte('x')));
   EXPECT_TRUE(f.Allows(eos));  // free text may end
@@ -125,7 +125,7 @@ TEST(GrammarFilter, LazyAppliesAfterTheTrigger) {
   ASSERT_TRUE(f.Accept(byte('}')));
   EXPECT_TRUE(f.Allows(eos));
   // A trigger spread over three tokens, after a false start.
-  GrammarFilter three(g, SmallVocab(), "<#>");
+  GrammarFilter three(g, SmallVocab(), {"<#>"});
   for (char c : std::string("x<<#")) ASSERT_TRUE(three.Accept(byte(c)));
   EXPECT_FALSE(three.active());
   EXPECT_TRUE(three.Allows(byte('x')));  // still free text
@@ -146,8 +146,8 @@ TEST(GrammarFilter, LazyAppliesAfterTheTrigger) {
   ASSERT_GE(word, 0) << "no all-letter token of 3+ bytes in the built-in vocabulary";
   const std::string piece = tok.TokenPiece(word, false);
   const std::string trigger = piece.substr(0, 2), rest = piece.substr(2);
-  GrammarFilter takes(Compile("root ::= \"" + rest + "\" \"!\""), SmallVocab(), trigger);
-  GrammarFilter refuses(Compile(R"(root ::= "!")"), SmallVocab(), trigger);
+  GrammarFilter takes(Compile("root ::= \"" + rest + "\" \"!\""), SmallVocab(), {trigger});
+  GrammarFilter refuses(Compile(R"(root ::= "!")"), SmallVocab(), {trigger});
   EXPECT_TRUE(takes.Allows(word));
   EXPECT_FALSE(refuses.Allows(word));
   ASSERT_TRUE(takes.Accept(word));
@@ -158,4 +158,99 @@ TEST(GrammarFilter, LazyAppliesAfterTheTrigger) {
 }
 
 }  // namespace
+// A leading block (a thinking model's reasoning) is not searched for the trigger: the call
+// syntax written inside it stays free text; after the block's close it triggers.
+TEST(GrammarFilter, LazyTriggerSkipsTheLeadingBlock) {
+  const Tokenizer& tok = SmallTokenizer();
+  const int32_t eos = *tok.eos_id();
+  auto g = Compile(R"(root ::= "{" [0-9]+ "}")");
+  auto feed = [](GrammarFilter& f, std::string_view text) {
+    for (char c : text) {
+      if (!f.Accept(static_cast<int32_t>(static_cast<uint8_t>(c)))) return false;
+    }
+    return true;
+  };
+  const LazyStart thinking{"@@", "<t>", "</t>"};
+  // Opened at the start: "@@" inside is words; after "</t>" it is a call.
+  GrammarFilter opened(g, SmallVocab(), thinking);
+  ASSERT_TRUE(feed(opened, "<t> call @@x? no @"));
+  EXPECT_FALSE(opened.active());
+  ASSERT_TRUE(feed(opened, "@ </t"));
+  EXPECT_FALSE(opened.active());
+  ASSERT_TRUE(feed(opened, "> answer @"));
+  EXPECT_FALSE(opened.active());
+  EXPECT_TRUE(opened.Allows(eos));
+  ASSERT_TRUE(feed(opened, "@"));
+  EXPECT_TRUE(opened.active());
+  EXPECT_FALSE(opened.Allows('x'));
+  ASSERT_TRUE(feed(opened, "{1}"));
+  EXPECT_TRUE(opened.IsComplete());
+  // Opened by the prompt: the output starts inside the block.
+  LazyStart inside = thinking;
+  inside.in_block = true;
+  GrammarFilter prompt_opened(g, SmallVocab(), inside);
+  ASSERT_TRUE(feed(prompt_opened, "@@ </t>@@"));
+  EXPECT_TRUE(prompt_opened.active());
+  // Not at the very start, the open tag is words: the trigger after it counts.
+  GrammarFilter late(g, SmallVocab(), thinking);
+  ASSERT_TRUE(feed(late, " <t> @@"));
+  EXPECT_TRUE(late.active());
+  // No block at all: the trigger may start while the start was still undecided ("<" could
+  // begin "<t>"), and may come first.
+  GrammarFilter direct(g, SmallVocab(), LazyStart{"<@", "<t>", "</t>"});
+  ASSERT_TRUE(feed(direct, "<"));
+  EXPECT_FALSE(direct.active());
+  EXPECT_TRUE(direct.Allows('t'));
+  ASSERT_TRUE(feed(direct, "@"));
+  EXPECT_TRUE(direct.active());
+  EXPECT_FALSE(direct.Allows('t'));
+  ASSERT_TRUE(feed(direct, "{2}"));
+  EXPECT_TRUE(direct.IsComplete());
+}
+
+// Without a trigger, the grammar applies right after the leading block, or from the start
+// when the output does not open one; the output cannot end before it is complete.
+TEST(GrammarFilter, GrammarAfterTheLeadingBlock) {
+  const int32_t eos = *SmallTokenizer().eos_id();
+  auto g = Compile(R"(root ::= "{" [0-9]+ "}")");
+  auto feed = [](GrammarFilter& f, std::string_view text) {
+    for (char c : text) {
+      if (!f.Accept(static_cast<int32_t>(static_cast<uint8_t>(c)))) return false;
+    }
+    return true;
+  };
+  const LazyStart after_block{"", "<t>", "</t>"};
+  GrammarFilter thinks(g, SmallVocab(), after_block);
+  EXPECT_FALSE(thinks.active());
+  ASSERT_TRUE(feed(thinks, "<t> words {1} </t"));
+  EXPECT_FALSE(thinks.active());
+  EXPECT_FALSE(thinks.IsComplete());
+  EXPECT_FALSE(thinks.Allows(eos));  // the answer must come
+  ASSERT_TRUE(feed(thinks, ">"));
+  EXPECT_TRUE(thinks.active());
+  EXPECT_FALSE(thinks.Allows('w'));
+  ASSERT_TRUE(feed(thinks, "{1}"));
+  EXPECT_TRUE(thinks.IsComplete());
+  // No block: the grammar from the start.
+  GrammarFilter answers(g, SmallVocab(), after_block);
+  EXPECT_FALSE(answers.Allows('w'));
+  EXPECT_FALSE(answers.Allows(' '));
+  ASSERT_TRUE(feed(answers, "{2}"));
+  EXPECT_TRUE(answers.active());
+  EXPECT_TRUE(answers.IsComplete());
+  // The open tag begun and left: what was written of it is the grammar's text.
+  GrammarFilter left(g, SmallVocab(), after_block);
+  ASSERT_TRUE(feed(left, "<"));
+  EXPECT_FALSE(left.Allows('{'));
+  EXPECT_TRUE(left.Allows('t'));
+  // Opened by the prompt.
+  LazyStart inside = after_block;
+  inside.in_block = true;
+  GrammarFilter prompt_opened(g, SmallVocab(), inside);
+  ASSERT_TRUE(feed(prompt_opened, "{x</t"));
+  EXPECT_FALSE(prompt_opened.active());
+  ASSERT_TRUE(feed(prompt_opened, ">{3}"));
+  EXPECT_TRUE(prompt_opened.IsComplete());
+}
+
 }  // namespace mt::grammar

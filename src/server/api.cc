@@ -540,6 +540,7 @@ Error ParseConstraint(const json& body, std::string_view raw, ApiRequest* out) {
   Result<std::shared_ptr<const grammar::Grammar>> compiled = grammar::Grammar::Parse(gbnf);
   if (!compiled.ok()) return Invalid(source, compiled.status().message());
   out->grammar = std::move(compiled).value();
+  out->grammar_gbnf = std::move(gbnf);
   return std::nullopt;
 }
 

@@ -43,8 +43,9 @@
 //   response_format  {"type": "text" | "json_object" | "json_schema", "json_schema":
 //                {"schema": {...}}}: the output is constrained to a JSON object, or to a
 //                document the schema accepts (grammar/json_schema.h says which keywords);
-//                a model the chat template makes think may reason in <think> first.
-//   grammar      GBNF text (extension, llama-server's): the output follows it.
+//                a thinking model's <think> block stays free (grammar/chat_answer.h).
+//   grammar      GBNF text (extension, llama-server's): the whole output follows it,
+//                reasoning included.
 //   json_schema, guided_json  a schema (extensions, llama-server's and vLLM's names).
 //                At most one of these four constrains a request; compile errors are 400s.
 //   tools        (chat) [{type: "function", function: {name, description, parameters}}]:
@@ -52,7 +53,8 @@
 //                tool call blocks come back as message.tool_calls, finish_reason
 //                "tool_calls". tool_choice: "auto" (default with tools), "none", "required"
 //                or {type: "function", function: {name}} (the last two constrain the output
-//                to calls, with arguments following each function's parameters schema).
+//                to calls, with arguments following each function's parameters schema;
+//                after the reasoning, for a thinking model).
 //                parallel_tool_calls: false allows one call. With a JSON response format
 //                (response_format, json_schema, guided_json) and tool_choice auto, the output
 //                is calls or a document of the format; required/named calls and GBNF
@@ -143,6 +145,7 @@ struct ApiRequest {
   bool echo = false;      // completions: prepend the prompt
   // The grammar the output must follow (response_format, grammar, json_schema); null: none.
   std::shared_ptr<const grammar::Grammar> grammar;
+  std::string grammar_gbnf;  // its GBNF text (start rule root)
   // The JSON schema that grammar comes from, when it is one (json_object: {"type":
   // "object"}): with tools (auto) the output is calls or a document of it.
   std::optional<nlohmann::ordered_json> format_schema;

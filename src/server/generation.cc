@@ -5,8 +5,8 @@
 
 #include <fmt/format.h>
 
+#include "grammar/chat_answer.h"
 #include "grammar/grammar.h"
-#include "grammar/json_schema.h"
 #include "server/tool_calls.h"
 
 namespace mt::server {
@@ -36,21 +36,6 @@ int64_t CodePoints(std::string_view bytes) {
   for (unsigned char c : bytes) n += (c & 0xC0) != 0x80;
   return n;
 }
-
-namespace {
-
-// An optional reasoning block (its text without "</" inside), then the answer rule.
-const std::string kAnswerRule = "answer";
-constexpr std::string_view kThinkThenAnswer =
-    R"(( "<think>" ( [^<] | "<" [^/] )* "</think>" [ \n]* )? answer)";
-
-// GBNF text, or why there is none, compiled into a grammar.
-Result<std::shared_ptr<const grammar::Grammar>> Compile(const Result<std::string>& gbnf) {
-  if (!gbnf.ok()) return gbnf.status();
-  return grammar::Grammar::Parse(gbnf.value());
-}
-
-}  // namespace
 
 Result<ChatPrompt> RenderChat(const ChatTemplate& chat, const ApiRequest& r,
                               bool default_enable_thinking) {
@@ -83,8 +68,9 @@ std::optional<ApiError> MakeSpec(const GenerationTarget& target, const ApiReques
     return e;
   };
   std::vector<int32_t>& prompt = spec->prompt;
-  bool thinking_open = false;  // the chat prompt ends inside <think>
-  bool thinks_first = false;   // the model may open a <think> block itself
+  ChatPrompt chat_prompt;  // where the answer starts (chat): inside <think>, or free to open it
+  std::string gbnf;        // the grammar the output follows (text; empty: none)
+  std::string trigger;     // not empty: gbnf follows the first `trigger` (lazy)
   if (r.endpoint == Endpoint::kChat) {
     if (!chat) {
       return invalid("messages", std::string(target.chat_error), "chat_template_unavailable");
@@ -97,33 +83,27 @@ std::optional<ApiError> MakeSpec(const GenerationTarget& target, const ApiReques
     }
     Result<ChatPrompt> rendered = RenderChat(*chat, r, target.enable_thinking);
     if (!rendered.ok()) return invalid("messages", rendered.status().message());
+    Result<std::string> calls = std::string();
     if (r.tool_choice == ToolChoice::kRequired || r.tool_choice == ToolChoice::kNamed) {
-      auto compiled = Compile(ToolCallGbnf(r.tools, r.tool_choice_name, r.parallel_tool_calls));
-      if (!compiled.ok()) return invalid("tools", compiled.status().message());
-      spec->grammar = std::move(compiled).value();
+      calls = ToolCallGbnf(r.tools, r.tool_choice_name, r.parallel_tool_calls);
     } else if (r.tool_choice == ToolChoice::kAuto && r.format_schema) {
       // Calls, or an answer in the response format: one grammar of both from the start.
-      auto compiled = Compile(ToolCallGbnf(r.tools, "", r.parallel_tool_calls,
-                                           /*after_open_tag=*/false, &*r.format_schema));
-      if (!compiled.ok()) return invalid("tools", compiled.status().message());
-      spec->grammar = std::move(compiled).value();
+      calls = ToolCallGbnf(r.tools, "", r.parallel_tool_calls, /*after_open_tag=*/false,
+                           &*r.format_schema);
     } else if (r.tool_choice == ToolChoice::kAuto) {
       // Free text until the model opens a call; the call then follows the schemas. A schema
       // the grammar cannot express leaves auto calls unconstrained (a client that needs the
       // guarantee asks for "required").
-      auto compiled = Compile(ToolCallGbnf(r.tools, "", r.parallel_tool_calls,
-                                           /*after_open_tag=*/true));
-      if (compiled.ok()) {
-        spec->grammar = std::move(compiled).value();
-        spec->grammar_trigger = std::string(kToolCallOpen);
-      }
+      calls = ToolCallGbnf(r.tools, "", r.parallel_tool_calls, /*after_open_tag=*/true);
+      if (!calls.ok()) calls = std::string();
+      trigger = kToolCallOpen;
     }
+    if (!calls.ok()) return invalid("tools", calls.status().message());
+    gbnf = std::move(calls).value();
     Result<std::vector<int32_t>> ids = tok.Encode(rendered->text, rendered->add_bos, true);
     if (!ids.ok()) return ServerError(500, ids.status().message(), "tokenizer_error");
     prompt = std::move(ids.value());
-    thinking_open = rendered->thinking_open;
-    thinks_first = !thinking_open && chat->thinking().switchable &&
-                   r.enable_thinking.value_or(target.enable_thinking);
+    chat_prompt = std::move(rendered).value();
   } else if (r.prompts[which].is_tokens) {
     const std::vector<int64_t>& ids = r.prompts[which].tokens;
     const int64_t n_vocab = tok.n_vocab();
@@ -174,19 +154,24 @@ std::optional<ApiError> MakeSpec(const GenerationTarget& target, const ApiReques
   spec->logprobs = r.logprobs;
   spec->prompt_logprobs = r.echo;
   spec->cache_prompt = r.cache_prompt;
-  // The response format alone (with tools, it is in the grammar above).
-  if (r.grammar != nullptr && r.tool_choice == ToolChoice::kNone) spec->grammar = r.grammar;
-  // A hybrid model asked to think (Qwen3, enable_thinking on) writes its <think> block
-  // first: the format holds for the answer after it (a format given as a JSON schema).
-  if (thinks_first && r.format_schema && r.tool_choice == ToolChoice::kNone) {
-    auto compiled = Compile(grammar::JsonSchemasToGbnf(
-        std::span(&*r.format_schema, 1), std::span(&kAnswerRule, 1), kThinkThenAnswer));
-    if (!compiled.ok()) return invalid("response_format", compiled.status().message());
-    spec->grammar = std::move(compiled).value();
+  // The response format alone (with tools, it is in the grammar above). A GBNF grammar
+  // describes the whole output, reasoning included; a schema, tool calls: the answer only.
+  bool whole_output = false;
+  if (r.grammar != nullptr && r.tool_choice == ToolChoice::kNone) {
+    gbnf = r.grammar_gbnf;
+    whole_output = !r.format_schema;
   }
-  // A model made to think first reasons freely; the grammar holds for its answer.
-  if (thinking_open && spec->grammar != nullptr && spec->grammar_trigger.empty()) {
-    spec->grammar_trigger = "</think>";
+  if (!gbnf.empty()) {
+    // A thinking model's reasoning stays free: the grammar holds for the answer after it.
+    Result<grammar::StartedGrammar> g =
+        !trigger.empty() ? grammar::LazyAnswerGrammar(gbnf, trigger, chat_prompt)
+                         : grammar::AnswerGrammar(gbnf, whole_output ? ChatPrompt() : chat_prompt);
+    if (!g.ok()) {
+      return invalid(r.tool_choice == ToolChoice::kNone ? "response_format" : "tools",
+                     g.status().message());
+    }
+    spec->grammar = std::move(g->grammar);
+    spec->grammar_start = std::move(g->start);
   }
   return std::nullopt;
 }

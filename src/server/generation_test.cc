@@ -4,6 +4,7 @@
 #include <gtest/gtest.h>
 
 #include "grammar/grammar.h"
+#include "grammar/token_filter.h"
 #include "tokenizer/vocab_spec.h"
 
 namespace mt::server {
@@ -26,6 +27,24 @@ ApiRequest Parse(const std::string& body, Endpoint endpoint) {
 
 const std::string kTools = R"("tools": [{"type": "function", "function": {"name": "now",
     "parameters": {"type": "object", "properties": {}, "additionalProperties": false}}}])";
+
+// The filter the scheduler builds for `spec`, after the model wrote `text` (nullopt: a token
+// of it was refused).
+std::optional<grammar::GrammarFilter> After(const GenerationSpec& spec, std::string_view text) {
+  static const auto vocab = std::make_shared<const grammar::GrammarVocab>(Tok());
+  std::optional<grammar::GrammarFilter> f(std::in_place, spec.grammar, vocab, spec.grammar_start);
+  const std::vector<int32_t> ids = Tok().Encode(text, false, true).value();
+  for (int32_t id : ids) {
+    if (!f->Accept(id)) return std::nullopt;
+  }
+  return f;
+}
+
+// Whether the model may write `text` and end there.
+bool Completes(const GenerationSpec& spec, std::string_view text) {
+  std::optional<grammar::GrammarFilter> f = After(spec, text);
+  return f && f->IsComplete();
+}
 
 // enable_thinking: the request's, else the server's default; a Qwen3 hybrid template then
 // ends the prompt with an empty think block.
@@ -63,9 +82,14 @@ TEST(MakeSpec, GrammarAfterForcedReasoning) {
   GenerationSpec thinking, direct;
   ASSERT_FALSE(MakeSpec({Tok(), &thinker, "", 512}, Parse(body, Endpoint::kChat), 0, 1, &thinking));
   EXPECT_NE(thinking.grammar, nullptr);
-  EXPECT_EQ(thinking.grammar_trigger, "</think>");
+  EXPECT_TRUE(thinking.grammar_start.in_block);
+  EXPECT_TRUE(Completes(thinking, "Hmm, {not json} here.\n</think>\n\n{\"x\": 1}"));
+  EXPECT_FALSE(Completes(thinking, "Hmm, cut short"));  // the answer must come
+  EXPECT_FALSE(Completes(thinking, "Hmm.</think>\n\nplain words"));
   ASSERT_FALSE(MakeSpec({Tok(), &plain, "", 512}, Parse(body, Endpoint::kChat), 0, 1, &direct));
-  EXPECT_EQ(direct.grammar_trigger, "");
+  EXPECT_FALSE(direct.grammar_start.in_block);
+  EXPECT_TRUE(Completes(direct, "{\"x\": 1}"));
+  EXPECT_FALSE(Completes(direct, "Hmm.</think>{\"x\": 1}"));
 }
 
 // A hybrid model asked to think may write its <think> block before the formatted answer.
@@ -75,23 +99,20 @@ TEST(MakeSpec, AFormatAfterAnOptionalThinkBlock) {
   const std::string body = R"({"model": "m", "messages": [{"role": "user", "content": "Hi"}],
       "response_format": {"type": "json_schema", "json_schema": {"schema": {"type": "object",
       "properties": {"a": {"type": "integer"}}, "required": ["a"]}}}})";
-  auto accepts = [](const GenerationSpec& spec, std::string_view text) {
-    grammar::Matcher m(spec.grammar);
-    return m.Accept(text) && m.IsComplete();
-  };
   GenerationSpec thinking, direct;
   ASSERT_FALSE(MakeSpec({Tok(), &qwen3, "", 512}, Parse(body, Endpoint::kChat), 0, 1, &thinking));
-  EXPECT_EQ(thinking.grammar_trigger, "");
-  EXPECT_TRUE(accepts(thinking, "<think>\nLet me see.\n</think>\n\n{\"a\": 1}"));
-  EXPECT_TRUE(accepts(thinking, "{\"a\": 1}"));
-  EXPECT_FALSE(accepts(thinking, "<think>\nno end {\"a\": 1}"));
-  EXPECT_FALSE(accepts(thinking, "<think></think>{\"b\": 1}"));
+  EXPECT_EQ(thinking.grammar_start.trigger, "");
+  EXPECT_TRUE(Completes(thinking, "<think>\nLet me see: </b> {\"a\"?\n</think>\n\n{\"a\": 1}"));
+  EXPECT_TRUE(Completes(thinking, "{\"a\": 1}"));
+  EXPECT_FALSE(Completes(thinking, "<think>\nno end {\"a\": 1}"));
+  EXPECT_FALSE(Completes(thinking, "<think></think>{\"b\": 1}"));
+  EXPECT_FALSE(Completes(thinking, "Sure: {\"a\": 1}"));
   // enable_thinking false: the prompt closed the block; the format holds from the start.
   const std::string off = body.substr(0, body.size() - 1) +
                           R"(, "chat_template_kwargs": {"enable_thinking": false}})";
   ASSERT_FALSE(MakeSpec({Tok(), &qwen3, "", 512}, Parse(off, Endpoint::kChat), 0, 1, &direct));
-  EXPECT_TRUE(accepts(direct, "{\"a\": 1}"));
-  EXPECT_FALSE(accepts(direct, "<think></think>{\"a\": 1}"));
+  EXPECT_TRUE(Completes(direct, "{\"a\": 1}"));
+  EXPECT_FALSE(Completes(direct, "<think></think>{\"a\": 1}"));
 }
 
 TEST(MakeSpec, ChatRendersTheTemplateAndTheTools) {
@@ -115,13 +136,13 @@ TEST(MakeSpec, ChatRendersTheTemplateAndTheTools) {
   EXPECT_NE(Tok().Decode(required.prompt).find("<tools>\n{\"type\": \"function\""),
             std::string::npos);
   ASSERT_NE(required.grammar, nullptr);
-  EXPECT_TRUE(required.grammar_trigger.empty());  // calls from the first token
+  EXPECT_TRUE(required.grammar_start.trigger.empty());  // calls from the first token
   grammar::Matcher m(required.grammar);
   EXPECT_TRUE(m.Accept("<tool_call>\n{\"name\": \"now\", \"arguments\": {}}\n</tool_call>") &&
               m.IsComplete());
   ASSERT_FALSE(MakeSpec(target, Parse(chat + kTools + "}", Endpoint::kChat), 0, 99, &automatic));
   ASSERT_NE(automatic.grammar, nullptr);
-  EXPECT_EQ(automatic.grammar_trigger, "<tool_call>");  // auto: lazy, from the model's call
+  EXPECT_EQ(automatic.grammar_start.trigger, "<tool_call>");  // auto: lazy, from the model's call
 }
 
 TEST(MakeSpec, RefusesWhatTheModelCannotDo) {
@@ -231,4 +252,50 @@ TEST(ChoiceStream, AFailedJobReturnsItsError) {
 }
 
 }  // namespace
+// A thinking model calling tools reasons first: "required" calls may follow a think block,
+// and an auto call's trigger does not fire on "<tool_call>" written inside the reasoning.
+TEST(MakeSpec, ToolCallsAfterTheReasoning) {
+  const ChatTemplate qwen3(ChatTemplate::Kind::kChatml, "", "name",
+                           ChatThinking{.history = true, .switchable = true});
+  const ChatTemplate thinker(ChatTemplate::Kind::kChatml, "", "name",
+                             ChatThinking{.history = true, .forced_open = true});
+  const std::string chat = R"({"model": "m", "messages": [{"role": "user", "content": "Hi"}], )";
+  const std::string call = "<tool_call>\n{\"name\": \"now\", \"arguments\": {}}\n</tool_call>";
+  GenerationSpec required, required_off, forced;
+  ASSERT_FALSE(MakeSpec({Tok(), &qwen3, "", 512},
+                        Parse(chat + kTools + R"(, "tool_choice": "required"})", Endpoint::kChat),
+                        0, 1, &required));
+  EXPECT_TRUE(required.grammar_start.trigger.empty());
+  EXPECT_TRUE(Completes(required, "<think>\nThe time: <tool_call> now.\n</think>\n\n" + call));
+  EXPECT_TRUE(Completes(required, call));
+  EXPECT_FALSE(Completes(required, "<think>\nno call\n</think>\n\nIt is noon."));
+  EXPECT_FALSE(Completes(required, "<think>\nno call\n</think>\n\n"));
+  ASSERT_FALSE(MakeSpec({Tok(), &qwen3, "", 512},
+                        Parse(chat + kTools + R"(, "tool_choice": "required",
+                              "chat_template_kwargs": {"enable_thinking": false}})",
+                              Endpoint::kChat),
+                        0, 1, &required_off));
+  EXPECT_FALSE(Completes(required_off, "<think>\n</think>\n\n" + call));
+  EXPECT_TRUE(Completes(required_off, call));
+  ASSERT_FALSE(MakeSpec({Tok(), &thinker, "", 512},
+                        Parse(chat + kTools + R"(, "tool_choice": "required"})", Endpoint::kChat),
+                        0, 1, &forced));
+  EXPECT_TRUE(forced.grammar_start.in_block);  // inside the block already
+  EXPECT_TRUE(Completes(forced, "Call it.\n</think>\n\n" + call));
+  EXPECT_FALSE(Completes(forced, "Call it.\n</think>\n\nNo."));
+
+  // Auto: free text, calls after "<tool_call>" outside the reasoning.
+  GenerationSpec automatic, automatic_forced;
+  ASSERT_FALSE(MakeSpec({Tok(), &qwen3, "", 512}, Parse(chat + kTools + "}", Endpoint::kChat),
+                        0, 1, &automatic));
+  EXPECT_FALSE(After(automatic, "<think>\nI could write <tool_call> now")->active());
+  EXPECT_TRUE(After(automatic, "<think>\nmaybe <tool_call>\n</think>\n\n<tool_call>")->active());
+  EXPECT_TRUE(After(automatic, "<tool_call>")->active());  // no reasoning
+  EXPECT_TRUE(Completes(automatic, "<think>\nno call needed\n</think>\n\nIt is noon."));
+  ASSERT_FALSE(MakeSpec({Tok(), &thinker, "", 512}, Parse(chat + kTools + "}", Endpoint::kChat),
+                        0, 1, &automatic_forced));
+  EXPECT_FALSE(After(automatic_forced, "a <tool_call> b")->active());
+  EXPECT_TRUE(After(automatic_forced, "a\n</think>\n\n<tool_call>")->active());
+}
+
 }  // namespace mt::server

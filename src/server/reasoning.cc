@@ -3,12 +3,13 @@
 #include <utility>
 
 #include "server/tag_scan.h"
+#include "tokenizer/chat_template.h"
 
 namespace mt::server {
 namespace {
 
-constexpr std::string_view kOpen = "<think>";
-constexpr std::string_view kClose = "</think>";
+constexpr std::string_view kOpen = kThinkOpen;
+constexpr std::string_view kClose = kThinkClose;
 
 std::string_view TrimLeft(std::string_view s) {
   while (!s.empty() && IsAsciiSpace(s.front())) s.remove_prefix(1);

@@ -246,7 +246,7 @@ bool Scheduler::Admit() {
           grammar_vocab_ = std::make_shared<const grammar::GrammarVocab>(tok);
         }
         slot.grammar.emplace(slot.job->spec().grammar, grammar_vocab_,
-                             slot.job->spec().grammar_trigger);
+                             slot.job->spec().grammar_start);
       }
       slot.decoder.emplace(tok, /*special=*/false);
       slot.stops.emplace(slot.job->spec().stops);

@@ -62,9 +62,9 @@ struct GenerationSpec {
   // ends: an end-of-generation token is allowed exactly when the text is a whole sentence,
   // and ends it even with ignore_eos.
   std::shared_ptr<const grammar::Grammar> grammar;
-  // Not empty: the grammar is lazy, applying only after the output contains this text
-  // (tool calls with tool_choice auto: "<tool_call>").
-  std::string grammar_trigger;
+  // Where the grammar starts applying: from the first token, or (lazy) after a trigger
+  // (tool calls with tool_choice auto: "<tool_call>"; after a thinking model's "</think>").
+  grammar::LazyStart grammar_start;
 };
 
 // A token's log-probability under the model: log-softmax of its logits, before the logit

@@ -255,6 +255,8 @@ ChatPrompt RenderChatml(std::span<const ChatMessage> messages, bool add_generati
       p.thinking_open = true;
     } else if (thinking.switchable && !enable_thinking) {
       text += "<think>\n\n</think>\n\n";
+    } else if (thinking.switchable) {
+      p.may_think = true;
     }
   }
   return p;

@@ -31,6 +31,10 @@
 
 namespace mt {
 
+// The tags around a thinking model's reasoning (Qwen3, DeepSeek-R1).
+inline constexpr std::string_view kThinkOpen = "<think>";
+inline constexpr std::string_view kThinkClose = "</think>";
+
 // One function call made by an assistant turn (OpenAI's tool_calls[i].function).
 struct ChatToolCall {
   std::string name;
@@ -48,10 +52,13 @@ struct ChatMessage {
 
 struct ChatPrompt {
   std::string text;  // the rendered prompt; encode it with parse_special = true
-  bool add_bos;      // put BOS before `text` (the template starts with the BOS token)
+  bool add_bos = false;  // put BOS before `text` (the template starts with the BOS token)
   // The text ends inside an open <think> block (a template that makes the model think), so
   // what the model writes starts as reasoning and its </think> ends it.
   bool thinking_open = false;
+  // The model may open a <think> block itself (a hybrid model asked to think: Qwen3 with
+  // enable_thinking on), so what it writes may start with reasoning.
+  bool may_think = false;
 };
 
 // How a chatml template treats reasoning, read from its Jinja text (Qwen3's families):

@@ -229,16 +229,20 @@ TEST(ChatTemplateTest, ThinkingSwitchAndForcedOpenThinking) {
   EXPECT_EQ(p.text,
             "<|im_start|>user\nHi<|im_end|>\n<|im_start|>assistant\n<think>\n\n</think>\n\n");
   EXPECT_FALSE(p.thinking_open);
+  EXPECT_FALSE(p.may_think);
   p = hybrid.Render(hi, true, nullptr, /*enable_thinking=*/true).value();
   EXPECT_EQ(p.text, "<|im_start|>user\nHi<|im_end|>\n<|im_start|>assistant\n");
+  EXPECT_TRUE(p.may_think);  // the model decides whether to open a block
   // A template without the switch ignores it.
   const ChatTemplate plain(Kind::kChatml, "<|im_end|>", "test");
   EXPECT_EQ(plain.Render(hi, true, nullptr, false).value().text, p.text);
+  EXPECT_FALSE(plain.Render(hi, true, nullptr, true).value().may_think);
   const ChatTemplate thinker(Kind::kChatml, "<|im_end|>", "test",
                              ChatThinking{.history = true, .forced_open = true});
   p = thinker.Render(hi, true, nullptr, false).value();
   EXPECT_EQ(p.text, "<|im_start|>user\nHi<|im_end|>\n<|im_start|>assistant\n<think>\n");
   EXPECT_TRUE(p.thinking_open);
+  EXPECT_FALSE(p.may_think);  // it is in one already
   EXPECT_FALSE(thinker.Render(hi, false).value().thinking_open);
 }
 

@@ -38,6 +38,28 @@ PY
   fail "-cnv and serve differ: $(cat "$WORK/out")"
 kill -TERM "$PID"; wait "$PID"
 
+# --chat on a thinking model (Qwen3's template, thinking on): a JSON schema holds for the
+# answer after the <think> block, which stays free; a GBNF grammar describes the whole output.
+# Biases stand in for a model that opens its block and soon closes it.
+open_id=$("$MOETIER" tokenize -m "$model" -p "<think>" --ids --no-bos 2> /dev/null | tr -d '[]')
+close_id=$("$MOETIER" tokenize -m "$model" -p "</think>" --ids --no-bos 2> /dev/null | tr -d '[]')
+bias=(--logit-bias "$open_id+50" --logit-bias "$close_id+100")
+"$MOETIER" run -m "$model" --chat -p "A number?" -n 40 --seed 1 --no-display-prompt "${bias[@]}" \
+  -j '{"type": "object", "properties": {"n": {"type": "integer"}}, "required": ["n"]}' \
+  > "$WORK/out" 2> "$WORK/err"
+$PY - "$WORK/out" <<'PY' && pass "--chat -j: a think block, then the document" ||
+import json, sys
+out = open(sys.argv[1], encoding="utf-8").read()
+assert out.startswith("<think></think>"), out
+doc = json.loads(out[len("<think></think>"):])
+assert list(doc) == ["n"] and isinstance(doc["n"], int), doc
+PY
+  fail "--chat -j: '$(cat "$WORK/out")' $(tail -2 "$WORK/err")"
+out=$("$MOETIER" run -m "$model" --chat -p "Is it?" -n 20 --seed 1 --no-display-prompt \
+  "${bias[@]}" --grammar 'root ::= ("yes" | "no") "."' 2> /dev/null)
+[[ "$out" == "yes." || "$out" == "no." ]] && pass "--chat --grammar: the whole output" ||
+  fail "--chat --grammar: '$out'"
+
 expect_error 2 "-cnv with a grammar" -- "$MOETIER" run -m "$model" -cnv -j '{}'
 printf '' | "$MOETIER" run -m "$model" -cnv -n 4 > /dev/null 2> "$WORK/err" &&
   grep -q "0 turns" "$WORK/err" && pass "-cnv: empty input, no turn" ||
