@@ -24,6 +24,23 @@ GrammarVocab::GrammarVocab(const Tokenizer& tokenizer) {
     }
     kinds_.push_back(kind);
     offsets_.push_back(static_cast<uint32_t>(bytes_.size()));
+    if (kind == kEnd) ends_.push_back(id);
+  }
+  // Text tokens with bytes, bucketed by their first two bytes (counting sort).
+  const auto bucket = [&](int32_t id) {
+    const std::string_view p = piece(id);
+    return static_cast<size_t>(static_cast<uint8_t>(p[0])) * 257 +
+           (p.size() == 1 ? kOneByte : static_cast<uint8_t>(p[1]));
+  };
+  prefix_start_.assign(256 * 257 + 1, 0);
+  for (int32_t id = 0; id < n; ++id) {
+    if (is_text(id) && !piece(id).empty()) ++prefix_start_[bucket(id) + 1];
+  }
+  for (size_t b = 1; b < prefix_start_.size(); ++b) prefix_start_[b] += prefix_start_[b - 1];
+  by_prefix_.resize(prefix_start_.back());
+  std::vector<uint32_t> next(prefix_start_.begin(), prefix_start_.end() - 1);
+  for (int32_t id = 0; id < n; ++id) {
+    if (is_text(id) && !piece(id).empty()) by_prefix_[next[bucket(id)]++] = id;
   }
 }
 
@@ -153,6 +170,36 @@ bool GrammarFilter::Allows(int32_t id) const {
   const uint32_t pair = b0 * 256u + static_cast<uint8_t>(piece[1]);
   if (!Cached(first_pair_, pair, piece.substr(0, 2))) return false;
   return piece.size() == 2 || matcher_.CanAccept(piece);
+}
+
+void GrammarFilter::MarkAllowed(std::span<uint8_t> allowed) const {
+  if (!active_) {  // free text: the trigger or the block's end decide, token by token
+    TokenFilter::MarkAllowed(allowed);
+    return;
+  }
+  std::fill(allowed.begin(), allowed.end(), 0);
+  const auto mark = [&](int32_t id) {
+    if (static_cast<size_t>(id) < allowed.size()) allowed[id] = 1;
+  };
+  if (matcher_.IsComplete()) {
+    for (int32_t id : vocab_->ends()) mark(id);
+  }
+  char pair[2];
+  for (int b0 = 0; b0 < 256; ++b0) {
+    pair[0] = static_cast<char>(b0);
+    if (!Cached(first_byte_, b0, std::string_view(pair, 1))) continue;
+    for (int32_t id : vocab_->starting_with(b0, GrammarVocab::kOneByte)) mark(id);
+    for (int b1 = 0; b1 < 256; ++b1) {
+      const std::span<const int32_t> ids = vocab_->starting_with(b0, b1);
+      if (ids.empty()) continue;
+      pair[1] = static_cast<char>(b1);
+      if (!Cached(first_pair_, b0 * 256u + b1, std::string_view(pair, 2))) continue;
+      for (int32_t id : ids) {
+        const std::string_view piece = vocab_->piece(id);
+        if (piece.size() == 2 || matcher_.CanAccept(piece)) mark(id);
+      }
+    }
+  }
 }
 
 bool GrammarFilter::Accept(int32_t id) {

@@ -3,6 +3,7 @@
 
 #include <cstdint>
 #include <memory>
+#include <span>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -26,12 +27,24 @@ class GrammarVocab {
   }
   bool is_text(int32_t id) const { return kinds_[id] == kText; }
   bool is_end(int32_t id) const { return kinds_[id] == kEnd; }
+  // The text tokens whose bytes start with b0 then b1 (b1 = kOneByte: the token is b0
+  // alone), and the end-of-generation tokens.
+  static constexpr int kOneByte = 256;
+  std::span<const int32_t> starting_with(int b0, int b1) const {
+    const size_t at = static_cast<size_t>(b0) * 257 + b1;
+    return std::span(by_prefix_).subspan(prefix_start_[at], prefix_start_[at + 1] -
+                                                                prefix_start_[at]);
+  }
+  std::span<const int32_t> ends() const { return ends_; }
 
  private:
   enum Kind : uint8_t { kText, kEnd, kNever };
   std::string bytes_;              // every text token's bytes, one after another
   std::vector<uint32_t> offsets_;  // (n_vocab + 1) where each token's bytes start
   std::vector<Kind> kinds_;        // (n_vocab) end-of-generation and control tokens
+  std::vector<int32_t> by_prefix_;      // (text tokens with bytes) by first two bytes
+  std::vector<uint32_t> prefix_start_;  // (256 * 257 + 1) where each two-byte prefix starts
+  std::vector<int32_t> ends_;           // end-of-generation tokens
 };
 
 // Where a grammar starts applying (by default: at the first token).
@@ -64,6 +77,9 @@ class GrammarFilter : public TokenFilter {
                 LazyStart lazy = {});
 
   bool Allows(int32_t id) const override;
+  // Once the grammar applies: every token that starts with a refused byte or byte pair is
+  // skipped with it, so a state that refuses most of the vocabulary costs its first bytes.
+  void MarkAllowed(std::span<uint8_t> allowed) const override;
   // Moves past the sampled token `id`. Returns false, changing nothing, when the grammar
   // refuses it (a token Allows said no to). An end-of-generation token changes nothing
   // (accepted when the output is complete).

@@ -253,4 +253,47 @@ TEST(GrammarFilter, GrammarAfterTheLeadingBlock) {
   EXPECT_TRUE(prompt_opened.IsComplete());
 }
 
+// The bulk path (every token at once, skipping refused first bytes and pairs) marks exactly
+// the tokens Allows allows, in every kind of state, and nothing past the vocabulary.
+TEST(GrammarFilter, MarkAllowedIsAllowsForEveryToken) {
+  const Tokenizer& tok = SmallTokenizer();
+  auto byte = [](char c) { return static_cast<int32_t>(static_cast<uint8_t>(c)); };
+  auto same = [&](const GrammarFilter& f, const std::string& what) {
+    std::vector<uint8_t> marked(tok.n_vocab() + 3, 7);
+    f.MarkAllowed(marked);
+    int n_allowed = 0;
+    for (int32_t id = 0; id < static_cast<int32_t>(marked.size()); ++id) {
+      if (marked[id] != (f.Allows(id) ? 1 : 0)) {
+        ADD_FAILURE() << what << ": id " << id << " marked " << int{marked[id]};
+        return -1;
+      }
+      n_allowed += marked[id];
+    }
+    return n_allowed;
+  };
+  const auto json = Compile(R"(root ::= "{" ws ( "\"" [a-z ]* "\"" ws ":" ws [0-9]+ ws )? "}"
+                               ws ::= [ \n]*)");
+  GrammarFilter f(json, SmallVocab());
+  EXPECT_EQ(same(f, "start"), 1);  // "{" only
+  int seen = 0;
+  for (char c : std::string("{ \"ab c\": 12 }")) {
+    ASSERT_TRUE(f.Accept(byte(c)));
+    seen = std::max(seen, same(f, std::string("after ") + c));
+  }
+  EXPECT_GT(seen, 50);  // inside the string, many merged tokens fit
+  EXPECT_TRUE(f.IsComplete());
+  // Multi-byte characters: a token may end inside one.
+  GrammarFilter utf8(Compile(R"(root ::= "é" [α-ω]+)"), SmallVocab());
+  same(utf8, "utf8 start");
+  ASSERT_TRUE(utf8.Accept(0xC3));
+  same(utf8, "utf8 half");
+  // Lazy, before and after its trigger.
+  GrammarFilter lazy(json, SmallVocab(), {"@@"});
+  EXPECT_EQ(same(lazy, "lazy"), tok.n_vocab());  // free text: anything
+  ASSERT_TRUE(lazy.Accept(byte('@')));
+  same(lazy, "lazy half trigger");
+  ASSERT_TRUE(lazy.Accept(byte('@')));
+  EXPECT_EQ(same(lazy, "triggered"), 1);
+}
+
 }  // namespace mt::grammar

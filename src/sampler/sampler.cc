@@ -92,10 +92,11 @@ size_t TopP(std::vector<Candidate>& cands, size_t n, bool sorted, float p) {
 
 // Keeps, in cands[0, return), the first `want` candidates `filter` allows in HigherLogit
 // order, sorted. The best 64 are sorted and asked first: usually enough (a grammar mostly
-// agrees with the model). Otherwise every other candidate is asked once, in id order, and
-// the allowed ones are sorted: cheaper than sorting the whole vocabulary when the filter
-// refuses most of it.
-size_t TakeAllowed(std::vector<Candidate>& cands, size_t want, const TokenFilter& filter) {
+// agrees with the model). Otherwise the filter marks every token at once (`allowed`:
+// scratch), and the allowed candidates are sorted: cheaper than sorting the whole
+// vocabulary when the filter refuses most of it.
+size_t TakeAllowed(std::vector<Candidate>& cands, size_t want, const TokenFilter& filter,
+                   std::vector<uint8_t>& allowed) {
   const size_t head = std::min<size_t>(cands.size(), 64);
   std::partial_sort(cands.begin(), cands.begin() + head, cands.end(), HigherLogit);
   size_t kept = 0;
@@ -104,8 +105,10 @@ size_t TakeAllowed(std::vector<Candidate>& cands, size_t want, const TokenFilter
   }
   if (kept == want || head == cands.size()) return kept;
   const size_t rest = kept;
+  allowed.resize(cands.size());
+  filter.MarkAllowed(allowed);
   for (size_t i = head; i < cands.size(); ++i) {
-    if (filter.Allows(cands[i].second)) cands[kept++] = cands[i];
+    if (allowed[cands[i].second]) cands[kept++] = cands[i];
   }
   const size_t take = std::min(kept, want);
   std::partial_sort(cands.begin() + rest, cands.begin() + take, cands.begin() + kept, HigherLogit);
@@ -133,14 +136,16 @@ int32_t Sampler::Sample(std::span<const float> logits, std::span<const int32_t> 
   size_t n = candidates_.size();
   bool sorted = false;  // whether candidates_[0, n) is in HigherLogit order
   if (filter != nullptr && (greedy || p.top_k > 0)) {
-    n = TakeAllowed(candidates_, greedy ? 1 : static_cast<size_t>(p.top_k), *filter);
+    n = TakeAllowed(candidates_, greedy ? 1 : static_cast<size_t>(p.top_k), *filter, allowed_);
     if (n == 0) return -1;
     if (greedy) return candidates_[0].second;
     sorted = true;
   } else if (filter != nullptr) {  // no top-k: every allowed token, still in id order
+    allowed_.resize(candidates_.size());
+    filter->MarkAllowed(allowed_);
     n = 0;
     for (const Candidate& c : candidates_) {
-      if (filter->Allows(c.second)) candidates_[n++] = c;
+      if (allowed_[c.second]) candidates_[n++] = c;
     }
     if (n == 0) return -1;
   } else if (p.top_k > 0) {

@@ -32,11 +32,18 @@ struct SamplerParams {
 
 // Which tokens may come next (a grammar, for one). Sample drops the others before top-k.
 // With top-k (or greedy) it asks about the best 64 candidates first and about the rest only
-// when fewer than k of those are allowed.
+// when fewer than k of those are allowed: then, as without top-k, about every token at once.
 class TokenFilter {
  public:
   virtual ~TokenFilter() = default;
   virtual bool Allows(int32_t id) const = 0;
+  // allowed[id] = Allows(id) for every id of the span. A filter that can skip what it
+  // refuses in bulk (a grammar: every token starting with a refused byte) overrides it.
+  virtual void MarkAllowed(std::span<uint8_t> allowed) const {
+    for (size_t id = 0; id < allowed.size(); ++id) {
+      allowed[id] = Allows(static_cast<int32_t>(id));
+    }
+  }
 };
 
 class Sampler {
@@ -61,6 +68,7 @@ class Sampler {
   uint64_t rng_state_;
   std::vector<std::pair<float, int32_t>> candidates_;  // (n_vocab) scratch: (logit, id)
   std::vector<uint32_t> in_window_;  // (n_vocab) scratch: times seen in the penalty window
+  std::vector<uint8_t> allowed_;     // (n_vocab) scratch: the filter's MarkAllowed
 };
 
 }  // namespace mt
