@@ -33,6 +33,14 @@ std::shared_ptr<const Grammar> Compile(std::string_view text) {
   return *g;
 }
 
+// Feeds `text` byte by byte (byte tokens: id b is byte b); false at the first refusal.
+bool Feed(GrammarFilter& f, std::string_view text) {
+  for (char c : text) {
+    if (!f.Accept(static_cast<int32_t>(static_cast<uint8_t>(c)))) return false;
+  }
+  return true;
+}
+
 TEST(GrammarFilter, AllowsWhatTheGrammarCanTakeNext) {
   const Tokenizer& tok = SmallTokenizer();
   const int32_t eos = *tok.eos_id();
@@ -157,54 +165,48 @@ TEST(GrammarFilter, LazyAppliesAfterTheTrigger) {
   EXPECT_TRUE(takes.IsComplete());
 }
 
-}  // namespace
+
 // A leading block (a thinking model's reasoning) is not searched for the trigger: the call
 // syntax written inside it stays free text; after the block's close it triggers.
 TEST(GrammarFilter, LazyTriggerSkipsTheLeadingBlock) {
   const Tokenizer& tok = SmallTokenizer();
   const int32_t eos = *tok.eos_id();
   auto g = Compile(R"(root ::= "{" [0-9]+ "}")");
-  auto feed = [](GrammarFilter& f, std::string_view text) {
-    for (char c : text) {
-      if (!f.Accept(static_cast<int32_t>(static_cast<uint8_t>(c)))) return false;
-    }
-    return true;
-  };
   const LazyStart thinking{"@@", "<t>", "</t>"};
   // Opened at the start: "@@" inside is words; after "</t>" it is a call.
   GrammarFilter opened(g, SmallVocab(), thinking);
-  ASSERT_TRUE(feed(opened, "<t> call @@x? no @"));
+  ASSERT_TRUE(Feed(opened, "<t> call @@x? no @"));
   EXPECT_FALSE(opened.active());
-  ASSERT_TRUE(feed(opened, "@ </t"));
+  ASSERT_TRUE(Feed(opened, "@ </t"));
   EXPECT_FALSE(opened.active());
-  ASSERT_TRUE(feed(opened, "> answer @"));
+  ASSERT_TRUE(Feed(opened, "> answer @"));
   EXPECT_FALSE(opened.active());
   EXPECT_TRUE(opened.Allows(eos));
-  ASSERT_TRUE(feed(opened, "@"));
+  ASSERT_TRUE(Feed(opened, "@"));
   EXPECT_TRUE(opened.active());
   EXPECT_FALSE(opened.Allows('x'));
-  ASSERT_TRUE(feed(opened, "{1}"));
+  ASSERT_TRUE(Feed(opened, "{1}"));
   EXPECT_TRUE(opened.IsComplete());
   // Opened by the prompt: the output starts inside the block.
   LazyStart inside = thinking;
   inside.in_block = true;
   GrammarFilter prompt_opened(g, SmallVocab(), inside);
-  ASSERT_TRUE(feed(prompt_opened, "@@ </t>@@"));
+  ASSERT_TRUE(Feed(prompt_opened, "@@ </t>@@"));
   EXPECT_TRUE(prompt_opened.active());
   // Not at the very start, the open tag is words: the trigger after it counts.
   GrammarFilter late(g, SmallVocab(), thinking);
-  ASSERT_TRUE(feed(late, " <t> @@"));
+  ASSERT_TRUE(Feed(late, " <t> @@"));
   EXPECT_TRUE(late.active());
   // No block at all: the trigger may start while the start was still undecided ("<" could
   // begin "<t>"), and may come first.
   GrammarFilter direct(g, SmallVocab(), LazyStart{"<@", "<t>", "</t>"});
-  ASSERT_TRUE(feed(direct, "<"));
+  ASSERT_TRUE(Feed(direct, "<"));
   EXPECT_FALSE(direct.active());
   EXPECT_TRUE(direct.Allows('t'));
-  ASSERT_TRUE(feed(direct, "@"));
+  ASSERT_TRUE(Feed(direct, "@"));
   EXPECT_TRUE(direct.active());
   EXPECT_FALSE(direct.Allows('t'));
-  ASSERT_TRUE(feed(direct, "{2}"));
+  ASSERT_TRUE(Feed(direct, "{2}"));
   EXPECT_TRUE(direct.IsComplete());
 }
 
@@ -213,43 +215,37 @@ TEST(GrammarFilter, LazyTriggerSkipsTheLeadingBlock) {
 TEST(GrammarFilter, GrammarAfterTheLeadingBlock) {
   const int32_t eos = *SmallTokenizer().eos_id();
   auto g = Compile(R"(root ::= "{" [0-9]+ "}")");
-  auto feed = [](GrammarFilter& f, std::string_view text) {
-    for (char c : text) {
-      if (!f.Accept(static_cast<int32_t>(static_cast<uint8_t>(c)))) return false;
-    }
-    return true;
-  };
   const LazyStart after_block{"", "<t>", "</t>"};
   GrammarFilter thinks(g, SmallVocab(), after_block);
   EXPECT_FALSE(thinks.active());
-  ASSERT_TRUE(feed(thinks, "<t> words {1} </t"));
+  ASSERT_TRUE(Feed(thinks, "<t> words {1} </t"));
   EXPECT_FALSE(thinks.active());
   EXPECT_FALSE(thinks.IsComplete());
   EXPECT_FALSE(thinks.Allows(eos));  // the answer must come
-  ASSERT_TRUE(feed(thinks, ">"));
+  ASSERT_TRUE(Feed(thinks, ">"));
   EXPECT_TRUE(thinks.active());
   EXPECT_FALSE(thinks.Allows('w'));
-  ASSERT_TRUE(feed(thinks, "{1}"));
+  ASSERT_TRUE(Feed(thinks, "{1}"));
   EXPECT_TRUE(thinks.IsComplete());
   // No block: the grammar from the start.
   GrammarFilter answers(g, SmallVocab(), after_block);
   EXPECT_FALSE(answers.Allows('w'));
   EXPECT_FALSE(answers.Allows(' '));
-  ASSERT_TRUE(feed(answers, "{2}"));
+  ASSERT_TRUE(Feed(answers, "{2}"));
   EXPECT_TRUE(answers.active());
   EXPECT_TRUE(answers.IsComplete());
   // The open tag begun and left: what was written of it is the grammar's text.
   GrammarFilter left(g, SmallVocab(), after_block);
-  ASSERT_TRUE(feed(left, "<"));
+  ASSERT_TRUE(Feed(left, "<"));
   EXPECT_FALSE(left.Allows('{'));
   EXPECT_TRUE(left.Allows('t'));
   // Opened by the prompt.
   LazyStart inside = after_block;
   inside.in_block = true;
   GrammarFilter prompt_opened(g, SmallVocab(), inside);
-  ASSERT_TRUE(feed(prompt_opened, "{x</t"));
+  ASSERT_TRUE(Feed(prompt_opened, "{x</t"));
   EXPECT_FALSE(prompt_opened.active());
-  ASSERT_TRUE(feed(prompt_opened, ">{3}"));
+  ASSERT_TRUE(Feed(prompt_opened, ">{3}"));
   EXPECT_TRUE(prompt_opened.IsComplete());
 }
 
@@ -296,4 +292,5 @@ TEST(GrammarFilter, MarkAllowedIsAllowsForEveryToken) {
   EXPECT_EQ(same(lazy, "triggered"), 1);
 }
 
+}  // namespace
 }  // namespace mt::grammar

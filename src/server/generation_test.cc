@@ -251,7 +251,7 @@ TEST(ChoiceStream, AFailedJobReturnsItsError) {
   EXPECT_TRUE(events[0]["choices"][0]["finish_reason"].is_null());
 }
 
-}  // namespace
+
 // A thinking model calling tools reasons first: "required" calls may follow a think block,
 // and an auto call's trigger does not fire on "<tool_call>" written inside the reasoning.
 TEST(MakeSpec, ToolCallsAfterTheReasoning) {
@@ -298,4 +298,5 @@ TEST(MakeSpec, ToolCallsAfterTheReasoning) {
   EXPECT_TRUE(After(automatic_forced, "a\n</think>\n\n<tool_call>")->active());
 }
 
+}  // namespace
 }  // namespace mt::server
