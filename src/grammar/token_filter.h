@@ -69,8 +69,8 @@ struct LazyStart {
 
 // One sequence's grammar state as a sampler filter: a text token is allowed when the
 // grammar can take its bytes next, an end-of-generation token when the text so far is a
-// whole sentence; control tokens never, nor tokens with no bytes. Not thread-safe. With a
-// LazyStart, the grammar waits for its trigger (above).
+// whole sentence; control tokens never, nor tokens with no bytes. Before the grammar starts
+// (LazyStart, above) the text is free. Not thread-safe.
 class GrammarFilter : public TokenFilter {
  public:
   GrammarFilter(std::shared_ptr<const Grammar> grammar, std::shared_ptr<const GrammarVocab> vocab,
@@ -89,14 +89,13 @@ class GrammarFilter : public TokenFilter {
   bool IsComplete() const {
     return active_ ? matcher_.IsComplete() : !lazy_.trigger.empty();
   }
-  // Whether the grammar applies yet (always, without a trigger).
+  // Whether the grammar applies yet (from the first token without a LazyStart).
   bool active() const { return active_; }
 
  private:
   // Before the grammar starts: where the output is (kStart: perhaps the start of block_open
-  // so far; kBlock: inside the leading block; kFree: searching for the
-  // trigger), and the output's last bytes that may begin the tag searched for (kStart: all
-  // of it).
+  // so far; kBlock: inside the leading block; kFree: searching for the trigger), and the
+  // output's last bytes that may begin the tag searched for (kStart: all of it).
   enum class Phase : uint8_t { kStart, kBlock, kFree };
   // Whether the grammar starts inside `piece` (after the text so far): then `rest` receives
   // the text it applies to first. When not, `phase` and `tail` (if given) receive the state
