@@ -108,6 +108,17 @@ Error ParseOnePrompt(const json& p, const std::string& name, ApiPrompt* out) {
   return std::nullopt;
 }
 
+// OpenAI's suffix: the text after the completion (fill in the middle).
+Error ParseSuffix(const json& body, ApiRequest* out) {
+  const json& suffix = Field(body, "suffix");
+  if (suffix.is_null()) return std::nullopt;
+  if (!suffix.is_string()) {
+    return Invalid("suffix", fmt::format("suffix must be a string, not {}", TypeName(suffix)));
+  }
+  out->suffix = suffix.get<std::string>();
+  return std::nullopt;
+}
+
 // A string, an array of token ids, or a batch: an array of strings or of token-id arrays.
 Error ParsePrompt(const json& body, ApiRequest* out) {
   const json& p = Field(body, "prompt");
@@ -118,7 +129,8 @@ Error ParsePrompt(const json& body, ApiRequest* out) {
   }
   if (p.is_array() && p.empty()) return Invalid("prompt", "prompt must not be an empty array");
   if (p.is_string() || !(p[0].is_string() || p[0].is_array())) {
-    return ParseOnePrompt(p, "prompt", &out->prompts.emplace_back());
+    if (Error e = ParseOnePrompt(p, "prompt", &out->prompts.emplace_back())) return e;
+    return ParseSuffix(body, out);
   }
   if (p.size() > kMaxPrompts) {
     return Invalid("prompt", fmt::format("prompt holds {} prompts; at most {} are allowed in one "
@@ -133,7 +145,7 @@ Error ParsePrompt(const json& body, ApiRequest* out) {
     }
     if (Error e = ParseOnePrompt(p[i], name, &out->prompts.emplace_back())) return e;
   }
-  return std::nullopt;
+  return ParseSuffix(body, out);
 }
 
 Error ParseMessageToolCalls(const json& msg, size_t i, ApiMessage* out);

@@ -30,6 +30,9 @@
 //                log-probability always comes too); chat: bool, with top_logprobs in [0, 20].
 //                Log-probabilities are the model's: log-softmax of the logits, before
 //                penalties and temperature (as vLLM's default and OpenAI's).
+//   suffix       string, completions only: the text that follows the completion; the
+//                model fills in the middle (its FIM tokens, e.g. Qwen coders' <|fim_prefix|>,
+//                <|fim_suffix|>, <|fim_middle|>; a model without them: 400).
 //   echo         bool, completions only: the prompt is prepended to the text and, with
 //                logprobs, its tokens to the entries (the first token has none). max_tokens
 //                may then be 0 (score the prompt only).
@@ -132,6 +135,7 @@ struct ApiRequest {
   Endpoint endpoint = Endpoint::kCompletions;
   std::string model;
   std::vector<ApiPrompt> prompts;  // completions: one, or a batch (a choice each)
+  std::optional<std::string> suffix;  // completions: fill in the middle before this text
   std::vector<ApiMessage> messages;  // chat
   std::optional<int64_t> max_tokens;  // absent: the endpoint's default
   SamplingRequest sampling;

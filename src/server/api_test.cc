@@ -243,6 +243,8 @@ TEST(ApiTest, WrongTypesAndRangesNameTheField) {
            {R"("logprobs": 1.5)", "logprobs"},
            {R"("top_logprobs": 2)", "top_logprobs"},
            {R"("echo": 1)", "echo"},
+           {R"("suffix": 1)", "suffix"},
+           {R"("suffix": ["x"])", "suffix"},
            {R"("logit_bias": [1])", "logit_bias"},
            {R"("logit_bias": {"x": 1})", "logit_bias"},
            {R"("logit_bias": {"-1": 1})", "logit_bias"},

@@ -116,9 +116,32 @@ std::optional<ApiError> MakeSpec(const GenerationTarget& target, const ApiReques
       prompt.push_back(static_cast<int32_t>(ids[i]));
     }
   } else {
-    Result<std::vector<int32_t>> ids = tok.Encode(r.prompts[which].text, tok.add_bos(), true);
+    // With a suffix, BOS goes before the FIM tokens, not before the prefix.
+    Result<std::vector<int32_t>> ids =
+        tok.Encode(r.prompts[which].text, tok.add_bos() && !r.suffix, true);
     if (!ids.ok()) return ServerError(500, ids.status().message(), "tokenizer_error");
     prompt = std::move(ids.value());
+  }
+  if (r.endpoint == Endpoint::kCompletions && r.suffix) {
+    // Fill in the middle: [BOS] <prefix token> prompt <suffix token> suffix <middle token>,
+    // the order of llama.cpp's /infill and of Qwen's coders; the model writes the middle.
+    const std::optional<Tokenizer::Fim> fim = tok.fim();
+    if (!fim) {
+      return invalid("suffix",
+                     "this model has no fill-in-the-middle tokens (such as <|fim_prefix|>, "
+                     "<|fim_suffix|> and <|fim_middle|>), so it cannot complete before a suffix",
+                     "unsupported");
+    }
+    Result<std::vector<int32_t>> suffix = tok.Encode(*r.suffix, false, true);
+    if (!suffix.ok()) return ServerError(500, suffix.status().message(), "tokenizer_error");
+    std::vector<int32_t> fill;
+    if (tok.add_bos() && !r.prompts[which].is_tokens && tok.bos_id()) fill.push_back(*tok.bos_id());
+    fill.push_back(fim->prefix);
+    fill.insert(fill.end(), prompt.begin(), prompt.end());
+    fill.push_back(fim->suffix);
+    fill.insert(fill.end(), suffix->begin(), suffix->end());
+    fill.push_back(fim->middle);
+    prompt = std::move(fill);
   }
   const std::string what = r.endpoint == Endpoint::kChat ? "messages" : "prompt";
   if (prompt.empty()) return invalid(what, fmt::format("the {} has no tokens", name));

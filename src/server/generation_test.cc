@@ -298,5 +298,40 @@ TEST(MakeSpec, ToolCallsAfterTheReasoning) {
   EXPECT_TRUE(After(automatic_forced, "a\n</think>\n\n<tool_call>")->active());
 }
 
+// OpenAI's suffix: the prompt becomes <prefix token> prompt <suffix token> suffix <middle
+// token>; a model without FIM tokens refuses it, naming the field.
+TEST(MakeSpec, SuffixFillsInTheMiddle) {
+  static const Tokenizer coder = [] {
+    VocabSpec spec = BuiltinBpeVocab(1000, "qwen2", {"<|fim_prefix|>", "<|fim_suffix|>",
+                                                     "<|fim_middle|>"});
+    return std::move(Tokenizer::Create(std::move(spec))).value();
+  }();
+  const Tokenizer::Fim fim = coder.fim().value();
+  GenerationSpec spec;
+  const ApiRequest r = Parse(R"({"model": "m", "prompt": "def f(", "suffix": "\n  return x"})",
+                             Endpoint::kCompletions);
+  ASSERT_FALSE(MakeSpec({coder, nullptr, "", 512}, r, 0, 1, &spec));
+  const std::vector<int32_t> prefix = coder.Encode("def f(", false, true).value();
+  const std::vector<int32_t> suffix = coder.Encode("\n  return x", false, true).value();
+  std::vector<int32_t> want = {fim.prefix};
+  want.insert(want.end(), prefix.begin(), prefix.end());
+  want.push_back(fim.suffix);
+  want.insert(want.end(), suffix.begin(), suffix.end());
+  want.push_back(fim.middle);
+  EXPECT_EQ(spec.prompt, want);
+  // Token prompts are the prefix as given.
+  GenerationSpec tokens;
+  ASSERT_FALSE(MakeSpec({coder, nullptr, "", 512},
+                        Parse(R"({"model": "m", "prompt": [100, 101], "suffix": ""})",
+                              Endpoint::kCompletions),
+                        0, 1, &tokens));
+  EXPECT_EQ(tokens.prompt, (std::vector<int32_t>{fim.prefix, 100, 101, fim.suffix, fim.middle}));
+  GenerationSpec plain;
+  const std::optional<ApiError> e = MakeSpec({Tok(), nullptr, "", 512}, r, 0, 1, &plain);
+  ASSERT_TRUE(e.has_value());
+  EXPECT_EQ(e->param, "suffix");
+  EXPECT_EQ(e->http_status, 400);
+}
+
 }  // namespace
 }  // namespace mt::server

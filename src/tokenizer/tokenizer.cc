@@ -5,6 +5,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <queue>
+#include <span>
 #include <unordered_map>
 
 #include "base/check.h"
@@ -31,6 +32,15 @@ constexpr std::string_view kEogTexts[] = {
     // FIM pad / repo / file-separator tokens, which llama.cpp also stops at.
     "<|fim_pad|>", "<fim-pad>", "<fim_pad>", "<PAD>", "[PAD]", "<|fim_repo|>", "<|repo_name|>",
     "<fim-repo>", "<REPO>", "<reponame>", "<|file_sep|>"};
+
+// Texts llama.cpp's vocabulary loader takes as the fill-in-the-middle tokens when the ids are
+// not in the metadata.
+constexpr std::string_view kFimPrefixTexts[] = {"<|fim_prefix|>", "<fim-prefix>", "<fim_prefix>",
+                                                "<PRE>", "\xE2\x96\x81<PRE>"};
+constexpr std::string_view kFimSuffixTexts[] = {"<|fim_suffix|>", "<fim-suffix>", "<fim_suffix>",
+                                                "<SUF>", "\xE2\x96\x81<SUF>"};
+constexpr std::string_view kFimMiddleTexts[] = {"<|fim_middle|>", "<fim-middle>", "<fim_middle>",
+                                                "<MID>", "\xE2\x96\x81<MID>"};
 
 struct StringHash {
   using is_transparent = void;
@@ -59,6 +69,7 @@ struct Tokenizer::Impl {
   bool add_bos = false;
   bool add_space_prefix = false;
   std::optional<int32_t> bos, eos, eot, unk;
+  std::optional<Tokenizer::Fim> fim;  // all three fill-in-the-middle tokens, or none
   TextMap token_to_id;
   std::vector<std::string> pieces;                 // (n_vocab) decoded bytes of each token
   std::vector<bool> eog;                           // (n_vocab)
@@ -278,6 +289,20 @@ Result<Tokenizer> Tokenizer::Create(VocabSpec vocab, Options options) {
       if ((t.eot = t.Find(text))) break;
     }
   }
+  {
+    // The id from the metadata, else the first of `texts` the vocabulary has.
+    auto find = [&](std::optional<uint32_t> id,
+                    std::span<const std::string_view> texts) -> std::optional<int32_t> {
+      if (id) return static_cast<int32_t>(*id);
+      for (std::string_view text : texts) {
+        if (std::optional<int32_t> found = t.Find(text)) return found;
+      }
+      return std::nullopt;
+    };
+    const auto pre = find(v.fim_pre_id, kFimPrefixTexts), suf = find(v.fim_suf_id, kFimSuffixTexts),
+               mid = find(v.fim_mid_id, kFimMiddleTexts);
+    if (pre && suf && mid) t.fim = Tokenizer::Fim{*pre, *suf, *mid};
+  }
   t.nfc = options.nfc.value_or(t.bpe && t.pre->nfc());
   t.add_bos = v.add_bos.value_or(!t.bpe || t.pre->ignore_merges());  // llama.cpp's defaults
   t.add_space_prefix = !t.bpe && v.add_space_prefix.value_or(true);
@@ -459,6 +484,7 @@ int32_t Tokenizer::n_vocab() const { return impl_->n(); }
 std::optional<int32_t> Tokenizer::bos_id() const { return impl_->bos; }
 std::optional<int32_t> Tokenizer::eos_id() const { return impl_->eos; }
 std::optional<int32_t> Tokenizer::eot_id() const { return impl_->eot; }
+std::optional<Tokenizer::Fim> Tokenizer::fim() const { return impl_->fim; }
 bool Tokenizer::add_bos() const { return impl_->add_bos; }
 bool Tokenizer::IsEndOfGeneration(int32_t id) const {
   return id >= 0 && id < impl_->n() && impl_->eog[id];

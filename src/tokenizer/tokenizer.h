@@ -82,6 +82,14 @@ class Tokenizer {
   // vocabulary has ("<|eot_id|>", "<|im_end|>", "<|end|>", "<end_of_turn>", "<|endoftext|>",
   // ...). For Qwen3 that is <|im_end|>.
   std::optional<int32_t> eot_id() const;
+  // Fill-in-the-middle: the tokens around a prefix and a suffix, before the middle the model
+  // writes ("<|fim_prefix|>" ... "<|fim_suffix|>" ... "<|fim_middle|>" for Qwen coders).
+  // From tokenizer.ggml.fim_{pre,suf,mid}_token_id, else the texts llama.cpp's loader looks
+  // for; nullopt unless all three are found.
+  struct Fim {
+    int32_t prefix, suffix, middle;
+  };
+  std::optional<Fim> fim() const;
   // Whether the model wants BOS put first (tokenizer.ggml.add_bos_token, else llama.cpp's
   // default: true for SentencePiece and the Llama 3 pre-tokenizer, false otherwise).
   bool add_bos() const;

@@ -158,6 +158,25 @@ TEST(BpeTest, BosEosEotAndEndOfGeneration) {
   EXPECT_EQ(Enc(no_bos, "a", true, /*add_bos=*/true), (Ids{'a'}));  // no BOS id: nothing added
 }
 
+// Fill-in-the-middle tokens: the metadata's ids first, else llama.cpp's texts; all three or
+// none.
+TEST(BpeTest, FillInTheMiddleTokens) {
+  VocabSpec v = ByteVocab("qwen2", {{"<|fim_prefix|>", TokenType::kUserDefined},  // 256
+                                    {"<|fim_middle|>", TokenType::kUserDefined},  // 257
+                                    {"<|fim_suffix|>", TokenType::kUserDefined},  // 258
+                                    {"<PRE>", TokenType::kUserDefined}});         // 259
+  std::optional<Tokenizer::Fim> fim = Make(v).fim();
+  ASSERT_TRUE(fim.has_value());
+  EXPECT_EQ(fim->prefix, 256);  // "<|fim_prefix|>" before "<PRE>" in the list
+  EXPECT_EQ(fim->suffix, 258);
+  EXPECT_EQ(fim->middle, 257);
+  v.fim_pre_id = 259;
+  EXPECT_EQ(Make(v).fim()->prefix, 259);
+  v.tokens[257] = "<|fim_mid|>";  // no middle token
+  EXPECT_FALSE(Make(v).fim().has_value());
+  EXPECT_FALSE(Make(ByteVocab("qwen2", {})).fim().has_value());
+}
+
 TEST(BpeTest, StreamDecoderHoldsBackSplitCharacters) {
   Tokenizer t = Make(ByteVocab("gpt-2", {{"<|im_end|>", TokenType::kControl}}));
   StreamDecoder d(t);

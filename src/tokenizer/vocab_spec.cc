@@ -30,6 +30,9 @@ constexpr IdKey kIdKeys[] = {
     {"tokenizer.ggml.unknown_token_id", &VocabSpec::unk_id},
     {"tokenizer.ggml.seperator_token_id", &VocabSpec::sep_id},  // sic: llama.cpp's spelling
     {"tokenizer.ggml.padding_token_id", &VocabSpec::pad_id},
+    {"tokenizer.ggml.fim_pre_token_id", &VocabSpec::fim_pre_id},
+    {"tokenizer.ggml.fim_suf_token_id", &VocabSpec::fim_suf_id},
+    {"tokenizer.ggml.fim_mid_token_id", &VocabSpec::fim_mid_id},
 };
 
 struct BoolKey {

@@ -52,6 +52,9 @@ TEST(VocabSpecTest, RoundTripsThroughMetadata) {
   spm.eos_id = 2;
   spm.sep_id = 2;
   spm.eot_id = 2;
+  spm.fim_pre_id = 3;  // any ids: the keys are only carried
+  spm.fim_suf_id = 2;
+  spm.fim_mid_id = 1;
   spm.add_bos = true;
   spm.add_eos = false;
   spm.add_space_prefix = true;
@@ -72,6 +75,9 @@ TEST(VocabSpecTest, RoundTripsThroughMetadata) {
     EXPECT_EQ(r->unk_id, v.unk_id);
     EXPECT_EQ(r->sep_id, v.sep_id);
     EXPECT_EQ(r->pad_id, v.pad_id);
+    EXPECT_EQ(r->fim_pre_id, v.fim_pre_id);
+    EXPECT_EQ(r->fim_suf_id, v.fim_suf_id);
+    EXPECT_EQ(r->fim_mid_id, v.fim_mid_id);
     EXPECT_EQ(r->add_bos, v.add_bos);
     EXPECT_EQ(r->add_eos, v.add_eos);
     EXPECT_EQ(r->add_space_prefix, v.add_space_prefix);

@@ -289,6 +289,10 @@ const comp = await client.completions.create(compReq);
   check(biased.choices[0].text === 'K', 'logit_bias picks the token', biased.choices[0].text);
   await refused(client.completions.create({ ...compReq, logit_bias: { 99999999: 1 } }), 400,
                 'logit_bias outside the vocabulary');
+  // OLMoE's vocabulary has no fill-in-the-middle tokens.
+  const noFim = await refused(client.completions.create({ ...compReq, suffix: '\n}' }), 400,
+                              'a suffix on a model without FIM tokens');
+  check(noFim?.param === 'suffix', 'the FIM refusal names suffix', String(noFim?.param));
   const bad = await post('/detokenize', { tokens: [1, 1e9] });
   check(bad.error && bad.error.param === 'tokens', '/detokenize names a bad id',
         JSON.stringify(bad));

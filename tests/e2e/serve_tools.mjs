@@ -196,6 +196,20 @@ for (const [temperature, seed] of [[0, 1], [1.0, 2], [1.0, 3]]) {
         'streamed reasoning_content and content match the whole response',
         JSON.stringify({ reasoning, content }));
 }
+// Fill in the middle (OpenAI's suffix; Qwen3's vocabulary has <|fim_prefix|>, <|fim_suffix|>
+// and <|fim_middle|>): the prompt is the prefix and the suffix between those three tokens.
+{
+  const root = baseURL.replace(/\/v1$/, '');
+  const count = async (text) => (await (await fetch(`${root}/tokenize`, {
+    method: 'POST', headers: { 'content-type': 'application/json' },
+    body: JSON.stringify({ prompt: text, add_special_tokens: false }) })).json()).tokens.length;
+  const prefix = 'def add(a, b):\n    c = ', suffix = '\n    return c\n';
+  const r = await client.completions.create({ model: modelId, prompt: prefix, suffix,
+                                              max_tokens: 4, temperature: 0 });
+  const want = (await count(prefix)) + (await count(suffix)) + 3;
+  check(r.usage.prompt_tokens === want && typeof r.choices[0].text === 'string',
+        'completions with a suffix: fill in the middle', JSON.stringify(r.usage));
+}
 // Bad tool requests.
 for (const [body, param, what] of [
   [{ tool_choice: { type: 'function', function: { name: 'nope' } } }, 'tool_choice',
