@@ -632,6 +632,8 @@ Error Parse(const json& body, std::string_view raw, Endpoint endpoint, std::stri
   if (Error e = GetBool(body, "ignore_eos", &out->ignore_eos)) return e;
   if (Error e = GetBool(body, "cache_prompt", &out->cache_prompt)) return e;
   if (Error e = ParseLogprobs(body, endpoint, out)) return e;
+  // The echoed prompt would be the text around the FIM tokens, which no client expects.
+  if (out->suffix && out->echo) return Unsupported("suffix", "suffix with echo");
   if (Error e = ParseChoiceCount(body, out)) return e;
   const json& user = Field(body, "user");
   if (!user.is_null() && !user.is_string()) {

@@ -32,7 +32,7 @@
 //                penalties and temperature (as vLLM's default and OpenAI's).
 //   suffix       string, completions only: the text that follows the completion; the
 //                model fills in the middle (its FIM tokens, e.g. Qwen coders' <|fim_prefix|>,
-//                <|fim_suffix|>, <|fim_middle|>; a model without them: 400).
+//                <|fim_suffix|>, <|fim_middle|>; a model without them: 400). Not with echo.
 //   echo         bool, completions only: the prompt is prepended to the text and, with
 //                logprobs, its tokens to the entries (the first token has none). max_tokens
 //                may then be 0 (score the prompt only).

@@ -245,6 +245,7 @@ TEST(ApiTest, WrongTypesAndRangesNameTheField) {
            {R"("echo": 1)", "echo"},
            {R"("suffix": 1)", "suffix"},
            {R"("suffix": ["x"])", "suffix"},
+           {R"("suffix": "x", "echo": true)", "suffix"},
            {R"("logit_bias": [1])", "logit_bias"},
            {R"("logit_bias": {"x": 1})", "logit_bias"},
            {R"("logit_bias": {"-1": 1})", "logit_bias"},
