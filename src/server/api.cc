@@ -599,8 +599,12 @@ Error Parse(const json& body, std::string_view raw, Endpoint endpoint, std::stri
   if (Error e = GetNumber(body, "frequency_penalty", -2, 2, &s.frequency_penalty)) return e;
   if (const json& v = Field(body, "top_k"); !v.is_null()) {
     int64_t k = 0;
-    if (Error e = GetInteger(v, "top_k", 0, std::numeric_limits<int32_t>::max(), &k)) return e;
-    s.top_k = static_cast<int32_t>(k);
+    // 0 or less: off (vLLM's clients send -1, llama-server takes <= 0).
+    if (Error e = GetInteger(v, "top_k", std::numeric_limits<int32_t>::min(),
+                             std::numeric_limits<int32_t>::max(), &k)) {
+      return e;
+    }
+    s.top_k = static_cast<int32_t>(std::max<int64_t>(k, 0));
   }
   if (const json& v = Field(body, "seed"); !v.is_null()) {
     if (v.is_number_unsigned()) {

@@ -18,7 +18,7 @@
 //   max_tokens   integer >= 1 (completions: >= 0) or null (chat also takes
 //                max_completion_tokens). Default:
 //                16 for completions (OpenAI's), until the context is full for chat.
-//   temperature  number in [0, 2]; top_p in [0, 1]; top_k integer >= 0 (extension);
+//   temperature  number in [0, 2]; top_p in [0, 1]; top_k integer, <= 0 off (extension);
 //                min_p in [0, 1] (extension); repeat_penalty > 0 (extension).
 //                Defaults are `moetier run`'s: 0.8, 0.95, 40, 0.05, 1.0.
 //   presence_penalty, frequency_penalty: numbers in [-2, 2], default 0, over the last 64
