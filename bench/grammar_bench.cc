@@ -42,8 +42,10 @@ std::vector<float> RandomLogits(size_t n) {
   return l;
 }
 
-// state.range(0): 0 no grammar; 1 inside a JSON string; 2 after "{" (a key or "}" next).
-// state.range(1): 1 greedy, 0 sampled (top-k 40).
+// state.range(0): 0 no grammar; 1 inside a JSON string; 2 after "{" (a key or "}" next);
+// 3 a lazy grammar not started yet: inside a thinking model's <think> block, waiting for
+// "<tool_call>" after it (tool_choice auto).
+// state.range(1): 1 greedy, 0 sampled (top-k 40), 2 sampled without top-k.
 void BM_Sample(benchmark::State& state) {
   const Tokenizer* tok = Qwen3();
   if (tok == nullptr) {
@@ -53,7 +55,9 @@ void BM_Sample(benchmark::State& state) {
   static const auto vocab = std::make_shared<const grammar::GrammarVocab>(*tok);
   static const auto json = std::move(grammar::Grammar::Parse(grammar::JsonGbnf())).value();
   std::optional<grammar::GrammarFilter> filter;
-  if (state.range(0) > 0) {
+  if (state.range(0) == 3) {
+    filter.emplace(json, vocab, grammar::LazyStart{"<tool_call>", "<think>", "</think>", true});
+  } else if (state.range(0) > 0) {
     filter.emplace(json, vocab);
     const char* prefix = state.range(0) == 1 ? "{\"name\": \"Ab" : "{";
     for (const char* p = prefix; *p != '\0'; ++p) {
@@ -69,6 +73,7 @@ void BM_Sample(benchmark::State& state) {
   SamplerParams p;
   p.seed = 1;
   if (state.range(1) == 1) p.temperature = 0.0f;
+  if (state.range(1) == 2) p.top_k = 0;
   Sampler sampler(p);
   const std::vector<float> logits = RandomLogits(static_cast<size_t>(tok->n_vocab()));
   const std::vector<int32_t> history;
@@ -82,8 +87,9 @@ void BM_Sample(benchmark::State& state) {
 }
 BENCHMARK(BM_Sample)
     ->ArgNames({"grammar", "greedy"})
-    ->Args({0, 0})->Args({1, 0})->Args({2, 0})
+    ->Args({0, 0})->Args({1, 0})->Args({2, 0})->Args({3, 0})
     ->Args({0, 1})->Args({1, 1})->Args({2, 1})
+    ->Args({0, 2})->Args({2, 2})->Args({3, 2})
     ->Unit(benchmark::kMicrosecond);
 
 }  // namespace

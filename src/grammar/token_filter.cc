@@ -1,6 +1,7 @@
 #include "grammar/token_filter.h"
 
 #include <algorithm>
+#include <array>
 #include <utility>
 
 #include "base/check.h"
@@ -41,6 +42,25 @@ GrammarVocab::GrammarVocab(const Tokenizer& tokenizer) {
   std::vector<uint32_t> next(prefix_start_.begin(), prefix_start_.end() - 1);
   for (int32_t id = 0; id < n; ++id) {
     if (is_text(id) && !piece(id).empty()) by_prefix_[next[bucket(id)]++] = id;
+  }
+  // Text tokens by each byte they contain (once per byte), in id order.
+  const auto for_each_byte = [&](int32_t id, auto&& fn) {
+    std::array<bool, 256> seen{};
+    for (char c : piece(id)) {
+      const auto b = static_cast<uint8_t>(c);
+      if (!seen[b]) fn(b);
+      seen[b] = true;
+    }
+  };
+  byte_start_.assign(257, 0);
+  for (int32_t id = 0; id < n; ++id) {
+    if (is_text(id)) for_each_byte(id, [&](uint8_t b) { ++byte_start_[b + 1]; });
+  }
+  for (size_t b = 1; b < byte_start_.size(); ++b) byte_start_[b] += byte_start_[b - 1];
+  by_byte_.resize(byte_start_.back());
+  std::vector<uint32_t> at(byte_start_.begin(), byte_start_.end() - 1);
+  for (int32_t id = 0; id < n; ++id) {
+    if (is_text(id)) for_each_byte(id, [&](uint8_t b) { by_byte_[at[b]++] = id; });
   }
 }
 
@@ -173,8 +193,23 @@ bool GrammarFilter::Allows(int32_t id) const {
 }
 
 void GrammarFilter::MarkAllowed(std::span<uint8_t> allowed) const {
-  if (!active_) {  // free text: the trigger or the block's end decide, token by token
-    TokenFilter::MarkAllowed(allowed);
+  if (!active_) {
+    if (phase_ == Phase::kStart) {  // the first token or two: one by one
+      TokenFilter::MarkAllowed(allowed);
+      return;
+    }
+    // Free text: only a token that completes the tag searched for (the block's end, or the
+    // trigger) can be refused, and it holds the tag's last byte.
+    const std::string& tag = phase_ == Phase::kBlock ? lazy_.block_close : lazy_.trigger;
+    const size_t n = std::min<size_t>(allowed.size(), vocab_->n_vocab());
+    std::fill(allowed.begin(), allowed.begin() + n, 1);
+    std::fill(allowed.begin() + n, allowed.end(), 0);
+    for (int32_t id : vocab_->ends()) {
+      if (static_cast<size_t>(id) < n) allowed[id] = IsComplete();
+    }
+    for (int32_t id : vocab_->containing(static_cast<uint8_t>(tag.back()))) {
+      if (static_cast<size_t>(id) < n) allowed[id] = Allows(id);
+    }
     return;
   }
   std::fill(allowed.begin(), allowed.end(), 0);

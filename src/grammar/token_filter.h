@@ -36,6 +36,11 @@ class GrammarVocab {
                                                                 prefix_start_[at]);
   }
   std::span<const int32_t> ends() const { return ends_; }
+  // The text tokens whose bytes contain `byte`.
+  std::span<const int32_t> containing(uint8_t byte) const {
+    return std::span(by_byte_).subspan(byte_start_[byte], byte_start_[byte + 1] -
+                                                              byte_start_[byte]);
+  }
 
  private:
   enum Kind : uint8_t { kText, kEnd, kNever };
@@ -45,6 +50,8 @@ class GrammarVocab {
   std::vector<int32_t> by_prefix_;      // (text tokens with bytes) by first two bytes
   std::vector<uint32_t> prefix_start_;  // (256 * 257 + 1) where each two-byte prefix starts
   std::vector<int32_t> ends_;           // end-of-generation tokens
+  std::vector<int32_t> by_byte_;        // (sum of distinct bytes per text token) by byte
+  std::vector<uint32_t> byte_start_;    // (257) where each byte's tokens start
 };
 
 // Where a grammar starts applying (by default: at the first token).
@@ -79,6 +86,7 @@ class GrammarFilter : public TokenFilter {
   bool Allows(int32_t id) const override;
   // Once the grammar applies: every token that starts with a refused byte or byte pair is
   // skipped with it, so a state that refuses most of the vocabulary costs its first bytes.
+  // Before: only the tokens holding the last byte of the tag searched for can start it.
   void MarkAllowed(std::span<uint8_t> allowed) const override;
   // Moves past the sampled token `id`. Returns false, changing nothing, when the grammar
   // refuses it (a token Allows said no to). An end-of-generation token changes nothing

@@ -290,6 +290,23 @@ TEST(GrammarFilter, MarkAllowedIsAllowsForEveryToken) {
   same(lazy, "lazy half trigger");
   ASSERT_TRUE(lazy.Accept(byte('@')));
   EXPECT_EQ(same(lazy, "triggered"), 1);
+  // Inside a leading block, at its end, and after it (a trigger searched for, or the grammar
+  // right after the block).
+  for (const LazyStart& start : {LazyStart{"@@", "<t>", "</t>"}, LazyStart{"", "<t>", "</t>"}}) {
+    GrammarFilter block(json, SmallVocab(), start);
+    same(block, "block start");
+    for (char c : std::string("<t> a > @@ </t")) {
+      ASSERT_TRUE(block.Accept(byte(c)));
+      same(block, std::string("block after ") + c);
+    }
+    ASSERT_TRUE(block.Accept(byte('>')));
+    same(block, "after the block");
+  }
+  // A close tag whose last byte starts merged tokens ("th", "the", ...): after "@" each of
+  // them ends the block with letters the grammar refuses.
+  GrammarFilter letters(json, SmallVocab(), LazyStart{"", "<t>", "@t"});
+  for (char c : std::string("<t> x @")) ASSERT_TRUE(letters.Accept(byte(c)));
+  EXPECT_LT(same(letters, "a close tag ending in a letter"), tok.n_vocab());
 }
 
 }  // namespace
