@@ -7,6 +7,22 @@
 #include "base/check.h"
 
 namespace mt::grammar {
+namespace {
+
+// Ids 0..n-1 grouped by key (a counting sort): ids[start[k], start[k + 1]) are those with key
+// k, in id order. keys(id, emit) calls emit(k) once for each key of `id` (none, one or more).
+template <typename Keys>
+void GroupByKey(int32_t n, size_t n_keys, Keys keys, std::vector<uint32_t>& start,
+                std::vector<int32_t>& ids) {
+  start.assign(n_keys + 1, 0);
+  for (int32_t id = 0; id < n; ++id) keys(id, [&](size_t k) { ++start[k + 1]; });
+  for (size_t k = 1; k < start.size(); ++k) start[k] += start[k - 1];
+  ids.resize(start.back());
+  std::vector<uint32_t> at(start.begin(), start.end() - 1);
+  for (int32_t id = 0; id < n; ++id) keys(id, [&](size_t k) { ids[at[k]++] = id; });
+}
+
+}  // namespace
 
 GrammarVocab::GrammarVocab(const Tokenizer& tokenizer) {
   const int32_t n = tokenizer.n_vocab();
@@ -27,41 +43,26 @@ GrammarVocab::GrammarVocab(const Tokenizer& tokenizer) {
     offsets_.push_back(static_cast<uint32_t>(bytes_.size()));
     if (kind == kEnd) ends_.push_back(id);
   }
-  // Text tokens with bytes, bucketed by their first two bytes (counting sort).
-  const auto bucket = [&](int32_t id) {
-    const std::string_view p = piece(id);
-    return static_cast<size_t>(static_cast<uint8_t>(p[0])) * 257 +
-           (p.size() == 1 ? kOneByte : static_cast<uint8_t>(p[1]));
-  };
-  prefix_start_.assign(256 * 257 + 1, 0);
-  for (int32_t id = 0; id < n; ++id) {
-    if (is_text(id) && !piece(id).empty()) ++prefix_start_[bucket(id) + 1];
-  }
-  for (size_t b = 1; b < prefix_start_.size(); ++b) prefix_start_[b] += prefix_start_[b - 1];
-  by_prefix_.resize(prefix_start_.back());
-  std::vector<uint32_t> next(prefix_start_.begin(), prefix_start_.end() - 1);
-  for (int32_t id = 0; id < n; ++id) {
-    if (is_text(id) && !piece(id).empty()) by_prefix_[next[bucket(id)]++] = id;
-  }
-  // Text tokens by each byte they contain (once per byte), in id order.
-  const auto for_each_byte = [&](int32_t id, auto&& fn) {
-    std::array<bool, 256> seen{};
-    for (char c : piece(id)) {
-      const auto b = static_cast<uint8_t>(c);
-      if (!seen[b]) fn(b);
-      seen[b] = true;
-    }
-  };
-  byte_start_.assign(257, 0);
-  for (int32_t id = 0; id < n; ++id) {
-    if (is_text(id)) for_each_byte(id, [&](uint8_t b) { ++byte_start_[b + 1]; });
-  }
-  for (size_t b = 1; b < byte_start_.size(); ++b) byte_start_[b] += byte_start_[b - 1];
-  by_byte_.resize(byte_start_.back());
-  std::vector<uint32_t> at(byte_start_.begin(), byte_start_.end() - 1);
-  for (int32_t id = 0; id < n; ++id) {
-    if (is_text(id)) for_each_byte(id, [&](uint8_t b) { by_byte_[at[b]++] = id; });
-  }
+  // Text tokens with bytes by their first two bytes, and by each byte they contain.
+  GroupByKey(n, 256 * 257,
+             [&](int32_t id, auto&& emit) {
+               const std::string_view p = piece(id);
+               if (!is_text(id) || p.empty()) return;
+               emit(static_cast<size_t>(static_cast<uint8_t>(p[0])) * 257 +
+                    (p.size() == 1 ? kOneByte : static_cast<uint8_t>(p[1])));
+             },
+             prefix_start_, by_prefix_);
+  GroupByKey(n, 256,
+             [&](int32_t id, auto&& emit) {
+               if (!is_text(id)) return;
+               std::array<bool, 256> seen{};
+               for (char c : piece(id)) {
+                 const auto b = static_cast<uint8_t>(c);
+                 if (!seen[b]) emit(b);
+                 seen[b] = true;
+               }
+             },
+             byte_start_, by_byte_);
 }
 
 GrammarFilter::GrammarFilter(std::shared_ptr<const Grammar> grammar,

@@ -31,19 +31,20 @@ class GrammarVocab {
   // alone), and the end-of-generation tokens.
   static constexpr int kOneByte = 256;
   std::span<const int32_t> starting_with(int b0, int b1) const {
-    const size_t at = static_cast<size_t>(b0) * 257 + b1;
-    return std::span(by_prefix_).subspan(prefix_start_[at], prefix_start_[at + 1] -
-                                                                prefix_start_[at]);
+    return Group(by_prefix_, prefix_start_, static_cast<size_t>(b0) * 257 + b1);
   }
   std::span<const int32_t> ends() const { return ends_; }
   // The text tokens whose bytes contain `byte`.
   std::span<const int32_t> containing(uint8_t byte) const {
-    return std::span(by_byte_).subspan(byte_start_[byte], byte_start_[byte + 1] -
-                                                              byte_start_[byte]);
+    return Group(by_byte_, byte_start_, byte);
   }
 
  private:
   enum Kind : uint8_t { kText, kEnd, kNever };
+  static std::span<const int32_t> Group(const std::vector<int32_t>& ids,
+                                        const std::vector<uint32_t>& start, size_t k) {
+    return std::span(ids).subspan(start[k], start[k + 1] - start[k]);
+  }
   std::string bytes_;              // every text token's bytes, one after another
   std::vector<uint32_t> offsets_;  // (n_vocab + 1) where each token's bytes start
   std::vector<Kind> kinds_;        // (n_vocab) end-of-generation and control tokens

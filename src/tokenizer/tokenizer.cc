@@ -283,26 +283,19 @@ Result<Tokenizer> Tokenizer::Create(VocabSpec vocab, Options options) {
   t.bos = v.bos_id;
   t.eos = v.eos_id;
   t.unk = v.unk_id;
-  t.eot = v.eot_id;
-  if (!t.eot) {
-    for (std::string_view text : kEotTexts) {
-      if ((t.eot = t.Find(text))) break;
+  // The id from the metadata, else the first of `texts` the vocabulary has.
+  auto find = [&](std::optional<uint32_t> id,
+                  std::span<const std::string_view> texts) -> std::optional<int32_t> {
+    if (id) return static_cast<int32_t>(*id);
+    for (std::string_view text : texts) {
+      if (std::optional<int32_t> found = t.Find(text)) return found;
     }
-  }
-  {
-    // The id from the metadata, else the first of `texts` the vocabulary has.
-    auto find = [&](std::optional<uint32_t> id,
-                    std::span<const std::string_view> texts) -> std::optional<int32_t> {
-      if (id) return static_cast<int32_t>(*id);
-      for (std::string_view text : texts) {
-        if (std::optional<int32_t> found = t.Find(text)) return found;
-      }
-      return std::nullopt;
-    };
-    const auto pre = find(v.fim_pre_id, kFimPrefixTexts), suf = find(v.fim_suf_id, kFimSuffixTexts),
-               mid = find(v.fim_mid_id, kFimMiddleTexts);
-    if (pre && suf && mid) t.fim = Tokenizer::Fim{*pre, *suf, *mid};
-  }
+    return std::nullopt;
+  };
+  t.eot = find(v.eot_id, kEotTexts);
+  const auto pre = find(v.fim_pre_id, kFimPrefixTexts), suf = find(v.fim_suf_id, kFimSuffixTexts),
+             mid = find(v.fim_mid_id, kFimMiddleTexts);
+  if (pre && suf && mid) t.fim = Tokenizer::Fim{*pre, *suf, *mid};
   t.nfc = options.nfc.value_or(t.bpe && t.pre->nfc());
   t.add_bos = v.add_bos.value_or(!t.bpe || t.pre->ignore_merges());  // llama.cpp's defaults
   t.add_space_prefix = !t.bpe && v.add_space_prefix.value_or(true);
