@@ -16,7 +16,7 @@
 //       sequences; 16: a typical expert batch in prefill; 128). Counter GOP/s = 2 * rows * cols * n / s (one multiply-add = 2 ops).
 //   quantize/<isa>/<fmt>/<cols>            activation quantization, GB/s of float input.
 //   read_bandwidth[/t2]                    1 GiB read as base/read_bandwidth.h reads (DRAM roof).
-//   attend/<isa>/<f16|f32>/<n_pos>         AttendHead (kernels/attention.h), one query over
+//   attend/<isa>/<f16|f32|q8_0>/<n_pos>    AttendHead (kernels/attention.h), one query over
 //       n_pos positions of a 128-dim head (olmoe, qwen3moe); the cache is cache-resident.
 //       Counter GB/s = K and V bytes read per second.
 // Shapes: rows x cols of gate/up experts (n_ff x n_embd) 768x2048, 1024x2048, 1536x4096,
@@ -188,21 +188,16 @@ void ReadBandwidth(benchmark::State& state, int threads) {
 
 void Attend(benchmark::State& state, Isa isa, KvElemType type, int64_t n_pos) {
   const int d = 128;
-  const int64_t elt = type == KvElemType::kF16 ? 2 : 4;
   std::mt19937 rng(3);
   std::normal_distribution<float> g(0.0f, 1.0f);
-  std::vector<float> q(d), out(d), scratch(kAttendTile);
+  std::vector<float> q(d), out(d), scratch(kAttendTile), row(d);
   for (auto& x : q) x = g(rng);
-  std::vector<uint8_t> k(n_pos * d * elt), v(n_pos * d * elt);
+  const int64_t row_bytes = KvBytes(type, d);
+  std::vector<uint8_t> k(n_pos * row_bytes), v(n_pos * row_bytes);
   for (std::vector<uint8_t>* c : {&k, &v}) {
-    for (int64_t i = 0; i < n_pos * d; ++i) {
-      const float x = g(rng);
-      if (type == KvElemType::kF16) {
-        const uint16_t h = Fp32ToFp16(x);
-        std::memcpy(c->data() + 2 * i, &h, 2);
-      } else {
-        std::memcpy(c->data() + 4 * i, &x, 4);
-      }
+    for (int64_t j = 0; j < n_pos; ++j) {
+      for (float& x : row) x = g(rng);
+      StoreKv(row.data(), d, type, c->data() + j * row_bytes);
     }
   }
   for (auto _ : state) {
@@ -210,7 +205,7 @@ void Attend(benchmark::State& state, Isa isa, KvElemType type, int64_t n_pos) {
                scratch.data());
     benchmark::DoNotOptimize(out.data());
   }
-  state.counters["GB/s"] = benchmark::Counter(2.0 * n_pos * d * elt * state.iterations() / 1e9,
+  state.counters["GB/s"] = benchmark::Counter(2.0 * n_pos * row_bytes * state.iterations() / 1e9,
                                               benchmark::Counter::kIsRate);
 }
 
@@ -228,9 +223,11 @@ void RegisterAll() {
   for (Isa isa : kAllIsas) {
     if (!IsaSupported(isa)) continue;
     const std::string in(IsaName(isa));
-    for (KvElemType type : {KvElemType::kF16, KvElemType::kF32}) {
+    for (KvElemType type : {KvElemType::kF16, KvElemType::kF32, KvElemType::kQ8_0}) {
       for (int64_t n_pos : {128, 1024}) {
-        const std::string tn = type == KvElemType::kF16 ? "f16" : "f32";
+        const std::string tn = type == KvElemType::kF16   ? "f16"
+                               : type == KvElemType::kF32 ? "f32"
+                                                          : "q8_0";
         benchmark::RegisterBenchmark(
             ("attend/" + in + "/" + tn + "/" + std::to_string(n_pos)).c_str(), Attend, isa, type,
             n_pos)

@@ -29,6 +29,7 @@ struct BenchFlags {
   int reps = 3;
   int n_threads = 0;
   bool pin_threads = false;
+  KvTypeFlags kv_type;
   std::string seqs = "1";
   bool json = false;
   uint64_t seed = 1;
@@ -68,10 +69,13 @@ int Run(const BenchFlags& f) {
   if (f.reps < 1 || f.n_prompt < 0 || f.n_gen < 0 || f.n_depth < 0) {
     return ReportError(InvalidArgument("-r must be >= 1, -p, -n and -d >= 0"));
   }
+  Result<KvElemType> kv_type = ResolveKvType(f.kv_type);
+  if (!kv_type.ok()) return ReportError(kv_type.status());
   Result<std::unique_ptr<Model>> model = Model::Load(f.model, LoadOptions{});
   if (!model.ok()) return ReportError(model.status());
   const Model& m = *model.value();
   ContextOptions o;
+  o.kv_type = kv_type.value();
   const int64_t positions = int64_t{f.n_depth} + std::max({f.n_prompt, f.n_gen, 1});
   if (positions > m.hparams().n_ctx_train) {
     return ReportError(InvalidArgument(
@@ -131,7 +135,7 @@ int Run(const BenchFlags& f) {
   ctx.value().reset();
   ThreadPool pool(f.n_threads, f.pin_threads);
   const double membw = MeasureReadBandwidth(pool, probe_bytes, 5);
-  const TokenCost cost = TokenCostOf(m);
+  const TokenCost cost = TokenCostOf(m, o.kv_type);
 
   uint64_t n_params = 0;
   for (const GgufTensor& t : m.gguf().tensors()) n_params += t.n_elements;
@@ -149,6 +153,7 @@ int Run(const BenchFlags& f) {
                    {"n_seq", s.n_seq},
                    {"tps", s.tps}, {"avg_ts", s.mean}, {"stddev_ts", s.sd},
                    {"weight_bytes_per_token", cost.bytes},
+                   {"type_k", KvTypeName(o.kv_type)}, {"type_v", KvTypeName(o.kv_type)},
                    {"kv_bytes_per_position", cost.kv_bytes_per_position},
                    {"mem_read_gbps", membw},
                    {"isa", IsaName(ActiveIsa())},
@@ -178,11 +183,11 @@ int Run(const BenchFlags& f) {
       const auto kv = static_cast<uint64_t>(cost.kv_bytes_per_position *
                                             (s.n_depth + (s.n_gen + 1) / 2.0));
       const double gbps = double(cost.bytes + kv) * s.mean / 1e9;
-      fmt::print("roofline: {} reads {} of weights and {} of KV cache per token; achieved {:.1f} "
-                 "GB/s; memory read bandwidth measured now {:.1f} GB/s ({} threads); ratio "
-                 "{:.0f} %\n",
-                 s.test, HumanBytes(cost.bytes), HumanBytes(kv), gbps, membw, threads,
-                 100 * gbps / membw);
+      fmt::print("roofline: {} reads {} of weights and {} of KV cache ({}) per token; achieved "
+                 "{:.1f} GB/s; memory read bandwidth measured now {:.1f} GB/s ({} threads); "
+                 "ratio {:.0f} %\n",
+                 s.test, HumanBytes(cost.bytes), HumanBytes(kv), KvTypeName(o.kv_type), gbps,
+                 membw, threads, 100 * gbps / membw);
     }
     if (s.n_prompt > 0) {
       const double ops = 2.0 * (double(cost.macs_per_token) * s.n_prompt + cost.macs_head);
@@ -211,6 +216,7 @@ CommandMain SetupBench(CLI::App& sub) {
       ->default_str("0");
   sub.add_option("-r,--repetitions", f->reps, "Repetitions of each test")->default_str("3");
   AddThreadFlags(sub, f->n_threads, f->pin_threads);
+  AddKvTypeFlags(sub, f->kv_type);
   sub.add_option("--seqs", f->seqs, "Sequences decoded together in the tg tests, e.g. 1,8")
       ->default_str("1");
   sub.add_flag("--json", f->json, "Print JSON");

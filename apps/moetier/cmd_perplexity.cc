@@ -29,6 +29,7 @@ struct PerplexityFlags {
   int32_t n_batch = 2048;
   int n_threads = 0;
   bool pin_threads = false;
+  KvTypeFlags kv_type;
   std::string kl_base;
   bool kl_divergence = false;
   StorageFlags storage;
@@ -72,6 +73,9 @@ Result<std::unique_ptr<Context>> MakeContext(const Model& model, const Perplexit
   o.n_batch = static_cast<uint32_t>(std::min(f.n_batch, n_ctx));
   o.n_threads = f.n_threads;
   o.pin_threads = f.pin_threads;
+  Result<KvElemType> kv_type = ResolveKvType(f.kv_type);
+  if (!kv_type.ok()) return kv_type.status();
+  o.kv_type = kv_type.value();
   MT_RETURN_IF_ERROR(ResolveStorageFlags(f.storage, &o));
   Result<std::unique_ptr<Context>> ctx = Context::Create(model, o);
   if (ctx.ok()) PrintStoragePlan(**ctx);
@@ -150,6 +154,7 @@ CommandMain SetupPerplexity(CLI::App& sub) {
   sub.add_option("--chunks", f.n_chunks, "Score at most N chunks (-1: all)")->default_str("-1");
   sub.add_option("-b,--batch-size", f.n_batch, "Tokens per forward pass")->default_str("2048");
   AddThreadFlags(sub, f.n_threads, f.pin_threads);
+  AddKvTypeFlags(sub, f.kv_type);
   sub.add_option("--kl-divergence-base,--save-all-logits", f.kl_base,
                  "Log-probabilities file: written while computing perplexity, or read with "
                  "--kl-divergence (llama.cpp's format)");

@@ -53,7 +53,7 @@ struct RunFlags {
   std::string json_schema_file;
   bool ignore_eos = false;
   bool no_display_prompt = false;
-  std::string kv_type = "f16";
+  KvTypeFlags kv_type;
   std::string dump_logits;
   StorageFlags storage;
 };
@@ -357,10 +357,9 @@ int Run(const RunFlags& f) {
   copt.n_batch = f.n_batch;
   copt.n_threads = f.n_threads;
   copt.pin_threads = f.pin_threads;
-  if (f.kv_type != "f16" && f.kv_type != "f32") {
-    return ReportError(InvalidArgument("--kv-type must be f16 or f32, not '{}'", f.kv_type));
-  }
-  copt.kv_type = f.kv_type == "f32" ? KvType::kF32 : KvType::kF16;
+  Result<KvElemType> kv_type = ResolveKvType(f.kv_type);
+  if (!kv_type.ok()) return ReportError(kv_type.status());
+  copt.kv_type = kv_type.value();
   if (Status s = ResolveStorageFlags(f.storage, &copt); !s.ok()) return ReportError(s);
   Result<std::unique_ptr<Context>> ctx = Context::Create(m, copt);
   if (!ctx.ok()) return ReportError(ctx.status().WithContext(f.model));
@@ -512,7 +511,7 @@ CommandMain SetupRun(CLI::App& sub) {
                  "JSON schema the output must satisfy (e.g. '{}' for any JSON value)");
   sub.add_option("--json-schema-file", f->json_schema_file, "Read the JSON schema from a file");
   sub.add_flag("--no-display-prompt", f->no_display_prompt, "Do not echo the prompt");
-  sub.add_option("--kv-type", f->kv_type, "KV cache type: f16 or f32")->default_str("f16");
+  AddKvTypeFlags(sub, f->kv_type);
   sub.add_option("--dump-logits", f->dump_logits,
                  "Write the logits of every prompt token to a float32 .npy file");
   AddStorageFlags(sub, &f->storage);

@@ -31,7 +31,7 @@ struct ServeFlags {
   uint32_t n_batch = 512;
   int n_threads = 0;
   bool pin_threads = false;
-  std::string kv_type = "f16";
+  KvTypeFlags kv_type;
   size_t max_queue = 64;
   std::string chat_template;
   std::string reasoning_format = "deepseek";
@@ -48,9 +48,8 @@ int Serve(const ServeFlags& f) {
   if (f.n_parallel < 1 || f.n_parallel > 1024) {
     return ReportError(InvalidArgument("--parallel must be in [1, 1024], not {}", f.n_parallel));
   }
-  if (f.kv_type != "f16" && f.kv_type != "f32") {
-    return ReportError(InvalidArgument("--kv-type must be f16 or f32, not '{}'", f.kv_type));
-  }
+  Result<KvElemType> kv_type = ResolveKvType(f.kv_type);
+  if (!kv_type.ok()) return ReportError(kv_type.status());
   if (!(f.drain_timeout >= 0)) {
     return ReportError(InvalidArgument("--drain-timeout must be >= 0 seconds"));
   }
@@ -81,7 +80,7 @@ int Serve(const ServeFlags& f) {
   copt.n_batch = std::max(f.n_batch, f.n_parallel);
   copt.n_threads = f.n_threads;
   copt.pin_threads = f.pin_threads;
-  copt.kv_type = f.kv_type == "f32" ? KvType::kF32 : KvType::kF16;
+  copt.kv_type = kv_type.value();
   copt.populate_kv = true;  // the slots fill it over time: fault it in now, not in requests
   if (Status s = ResolveStorageFlags(f.storage, &copt); !s.ok()) return ReportError(s);
   Result<std::unique_ptr<Context>> ctx = Context::Create(m, copt);
@@ -160,7 +159,7 @@ CommandMain SetupServe(CLI::App& sub) {
   sub.add_option("-b,--batch-size", f->n_batch, "Tokens per batched forward step")
       ->default_str("512");
   AddThreadFlags(sub, f->n_threads, f->pin_threads);
-  sub.add_option("--kv-type", f->kv_type, "KV cache type: f16 or f32")->default_str("f16");
+  AddKvTypeFlags(sub, f->kv_type);
   sub.add_option("--max-queue", f->max_queue,
                  "Requests waiting for a slot before new ones get 503")
       ->default_str("64");

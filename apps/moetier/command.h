@@ -4,10 +4,12 @@
 #pragma once
 
 #include <functional>
+#include <string>
 
 #include <CLI/CLI.hpp>
 
 #include "base/status.h"
+#include "kernels/attention.h"
 
 namespace mt::cli {
 
@@ -30,6 +32,17 @@ int ReportError(const Status& status);
 
 // -t/--threads and --pin, the same for every command that computes.
 void AddThreadFlags(CLI::App& sub, int& n_threads, bool& pin_threads);
+
+// The KV cache type: --kv-type, or llama.cpp's -ctk/--cache-type-k with -ctv/--cache-type-v
+// (moetier stores K and V alike, so given either, both must be given and agree).
+struct KvTypeFlags {
+  std::string both;
+  std::string k;
+  std::string v;
+};
+void AddKvTypeFlags(CLI::App& sub, KvTypeFlags& flags);
+// f16 when nothing was given; an InvalidArgument naming the flags otherwise.
+Result<KvElemType> ResolveKvType(const KvTypeFlags& flags);
 
 CommandMain SetupInspect(CLI::App& sub);
 CommandMain SetupSynth(CLI::App& sub);

@@ -6,6 +6,7 @@
 #include <utility>
 
 #include "command.h"
+#include "engine/context.h"
 
 namespace mt::cli {
 
@@ -24,6 +25,32 @@ void AddThreadFlags(CLI::App& sub, int& n_threads, bool& pin_threads) {
                  "and a cgroup CPU quota)");
   sub.add_flag("--pin", pin_threads,
                "Pin thread i to the i-th CPU this process may use (taskset/cpuset respected)");
+}
+
+void AddKvTypeFlags(CLI::App& sub, KvTypeFlags& flags) {
+  sub.add_option("--kv-type", flags.both, "KV cache type: f16, f32 or q8_0")->default_str("f16");
+  // -ctk and -ctv are renamed to these by main (CLI11 takes no multi-letter one-dash names).
+  sub.add_option("--cache-type-k", flags.k, "llama.cpp's -ctk: K cache type (-ctv the same)");
+  sub.add_option("--cache-type-v", flags.v, "llama.cpp's -ctv: V cache type (-ctk the same)");
+}
+
+Result<KvElemType> ResolveKvType(const KvTypeFlags& flags) {
+  if (flags.k.empty() && flags.v.empty()) return ParseKvType(flags.both.empty() ? "f16" : flags.both);
+  if (flags.k.empty() || flags.v.empty()) {
+    return InvalidArgument("{} {} without {}: moetier stores K and V with one type; give both "
+                           "(or --kv-type)",
+                           flags.k.empty() ? "-ctv" : "-ctk",
+                           flags.k.empty() ? flags.v : flags.k, flags.k.empty() ? "-ctk" : "-ctv");
+  }
+  if (flags.k != flags.v) {
+    return InvalidArgument("-ctk {} and -ctv {}: moetier stores K and V with one type; give "
+                           "both the same (or --kv-type)",
+                           flags.k, flags.v);
+  }
+  if (!flags.both.empty() && flags.both != flags.k) {
+    return InvalidArgument("--kv-type '{}' and -ctk/-ctv '{}' disagree", flags.both, flags.k);
+  }
+  return ParseKvType(flags.k);
 }
 
 namespace {
@@ -75,7 +102,7 @@ int main(int argc, char** argv) {
   // llama.cpp spells a few options with one dash and several letters, which CLI11 reads as
   // bundled one-letter flags: give them their long names first.
   static constexpr std::pair<std::string_view, const char*> kLlamaSpellings[] = {
-      {"-cnv", "--conversation"}};
+      {"-cnv", "--conversation"}, {"-ctk", "--cache-type-k"}, {"-ctv", "--cache-type-v"}};
   for (int i = 1; i < argc; ++i) {
     for (const auto& [spelling, name] : kLlamaSpellings) {
       if (argv[i] == spelling) argv[i] = const_cast<char*>(name);

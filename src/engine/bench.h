@@ -43,10 +43,10 @@ Result<BenchSample> BenchDecode(Context& ctx, int n_gen, int n_seq, int n_depth,
 // reads per position it attends to (an f16 cache, bench's).
 struct TokenCost {
   uint64_t bytes = 0;          // decode: weight bytes read per token
-  uint64_t kv_bytes_per_position = 0;  // decode: K and V of every layer, f16
+  uint64_t kv_bytes_per_position = 0;  // decode: K and V of every layer, of the cache's type
   uint64_t macs_per_token = 0; // prefill: multiply-adds per token, without the head
   uint64_t macs_head = 0;      // the head, once per sequence
 };
-TokenCost TokenCostOf(const Model& model);
+TokenCost TokenCostOf(const Model& model, KvElemType kv_type);
 
 }  // namespace mt

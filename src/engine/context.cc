@@ -49,7 +49,7 @@ struct Context::Impl {
   const uint32_t n_ctx;
   const uint32_t n_seq;
   const uint32_t n_batch;
-  const KvType kv_type;
+  const KvElemType kv_type;
   const bool populate_kv;
   ThreadPool pool;
   StoragePlan plan;
@@ -96,8 +96,8 @@ Context::Impl::Impl(const Model& m, uint32_t n_ctx_, const ContextOptions& o)
       moe(m, pool, n_batch) {}
 
 uint64_t Context::Impl::kv_bytes() const {
-  const uint64_t elt = kv_type == KvType::kF16 ? 2 : 4;
-  return uint64_t{hp.n_layer} * n_seq * n_ctx * (hp.n_embd_k_gqa() + hp.n_embd_v_gqa()) * elt;
+  const uint64_t positions = uint64_t{hp.n_layer} * n_seq * n_ctx;
+  return positions * (KvBytes(kv_type, hp.n_embd_k_gqa()) + KvBytes(kv_type, hp.n_embd_v_gqa()));
 }
 
 uint64_t Context::Impl::scratch_bytes() {
@@ -129,11 +129,10 @@ void Context::Impl::SizeScratch(ScratchSizer& sizer) {
 Status Context::Impl::Allocate() {
   ScratchSizer allocate(ScratchSizer::kAllocate);
   SizeScratch(allocate);
-  const uint64_t elt = kv_type == KvType::kF16 ? 2 : 4;
   for (uint32_t il = 0; il < hp.n_layer; ++il) {
     const uint64_t positions = uint64_t{n_seq} * n_ctx;
-    Result<AlignedBuffer> kb = AlignedBuffer::Allocate(positions * hp.n_embd_k_gqa() * elt);
-    Result<AlignedBuffer> vb = AlignedBuffer::Allocate(positions * hp.n_embd_v_gqa() * elt);
+    Result<AlignedBuffer> kb = AlignedBuffer::Allocate(positions * KvBytes(kv_type, hp.n_embd_k_gqa()));
+    Result<AlignedBuffer> vb = AlignedBuffer::Allocate(positions * KvBytes(kv_type, hp.n_embd_v_gqa()));
     if (!kb.ok()) return kb.status().WithContext("KV cache");
     if (!vb.ok()) return vb.status().WithContext("KV cache");
     k_cache.push_back(std::move(kb.value()));
@@ -149,11 +148,10 @@ Status Context::Impl::Allocate() {
 
 void Context::Impl::StoreHeads(const float* row, uint32_t head_dim, uint8_t* cache,
                                const BatchToken& token) const {
-  const KvElemType elem = kv_type == KvType::kF16 ? KvElemType::kF16 : KvElemType::kF32;
-  const size_t elt = kv_type == KvType::kF16 ? 2 : 4;  // bytes per cache element
+  const int64_t row_bytes = KvBytes(kv_type, head_dim);
   for (uint32_t h = 0; h < hp.n_head_kv; ++h) {
-    const size_t cell = (size_t{token.seq} * hp.n_head_kv + h) * n_ctx + token.pos;
-    StoreKv(row + size_t{h} * head_dim, head_dim, elem, cache + cell * head_dim * elt);
+    const int64_t cell = (int64_t{token.seq} * hp.n_head_kv + h) * n_ctx + token.pos;
+    StoreKv(row + size_t{h} * head_dim, head_dim, kv_type, cache + cell * row_bytes);
   }
 }
 
@@ -224,8 +222,7 @@ void Context::Impl::Attention(int il, std::span<const BatchToken> batch) {
   const int dk = static_cast<int>(hp.head_dim_k), dv = static_cast<int>(hp.head_dim_v);
   const int group = n_head / n_kv;
   const float scale = 1.0f / std::sqrt(static_cast<float>(dk));
-  const KvElemType elem = kv_type == KvType::kF16 ? KvElemType::kF16 : KvElemType::kF32;
-  const int64_t elt = kv_type == KvType::kF16 ? 2 : 4;  // bytes per cache element
+  const int64_t k_row = KvBytes(kv_type, dk), v_row = KvBytes(kv_type, dv);  // bytes
   const uint8_t* kc = k_cache[il].data();
   const uint8_t* vc = v_cache[il].data();
   // Items are (kv head, run of tokens), in that order. A run (FindAttentionRuns) is up to
@@ -250,8 +247,7 @@ void Context::Impl::Attention(int il, std::span<const BatchToken> batch) {
             attn.data() + int64_t{t} * n_head * dv + int64_t{h + g0} * dv, int64_t{n_head} * dv,
             dv, std::min(heads, group - g0), n_tok,
             batch[t].pos + 1};  // causal: positions 0..pos of its sequence
-        AttendTokens(qs, kc + head * dk * elt, vc + head * dv * elt, elem, dk, dv, dk, dv, scale,
-                     p);
+        AttendTokens(qs, kc + head * k_row, vc + head * v_row, kv_type, dk, dv, dk, dv, scale, p);
       }
     }
   });
@@ -322,6 +318,25 @@ const std::vector<Context::PrefetchCounters>& Context::prefetch_counters() const
 
 int Context::prefetch_depth() const { return impl_->moe.prefetch_depth(); }
 
+Result<KvElemType> ParseKvType(std::string_view name) {
+  if (name == "f16") return KvElemType::kF16;
+  if (name == "f32") return KvElemType::kF32;
+  if (name == "q8_0") return KvElemType::kQ8_0;
+  return InvalidArgument("--kv-type must be f16, f32 or q8_0, not '{}'", name);
+}
+
+const char* KvTypeName(KvElemType type) {
+  switch (type) {
+    case KvElemType::kF16:
+      return "f16";
+    case KvElemType::kF32:
+      return "f32";
+    case KvElemType::kQ8_0:
+      return "q8_0";
+  }
+  return "?";
+}
+
 Result<std::unique_ptr<Context>> Context::Create(const Model& model,
                                                  const ContextOptions& options) {
   const uint32_t n_train = model.hparams().n_ctx_train;
@@ -333,6 +348,13 @@ Result<std::unique_ptr<Context>> Context::Create(const Model& model,
   }
   if (n_ctx < 1) return InvalidArgument("context size must be at least 1");
   if (options.n_seq_max > 1024) return InvalidArgument("at most 1024 sequences per context");
+  if (const HParams& hp = model.hparams();
+      options.kv_type == KvElemType::kQ8_0 &&
+      (hp.head_dim_k % kKvBlockQ8 != 0 || hp.head_dim_v % kKvBlockQ8 != 0)) {
+    return InvalidArgument("--kv-type q8_0 needs head dimensions that are multiples of {} (this "
+                           "model's: k {}, v {}); use f16",
+                           kKvBlockQ8, hp.head_dim_k, hp.head_dim_v);
+  }
   // Workers spin while they wait for the next region, so a thread without a CPU of its own
   // stalls every region it takes part in (-t 3 on 2 CPUs: prompt 30x slower).
   if (const int cpus = ThreadPool::DefaultThreads(); options.n_threads > cpus) {

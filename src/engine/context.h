@@ -6,23 +6,30 @@
 #include <cstdint>
 #include <memory>
 #include <span>
+#include <string_view>
 #include <vector>
 
 #include "base/status.h"
 #include "engine/model.h"
 #include "engine/routing_stats.h"
 #include "engine/storage.h"
+#include "kernels/attention.h"
 
 namespace mt {
 
-enum class KvType { kF16, kF32 };
+// The KV cache type from its name as the CLI takes it ("f16", "f32", "q8_0"); an error names
+// the flag and the choices.
+Result<KvElemType> ParseKvType(std::string_view name);
+const char* KvTypeName(KvElemType type);
 
 struct ContextOptions {
   uint32_t n_ctx = 4096;   // positions in the KV cache; 0 = the model's training context
   uint32_t n_batch = 512;  // most tokens per forward pass (prefill is split into batches)
   int n_threads = 0;       // 0 = all cores
   bool pin_threads = false;  // thread i on the i-th allowed CPU (ThreadPool)
-  KvType kv_type = KvType::kF16;
+  // K and V element type (llama.cpp's -ctk / -ctv together). q8_0 takes 17/32 of f16's
+  // memory and needs head dimensions that are multiples of 32 (Create says so otherwise).
+  KvElemType kv_type = KvElemType::kF16;
   uint32_t n_seq_max = 1;  // sequences with their own KV cache (n_ctx positions each)
   // Make the whole KV cache resident at Create instead of page by page as positions fill
   // (AlignedBuffer::Populate). For a server, whose slots fill all of it over time: the page

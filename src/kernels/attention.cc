@@ -5,9 +5,13 @@
 
 #include "base/check.h"
 #include "kernels/attention_internal.h"
+#include "quant/blocks.h"
+#include "quant/quantize.h"
 
 namespace mt {
 namespace {
+
+static_assert(kKvBlockQ8 == kQK);
 
 using AttendFn = void (*)(const kernels::AttendArgs&);
 using StoreF16Fn = void (*)(const float*, int64_t, uint16_t*);
@@ -28,11 +32,32 @@ StoreF16Fn StoreVariant(Isa isa) {
 
 void Store(StoreF16Fn fn, const float* src, int64_t n, KvElemType type, void* dst) {
   MT_CHECK(n >= 0);
-  if (type == KvElemType::kF32) {
-    std::memcpy(dst, src, static_cast<size_t>(n) * sizeof(float));
-  } else {
-    fn(src, n, static_cast<uint16_t*>(dst));
+  switch (type) {
+    case KvElemType::kF32:
+      std::memcpy(dst, src, static_cast<size_t>(n) * sizeof(float));
+      return;
+    case KvElemType::kF16:
+      fn(src, n, static_cast<uint16_t*>(dst));
+      return;
+    case KvElemType::kQ8_0:
+      MT_CHECK_MSG(n % kKvBlockQ8 == 0, "q8_0 KV row is not whole blocks");
+      QuantizeRow(GgmlType::kQ8_0, src, dst, n);  // scalar in every variant: the same bits
+      return;
   }
+}
+
+// The variant whose kernels compute `type` for `isa`: q8_0 on AVX-512 runs the AVX2 ones.
+Isa KernelIsa(Isa isa, KvElemType type) {
+  return isa == Isa::kAvx512 && type == KvElemType::kQ8_0 ? Isa::kAvx2 : isa;
+}
+
+// q8_0 rows, strides and offsets are whole blocks (the kernels widen a chunk of 8 or 16
+// elements from one block).
+void CheckBlocks(KvElemType type, int64_t k_stride, int64_t v_stride, int d_k, int d_v) {
+  if (type != KvElemType::kQ8_0) return;
+  MT_CHECK_MSG(k_stride % kKvBlockQ8 == 0 && v_stride % kKvBlockQ8 == 0 &&
+                   d_k % kKvBlockQ8 == 0 && d_v % kKvBlockQ8 == 0,
+               "q8_0 KV rows and strides must be whole blocks of 32");
 }
 
 AttendFn Variant(Isa isa) {
@@ -57,8 +82,9 @@ void Run(AttendFn fn, const float* q, const void* k, const void* v, KvElemType t
          int64_t k_stride, int64_t v_stride, int64_t n_pos, int d_k, int d_v, float scale,
          float* out, float* scratch) {
   MT_CHECK(n_pos >= 1 && d_k >= 1 && d_v >= 1 && k_stride >= 0 && v_stride >= 0);
-  fn(kernels::AttendArgs{q, k, v, type == KvElemType::kF16, k_stride, v_stride, n_pos, d_k, d_v,
-                         scale, out, scratch});
+  CheckBlocks(type, k_stride, v_stride, d_k, d_v);
+  fn(kernels::AttendArgs{q, k, v, type, k_stride, v_stride, n_pos, d_k, d_v, scale, out,
+                         scratch});
 }
 
 // The queries of tokens x heads: AVX2 runs them 4 at a time over shared K/V loads, AVX-512 a
@@ -68,6 +94,8 @@ void RunQueries(Isa isa, const AttendQueries& qs, const void* k, const void* v, 
                 float* scratch) {
   MT_CHECK(qs.n_head >= 1 && qs.n_tok >= 1 && qs.n_head * qs.n_tok <= kAttendGroupMax &&
            qs.n_pos >= 1 && d_k >= 1 && d_v >= 1 && k_stride >= 0 && v_stride >= 0);
+  CheckBlocks(type, k_stride, v_stride, d_k, d_v);
+  isa = KernelIsa(isa, type);
   const int64_t last = qs.n_pos + qs.n_tok - 1;
   const int64_t tile = last < kAttendTile ? last : kAttendTile;
   std::array<kernels::AttendArgs, kAttendGroupMax> args;
@@ -75,7 +103,7 @@ void RunQueries(Isa isa, const AttendQueries& qs, const void* k, const void* v, 
   for (int t = 0; t < qs.n_tok; ++t) {
     for (int h = 0; h < qs.n_head; ++h, ++n) {
       args[n] = kernels::AttendArgs{qs.q + t * qs.q_tok_stride + h * qs.q_head_stride,
-                                    k, v, type == KvElemType::kF16, k_stride, v_stride,
+                                    k, v, type, k_stride, v_stride,
                                     qs.n_pos + t, d_k, d_v, scale,
                                     qs.out + t * qs.out_tok_stride + h * qs.out_head_stride,
                                     scratch + n * tile};
@@ -103,6 +131,19 @@ AttendQueries GroupOfHeads(const float* q, int64_t q_stride, int n_q, int64_t n_
 }
 
 }  // namespace
+
+int64_t KvBytes(KvElemType type, int64_t n) {
+  switch (type) {
+    case KvElemType::kF16:
+      return 2 * n;
+    case KvElemType::kF32:
+      return 4 * n;
+    case KvElemType::kQ8_0:
+      MT_CHECK_MSG(n % kKvBlockQ8 == 0, "q8_0 KV row is not whole blocks");
+      return n / kKvBlockQ8 * static_cast<int64_t>(sizeof(BlockQ8_0));
+  }
+  return 0;
+}
 
 void AttendHeads(const float* q, int64_t q_stride, int n_q, const void* k, const void* v,
                  KvElemType type, int64_t k_stride, int64_t v_stride, int64_t n_pos, int d_k,
@@ -138,14 +179,14 @@ void AttendTokens(Isa isa, const AttendQueries& qs, const void* k, const void* v
 void AttendHead(const float* q, const void* k, const void* v, KvElemType type, int64_t k_stride,
                 int64_t v_stride, int64_t n_pos, int d_k, int d_v, float scale, float* out,
                 float* scratch) {
-  static const AttendFn fn = Variant(ActiveIsa());
-  Run(fn, q, k, v, type, k_stride, v_stride, n_pos, d_k, d_v, scale, out, scratch);
+  static const Isa isa = ActiveIsa();
+  Run(Variant(KernelIsa(isa, type)), q, k, v, type, k_stride, v_stride, n_pos, d_k, d_v, scale, out, scratch);
 }
 
 void AttendHead(Isa isa, const float* q, const void* k, const void* v, KvElemType type,
                 int64_t k_stride, int64_t v_stride, int64_t n_pos, int d_k, int d_v, float scale,
                 float* out, float* scratch) {
-  Run(Variant(isa), q, k, v, type, k_stride, v_stride, n_pos, d_k, d_v, scale, out, scratch);
+  Run(Variant(KernelIsa(isa, type)), q, k, v, type, k_stride, v_stride, n_pos, d_k, d_v, scale, out, scratch);
 }
 
 void StoreKv(const float* src, int64_t n, KvElemType type, void* dst) {

@@ -3,7 +3,8 @@
 //
 // Fixed float op order (so a (token, head) result depends on its inputs only):
 //  - score j: one 8-lane FMA chain over the 8-element chunks of d_k (tail zero-filled), then
-//    a fixed-tree lane sum (Reduce8), times scale;
+//    a fixed-tree lane sum (Reduce8), times scale; q8_0: per block of 32, an FMA chain of its
+//    4 chunks of codes from 0, folded into the running sums by one FMA with the block's scale;
 //  - tile: max (exact); exp by Exp8; the tile sum of p in 8 lanes (lane = j % 8), Reduce8;
 //  - output element i: one FMA chain over the positions of a tile, onto the running value.
 #include <immintrin.h>
@@ -16,6 +17,7 @@
 #include "kernels/attention_internal.h"
 #include "kernels/attention_prefetch.h"
 #include "kernels/lane_sum.h"
+#include "quant/blocks.h"
 
 namespace mt::kernels {
 namespace {
@@ -59,14 +61,40 @@ __m256 Exp8(__m256 x) {
   return _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(tmp)));
 }
 
-// 8 elements at element offset `at` of a cache, widened to f32; lanes >= left are 0 and
-// their memory is not read.
-template <bool kF16>
+// The last 1..7 codes of a q8_0 chunk, sign-extended to 32 bits; the other lanes 0. Out of
+// line for the same reason. (Not reached by the engine: q8_0 rows are whole blocks.)
+[[gnu::noinline]] __m256i LoadTailQ8(const int8_t* p, int64_t left) {
+  int8_t tmp[16] = {};
+  std::memcpy(tmp, p, left);
+  return _mm256_cvtepi8_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(tmp)));
+}
+
+// q8_0: the scale of the block holding element `at`, broadcast; and the 8 codes from `at` (a
+// multiple of 8, so they lie in one block) as floats, lanes >= left 0.
+__m256 ScaleQ8(const void* base, int64_t at) {
+  uint16_t d;
+  std::memcpy(&d, static_cast<const uint8_t*>(base) + (at >> 5) * sizeof(BlockQ8_0), 2);
+  return _mm256_set1_ps(_cvtsh_ss(d));
+}
+__m256 CodesQ8(const void* base, int64_t at, int64_t left) {
+  const int8_t* codes = reinterpret_cast<const int8_t*>(
+      static_cast<const uint8_t*>(base) + (at >> 5) * sizeof(BlockQ8_0) + 2 + (at & 31));
+  const __m256i q =
+      left >= 8 ? _mm256_cvtepi8_epi32(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(codes)))
+                : LoadTailQ8(codes, left);
+  return _mm256_cvtepi32_ps(q);
+}
+
+// 8 elements at element offset `at` of a cache, widened to f32 (q8_0: codes times scale,
+// exact); lanes >= left are 0 and their memory is not read.
+template <KvElemType kT>
 __m256 Load8(const void* base, int64_t at, int64_t left) {
-  if constexpr (kF16) {
+  if constexpr (kT == KvElemType::kF16) {
     const uint16_t* p = static_cast<const uint16_t*>(base) + at;
     if (left >= 8) return _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p)));
     return LoadTailF16(p, left);
+  } else if constexpr (kT == KvElemType::kQ8_0) {
+    return _mm256_mul_ps(CodesQ8(base, at, left), ScaleQ8(base, at));
   } else {
     const float* p = static_cast<const float*>(base) + at;
     if (left >= 8) return _mm256_loadu_ps(p);
@@ -86,25 +114,59 @@ void StoreF(float* p, int64_t left, __m256 v) {
   }
 }
 
+// q8_0 scores, block by block: each block's codes times q in one 8-lane FMA chain from 0,
+// then that times the block's scale onto the running sums (one FMA). Converting the codes is
+// most of the work, so the scale is applied once per block rather than per element.
+// Accumulates positions [j, j + P) for Q queries (q of query i at a[i].q) into acc.
+template <int Q, int P>
+void ScoresQ8(const AttendArgs* a, int64_t j, __m256 (&acc)[Q][P]) {
+  const AttendArgs& r = a[0];
+  for (int b = 0; b < r.d_k; b += 32) {
+    __m256 part[Q][P];
+    for (int i = 0; i < Q; ++i) {
+      for (int p = 0; p < P; ++p) part[i][p] = _mm256_setzero_ps();
+    }
+    for (int c = b; c < b + 32; c += 8) {
+      __m256 kv[P];
+      for (int p = 0; p < P; ++p) kv[p] = CodesQ8(r.k, (j + p) * r.k_stride + c, 8);
+      for (int i = 0; i < Q; ++i) {
+        const __m256 qv = _mm256_loadu_ps(a[i].q + c);
+        for (int p = 0; p < P; ++p) part[i][p] = _mm256_fmadd_ps(qv, kv[p], part[i][p]);
+      }
+    }
+    for (int p = 0; p < P; ++p) {
+      const __m256 d = ScaleQ8(r.k, (j + p) * r.k_stride + b);
+      for (int i = 0; i < Q; ++i) acc[i][p] = _mm256_fmadd_ps(d, part[i][p], acc[i][p]);
+    }
+  }
+}
+
 // Scores of positions [j0, j0 + P): s[j] = scale * q . K[j0 + j]. The full chunks of d_k
 // first, then the tail chunk (if any): the same FMA chain as one loop over all chunks.
-template <bool kF16, int P>
+template <KvElemType kT, int P>
 void Scores(const AttendArgs& a, int64_t j0, float* s) {
   for (int p = 0; p < P; ++p) PrefetchForPosition(a, j0 + p);
+  if constexpr (kT == KvElemType::kQ8_0) {
+    __m256 acc[1][P];
+    for (int p = 0; p < P; ++p) acc[0][p] = _mm256_setzero_ps();
+    ScoresQ8<1, P>(&a, j0, acc);
+    for (int p = 0; p < P; ++p) s[p] = a.scale * Reduce8(acc[0][p]);
+    return;
+  }
   __m256 acc[P];
   for (int p = 0; p < P; ++p) acc[p] = _mm256_setzero_ps();
   const int full = a.d_k / 8 * 8;
   for (int c = 0; c < full; c += 8) {
     const __m256 qv = _mm256_loadu_ps(a.q + c);
     for (int p = 0; p < P; ++p) {
-      acc[p] = _mm256_fmadd_ps(qv, Load8<kF16>(a.k, (j0 + p) * a.k_stride + c, 8), acc[p]);
+      acc[p] = _mm256_fmadd_ps(qv, Load8<kT>(a.k, (j0 + p) * a.k_stride + c, 8), acc[p]);
     }
   }
   if (full < a.d_k) {
     const __m256 qv = LoadF(a.q + full, a.d_k - full);
     for (int p = 0; p < P; ++p) {
       acc[p] =
-          _mm256_fmadd_ps(qv, Load8<kF16>(a.k, (j0 + p) * a.k_stride + full, a.d_k - full), acc[p]);
+          _mm256_fmadd_ps(qv, Load8<kT>(a.k, (j0 + p) * a.k_stride + full, a.d_k - full), acc[p]);
     }
   }
   for (int p = 0; p < P; ++p) s[p] = a.scale * Reduce8(acc[p]);
@@ -115,7 +177,7 @@ void Scores(const AttendArgs& a, int64_t j0, float* s) {
 // loaded once for all Q. kWhole: the chunks are all within d_v, so no load takes the
 // out-of-line tail path (whose possible call made clang keep the accumulators on the stack:
 // attention at 2048 positions 2x slower).
-template <bool kF16, int Q, int NC, bool kWhole>
+template <KvElemType kT, int Q, int NC, bool kWhole>
 void AccumulateChunks(const AttendArgs* a, int64_t j0, int64_t n, int d0) {
   const AttendArgs& r = a[0];
   auto left = [&](int c) -> int64_t { return kWhole ? 8 : r.d_v - d0 - 8 * c; };
@@ -126,7 +188,7 @@ void AccumulateChunks(const AttendArgs* a, int64_t j0, int64_t n, int d0) {
   for (int64_t j = 0; j < n; ++j) {
     const int64_t at = (j0 + j) * r.v_stride + d0;
     for (int c = 0; c < NC; ++c) {
-      const __m256 v = Load8<kF16>(r.v, at + 8 * c, left(c));
+      const __m256 v = Load8<kT>(r.v, at + 8 * c, left(c));
       for (int i = 0; i < Q; ++i) {
         acc[i][c] = _mm256_fmadd_ps(_mm256_set1_ps(a[i].scratch[j]), v, acc[i][c]);
       }
@@ -140,14 +202,14 @@ void AccumulateChunks(const AttendArgs* a, int64_t j0, int64_t n, int d0) {
 // The weighted sum of positions [j0, j0 + n) into every output element of Q queries: 8
 // accumulators at a time (8 / Q chunks), then the whole chunks left one at a time, then
 // the tail chunk.
-template <bool kF16, int Q>
+template <KvElemType kT, int Q>
 void AccumulateV(const AttendArgs* a, int64_t j0, int64_t n) {
   constexpr int kNC = 8 / Q;
   const int whole = a[0].d_v / 8;
   int c = 0;
-  for (; c + kNC <= whole; c += kNC) AccumulateChunks<kF16, Q, kNC, true>(a, j0, n, 8 * c);
-  for (; c < whole; ++c) AccumulateChunks<kF16, Q, 1, true>(a, j0, n, 8 * c);
-  if (8 * whole < a[0].d_v) AccumulateChunks<kF16, Q, 1, false>(a, j0, n, 8 * whole);
+  for (; c + kNC <= whole; c += kNC) AccumulateChunks<kT, Q, kNC, true>(a, j0, n, 8 * c);
+  for (; c < whole; ++c) AccumulateChunks<kT, Q, 1, true>(a, j0, n, 8 * c);
+  if (8 * whole < a[0].d_v) AccumulateChunks<kT, Q, 1, false>(a, j0, n, 8 * whole);
 }
 
 // out[i] *= c for i < d_v.
@@ -181,26 +243,26 @@ void FoldTile(const AttendArgs& a, float* s, int64_t n, float& m, float& l) {
 
 // One query's tiles from position j_begin (a tile edge) to n_pos, continuing its m, l and
 // output.
-template <bool kF16>
+template <KvElemType kT>
 void Tiles(const AttendArgs& a, int64_t j_begin, float& m, float& l) {
   float* s = a.scratch;
   for (int64_t j0 = j_begin; j0 < a.n_pos; j0 += kAttendTile) {
     const int64_t n = a.n_pos - j0 < kAttendTile ? a.n_pos - j0 : kAttendTile;
     int64_t j = 0;
-    for (; j + 4 <= n; j += 4) Scores<kF16, 4>(a, j0 + j, s + j);
-    for (; j < n; ++j) Scores<kF16, 1>(a, j0 + j, s + j);
+    for (; j + 4 <= n; j += 4) Scores<kT, 4>(a, j0 + j, s + j);
+    for (; j < n; ++j) Scores<kT, 1>(a, j0 + j, s + j);
     FoldTile(a, s, n, m, l);
-    AccumulateV<kF16, 1>(&a, j0, n);
+    AccumulateV<kT, 1>(&a, j0, n);
   }
 }
 
-template <bool kF16>
+template <KvElemType kT>
 void Attend(const AttendArgs& a) {
   for (int i = 0; i < a.d_v; i += 8) StoreF(a.out + i, a.d_v - i, _mm256_setzero_ps());
   PrefetchFirstRows(a);  // Scores asks for the rest
   float m = -INFINITY;  // running maximum of the scores
   float l = 0.0f;       // running sum of exp(s_j - m)
-  Tiles<kF16>(a, 0, m, l);
+  Tiles<kT>(a, 0, m, l);
   ScaleOut(a.out, a.d_v, _mm256_set1_ps(1.0f / l));
 }
 
@@ -209,7 +271,7 @@ void Attend(const AttendArgs& a) {
 
 // Scores of positions [j, j + P) for Q queries: each K chunk is loaded once for all of them.
 // Prefetches for `ahead` (a query with the most positions) when it is set.
-template <bool kF16, int Q, int P>
+template <KvElemType kT, int Q, int P>
 void ScoresJoint(const AttendArgs* a, const AttendArgs* ahead, int64_t j, int64_t s_at) {
   if (ahead != nullptr) {
     for (int p = 0; p < P; ++p) PrefetchForPosition(*ahead, j + p);
@@ -219,10 +281,17 @@ void ScoresJoint(const AttendArgs* a, const AttendArgs* ahead, int64_t j, int64_
   for (int i = 0; i < Q; ++i) {
     for (int p = 0; p < P; ++p) acc[i][p] = _mm256_setzero_ps();
   }
+  if constexpr (kT == KvElemType::kQ8_0) {
+    ScoresQ8<Q, P>(a, j, acc);
+    for (int i = 0; i < Q; ++i) {
+      for (int p = 0; p < P; ++p) a[i].scratch[s_at + p] = a[i].scale * Reduce8(acc[i][p]);
+    }
+    return;
+  }
   const int full = r.d_k / 8 * 8;
   for (int c = 0; c < full; c += 8) {
     __m256 kv[P];
-    for (int p = 0; p < P; ++p) kv[p] = Load8<kF16>(r.k, (j + p) * r.k_stride + c, 8);
+    for (int p = 0; p < P; ++p) kv[p] = Load8<kT>(r.k, (j + p) * r.k_stride + c, 8);
     for (int i = 0; i < Q; ++i) {
       const __m256 qv = _mm256_loadu_ps(a[i].q + c);
       for (int p = 0; p < P; ++p) acc[i][p] = _mm256_fmadd_ps(qv, kv[p], acc[i][p]);
@@ -230,7 +299,7 @@ void ScoresJoint(const AttendArgs* a, const AttendArgs* ahead, int64_t j, int64_
   }
   if (full < r.d_k) {
     __m256 kv[P];
-    for (int p = 0; p < P; ++p) kv[p] = Load8<kF16>(r.k, (j + p) * r.k_stride + full, r.d_k - full);
+    for (int p = 0; p < P; ++p) kv[p] = Load8<kT>(r.k, (j + p) * r.k_stride + full, r.d_k - full);
     for (int i = 0; i < Q; ++i) {
       const __m256 qv = LoadF(a[i].q + full, r.d_k - full);
       for (int p = 0; p < P; ++p) acc[i][p] = _mm256_fmadd_ps(qv, kv[p], acc[i][p]);
@@ -242,19 +311,21 @@ void ScoresJoint(const AttendArgs* a, const AttendArgs* ahead, int64_t j, int64_
 }
 
 // The whole tile at j0 for Q queries: Tiles' steps for each, with K and V loaded once.
-template <bool kF16, int Q>
+template <KvElemType kT, int Q>
 void JointTile(const AttendArgs* a, const AttendArgs* ahead, int64_t j0, float* m, float* l) {
-  for (int64_t j = 0; j < kAttendTile; j += 2) ScoresJoint<kF16, Q, 2>(a, ahead, j0 + j, j);
+  // q8_0 keeps a block's partial sums too: one position at a time leaves them registers.
+  constexpr int kP = kT == KvElemType::kQ8_0 ? 1 : 2;
+  for (int64_t j = 0; j < kAttendTile; j += kP) ScoresJoint<kT, Q, kP>(a, ahead, j0 + j, j);
   for (int i = 0; i < Q; ++i) FoldTile(a[i], a[i].scratch, kAttendTile, m[i], l[i]);
-  AccumulateV<kF16, Q>(a, j0, kAttendTile);
+  AccumulateV<kT, Q>(a, j0, kAttendTile);
 }
 
 // n queries over the same rows: each tile that is whole for all of them goes through all of
 // them, 4 at a time, while its K and V rows are in L1/L2 (one pass over a head's cache per
 // query, as AttendAvx2, streamed it from L3 for every prompt token); then each its own rest.
-template <bool kF16>
+template <KvElemType kT>
 void AttendMany(const AttendArgs* a, int n) {
-  if (n == 1) return Attend<kF16>(a[0]);
+  if (n == 1) return Attend<kT>(a[0]);
   int64_t shared = a[0].n_pos;
   int far = 0;
   float m[kAttendGroupMax], l[kAttendGroupMax];
@@ -272,21 +343,21 @@ void AttendMany(const AttendArgs* a, int n) {
       const AttendArgs* ahead = i == 0 ? &a[far] : nullptr;  // the first pass brings the rows
       switch (n - i < 4 ? n - i : 4) {
         case 1:
-          JointTile<kF16, 1>(a + i, ahead, j0, m + i, l + i);
+          JointTile<kT, 1>(a + i, ahead, j0, m + i, l + i);
           break;
         case 2:
-          JointTile<kF16, 2>(a + i, ahead, j0, m + i, l + i);
+          JointTile<kT, 2>(a + i, ahead, j0, m + i, l + i);
           break;
         case 3:
-          JointTile<kF16, 3>(a + i, ahead, j0, m + i, l + i);
+          JointTile<kT, 3>(a + i, ahead, j0, m + i, l + i);
           break;
         default:
-          JointTile<kF16, 4>(a + i, ahead, j0, m + i, l + i);
+          JointTile<kT, 4>(a + i, ahead, j0, m + i, l + i);
       }
     }
   }
   for (int i = 0; i < n; ++i) {
-    Tiles<kF16>(a[i], shared, m[i], l[i]);
+    Tiles<kT>(a[i], shared, m[i], l[i]);
     ScaleOut(a[i].out, a[i].d_v, _mm256_set1_ps(1.0f / l[i]));
   }
 }
@@ -318,10 +389,13 @@ void StoreF16Avx2(const float* src, int64_t n, uint16_t* dst) {
 }
 
 void AttendManyAvx2(const AttendArgs* a, int n_q) {
-  if (a[0].f16) {
-    AttendMany<true>(a, n_q);
-  } else {
-    AttendMany<false>(a, n_q);
+  switch (a[0].type) {
+    case KvElemType::kF16:
+      return AttendMany<KvElemType::kF16>(a, n_q);
+    case KvElemType::kF32:
+      return AttendMany<KvElemType::kF32>(a, n_q);
+    case KvElemType::kQ8_0:
+      return AttendMany<KvElemType::kQ8_0>(a, n_q);
   }
 }
 
@@ -329,10 +403,13 @@ void AttendAvx2(const AttendArgs& args) {
   // A local copy: the compiler may keep its fields in registers (it must reload those of a
   // caller's object around the out-of-line tail loads).
   const AttendArgs a = args;
-  if (a.f16) {
-    Attend<true>(a);
-  } else {
-    Attend<false>(a);
+  switch (a.type) {
+    case KvElemType::kF16:
+      return Attend<KvElemType::kF16>(a);
+    case KvElemType::kF32:
+      return Attend<KvElemType::kF32>(a);
+    case KvElemType::kQ8_0:
+      return Attend<KvElemType::kQ8_0>(a);
   }
 }
 

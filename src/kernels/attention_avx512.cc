@@ -310,8 +310,9 @@ void StoreF16Avx512(const float* src, int64_t n, uint16_t* dst) {
   }
 }
 
+// q8_0 never comes here (attention.cc runs it with the AVX2 kernels).
 void AttendGroupAvx512(const AttendArgs* a, int n_q) {
-  if (a[0].f16) {
+  if (a[0].type == KvElemType::kF16) {
     AttendGroups<true>(a, n_q);
   } else {
     AttendGroups<false>(a, n_q);
@@ -320,7 +321,7 @@ void AttendGroupAvx512(const AttendArgs* a, int n_q) {
 
 void AttendAvx512(const AttendArgs& args) {
   const AttendArgs a = args;  // a local copy: its fields can stay in registers
-  if (a.f16) {
+  if (a.type == KvElemType::kF16) {
     Attend<true>(a);
   } else {
     Attend<false>(a);

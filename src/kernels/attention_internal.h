@@ -6,6 +6,8 @@
 
 #include <cstdint>
 
+#include "kernels/attention.h"
+
 namespace mt::kernels {
 
 // One AttendHead call (kernels/attention.h), already checked by the dispatcher.
@@ -13,8 +15,8 @@ struct AttendArgs {
   const float* q;    // (d_k)
   const void* k;     // position j at k + j * k_stride elements, d_k elements
   const void* v;     // position j at v + j * v_stride elements, d_v elements
-  bool f16;          // element type of k and v: f16, else f32
-  int64_t k_stride;  // elements
+  KvElemType type;   // element type of k and v
+  int64_t k_stride;  // elements (q8_0: whole blocks, as d_k and d_v)
   int64_t v_stride;  // elements
   int64_t n_pos;     // >= 1
   int d_k;           // >= 1
@@ -32,12 +34,12 @@ void StoreF16Avx512(const float* src, int64_t n, uint16_t* dst);  // only in x86
 void AttendScalar(const AttendArgs& a);
 // n_q queries over the same rows (a[i] differ only in q, out and scratch), each with
 // AttendAvx512's float ops for it: the K and V chunks are loaded and widened once per group.
-void AttendGroupAvx512(const AttendArgs* a, int n_q);  // only in x86 builds
+void AttendGroupAvx512(const AttendArgs* a, int n_q);  // only in x86 builds; f16, f32
 // n_q queries over the same rows (a[i] differ only in q, out, scratch and n_pos), each with
 // AttendAvx2's float ops for it: K and V chunks are loaded and widened once per 4 queries,
 // and a tile's rows once (into L1/L2) for all n_q <= kAttendGroupMax.
 void AttendManyAvx2(const AttendArgs* a, int n_q);  // only in x86 builds
 void AttendAvx2(const AttendArgs& a);    // only in x86 builds
-void AttendAvx512(const AttendArgs& a);  // only in x86 builds
+void AttendAvx512(const AttendArgs& a);  // only in x86 builds; f16, f32
 
 }  // namespace mt::kernels

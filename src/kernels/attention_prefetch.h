@@ -11,33 +11,51 @@
 #include <cstdint>
 
 #include "kernels/attention_internal.h"
+#include "quant/blocks.h"
 
 namespace mt::kernels {
 namespace {
 
 constexpr int64_t kPrefetchAhead = 16;  // positions of K asked for ahead of the scores' loads
 
-// Asks for the cache lines of row j of a cache with `stride` elements per position.
+// Bytes of n elements (KvBytes, restated here: this file's code must stay in its own ISA's
+// translation unit).
+[[maybe_unused]] int64_t ElemBytes(KvElemType type, int64_t n) {
+  switch (type) {
+    case KvElemType::kF16:
+      return 2 * n;
+    case KvElemType::kQ8_0:
+      return n / kQK * static_cast<int64_t>(sizeof(BlockQ8_0));  // whole blocks
+    case KvElemType::kF32:
+      break;
+  }
+  return 4 * n;
+}
+
+// Asks for the cache lines of row j of a cache with `stride` elements per position (every
+// line the row touches: q8_0 rows, 34 bytes a block, do not start on a line).
 [[maybe_unused]] void PrefetchRow(const void* base, int64_t j, int64_t stride, int elems,
-                                  int64_t elt) {
-  const char* row = static_cast<const char*>(base) + j * stride * elt;
-  for (int64_t i = 0; i < elems * elt; i += 64) _mm_prefetch(row + i, _MM_HINT_T0);
+                                  KvElemType type) {
+  const char* row = static_cast<const char*>(base) + ElemBytes(type, j * stride);
+  const int64_t bytes = ElemBytes(type, elems);
+  const int64_t skew = static_cast<int64_t>(reinterpret_cast<uintptr_t>(row) % 64);
+  for (int64_t i = -skew; i < bytes; i += 64) _mm_prefetch(row + i, _MM_HINT_T0);
 }
 
 // Before the first tile: K's first kPrefetchAhead rows.
 [[maybe_unused]] void PrefetchFirstRows(const AttendArgs& a) {
-  const int64_t elt = a.f16 ? 2 : 4;
   for (int64_t j = 0; j < kPrefetchAhead && j < a.n_pos; ++j) {
-    PrefetchRow(a.k, j, a.k_stride, a.d_k, elt);
+    PrefetchRow(a.k, j, a.k_stride, a.d_k, a.type);
   }
 }
 
 // While the scores of position j are computed: K kPrefetchAhead positions ahead, and the V row
 // of j, which the tile's weighted sum reads next. K rows past n_pos are not asked for.
 [[maybe_unused]] void PrefetchForPosition(const AttendArgs& a, int64_t j) {
-  const int64_t elt = a.f16 ? 2 : 4;
-  if (j + kPrefetchAhead < a.n_pos) PrefetchRow(a.k, j + kPrefetchAhead, a.k_stride, a.d_k, elt);
-  PrefetchRow(a.v, j, a.v_stride, a.d_v, elt);
+  if (j + kPrefetchAhead < a.n_pos) {
+    PrefetchRow(a.k, j + kPrefetchAhead, a.k_stride, a.d_k, a.type);
+  }
+  PrefetchRow(a.v, j, a.v_stride, a.d_v, a.type);
 }
 
 }  // namespace

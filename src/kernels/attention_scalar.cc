@@ -6,21 +6,32 @@
 
 #include "kernels/attention.h"
 #include "kernels/attention_internal.h"
+#include "quant/blocks.h"
 #include "quant/float16.h"
 
 namespace mt::kernels {
 namespace {
 
-// Element i of position j of a K or V cache.
-float Elem(const void* base, bool f16, int64_t j, int64_t stride, int i) {
+// Element i of position j of a K or V cache, widened (exactly).
+float Elem(const void* base, KvElemType type, int64_t j, int64_t stride, int i) {
   const int64_t at = j * stride + i;
-  if (f16) {
-    uint16_t h;
-    std::memcpy(&h, static_cast<const uint8_t*>(base) + 2 * at, 2);
-    return Fp16ToFp32(h);
+  const auto* bytes = static_cast<const uint8_t*>(base);
+  switch (type) {
+    case KvElemType::kF16: {
+      uint16_t h;
+      std::memcpy(&h, bytes + 2 * at, 2);
+      return Fp16ToFp32(h);
+    }
+    case KvElemType::kQ8_0: {
+      BlockQ8_0 b;
+      std::memcpy(&b, bytes + at / kQK * sizeof(BlockQ8_0), sizeof(b));
+      return Fp16ToFp32(b.d) * static_cast<float>(b.qs[at % kQK]);
+    }
+    case KvElemType::kF32:
+      break;
   }
   float f;
-  std::memcpy(&f, static_cast<const uint8_t*>(base) + 4 * at, 4);
+  std::memcpy(&f, bytes + 4 * at, 4);
   return f;
 }
 
@@ -43,7 +54,7 @@ void AttendScalar(const AttendArgs& a) {
     float tile_max = -INFINITY;
     for (int64_t j = 0; j < n; ++j) {
       float dot = 0.0f;
-      for (int i = 0; i < a.d_k; ++i) dot += a.q[i] * Elem(a.k, a.f16, j0 + j, a.k_stride, i);
+      for (int i = 0; i < a.d_k; ++i) dot += a.q[i] * Elem(a.k, a.type, j0 + j, a.k_stride, i);
       s[j] = a.scale * dot;
       tile_max = s[j] > tile_max ? s[j] : tile_max;
     }
@@ -57,7 +68,7 @@ void AttendScalar(const AttendArgs& a) {
     for (int64_t j = 0; j < n; ++j) {
       const float p = Exp(s[j] - m);
       tile_sum += p;
-      for (int i = 0; i < a.d_v; ++i) a.out[i] += p * Elem(a.v, a.f16, j0 + j, a.v_stride, i);
+      for (int i = 0; i < a.d_v; ++i) a.out[i] += p * Elem(a.v, a.type, j0 + j, a.v_stride, i);
     }
     l += tile_sum;
   }

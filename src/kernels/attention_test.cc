@@ -34,7 +34,9 @@
 #include <thread>
 #include <vector>
 
+#include "quant/dequant.h"
 #include "quant/float16.h"
+#include "quant/quantize.h"
 
 namespace mt {
 namespace {
@@ -49,11 +51,12 @@ uint32_t Bits(float f) {
 }
 
 // A K or V cache of n_pos positions (plus poisoned ones after) of d elements, stride apart
-// (the gaps poisoned too: NaN), f16 or f32, and the same values as floats.
+// (the gaps poisoned too: NaN), f16, f32 or q8_0 (d and stride whole blocks), and the same
+// values as floats (q8_0: as quant/dequant.h reads the blocks).
 struct Cache {
   std::vector<uint8_t> bytes;
   std::vector<float> val;  // (n_pos, d) the values, widened
-  bool f16;
+  KvElemType type;
   int64_t stride;
   int d;
 
@@ -61,39 +64,57 @@ struct Cache {
   float at(int64_t j, int c) const { return val[j * d + c]; }
 };
 
-Cache MakeCache(const std::vector<float>& values, int64_t n_pos, int d, int64_t stride, bool f16) {
+Cache MakeCache(const std::vector<float>& values, int64_t n_pos, int d, int64_t stride,
+                KvElemType type) {
   Cache c;
-  c.f16 = f16;
+  c.type = type;
   c.stride = stride;
   c.d = d;
   const int64_t slots = (n_pos + 3) * stride;  // 3 poisoned positions after the last
-  const size_t elt = f16 ? 2 : 4;
-  c.bytes.resize(slots * elt);
+  c.bytes.resize(KvBytes(type, slots));
   const uint16_t nan16 = 0x7E00;
   const float nan32 = std::nanf("");
-  for (int64_t i = 0; i < slots; ++i) {
-    if (f16) {
-      std::memcpy(c.bytes.data() + 2 * i, &nan16, 2);
-    } else {
-      std::memcpy(c.bytes.data() + 4 * i, &nan32, 4);
-    }
+  const size_t elt = type == KvElemType::kF32 ? 4 : type == KvElemType::kF16 ? 2 : 34;
+  for (size_t at = 0; at < c.bytes.size(); at += elt) {  // q8_0: blocks with a NaN scale
+    std::memcpy(c.bytes.data() + at, type == KvElemType::kF32 ? static_cast<const void*>(&nan32)
+                                                              : &nan16,
+                type == KvElemType::kF32 ? 4 : 2);
   }
   c.val.resize(n_pos * d);
   for (int64_t j = 0; j < n_pos; ++j) {
-    for (int i = 0; i < d; ++i) {
-      const int64_t at = j * stride + i;
-      float v = values[j * d + i];
-      if (f16) {
-        const uint16_t h = Fp32ToFp16(v);
-        std::memcpy(c.bytes.data() + 2 * at, &h, 2);
-        v = Fp16ToFp32(h);
-      } else {
-        std::memcpy(c.bytes.data() + 4 * at, &v, 4);
-      }
-      c.val[j * d + i] = v;
+    uint8_t* row = c.bytes.data() + KvBytes(type, j * stride);
+    const float* x = values.data() + j * d;
+    float* widened = c.val.data() + j * d;
+    switch (type) {
+      case KvElemType::kF32:
+        std::memcpy(row, x, 4 * d);
+        std::memcpy(widened, x, 4 * d);
+        break;
+      case KvElemType::kF16:
+        for (int i = 0; i < d; ++i) {
+          const uint16_t h = Fp32ToFp16(x[i]);
+          std::memcpy(row + 2 * i, &h, 2);
+          widened[i] = Fp16ToFp32(h);
+        }
+        break;
+      case KvElemType::kQ8_0:
+        QuantizeRow(GgmlType::kQ8_0, x, row, d);
+        DequantizeRow(GgmlType::kQ8_0, row, widened, d);
+        break;
     }
   }
   return c;
+}
+
+constexpr KvElemType kAllTypes[] = {KvElemType::kF16, KvElemType::kF32, KvElemType::kQ8_0};
+
+const char* TypeName(KvElemType type) {
+  return type == KvElemType::kF16 ? "f16" : type == KvElemType::kF32 ? "f32" : "q8_0";
+}
+
+// Whether q8_0 can hold rows of d_k and d_v elements at these strides (whole blocks).
+bool Fits(KvElemType type, int d_k, int d_v, int64_t stride) {
+  return type != KvElemType::kQ8_0 || (d_k % 32 == 0 && d_v % 32 == 0 && stride % 32 == 0);
 }
 
 struct Expected {
@@ -145,10 +166,10 @@ struct Shape {
                  // < 0: they fall (later weights underflow)
 };
 
-std::string Name(const Shape& s, bool f16) {
+std::string Name(const Shape& s, KvElemType type) {
   return "n_pos " + std::to_string(s.n_pos) + " d_k " + std::to_string(s.d_k) + " d_v " +
          std::to_string(s.d_v) + " gain " + std::to_string(s.q_gain) + " rise " +
-         std::to_string(s.rise) + (f16 ? " f16" : " f32");
+         std::to_string(s.rise) + " " + TypeName(type);
 }
 
 class AttentionTest : public ::testing::TestWithParam<Isa> {
@@ -170,9 +191,12 @@ TEST_P(AttentionTest, MatchesDefinition) {
   std::mt19937 rng(42);
   std::normal_distribution<float> gauss(0.0f, 1.0f);
   double worst = 0;
-  for (bool f16 : {true, false}) {
+  for (KvElemType type : kAllTypes) {
+    // q8_0: the whole-block shapes, with a block of gap between rows.
+    const bool q8 = type == KvElemType::kQ8_0;
     for (const Shape& sh : shapes) {
-      SCOPED_TRACE(Name(sh, f16));
+      if (!Fits(type, sh.d_k, sh.d_v, 32)) continue;
+      SCOPED_TRACE(Name(sh, type));
       // q at an odd float offset (not vector aligned), NaN after its end.
       std::vector<float> qbuf(sh.d_k + 9, std::nanf(""));
       float* q = qbuf.data() + 1;
@@ -190,14 +214,14 @@ TEST_P(AttentionTest, MatchesDefinition) {
         }
       }
       for (float& x : vv) x = gauss(rng);
-      const Cache k = MakeCache(kv, sh.n_pos, sh.d_k, sh.d_k + 3, f16);
-      const Cache v = MakeCache(vv, sh.n_pos, sh.d_v, sh.d_v + 5, f16);
+      const Cache k = MakeCache(kv, sh.n_pos, sh.d_k, sh.d_k + (q8 ? 32 : 3), type);
+      const Cache v = MakeCache(vv, sh.n_pos, sh.d_v, sh.d_v + (q8 ? 32 : 5), type);
       const float scale = 1.0f / std::sqrt(static_cast<float>(sh.d_k));
       // The scratch the header asks for, then 16 floats that must stay untouched.
       const int64_t n_scratch = std::min(sh.n_pos, kAttendTile);
       std::vector<float> out(sh.d_v + 16, -5.0f), scratch(n_scratch + 16, 1e30f);
-      AttendHead(isa_, q, k.data(), v.data(), f16 ? KvElemType::kF16 : KvElemType::kF32, k.stride,
-                 v.stride, sh.n_pos, sh.d_k, sh.d_v, scale, out.data() + 1, scratch.data());
+      AttendHead(isa_, q, k.data(), v.data(), type, k.stride, v.stride, sh.n_pos, sh.d_k, sh.d_v,
+                 scale, out.data() + 1, scratch.data());
       for (int64_t i = n_scratch; i < n_scratch + 16; ++i) EXPECT_EQ(scratch[i], 1e30f) << i;
       const Expected ref = Reference(q, k, v, sh.n_pos, scale);
       EXPECT_EQ(out[0], -5.0f);
@@ -262,16 +286,15 @@ TEST_P(AttentionTest, DeterministicAndIndependentOfScratch) {
   // prefix of the cache gives the same result as a cache that ends there (nothing past n_pos
   // is read).
   const int64_t n_pos = 150;
-  const int d = 72;
   std::mt19937 rng(7);
   std::normal_distribution<float> gauss(0.0f, 1.0f);
-  std::vector<float> q(d), kv(n_pos * d), vv(n_pos * d);
-  for (float& x : q) x = gauss(rng);
-  for (float& x : kv) x = gauss(rng);
-  for (float& x : vv) x = gauss(rng);
-  for (bool f16 : {true, false}) {
-    const KvElemType type = f16 ? KvElemType::kF16 : KvElemType::kF32;
-    const Cache k = MakeCache(kv, n_pos, d, d, f16), v = MakeCache(vv, n_pos, d, d, f16);
+  for (KvElemType type : kAllTypes) {
+    const int d = type == KvElemType::kQ8_0 ? 96 : 72;  // whole blocks for q8_0
+    std::vector<float> q(d), kv(n_pos * d), vv(n_pos * d);
+    for (float& x : q) x = gauss(rng);
+    for (float& x : kv) x = gauss(rng);
+    for (float& x : vv) x = gauss(rng);
+    const Cache k = MakeCache(kv, n_pos, d, d, type), v = MakeCache(vv, n_pos, d, d, type);
     for (int64_t n : {int64_t{1}, int64_t{64}, int64_t{99}, n_pos}) {
       std::vector<float> out1(d, 0.0f), out2(d, std::nanf("")), s1(kAttendTile, 0.0f),
           s2(kAttendTile, std::nanf(""));
@@ -279,7 +302,7 @@ TEST_P(AttentionTest, DeterministicAndIndependentOfScratch) {
                  s1.data());
       AttendHead(isa_, q.data(), k.data(), v.data(), type, d, d, n, d, d, 0.1f, out2.data(),
                  s2.data());
-      const Cache kp = MakeCache(kv, n, d, d, f16), vp = MakeCache(vv, n, d, d, f16);
+      const Cache kp = MakeCache(kv, n, d, d, type), vp = MakeCache(vv, n, d, d, type);
       std::vector<float> out3(d);
       AttendHead(isa_, q.data(), kp.data(), vp.data(), type, d, d, n, d, d, 0.1f, out3.data(),
                  s2.data());
@@ -302,16 +325,17 @@ TEST_P(AttentionTest, GroupOfHeadsGivesEachHeadsOwnBits) {
   std::mt19937 rng(11);
   std::normal_distribution<float> gauss(0.0f, 1.0f);
   for (const GroupShape& g : {GroupShape{128, 128, 128}, GroupShape{72, 80, 96},
-                              GroupShape{16, 40, 40}, GroupShape{100, 100, 512}}) {
+                              GroupShape{16, 40, 40}, GroupShape{100, 100, 512},
+                              GroupShape{64, 96, 160}}) {
     for (int64_t n_pos : {int64_t{1}, int64_t{7}, int64_t{64}, int64_t{65}, int64_t{200}}) {
       const int d_kv = std::max(g.d_k, g.d_v);
       std::vector<float> kv(n_pos * d_kv), vv(n_pos * d_kv);
       for (float& x : kv) x = gauss(rng);
       for (float& x : vv) x = gauss(rng);
-      for (bool f16 : {true, false}) {
-        const KvElemType type = f16 ? KvElemType::kF16 : KvElemType::kF32;
-        const Cache k = MakeCache(kv, n_pos, g.d_k, g.stride, f16);
-        const Cache v = MakeCache(vv, n_pos, g.d_v, g.stride, f16);
+      for (KvElemType type : kAllTypes) {
+        if (!Fits(type, g.d_k, g.d_v, g.stride)) continue;
+        const Cache k = MakeCache(kv, n_pos, g.d_k, g.stride, type);
+        const Cache v = MakeCache(vv, n_pos, g.d_v, g.stride, type);
         for (int n_q : {1, 2, 3, 4, 5, 8, 11}) {
           std::vector<float> q(n_q * g.d_k);
           for (float& x : q) x = gauss(rng);
@@ -325,7 +349,8 @@ TEST_P(AttentionTest, GroupOfHeadsGivesEachHeadsOwnBits) {
                        n_pos, g.d_k, g.d_v, 0.09f, want.data(), s.data());
             for (int e = 0; e < g.d_v; ++e) {
               ASSERT_EQ(Bits(got[i * g.d_v + e]), Bits(want[e]))
-                  << "d_k " << g.d_k << " d_v " << g.d_v << " n_pos " << n_pos << " f16 " << f16
+                  << "d_k " << g.d_k << " d_v " << g.d_v << " n_pos " << n_pos << " "
+                  << TypeName(type)
                   << " n_q " << n_q << " query " << i << " element " << e;
             }
           }
@@ -348,7 +373,7 @@ TEST_P(AttentionTest, ConsecutiveTokensGiveEachQueryItsOwnBits) {
   std::mt19937 rng(12);
   std::normal_distribution<float> gauss(0.0f, 1.0f);
   for (const TokenShape& g : {TokenShape{128, 128, 128}, TokenShape{72, 80, 96},
-                              TokenShape{16, 40, 40}}) {
+                              TokenShape{16, 40, 40}, TokenShape{64, 96, 160}}) {
     for (int64_t n_pos : {int64_t{1}, int64_t{5}, int64_t{62}, int64_t{64}, int64_t{65},
                           int64_t{127}, int64_t{190}}) {
       const int max_tok = 9;
@@ -357,10 +382,10 @@ TEST_P(AttentionTest, ConsecutiveTokensGiveEachQueryItsOwnBits) {
       std::vector<float> kv(rows * d_kv), vv(rows * d_kv);
       for (float& x : kv) x = gauss(rng);
       for (float& x : vv) x = gauss(rng);
-      for (bool f16 : {true, false}) {
-        const KvElemType type = f16 ? KvElemType::kF16 : KvElemType::kF32;
-        const Cache k = MakeCache(kv, rows, g.d_k, g.stride, f16);
-        const Cache v = MakeCache(vv, rows, g.d_v, g.stride, f16);
+      for (KvElemType type : kAllTypes) {
+        if (!Fits(type, g.d_k, g.d_v, g.stride)) continue;
+        const Cache k = MakeCache(kv, rows, g.d_k, g.stride, type);
+        const Cache v = MakeCache(vv, rows, g.d_v, g.stride, type);
         for (int n_head : {1, 3}) {
           for (int n_tok : {1, 2, 3, 5, max_tok}) {
             const int n_q = n_head * n_tok;
@@ -380,8 +405,8 @@ TEST_P(AttentionTest, ConsecutiveTokensGiveEachQueryItsOwnBits) {
                          g.stride, n_pos + t, g.d_k, g.d_v, 0.09f, want.data(), s.data());
               for (int e = 0; e < g.d_v; ++e) {
                 ASSERT_EQ(Bits(got[i * g.d_v + e]), Bits(want[e]))
-                    << "d_k " << g.d_k << " d_v " << g.d_v << " n_pos " << n_pos << " f16 "
-                    << f16 << " heads " << n_head << " tokens " << n_tok << " query " << i
+                    << "d_k " << g.d_k << " d_v " << g.d_v << " n_pos " << n_pos << " "
+                    << TypeName(type) << " heads " << n_head << " tokens " << n_tok << " query " << i
                     << " element " << e;
               }
             }
@@ -405,7 +430,8 @@ TEST_P(AttentionTest, SameBitsOnAnyThreadInAnyOrder) {
   for (float& x : q) x = gauss(rng);
   for (float& x : kv) x = gauss(rng);
   for (float& x : vv) x = gauss(rng);
-  const Cache k = MakeCache(kv, n_ctx, d, d, true), v = MakeCache(vv, n_ctx, d, d, true);
+  const Cache k = MakeCache(kv, n_ctx, d, d, KvElemType::kF16);
+  const Cache v = MakeCache(vv, n_ctx, d, d, KvElemType::kF16);
   const auto n_pos = [&](int item) { return 1 + (item * 37) % n_ctx; };
   std::vector<float> serial(n_items * d), parallel(n_items * d, std::nanf(""));
   std::vector<float> s(kAttendTile);
@@ -441,14 +467,18 @@ TEST_P(AttentionTest, VariantsAgree) {
   for (float& x : q) x = gauss(rng);
   for (float& x : kv) x = gauss(rng);
   for (float& x : vv) x = gauss(rng);
-  const Cache k = MakeCache(kv, n_pos, d, d, true), v = MakeCache(vv, n_pos, d, d, true);
-  std::vector<float> a(d), b(d), s(kAttendTile);
-  AttendHead(isa_, q.data(), k.data(), v.data(), KvElemType::kF16, d, d, n_pos, d, d, 0.09f,
-             a.data(), s.data());
-  AttendHead(Isa::kScalar, q.data(), k.data(), v.data(), KvElemType::kF16, d, d, n_pos, d, d, 0.09f,
-             b.data(), s.data());
-  const Expected ref = Reference(q.data(), k, v, n_pos, 0.09f);
-  for (int i = 0; i < d; ++i) EXPECT_LE(std::fabs(a[i] - b[i]), 2 * ref.tol[i]) << i;
+  for (KvElemType type : kAllTypes) {
+    const Cache k = MakeCache(kv, n_pos, d, d, type), v = MakeCache(vv, n_pos, d, d, type);
+    std::vector<float> a(d), b(d), s(kAttendTile);
+    AttendHead(isa_, q.data(), k.data(), v.data(), type, d, d, n_pos, d, d, 0.09f, a.data(),
+               s.data());
+    AttendHead(Isa::kScalar, q.data(), k.data(), v.data(), type, d, d, n_pos, d, d, 0.09f,
+               b.data(), s.data());
+    const Expected ref = Reference(q.data(), k, v, n_pos, 0.09f);
+    for (int i = 0; i < d; ++i) {
+      EXPECT_LE(std::fabs(a[i] - b[i]), 2 * ref.tol[i]) << TypeName(type) << " " << i;
+    }
+  }
 }
 
 // The KV store writes Fp32ToFp16's bits in every variant: random bit patterns (every class:
@@ -488,11 +518,44 @@ TEST_P(AttentionTest, StoreKvGivesFp32ToFp16Bits) {
   EXPECT_EQ(std::memcmp(f32.data(), x.data(), 5 * sizeof(float)), 0);
 }
 
+// q8_0 rows are quant/quantize.h's Q8_0 blocks, bit for bit, in every variant (values of
+// every magnitude and class, as above; whole blocks only).
+TEST_P(AttentionTest, StoreKvGivesQuantizeRowQ8Blocks) {
+  std::mt19937 rng(6);
+  std::normal_distribution<float> gauss(0.0f, 1.0f);
+  std::vector<float> x(32 * 40);
+  for (size_t i = 0; i < x.size(); ++i) x[i] = gauss(rng) * std::ldexp(1.0f, int(i / 32) - 20);
+  x[5] = INFINITY;
+  x[40] = NAN;
+  for (int i = 64; i < 96; ++i) x[i] = 0.0f;
+  for (int64_t n : {int64_t{0}, int64_t{32}, int64_t{96}, static_cast<int64_t>(x.size())}) {
+    const int64_t bytes = KvBytes(KvElemType::kQ8_0, n);
+    ASSERT_EQ(bytes, n / 32 * 34);
+    std::vector<uint8_t> got(bytes + 1, 0xAB), want(bytes);
+    StoreKv(isa_, x.data(), n, KvElemType::kQ8_0, got.data());
+    QuantizeRow(GgmlType::kQ8_0, x.data(), want.data(), n);
+    ASSERT_EQ(std::memcmp(got.data(), want.data(), bytes), 0) << "n " << n;
+    EXPECT_EQ(got[bytes], 0xAB) << "wrote past n=" << n;
+  }
+}
+
 TEST(AttentionDeathTest, RejectsEmptyRange) {
   const float q[1] = {1.0f}, k[1] = {1.0f}, v[1] = {1.0f};
   float out[1], s[1];
   EXPECT_DEATH(AttendHead(Isa::kScalar, q, k, v, KvElemType::kF32, 1, 1, 0, 1, 1, 1.0f, out, s),
                "check failed");
+}
+
+TEST(AttentionDeathTest, RejectsQ8RowsOfPartBlocks) {
+  std::vector<float> q(48, 1.0f), out(48), s(1);
+  std::vector<uint8_t> k(34 * 4), v(34 * 4);
+  EXPECT_DEATH(AttendHead(Isa::kScalar, q.data(), k.data(), v.data(), KvElemType::kQ8_0, 64, 64,
+                          1, 48, 32, 1.0f, out.data(), s.data()),
+               "whole blocks");
+  EXPECT_DEATH(AttendHead(Isa::kScalar, q.data(), k.data(), v.data(), KvElemType::kQ8_0, 48, 32,
+                          1, 32, 32, 1.0f, out.data(), s.data()),
+               "whole blocks");
+  EXPECT_DEATH(StoreKv(Isa::kScalar, q.data(), 48, KvElemType::kQ8_0, k.data()), "whole blocks");
 }
 
 INSTANTIATE_TEST_SUITE_P(AllVariants, AttentionTest, ::testing::ValuesIn(kAllIsas),

@@ -12,6 +12,21 @@ c=$("$MOETIER" run -m "$model" -p "Once upon a time" -n 16 --seed 6 --ignore-eos
 [ "$a" = "$b" ] && pass "same seed, same text" || fail "same seed gave different text"
 [ "$a" != "$c" ] && pass "other seed, other text" || fail "seed has no effect"
 
+# A q8_0 KV cache: --kv-type q8_0 and llama.cpp's -ctk q8_0 -ctv q8_0 are the same run, the
+# same text with 1 and 2 threads; the memory plan line shows the smaller cache.
+q1=$("$MOETIER" run -m "$model" -p "Once upon a time" -n 16 --temp 0 --ignore-eos --kv-type q8_0 \
+     -c 256 -t 1 2> "$WORK/q8err")
+q2=$("$MOETIER" run -m "$model" -p "Once upon a time" -n 16 --temp 0 --ignore-eos -ctk q8_0 \
+     -ctv q8_0 -c 256 -t 2 2> /dev/null)
+[ -n "$q1" ] && [ "$q1" = "$q2" ] && pass "q8_0 KV cache: same text by either flag, any threads" ||
+  fail "q8_0 KV cache: '$q1' vs '$q2' ($(head -c 300 "$WORK/q8err"))"
+"$MOETIER" run -m "$model" -p "Hi" -n 1 -c 256 2>&1 >/dev/null | grep -o "KV cache [0-9.]* [KMG]iB" > "$WORK/f16kv"
+grep -o "KV cache [0-9.]* [KMG]iB" "$WORK/q8err" > "$WORK/q8kv"
+# olmoe-tiny: 4 layers x 256 positions x (256 + 256) elements: 1 MiB at f16, 17/32 of it at q8_0.
+[ "$(cat "$WORK/f16kv")" = "KV cache 1.0 MiB" ] && [ "$(cat "$WORK/q8kv")" = "KV cache 544.0 KiB" ] &&
+  pass "q8_0 KV cache takes 17/32 of f16's memory" ||
+  fail "KV cache sizes: f16 '$(cat "$WORK/f16kv")', q8_0 '$(cat "$WORK/q8kv")'"
+
 # The closing line on stderr reports both speeds.
 "$MOETIER" run -m "$model" -p "Hello" -n 4 --temp 0 --ignore-eos > /dev/null 2> "$WORK/err"
 grep -Eq '^moetier: prompt [0-9]+ tokens in .* tok/s\), generation 4 tokens in .* tok/s\)$' "$WORK/err" &&
@@ -89,6 +104,9 @@ echo "plain text" > "$WORK/text.gguf"
 expect_error 1 "not a GGUF file" -- "$MOETIER" run -m "$WORK/text.gguf" -p "Hi"
 expect_error 1 "missing prompt file" -- "$MOETIER" run -m "$model" -f "$WORK/none.txt"
 expect_error 2 "bad kv type" -- "$MOETIER" run -m "$model" -p "Hi" --kv-type q8
+expect_error 2 "K and V cache types differ" -- "$MOETIER" run -m "$model" -p "Hi" -ctk q8_0
+expect_error 2 "--kv-type and -ctk disagree" -- "$MOETIER" run -m "$model" -p "Hi" --kv-type f32 \
+  -ctk q8_0 -ctv q8_0
 expect_error 2 "NaN temperature" -- "$MOETIER" run -m "$model" -p "Hi" --temp nan
 expect_error 2 "infinite top-p" -- "$MOETIER" run -m "$model" -p "Hi" --top-p inf
 expect_error 2 "zero repeat penalty" -- "$MOETIER" run -m "$model" -p "Hi" --repeat-penalty 0
