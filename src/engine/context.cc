@@ -350,10 +350,11 @@ Result<std::unique_ptr<Context>> Context::Create(const Model& model,
   if (options.n_seq_max > 1024) return InvalidArgument("at most 1024 sequences per context");
   if (const HParams& hp = model.hparams();
       options.kv_type == KvElemType::kQ8_0 &&
-      (hp.head_dim_k % kKvBlockQ8 != 0 || hp.head_dim_v % kKvBlockQ8 != 0)) {
-    return InvalidArgument("--kv-type q8_0 needs head dimensions that are multiples of {} (this "
-                           "model's: k {}, v {}); use f16",
-                           kKvBlockQ8, hp.head_dim_k, hp.head_dim_v);
+      (hp.head_dim_k % kKvBlockQ8 != 0 || hp.head_dim_v % kKvBlockQ8 != 0 ||
+       hp.head_dim_k > kKvMaxDimQ8)) {
+    return InvalidArgument("--kv-type q8_0 needs head dimensions that are multiples of {}, k at "
+                           "most {} (this model's: k {}, v {}); use f16",
+                           kKvBlockQ8, kKvMaxDimQ8, hp.head_dim_k, hp.head_dim_v);
   }
   // Workers spin while they wait for the next region, so a thread without a CPU of its own
   // stalls every region it takes part in (-t 3 on 2 CPUs: prompt 30x slower).

@@ -28,7 +28,8 @@ struct ContextOptions {
   int n_threads = 0;       // 0 = all cores
   bool pin_threads = false;  // thread i on the i-th allowed CPU (ThreadPool)
   // K and V element type (llama.cpp's -ctk / -ctv together). q8_0 takes 17/32 of f16's
-  // memory and needs head dimensions that are multiples of 32 (Create says so otherwise).
+  // memory and needs head dimensions that are multiples of 32, k at most 512 (Create says so
+  // otherwise).
   KvElemType kv_type = KvElemType::kF16;
   uint32_t n_seq_max = 1;  // sequences with their own KV cache (n_ctx positions each)
   // Make the whole KV cache resident at Create instead of page by page as positions fill

@@ -1,6 +1,7 @@
 #include "kernels/attention.h"
 
 #include <array>
+#include <cmath>
 #include <cstring>
 
 #include "base/check.h"
@@ -30,6 +31,21 @@ StoreF16Fn StoreVariant(Isa isa) {
   }
 }
 
+// n floats (whole blocks) as q8_0 blocks: QuantizeRow's, except that a block holding a NaN
+// or an infinity gets a NaN scale. QuantizeRow's codes would drop it, and the engine finds a
+// bad weight by the NaN it leaves in the logits (engine/context.h).
+void QuantizeQ8(const float* src, int64_t n, BlockQ8_0* dst) {
+  QuantizeRow(GgmlType::kQ8_0, src, dst, n);
+  for (int64_t b = 0; b < n / kKvBlockQ8; ++b) {
+    for (int64_t i = 0; i < kKvBlockQ8; ++i) {
+      if (!std::isfinite(src[b * kKvBlockQ8 + i])) {
+        dst[b].d = 0x7E00;  // f16 quiet NaN
+        break;
+      }
+    }
+  }
+}
+
 void Store(StoreF16Fn fn, const float* src, int64_t n, KvElemType type, void* dst) {
   MT_CHECK(n >= 0);
   switch (type) {
@@ -41,7 +57,7 @@ void Store(StoreF16Fn fn, const float* src, int64_t n, KvElemType type, void* ds
       return;
     case KvElemType::kQ8_0:
       MT_CHECK_MSG(n % kKvBlockQ8 == 0, "q8_0 KV row is not whole blocks");
-      QuantizeRow(GgmlType::kQ8_0, src, dst, n);  // scalar in every variant: the same bits
+      QuantizeQ8(src, n, static_cast<BlockQ8_0*>(dst));  // scalar in every variant
       return;
   }
 }
@@ -58,6 +74,15 @@ void CheckBlocks(KvElemType type, int64_t k_stride, int64_t v_stride, int d_k, i
   MT_CHECK_MSG(k_stride % kKvBlockQ8 == 0 && v_stride % kKvBlockQ8 == 0 &&
                    d_k % kKvBlockQ8 == 0 && d_v % kKvBlockQ8 == 0,
                "q8_0 KV rows and strides must be whole blocks of 32");
+  MT_CHECK_MSG(d_k <= kKvMaxDimQ8, "q8_0 KV: d_k above kKvMaxDimQ8");
+}
+
+// A q8_0 K's scores take the query rounded to q8_0 blocks (attention.h): `args.q8` points
+// at `blocks`, filled from args.q; other types leave it null.
+void RoundQuery(kernels::AttendArgs& args, BlockQ8_0* blocks) {
+  if (args.type != KvElemType::kQ8_0) return;
+  QuantizeQ8(args.q, args.d_k, blocks);
+  args.q8 = blocks;
 }
 
 AttendFn Variant(Isa isa) {
@@ -83,8 +108,11 @@ void Run(AttendFn fn, const float* q, const void* k, const void* v, KvElemType t
          float* out, float* scratch) {
   MT_CHECK(n_pos >= 1 && d_k >= 1 && d_v >= 1 && k_stride >= 0 && v_stride >= 0);
   CheckBlocks(type, k_stride, v_stride, d_k, d_v);
-  fn(kernels::AttendArgs{q, k, v, type, k_stride, v_stride, n_pos, d_k, d_v, scale, out,
-                         scratch});
+  kernels::AttendArgs args{q, k, v, type, k_stride, v_stride, n_pos, d_k, d_v, scale, out,
+                           scratch};
+  std::array<BlockQ8_0, kKvMaxDimQ8 / kKvBlockQ8> q8;
+  RoundQuery(args, q8.data());
+  fn(args);
 }
 
 // The queries of tokens x heads: AVX2 runs them 4 at a time over shared K/V loads, AVX-512 a
@@ -99,6 +127,7 @@ void RunQueries(Isa isa, const AttendQueries& qs, const void* k, const void* v, 
   const int64_t last = qs.n_pos + qs.n_tok - 1;
   const int64_t tile = last < kAttendTile ? last : kAttendTile;
   std::array<kernels::AttendArgs, kAttendGroupMax> args;
+  std::array<BlockQ8_0, kAttendGroupMax * (kKvMaxDimQ8 / kKvBlockQ8)> q8;  // 34 KiB
   int n = 0;
   for (int t = 0; t < qs.n_tok; ++t) {
     for (int h = 0; h < qs.n_head; ++h, ++n) {
@@ -107,6 +136,7 @@ void RunQueries(Isa isa, const AttendQueries& qs, const void* k, const void* v, 
                                     qs.n_pos + t, d_k, d_v, scale,
                                     qs.out + t * qs.out_tok_stride + h * qs.out_head_stride,
                                     scratch + n * tile};
+      RoundQuery(args[n], q8.data() + n * (kKvMaxDimQ8 / kKvBlockQ8));
     }
   }
 #ifdef MT_KERNELS_X86

@@ -7,6 +7,10 @@
 // K[j] is the d_k elements at k + j * k_stride, V[j] the d_v elements at v + j * v_stride
 // (strides in elements), f16, f32 or q8_0; every element is widened to f32 exactly (a q8_0
 // element is its block's f16 scale times its int8 code: at most 19 significant bits).
+// With a q8_0 cache, q in the scores is q' = q rounded to q8_0 blocks (QuantizeRow), as
+// llama.cpp turns the query into K's dot type: a block's code products are summed in
+// integers (exact), so converting K's codes one by one to floats (most of the work) is
+// avoided; the definition and the tolerance below hold with q' in place of q.
 //
 // How it is computed (every variant): positions go in tiles of kAttendTile. A tile's scores
 // are written to `scratch`, then an online softmax folds the tile into a running maximum M,
@@ -36,11 +40,13 @@ namespace mt {
 
 // q8_0 is ggml's block_q8_0 (quant/blocks.h): 32 elements in 34 bytes, half f16's memory, as
 // llama.cpp's `-ctk q8_0 -ctv q8_0`. Its rows, strides and offsets are whole blocks: d_k,
-// d_v and both strides must be multiples of kKvBlockQ8 (checked). The AVX-512 variant
+// d_v and both strides must be multiples of kKvBlockQ8, and d_k at most kKvMaxDimQ8 (q' is
+// kept on the stack) (checked). The AVX-512 variant
 // computes q8_0 with the AVX2 one's float ops (every AVX-512 CPU has AVX2; no AVX-512 machine
 // was at hand to test a kernel of its own).
 enum class KvElemType : uint8_t { kF16, kF32, kQ8_0 };
 inline constexpr int64_t kKvBlockQ8 = 32;
+inline constexpr int kKvMaxDimQ8 = 512;
 
 // Bytes of n elements of `type` (q8_0: n a multiple of kKvBlockQ8, checked).
 int64_t KvBytes(KvElemType type, int64_t n);
@@ -109,8 +115,10 @@ void AttendTokens(Isa isa, const AttendQueries& qs, const void* k, const void* v
 
 // Writes n floats as one KV cache row of `type` at dst: f32 as they are; f16 as
 // quant/float16.h's Fp32ToFp16 (round to nearest even, overflow to inf, NaN to the quiet NaN
-// 0x7E00 with its sign); q8_0 as quant/quantize.h's QuantizeRow (n a multiple of kKvBlockQ8).
-// The same bits in every variant.
+// 0x7E00 with its sign); q8_0 as quant/quantize.h's QuantizeRow (n a multiple of kKvBlockQ8),
+// except that a block holding a NaN or an infinity gets a NaN scale, so that, as with f16,
+// a non-finite K or V value makes the output NaN rather than vanish. (q' likewise.) The same
+// bits in every variant.
 void StoreKv(const float* src, int64_t n, KvElemType type, void* dst);
 // The same with an explicit variant (tests, benchmarks); it must be supported (checked).
 void StoreKv(Isa isa, const float* src, int64_t n, KvElemType type, void* dst);

@@ -3,10 +3,12 @@
 //
 // Fixed float op order (so a (token, head) result depends on its inputs only):
 //  - score j: one 8-lane FMA chain over the 8-element chunks of d_k (tail zero-filled), then
-//    a fixed-tree lane sum (Reduce8), times scale; q8_0: per block of 32, an FMA chain of its
-//    4 chunks of codes from 0, folded into the running sums by one FMA with the block's scale;
+//    a fixed-tree lane sum (Reduce8), times scale; q8_0: per block of 32, 8 lanes of exact
+//    integer sums of q' and K codes, folded into the lanes by one FMA with the scales'
+//    product, then Reduce8, times scale;
 //  - tile: max (exact); exp by Exp8; the tile sum of p in 8 lanes (lane = j % 8), Reduce8;
-//  - output element i: one FMA chain over the positions of a tile, onto the running value.
+//  - output element i: one FMA chain over the positions of a tile, onto the running value
+//    (q8_0: of fl(p_j * the block's scale) times the code).
 #include <immintrin.h>
 
 #include <cmath>
@@ -69,12 +71,12 @@ __m256 Exp8(__m256 x) {
   return _mm256_cvtepi8_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(tmp)));
 }
 
-// q8_0: the scale of the block holding element `at`, broadcast; and the 8 codes from `at` (a
-// multiple of 8, so they lie in one block) as floats, lanes >= left 0.
-__m256 ScaleQ8(const void* base, int64_t at) {
+// q8_0: the scale of the block holding element `at`; and the 8 codes from `at` (a multiple of
+// 8, so they lie in one block) as floats, lanes >= left 0.
+float ScaleQ8(const void* base, int64_t at) {
   uint16_t d;
   std::memcpy(&d, static_cast<const uint8_t*>(base) + (at >> 5) * sizeof(BlockQ8_0), 2);
-  return _mm256_set1_ps(_cvtsh_ss(d));
+  return _cvtsh_ss(d);
 }
 __m256 CodesQ8(const void* base, int64_t at, int64_t left) {
   const int8_t* codes = reinterpret_cast<const int8_t*>(
@@ -85,16 +87,15 @@ __m256 CodesQ8(const void* base, int64_t at, int64_t left) {
   return _mm256_cvtepi32_ps(q);
 }
 
-// 8 elements at element offset `at` of a cache, widened to f32 (q8_0: codes times scale,
-// exact); lanes >= left are 0 and their memory is not read.
+// 8 elements at element offset `at` of an f16 or f32 cache, widened to f32; lanes >= left
+// are 0 and their memory is not read. (q8_0 goes by blocks: ScoresQ8, AccumulateChunks.)
 template <KvElemType kT>
 __m256 Load8(const void* base, int64_t at, int64_t left) {
+  static_assert(kT != KvElemType::kQ8_0);
   if constexpr (kT == KvElemType::kF16) {
     const uint16_t* p = static_cast<const uint16_t*>(base) + at;
     if (left >= 8) return _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p)));
     return LoadTailF16(p, left);
-  } else if constexpr (kT == KvElemType::kQ8_0) {
-    return _mm256_mul_ps(CodesQ8(base, at, left), ScaleQ8(base, at));
   } else {
     const float* p = static_cast<const float*>(base) + at;
     if (left >= 8) return _mm256_loadu_ps(p);
@@ -114,29 +115,37 @@ void StoreF(float* p, int64_t left, __m256 v) {
   }
 }
 
-// q8_0 scores, block by block: each block's codes times q in one 8-lane FMA chain from 0,
-// then that times the block's scale onto the running sums (one FMA). Converting the codes is
-// most of the work, so the scale is applied once per block rather than per element.
-// Accumulates positions [j, j + P) for Q queries (q of query i at a[i].q) into acc.
+// q8_0 scores (attention.h): per block, the 32 code products of q' and K[j] summed in
+// integers (|a| * sign-adjusted b in pairs, then pairs of pairs: 8 exact int32 lanes; codes
+// are in [-127, 127], so the pair sums fit int16), converted to floats (exact) and folded
+// into the running sums by one FMA with the block's scale product (exact). Accumulates
+// positions [j, j + P) for Q queries (q' of query i at a[i].q8) into acc.
 template <int Q, int P>
 void ScoresQ8(const AttendArgs* a, int64_t j, __m256 (&acc)[Q][P]) {
   const AttendArgs& r = a[0];
-  for (int b = 0; b < r.d_k; b += 32) {
-    __m256 part[Q][P];
-    for (int i = 0; i < Q; ++i) {
-      for (int p = 0; p < P; ++p) part[i][p] = _mm256_setzero_ps();
-    }
-    for (int c = b; c < b + 32; c += 8) {
-      __m256 kv[P];
-      for (int p = 0; p < P; ++p) kv[p] = CodesQ8(r.k, (j + p) * r.k_stride + c, 8);
-      for (int i = 0; i < Q; ++i) {
-        const __m256 qv = _mm256_loadu_ps(a[i].q + c);
-        for (int p = 0; p < P; ++p) part[i][p] = _mm256_fmadd_ps(qv, kv[p], part[i][p]);
-      }
-    }
+  const __m256i ones = _mm256_set1_epi16(1);
+  const int blocks = r.d_k / 32;
+  for (int b = 0; b < blocks; ++b) {
+    __m256i k_abs[P], k_raw[P];
+    float k_scale[P];
     for (int p = 0; p < P; ++p) {
-      const __m256 d = ScaleQ8(r.k, (j + p) * r.k_stride + b);
-      for (int i = 0; i < Q; ++i) acc[i][p] = _mm256_fmadd_ps(d, part[i][p], acc[i][p]);
+      const uint8_t* block = static_cast<const uint8_t*>(r.k) +
+                             ((j + p) * r.k_stride / 32 + b) * sizeof(BlockQ8_0);
+      uint16_t d;
+      std::memcpy(&d, block, 2);
+      k_scale[p] = _cvtsh_ss(d);
+      k_raw[p] = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(block + 2));
+      k_abs[p] = _mm256_abs_epi8(k_raw[p]);
+    }
+    for (int i = 0; i < Q; ++i) {
+      const BlockQ8_0& qb = a[i].q8[b];
+      const __m256i qv = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(qb.qs));
+      const float q_scale = _cvtsh_ss(qb.d);
+      for (int p = 0; p < P; ++p) {
+        const __m256i pairs = _mm256_maddubs_epi16(k_abs[p], _mm256_sign_epi8(qv, k_raw[p]));
+        const __m256 sums = _mm256_cvtepi32_ps(_mm256_madd_epi16(pairs, ones));
+        acc[i][p] = _mm256_fmadd_ps(_mm256_set1_ps(k_scale[p] * q_scale), sums, acc[i][p]);
+      }
     }
   }
 }
@@ -151,25 +160,25 @@ void Scores(const AttendArgs& a, int64_t j0, float* s) {
     for (int p = 0; p < P; ++p) acc[0][p] = _mm256_setzero_ps();
     ScoresQ8<1, P>(&a, j0, acc);
     for (int p = 0; p < P; ++p) s[p] = a.scale * Reduce8(acc[0][p]);
-    return;
-  }
-  __m256 acc[P];
-  for (int p = 0; p < P; ++p) acc[p] = _mm256_setzero_ps();
-  const int full = a.d_k / 8 * 8;
-  for (int c = 0; c < full; c += 8) {
-    const __m256 qv = _mm256_loadu_ps(a.q + c);
-    for (int p = 0; p < P; ++p) {
-      acc[p] = _mm256_fmadd_ps(qv, Load8<kT>(a.k, (j0 + p) * a.k_stride + c, 8), acc[p]);
+  } else {
+    __m256 acc[P];
+    for (int p = 0; p < P; ++p) acc[p] = _mm256_setzero_ps();
+    const int full = a.d_k / 8 * 8;
+    for (int c = 0; c < full; c += 8) {
+      const __m256 qv = _mm256_loadu_ps(a.q + c);
+      for (int p = 0; p < P; ++p) {
+        acc[p] = _mm256_fmadd_ps(qv, Load8<kT>(a.k, (j0 + p) * a.k_stride + c, 8), acc[p]);
+      }
     }
-  }
-  if (full < a.d_k) {
-    const __m256 qv = LoadF(a.q + full, a.d_k - full);
-    for (int p = 0; p < P; ++p) {
-      acc[p] =
-          _mm256_fmadd_ps(qv, Load8<kT>(a.k, (j0 + p) * a.k_stride + full, a.d_k - full), acc[p]);
+    if (full < a.d_k) {
+      const __m256 qv = LoadF(a.q + full, a.d_k - full);
+      for (int p = 0; p < P; ++p) {
+        acc[p] = _mm256_fmadd_ps(
+            qv, Load8<kT>(a.k, (j0 + p) * a.k_stride + full, a.d_k - full), acc[p]);
+      }
     }
+    for (int p = 0; p < P; ++p) s[p] = a.scale * Reduce8(acc[p]);
   }
-  for (int p = 0; p < P; ++p) s[p] = a.scale * Reduce8(acc[p]);
 }
 
 // out[d0 + e] += sum_j p[j] * V[j0 + j][d0 + e] of the NC chunks of 8 from d0, for Q queries
@@ -187,10 +196,26 @@ void AccumulateChunks(const AttendArgs* a, int64_t j0, int64_t n, int d0) {
   }
   for (int64_t j = 0; j < n; ++j) {
     const int64_t at = (j0 + j) * r.v_stride + d0;
-    for (int c = 0; c < NC; ++c) {
-      const __m256 v = Load8<kT>(r.v, at + 8 * c, left(c));
-      for (int i = 0; i < Q; ++i) {
-        acc[i][c] = _mm256_fmadd_ps(_mm256_set1_ps(a[i].scratch[j]), v, acc[i][c]);
+    if constexpr (kT == KvElemType::kQ8_0) {
+      // Groups of chunks in one block (AccumulateV starts NC chunks at a multiple of 8 NC
+      // elements: 8 chunks at 64, 4 at 32, 2 at 16), each query's weight times the block's
+      // scale once per group, then the codes: fl(p_j d) * code. Same ops for any Q and NC.
+      constexpr int kG = NC < 4 ? NC : 4;
+      for (int g = 0; g < NC; g += kG) {
+        const float d = ScaleQ8(r.v, at + 8 * g);
+        __m256 w[Q];
+        for (int i = 0; i < Q; ++i) w[i] = _mm256_set1_ps(a[i].scratch[j] * d);
+        for (int c = g; c < g + kG; ++c) {
+          const __m256 v = CodesQ8(r.v, at + 8 * c, left(c));
+          for (int i = 0; i < Q; ++i) acc[i][c] = _mm256_fmadd_ps(w[i], v, acc[i][c]);
+        }
+      }
+    } else {
+      for (int c = 0; c < NC; ++c) {
+        const __m256 v = Load8<kT>(r.v, at + 8 * c, left(c));
+        for (int i = 0; i < Q; ++i) {
+          acc[i][c] = _mm256_fmadd_ps(_mm256_set1_ps(a[i].scratch[j]), v, acc[i][c]);
+        }
       }
     }
   }
@@ -283,26 +308,25 @@ void ScoresJoint(const AttendArgs* a, const AttendArgs* ahead, int64_t j, int64_
   }
   if constexpr (kT == KvElemType::kQ8_0) {
     ScoresQ8<Q, P>(a, j, acc);
-    for (int i = 0; i < Q; ++i) {
-      for (int p = 0; p < P; ++p) a[i].scratch[s_at + p] = a[i].scale * Reduce8(acc[i][p]);
+  } else {
+    const int full = r.d_k / 8 * 8;
+    for (int c = 0; c < full; c += 8) {
+      __m256 kv[P];
+      for (int p = 0; p < P; ++p) kv[p] = Load8<kT>(r.k, (j + p) * r.k_stride + c, 8);
+      for (int i = 0; i < Q; ++i) {
+        const __m256 qv = _mm256_loadu_ps(a[i].q + c);
+        for (int p = 0; p < P; ++p) acc[i][p] = _mm256_fmadd_ps(qv, kv[p], acc[i][p]);
+      }
     }
-    return;
-  }
-  const int full = r.d_k / 8 * 8;
-  for (int c = 0; c < full; c += 8) {
-    __m256 kv[P];
-    for (int p = 0; p < P; ++p) kv[p] = Load8<kT>(r.k, (j + p) * r.k_stride + c, 8);
-    for (int i = 0; i < Q; ++i) {
-      const __m256 qv = _mm256_loadu_ps(a[i].q + c);
-      for (int p = 0; p < P; ++p) acc[i][p] = _mm256_fmadd_ps(qv, kv[p], acc[i][p]);
-    }
-  }
-  if (full < r.d_k) {
-    __m256 kv[P];
-    for (int p = 0; p < P; ++p) kv[p] = Load8<kT>(r.k, (j + p) * r.k_stride + full, r.d_k - full);
-    for (int i = 0; i < Q; ++i) {
-      const __m256 qv = LoadF(a[i].q + full, r.d_k - full);
-      for (int p = 0; p < P; ++p) acc[i][p] = _mm256_fmadd_ps(qv, kv[p], acc[i][p]);
+    if (full < r.d_k) {
+      __m256 kv[P];
+      for (int p = 0; p < P; ++p) {
+        kv[p] = Load8<kT>(r.k, (j + p) * r.k_stride + full, r.d_k - full);
+      }
+      for (int i = 0; i < Q; ++i) {
+        const __m256 qv = LoadF(a[i].q + full, r.d_k - full);
+        for (int p = 0; p < P; ++p) acc[i][p] = _mm256_fmadd_ps(qv, kv[p], acc[i][p]);
+      }
     }
   }
   for (int i = 0; i < Q; ++i) {
@@ -313,9 +337,7 @@ void ScoresJoint(const AttendArgs* a, const AttendArgs* ahead, int64_t j, int64_
 // The whole tile at j0 for Q queries: Tiles' steps for each, with K and V loaded once.
 template <KvElemType kT, int Q>
 void JointTile(const AttendArgs* a, const AttendArgs* ahead, int64_t j0, float* m, float* l) {
-  // q8_0 keeps a block's partial sums too: one position at a time leaves them registers.
-  constexpr int kP = kT == KvElemType::kQ8_0 ? 1 : 2;
-  for (int64_t j = 0; j < kAttendTile; j += kP) ScoresJoint<kT, Q, kP>(a, ahead, j0 + j, j);
+  for (int64_t j = 0; j < kAttendTile; j += 2) ScoresJoint<kT, Q, 2>(a, ahead, j0 + j, j);
   for (int i = 0; i < Q; ++i) FoldTile(a[i], a[i].scratch, kAttendTile, m[i], l[i]);
   AccumulateV<kT, Q>(a, j0, kAttendTile);
 }

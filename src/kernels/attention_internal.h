@@ -7,6 +7,7 @@
 #include <cstdint>
 
 #include "kernels/attention.h"
+#include "quant/blocks.h"
 
 namespace mt::kernels {
 
@@ -24,6 +25,8 @@ struct AttendArgs {
   float scale;
   float* out;      // (d_v)
   float* scratch;  // (min(n_pos, kAttendTile))
+  // (d_k / 32) q rounded to q8_0 blocks, the scores' query for a q8_0 K; else null.
+  const BlockQ8_0* q8 = nullptr;
 };
 
 // StoreKv (kernels/attention.h) for f16: n floats to n halves, Fp32ToFp16's bits.

@@ -35,6 +35,28 @@ float Elem(const void* base, KvElemType type, int64_t j, int64_t stride, int i) 
   return f;
 }
 
+// q . K[j] in order.
+float Dot(const AttendArgs& a, int64_t j) {
+  float dot = 0.0f;
+  for (int i = 0; i < a.d_k; ++i) dot += a.q[i] * Elem(a.k, a.type, j, a.k_stride, i);
+  return dot;
+}
+
+// q' . K[j] for a q8_0 K (attention.h): per block, the code products' integer sum times
+// the product of the two scales (exact: 11 x 11 significant bits), summed in order.
+float DotQ8(const AttendArgs& a, int64_t j) {
+  const auto* row = static_cast<const uint8_t*>(a.k) + j * a.k_stride / kQK * sizeof(BlockQ8_0);
+  float dot = 0.0f;
+  for (int b = 0; b < a.d_k / kQK; ++b) {
+    BlockQ8_0 kb;
+    std::memcpy(&kb, row + b * sizeof(BlockQ8_0), sizeof(kb));
+    int32_t sum = 0;
+    for (int i = 0; i < kQK; ++i) sum += int32_t{a.q8[b].qs[i]} * kb.qs[i];
+    dot += Fp16ToFp32(kb.d) * Fp16ToFp32(a.q8[b].d) * static_cast<float>(sum);
+  }
+  return dot;
+}
+
 // e^x, with x < -87.3 (e^x < 2^-126) as 0 like the SIMD variants; x = -inf gives 0.
 float Exp(float x) { return x < -87.3f ? 0.0f : std::exp(x); }
 
@@ -53,8 +75,7 @@ void AttendScalar(const AttendArgs& a) {
     const int64_t n = a.n_pos - j0 < kAttendTile ? a.n_pos - j0 : kAttendTile;
     float tile_max = -INFINITY;
     for (int64_t j = 0; j < n; ++j) {
-      float dot = 0.0f;
-      for (int i = 0; i < a.d_k; ++i) dot += a.q[i] * Elem(a.k, a.type, j0 + j, a.k_stride, i);
+      const float dot = a.type == KvElemType::kQ8_0 ? DotQ8(a, j0 + j) : Dot(a, j0 + j);
       s[j] = a.scale * dot;
       tile_max = s[j] > tile_max ? s[j] : tile_max;
     }

@@ -1,5 +1,6 @@
 // Tests of AttendHead (kernels/attention.h) for every ISA variant this CPU runs, against the
-// definition computed here in double precision.
+// definition computed here in double precision (with a q8_0 cache: with the query rounded to
+// q8_0 blocks, as the header defines).
 //
 // Tolerance, per output element i (u = 2^-24; w_j the exact softmax weights; T tiles):
 //  - score error: a float dot of d_k terms (any order, FMA or not) times scale is off by at
@@ -110,6 +111,18 @@ constexpr KvElemType kAllTypes[] = {KvElemType::kF16, KvElemType::kF32, KvElemTy
 
 const char* TypeName(KvElemType type) {
   return type == KvElemType::kF16 ? "f16" : type == KvElemType::kF32 ? "f32" : "q8_0";
+}
+
+// The query the scores use (attention.h): q itself, or for a q8_0 cache q rounded to q8_0
+// blocks, as QuantizeRow and DequantizeRow make it.
+std::vector<float> ScoreQuery(const float* q, int d_k, KvElemType type) {
+  std::vector<float> out(q, q + d_k);
+  if (type == KvElemType::kQ8_0) {
+    std::vector<uint8_t> blocks(KvBytes(type, d_k));
+    QuantizeRow(GgmlType::kQ8_0, q, blocks.data(), d_k);
+    DequantizeRow(GgmlType::kQ8_0, blocks.data(), out.data(), d_k);
+  }
+  return out;
 }
 
 // Whether q8_0 can hold rows of d_k and d_v elements at these strides (whole blocks).
@@ -223,7 +236,7 @@ TEST_P(AttentionTest, MatchesDefinition) {
       AttendHead(isa_, q, k.data(), v.data(), type, k.stride, v.stride, sh.n_pos, sh.d_k, sh.d_v,
                  scale, out.data() + 1, scratch.data());
       for (int64_t i = n_scratch; i < n_scratch + 16; ++i) EXPECT_EQ(scratch[i], 1e30f) << i;
-      const Expected ref = Reference(q, k, v, sh.n_pos, scale);
+      const Expected ref = Reference(ScoreQuery(q, sh.d_k, type).data(), k, v, sh.n_pos, scale);
       EXPECT_EQ(out[0], -5.0f);
       for (int i = 0; i < sh.d_v; ++i) {
         const double err = std::fabs(out[1 + i] - ref.out[i]);
@@ -474,7 +487,7 @@ TEST_P(AttentionTest, VariantsAgree) {
                s.data());
     AttendHead(Isa::kScalar, q.data(), k.data(), v.data(), type, d, d, n_pos, d, d, 0.09f,
                b.data(), s.data());
-    const Expected ref = Reference(q.data(), k, v, n_pos, 0.09f);
+    const Expected ref = Reference(ScoreQuery(q.data(), d, type).data(), k, v, n_pos, 0.09f);
     for (int i = 0; i < d; ++i) {
       EXPECT_LE(std::fabs(a[i] - b[i]), 2 * ref.tol[i]) << TypeName(type) << " " << i;
     }
@@ -519,7 +532,8 @@ TEST_P(AttentionTest, StoreKvGivesFp32ToFp16Bits) {
 }
 
 // q8_0 rows are quant/quantize.h's Q8_0 blocks, bit for bit, in every variant (values of
-// every magnitude and class, as above; whole blocks only).
+// many magnitudes; whole blocks only), except that a block holding an infinity or a NaN gets a
+// NaN scale.
 TEST_P(AttentionTest, StoreKvGivesQuantizeRowQ8Blocks) {
   std::mt19937 rng(6);
   std::normal_distribution<float> gauss(0.0f, 1.0f);
@@ -534,8 +548,39 @@ TEST_P(AttentionTest, StoreKvGivesQuantizeRowQ8Blocks) {
     std::vector<uint8_t> got(bytes + 1, 0xAB), want(bytes);
     StoreKv(isa_, x.data(), n, KvElemType::kQ8_0, got.data());
     QuantizeRow(GgmlType::kQ8_0, x.data(), want.data(), n);
+    for (int64_t b : {0, 1}) {  // x[5] = inf, x[40] = NaN
+      if (b < n / 32) std::memcpy(want.data() + 34 * b, "\x00\x7E", 2);
+    }
     ASSERT_EQ(std::memcmp(got.data(), want.data(), bytes), 0) << "n " << n;
     EXPECT_EQ(got[bytes], 0xAB) << "wrote past n=" << n;
+  }
+}
+
+// As with f16, a NaN in the query or in a V row reaches the output of a q8_0 cache (the engine
+// finds bad weights by the NaN they leave in the logits), rather than vanishing in rounding.
+TEST_P(AttentionTest, Q8KeepsNaNs) {
+  const int d = 64, n_pos = 3;
+  std::vector<float> q(d, 0.5f), rows(n_pos * d, 0.25f), out(d);
+  std::vector<float> s(n_pos);
+  std::vector<uint8_t> k(KvBytes(KvElemType::kQ8_0, n_pos * d)), v(k.size());
+  for (int j = 0; j < n_pos; ++j) {
+    StoreKv(isa_, rows.data() + j * d, d, KvElemType::kQ8_0, k.data() + j * 68);
+    StoreKv(isa_, rows.data() + j * d, d, KvElemType::kQ8_0, v.data() + j * 68);
+  }
+  AttendHead(isa_, q.data(), k.data(), v.data(), KvElemType::kQ8_0, d, d, n_pos, d, d, 0.1f,
+             out.data(), s.data());
+  for (float o : out) ASSERT_NEAR(o, 0.25f, 1e-3f);  // all keys alike: V (as rounded)
+  q[40] = NAN;
+  AttendHead(isa_, q.data(), k.data(), v.data(), KvElemType::kQ8_0, d, d, n_pos, d, d, 0.1f,
+             out.data(), s.data());
+  for (float o : out) EXPECT_TRUE(std::isnan(o)) << "NaN in the query";
+  q[40] = 0.5f;
+  rows[d + 3] = NAN;  // position 1, V element 3: its block (elements 0..31) turns NaN
+  StoreKv(isa_, rows.data() + d, d, KvElemType::kQ8_0, v.data() + 68);
+  AttendHead(isa_, q.data(), k.data(), v.data(), KvElemType::kQ8_0, d, d, n_pos, d, d, 0.1f,
+             out.data(), s.data());
+  for (int i = 0; i < d; ++i) {
+    EXPECT_EQ(std::isnan(out[i]), i < 32) << "NaN in V, element " << i;
   }
 }
 
