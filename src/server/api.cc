@@ -556,6 +556,44 @@ Error ParseConstraint(const json& body, std::string_view raw, ApiRequest* out) {
   return std::nullopt;
 }
 
+// The sampling fields both APIs share (OpenAI's and llama-server's extensions), the stop
+// strings, ignore_eos and cache_prompt.
+Error ParseSampling(const json& body, ApiRequest* out) {
+  SamplingRequest& s = out->sampling;
+  if (Error e = GetNumber(body, "temperature", 0, 2, &s.temperature)) return e;
+  if (Error e = GetNumber(body, "top_p", 0, 1, &s.top_p)) return e;
+  if (Error e = GetNumber(body, "min_p", 0, 1, &s.min_p)) return e;
+  if (Error e = GetNumber(body, "repeat_penalty", 1e-6, 1e6, &s.repeat_penalty)) return e;
+  if (Error e = GetNumber(body, "presence_penalty", -2, 2, &s.presence_penalty)) return e;
+  if (Error e = GetNumber(body, "frequency_penalty", -2, 2, &s.frequency_penalty)) return e;
+  if (const json& v = Field(body, "top_k"); !v.is_null()) {
+    int64_t k = 0;
+    // 0 or less: off (vLLM's clients send -1, llama-server takes <= 0).
+    if (Error e = GetInteger(v, "top_k", std::numeric_limits<int32_t>::min(),
+                             std::numeric_limits<int32_t>::max(), &k)) {
+      return e;
+    }
+    s.top_k = static_cast<int32_t>(std::max<int64_t>(k, 0));
+  }
+  if (const json& v = Field(body, "seed"); !v.is_null()) {
+    if (v.is_number_unsigned()) {
+      s.seed = v.get<uint64_t>();
+    } else {
+      int64_t seed = 0;
+      if (Error e = GetInteger(v, "seed", std::numeric_limits<int64_t>::min(),
+                               std::numeric_limits<int64_t>::max(), &seed)) {
+        return e;
+      }
+      s.seed = static_cast<uint64_t>(seed);
+    }
+  }
+  if (Error e = ParseLogitBias(body, &s)) return e;
+  if (Error e = ParseStop(body, out)) return e;
+  if (Error e = GetBool(body, "ignore_eos", &out->ignore_eos)) return e;
+  if (Error e = GetBool(body, "cache_prompt", &out->cache_prompt)) return e;
+  return std::nullopt;
+}
+
 Error Parse(const json& body, std::string_view raw, Endpoint endpoint, std::string_view model_id,
             ApiRequest* out) {
   if (!body.is_object()) {
@@ -590,36 +628,7 @@ Error Parse(const json& body, std::string_view raw, Endpoint endpoint, std::stri
     if (Error e = GetInteger(v, key, lo, kMaxTokensLimit, &n)) return e;
     out->max_tokens = n;  // max_completion_tokens, checked second, wins
   }
-  SamplingRequest& s = out->sampling;
-  if (Error e = GetNumber(body, "temperature", 0, 2, &s.temperature)) return e;
-  if (Error e = GetNumber(body, "top_p", 0, 1, &s.top_p)) return e;
-  if (Error e = GetNumber(body, "min_p", 0, 1, &s.min_p)) return e;
-  if (Error e = GetNumber(body, "repeat_penalty", 1e-6, 1e6, &s.repeat_penalty)) return e;
-  if (Error e = GetNumber(body, "presence_penalty", -2, 2, &s.presence_penalty)) return e;
-  if (Error e = GetNumber(body, "frequency_penalty", -2, 2, &s.frequency_penalty)) return e;
-  if (const json& v = Field(body, "top_k"); !v.is_null()) {
-    int64_t k = 0;
-    // 0 or less: off (vLLM's clients send -1, llama-server takes <= 0).
-    if (Error e = GetInteger(v, "top_k", std::numeric_limits<int32_t>::min(),
-                             std::numeric_limits<int32_t>::max(), &k)) {
-      return e;
-    }
-    s.top_k = static_cast<int32_t>(std::max<int64_t>(k, 0));
-  }
-  if (const json& v = Field(body, "seed"); !v.is_null()) {
-    if (v.is_number_unsigned()) {
-      s.seed = v.get<uint64_t>();
-    } else {
-      int64_t seed = 0;
-      if (Error e = GetInteger(v, "seed", std::numeric_limits<int64_t>::min(),
-                               std::numeric_limits<int64_t>::max(), &seed)) {
-        return e;
-      }
-      s.seed = static_cast<uint64_t>(seed);
-    }
-  }
-  if (Error e = ParseLogitBias(body, &s)) return e;
-  if (Error e = ParseStop(body, out)) return e;
+  if (Error e = ParseSampling(body, out)) return e;
   if (Error e = GetBool(body, "stream", &out->stream)) return e;
   if (const json& so = Field(body, "stream_options"); !so.is_null()) {
     if (!so.is_object()) {
@@ -633,8 +642,6 @@ Error Parse(const json& body, std::string_view raw, Endpoint endpoint, std::stri
       out->include_usage = iu.get<bool>();
     }
   }
-  if (Error e = GetBool(body, "ignore_eos", &out->ignore_eos)) return e;
-  if (Error e = GetBool(body, "cache_prompt", &out->cache_prompt)) return e;
   if (Error e = ParseLogprobs(body, endpoint, out)) return e;
   // The echoed prompt would be the text around the FIM tokens, which no client expects.
   if (out->suffix && out->echo) return Unsupported("suffix", "suffix with echo");
@@ -750,6 +757,64 @@ std::optional<ApiError> ParseDetokenizeRequest(std::string_view body, std::strin
       return e;
     }
     out->tokens.push_back(id);
+  }
+  return std::nullopt;
+}
+
+std::optional<ApiError> ParseInfillRequest(std::string_view body, std::string_view model_id,
+                                           InfillRequest* out) {
+  *out = InfillRequest{};
+  json j;
+  if (Error e = ParseObject(body, model_id, &j)) return e;
+  auto text = [&](const char* key, bool required, std::string* field) -> Error {
+    const json& v = Field(j, key);
+    if (v.is_null()) {
+      if (required) return Invalid(key, fmt::format("\"{}\" is required", key));
+      return std::nullopt;
+    }
+    if (!v.is_string()) {
+      return Invalid(key, fmt::format("{} must be a string, not {}", key, TypeName(v)));
+    }
+    *field = v.get<std::string>();
+    return std::nullopt;
+  };
+  if (Error e = text("input_prefix", true, &out->prefix)) return e;
+  if (Error e = text("input_suffix", true, &out->suffix)) return e;
+  if (Error e = text("prompt", false, &out->prompt)) return e;
+  if (const json& extra = Field(j, "input_extra"); !extra.is_null()) {
+    if (!extra.is_array()) {
+      return Invalid("input_extra", "input_extra must be an array of {\"filename\": string, "
+                                    "\"text\": string}");
+    }
+    for (size_t i = 0; i < extra.size(); ++i) {
+      const json& chunk = extra[i];
+      const json& t = chunk.is_object() ? Field(chunk, "text") : chunk;
+      const json& f = chunk.is_object() ? Field(chunk, "filename") : json("tmp");
+      if (!chunk.is_object() || !t.is_string() || !(f.is_null() || f.is_string())) {
+        return Invalid("input_extra",
+                       fmt::format("input_extra[{}] must be {{\"text\": string, \"filename\": "
+                                   "string (optional)}}",
+                                   i));
+      }
+      out->extra.push_back({f.is_null() ? "tmp" : f.get<std::string>(), t.get<std::string>()});
+    }
+  }
+  ApiRequest& r = out->api;
+  r.model = std::string(model_id);
+  if (const json& v = Field(j, "n_predict"); !v.is_null()) {
+    int64_t n = 0;
+    if (Error e = GetInteger(v, "n_predict", -1, kMaxTokensLimit, &n)) return e;
+    if (n >= 0) r.max_tokens = n;  // -1: no limit but the context's, as llama-server
+  }
+  if (Error e = ParseSampling(j, &r)) {
+    out->api = ApiRequest{};
+    return e;
+  }
+  bool stream = false;
+  if (Error e = GetBool(j, "stream", &stream)) return e;
+  if (stream) {
+    return Unsupported("stream", "streaming from /infill (send stream: false, or use "
+                                 "/v1/completions with a suffix)");
   }
   return std::nullopt;
 }
@@ -901,6 +966,36 @@ json ChunkJson(Endpoint endpoint, const ResponseMeta& meta, const std::string& t
   }
   out["choices"] = json::array({std::move(choice)});
   return out;
+}
+
+json NativeCompletionJson(const ResponseMeta& meta, const NativeCompletion& c) {
+  const Usage& u = c.usage;
+  const int64_t evaluated = u.prompt_tokens - u.cached_tokens;
+  // Per token and per second, 0 where nothing was timed (as llama-server prints them).
+  auto per_token = [](double ms, int64_t n) { return n > 0 ? ms / n : 0.0; };
+  auto per_second = [](double ms, int64_t n) { return ms > 0 ? 1e3 * n / ms : 0.0; };
+  return json{{"index", 0},
+              {"content", c.content},
+              {"stop", true},
+              {"model", meta.model},
+              {"tokens_predicted", u.completion_tokens},
+              {"tokens_evaluated", u.prompt_tokens},
+              {"tokens_cached", std::max<int64_t>(0, u.prompt_tokens + u.completion_tokens - 1)},
+              {"truncated", false},
+              {"stop_type", c.stop_type},
+              {"stopping_word", ""},
+              {"has_new_line", c.content.find('\n') != std::string::npos},
+              {"prompt", c.prompt},
+              {"timings",
+               {{"cache_n", u.cached_tokens},
+                {"prompt_n", evaluated},
+                {"prompt_ms", c.prompt_ms},
+                {"prompt_per_token_ms", per_token(c.prompt_ms, evaluated)},
+                {"prompt_per_second", per_second(c.prompt_ms, evaluated)},
+                {"predicted_n", u.completion_tokens},
+                {"predicted_ms", c.predicted_ms},
+                {"predicted_per_token_ms", per_token(c.predicted_ms, u.completion_tokens)},
+                {"predicted_per_second", per_second(c.predicted_ms, u.completion_tokens)}}}};
 }
 
 json ReasoningChunkJson(const ResponseMeta& meta, const std::string& text, int index) {

@@ -198,6 +198,26 @@ struct DetokenizeRequest {
 std::optional<ApiError> ParseDetokenizeRequest(std::string_view body, std::string_view model_id,
                                                DetokenizeRequest* out);
 
+// POST /infill, llama-server's code completion (llama.vscode, llama.vim): the text before and
+// after the cursor, more files as context, and the sampling fields of /v1/completions (as
+// ParseRequest reads them; n_predict -1 or absent: generate up to the context's end). The
+// prompt is built from them by InfillPrompt (generation.h). Not streamed: stream true is a
+// 400. Fields llama-server takes for its own machinery (samplers, t_max_*_ms, id_slot,
+// response_fields, ...) are accepted and ignored.
+struct InfillChunk {
+  std::string filename;  // "tmp" when not given, as llama-server
+  std::string text;
+};
+struct InfillRequest {
+  ApiRequest api;      // sampling, stop, max_tokens, cache_prompt; no prompt yet
+  std::string prefix;  // input_prefix: the text before the cursor
+  std::string suffix;  // input_suffix: the text after it
+  std::string prompt;  // prompt: text that follows the prefix (llama.vscode: the cursor's line)
+  std::vector<InfillChunk> extra;  // input_extra: other files, oldest first
+};
+std::optional<ApiError> ParseInfillRequest(std::string_view body, std::string_view model_id,
+                                           InfillRequest* out);
+
 // {"error": {...}} for `e`.
 nlohmann::json ErrorJson(const ApiError& e);
 
@@ -268,6 +288,22 @@ nlohmann::json ToolCallsChunkJson(const ResponseMeta& meta, std::span<const ApiT
 
 // The last chunk of a stream with stream_options.include_usage: empty choices and usage.
 nlohmann::json UsageChunkJson(Endpoint endpoint, const ResponseMeta& meta, const Usage& usage);
+
+// llama-server's native (non-OpenAI) response, which /infill clients read: content, stop,
+// model, tokens_predicted, tokens_evaluated, tokens_cached (positions the slot's KV cache
+// holds at the end), truncated, stop_type ("eos", "word" for a stop string, "limit"),
+// has_new_line, prompt, and timings {prompt_n (tokens evaluated, not found in the cache),
+// prompt_ms, prompt_per_token_ms, prompt_per_second, predicted_n, predicted_ms,
+// predicted_per_token_ms, predicted_per_second}.
+struct NativeCompletion {
+  std::string content;
+  std::string prompt;     // the prompt's text, special tokens shown
+  std::string stop_type;  // "eos", "word", "limit"
+  Usage usage;
+  double prompt_ms = 0;     // the prompt's evaluation (admission to the first token)
+  double predicted_ms = 0;  // the first token to the end
+};
+nlohmann::json NativeCompletionJson(const ResponseMeta& meta, const NativeCompletion& c);
 
 // "data: <json>\n\n".
 std::string SseEvent(const nlohmann::json& j);

@@ -464,6 +464,59 @@ TEST(ApiTest, TokenizeAndDetokenizeBodies) {
   }
 }
 
+// llama-server's /infill body: the texts, the extra files, n_predict and the sampling fields
+// of /v1/completions; its own machinery's fields are ignored; a stream is refused.
+TEST(ApiTest, InfillBodies) {
+  InfillRequest r;
+  ASSERT_FALSE(ParseInfillRequest(R"({"input_prefix": "a", "input_suffix": "b", "prompt": "c",
+      "input_extra": [{"filename": "f.py", "text": "x"}, {"text": "y"}], "n_predict": 7,
+      "temperature": 0.2, "top_k": 5, "top_p": 0.5, "stop": ["\n\n"], "cache_prompt": false,
+      "seed": 3, "samplers": ["top_k"], "t_max_predict_ms": 500, "id_slot": -1,
+      "response_fields": ["content"], "n_indent": 4, "stream": false})",
+                                  kModel, &r));
+  EXPECT_EQ(r.prefix, "a");
+  EXPECT_EQ(r.suffix, "b");
+  EXPECT_EQ(r.prompt, "c");
+  ASSERT_EQ(r.extra.size(), 2u);
+  EXPECT_EQ(r.extra[0].filename, "f.py");
+  EXPECT_EQ(r.extra[0].text, "x");
+  EXPECT_EQ(r.extra[1].filename, "tmp");
+  EXPECT_EQ(r.api.max_tokens, 7);
+  EXPECT_FLOAT_EQ(r.api.sampling.temperature, 0.2f);
+  EXPECT_EQ(r.api.sampling.top_k, 5);
+  EXPECT_FLOAT_EQ(r.api.sampling.top_p, 0.5f);
+  EXPECT_EQ(r.api.stop, std::vector<std::string>{"\n\n"});
+  EXPECT_FALSE(r.api.cache_prompt);
+  EXPECT_EQ(r.api.sampling.seed, 3u);
+  EXPECT_TRUE(r.api.prompts.empty());  // InfillPrompt builds it
+  ASSERT_FALSE(ParseInfillRequest(R"({"input_prefix": "", "input_suffix": "", "n_predict": -1})",
+                                  kModel, &r));
+  EXPECT_FALSE(r.api.max_tokens.has_value());
+  EXPECT_TRUE(r.extra.empty());
+  for (const auto& [body, param] : std::vector<std::pair<std::string, std::string>>{
+           {R"({"input_suffix": "b"})", "input_prefix"},
+           {R"({"input_prefix": "a"})", "input_suffix"},
+           {R"({"input_prefix": 1, "input_suffix": "b"})", "input_prefix"},
+           {R"({"input_prefix": "a", "input_suffix": "b", "prompt": ["x"]})", "prompt"},
+           {R"({"input_prefix": "a", "input_suffix": "b", "input_extra": "x"})", "input_extra"},
+           {R"({"input_prefix": "a", "input_suffix": "b", "input_extra": [{"filename": "f"}]})",
+            "input_extra"},
+           {R"({"input_prefix": "a", "input_suffix": "b", "input_extra": [{"text": "t",
+                "filename": 2}]})",
+            "input_extra"},
+           {R"({"input_prefix": "a", "input_suffix": "b", "n_predict": -2})", "n_predict"},
+           {R"({"input_prefix": "a", "input_suffix": "b", "temperature": "hot"})", "temperature"},
+           {R"({"input_prefix": "a", "input_suffix": "b", "stream": true})", "stream"},
+           {R"({"input_prefix": "a", "input_suffix": "b", "model": "other"})", "model"},
+           {R"(["a"])", ""},
+       }) {
+    std::optional<ApiError> e = ParseInfillRequest(body, kModel, &r);
+    ASSERT_TRUE(e.has_value()) << body;
+    EXPECT_EQ(e->param, param) << body;
+    EXPECT_EQ(e->http_status, 400);
+  }
+}
+
 TEST(ApiTest, ConstraintsCompileToGrammars) {
   auto whole = [](const ApiRequest& r, std::string_view text) {
     EXPECT_NE(r.grammar, nullptr);

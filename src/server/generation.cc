@@ -54,6 +54,66 @@ Result<ChatPrompt> RenderChat(const ChatTemplate& chat, const ApiRequest& r,
                      r.enable_thinking.value_or(default_enable_thinking));
 }
 
+std::optional<ApiError> InfillPrompt(const Tokenizer& tok, const InfillRequest& r,
+                                     uint32_t n_ctx, std::vector<int32_t>* out) {
+  const std::optional<Tokenizer::Fim> fim = tok.fim();
+  if (!fim) {
+    return ApiError{501,
+                    "Infill is not supported by this model: it has no fill-in-the-middle tokens "
+                    "(such as <|fim_prefix|>, <|fim_suffix|> and <|fim_middle|>)",
+                    "not_supported_error", "", "unsupported"};
+  }
+  std::optional<ApiError> failed;
+  auto encode = [&](const std::string& text) {
+    Result<std::vector<int32_t>> ids = tok.Encode(text, false, /*parse_special=*/false);
+    if (ids.ok()) return std::move(ids).value();
+    failed = ServerError(500, ids.status().message(), "tokenizer_error");
+    return std::vector<int32_t>();
+  };
+  std::vector<int32_t> extra;
+  auto append = [](std::vector<int32_t>& to, const std::vector<int32_t>& ids) {
+    to.insert(to.end(), ids.begin(), ids.end());
+  };
+  if (fim->repo) {
+    extra.push_back(*fim->repo);
+    append(extra, encode("myproject\n"));
+  }
+  for (const InfillChunk& chunk : r.extra) {
+    if (fim->file_sep) {
+      extra.push_back(*fim->file_sep);
+      append(extra, encode(chunk.filename + "\n"));
+    } else {
+      append(extra, encode("\n\n--- snippet ---\n\n"));
+    }
+    append(extra, encode(chunk.text));
+  }
+  if (fim->file_sep) {
+    extra.push_back(*fim->file_sep);
+    append(extra, encode("filename\n"));
+  }
+  std::vector<int32_t> prefix = encode(r.prefix), suffix = encode(r.suffix),
+                       prompt = encode(r.prompt);
+  if (failed) return failed;
+  // llama-server's batch (2048 by default, in a 4096 context); never more than half the
+  // context, so that the extra files keep room.
+  const int64_t batch = std::min<int64_t>(n_ctx / 2, 2048);
+  const int64_t n_prefix = std::min<int64_t>(prefix.size(), 3 * (batch / 4));
+  const int64_t n_suffix = std::min<int64_t>(
+      suffix.size(), std::max<int64_t>(0, batch / 4 - (2 + static_cast<int64_t>(prompt.size()))));
+  const int64_t n_extra = std::min<int64_t>(
+      extra.size(), std::max<int64_t>(0, n_ctx - batch - 2 * r.api.max_tokens.value_or(0)));
+  std::vector<int32_t>& ids = *out;
+  ids.assign(extra.end() - n_extra, extra.end());
+  if (tok.add_bos() && tok.bos_id()) ids.push_back(*tok.bos_id());
+  ids.push_back(fim->prefix);
+  ids.insert(ids.end(), prefix.end() - n_prefix, prefix.end());
+  append(ids, prompt);
+  ids.push_back(fim->suffix);
+  ids.insert(ids.end(), suffix.begin(), suffix.begin() + n_suffix);
+  ids.push_back(fim->middle);
+  return std::nullopt;
+}
+
 std::optional<ApiError> MakeSpec(const GenerationTarget& target, const ApiRequest& r,
                                  size_t which, uint64_t fresh_seed, GenerationSpec* spec) {
   const Tokenizer& tok = target.tok;

@@ -45,6 +45,17 @@ Result<ChatPrompt> RenderChat(const ChatTemplate& chat, const ApiRequest& r,
 std::optional<ApiError> MakeSpec(const GenerationTarget& target, const ApiRequest& r,
                                  size_t which, uint64_t fresh_seed, GenerationSpec* spec);
 
+// /infill's prompt (llama-server's, the repo-level fill-in-the-middle format of Qwen's coders):
+//   [<repo>"myproject\n"] for each extra file: (<file_sep> filename "\n" | "\n\n--- snippet
+//   ---\n\n") text; [<file_sep> "filename\n"]; [BOS] <prefix> prefix prompt <suffix> suffix
+//   <middle>
+// (<repo> and <file_sep> where the vocabulary has them; special-token text in the inputs is
+// plain text). As llama-server keeps the middle to one batch B, here min(n_ctx / 2, 2048): the
+// prefix's last 3/4 B tokens, the suffix's first B/4 - 2 - |prompt|, and the extra files' last
+// n_ctx - B - 2 max_tokens. Errors: a model without FIM tokens (501); a tokenizer failure.
+std::optional<ApiError> InfillPrompt(const Tokenizer& tok, const InfillRequest& r,
+                                     uint32_t n_ctx, std::vector<int32_t>* out);
+
 // A server-side error object (type "server_error").
 ApiError ServerError(int status, std::string message, std::string code);
 

@@ -333,5 +333,92 @@ TEST(MakeSpec, SuffixFillsInTheMiddle) {
   EXPECT_EQ(e->http_status, 400);
 }
 
+// /infill's prompt as llama-server builds it: the extra files after the repo name (each after
+// a file separator and its name), the current file's separator, then <prefix> prefix prompt
+// <suffix> suffix <middle>; inputs' special-token text is plain text; the prefix keeps its
+// end and the suffix its start within the batch; without separators the files go after a
+// snippet line; without FIM tokens a 501.
+TEST(InfillPrompt, RepoLevelFillInTheMiddle) {
+  auto make = [](std::vector<std::string> specials) {
+    VocabSpec spec = BuiltinBpeVocab(1000, "qwen2", std::move(specials));
+    return std::move(Tokenizer::Create(std::move(spec))).value();
+  };
+  static const Tokenizer coder = make({"<|fim_prefix|>", "<|fim_suffix|>", "<|fim_middle|>",
+                                       "<|repo_name|>", "<|file_sep|>", "<|im_end|>"});
+  const Tokenizer::Fim fim = coder.fim().value();
+  auto enc = [&](const Tokenizer& t, const std::string& text) {
+    return t.Encode(text, false, /*parse_special=*/false).value();
+  };
+  auto cat = [](std::vector<int32_t>& to, const std::vector<int32_t>& ids) {
+    to.insert(to.end(), ids.begin(), ids.end());
+  };
+  InfillRequest r;
+  ASSERT_FALSE(ParseInfillRequest(R"({"input_prefix": "def f(x):\n    ", "input_suffix": "\n<|im_end|>",
+      "prompt": "ret", "input_extra": [{"filename": "a.py", "text": "A = 1\n"}, {"text": "B"}]})",
+                                  "m", &r));
+  std::vector<int32_t> got;
+  ASSERT_FALSE(InfillPrompt(coder, r, 4096, &got));
+  std::vector<int32_t> want = {*fim.repo};
+  cat(want, enc(coder, "myproject\n"));
+  want.push_back(*fim.file_sep);
+  cat(want, enc(coder, "a.py\n"));
+  cat(want, enc(coder, "A = 1\n"));
+  want.push_back(*fim.file_sep);
+  cat(want, enc(coder, "tmp\n"));  // a chunk without a filename
+  cat(want, enc(coder, "B"));
+  want.push_back(*fim.file_sep);
+  cat(want, enc(coder, "filename\n"));
+  want.push_back(fim.prefix);
+  cat(want, enc(coder, "def f(x):\n    "));
+  cat(want, enc(coder, "ret"));
+  want.push_back(fim.suffix);
+  const std::vector<int32_t> suffix = enc(coder, "\n<|im_end|>");
+  const int32_t im_end = coder.Encode("<|im_end|>", false, true).value().at(0);
+  EXPECT_EQ(std::count(suffix.begin(), suffix.end(), im_end), 0);  // plain text, not the token
+  cat(want, suffix);
+  want.push_back(fim.middle);
+  EXPECT_EQ(got, want);
+
+  // A context of 64: batch 32, so the prefix keeps its last 24 tokens, the suffix its first
+  // 8 - 2 - |prompt|, and the files their last 32 tokens.
+  std::string long_prefix, long_suffix;
+  for (int i = 0; i < 100; ++i) long_prefix += " p" + std::to_string(i);
+  for (int i = 0; i < 100; ++i) long_suffix += " s" + std::to_string(i);
+  InfillRequest cut = r;
+  cut.prefix = long_prefix;
+  cut.suffix = long_suffix;
+  cut.extra.assign(8, InfillChunk{"f.py", long_prefix});
+  ASSERT_FALSE(InfillPrompt(coder, cut, 64, &got));
+  const std::vector<int32_t> p = enc(coder, long_prefix), sfx = enc(coder, long_suffix);
+  const std::vector<int32_t> prompt = enc(coder, "ret");
+  std::vector<int32_t> files = enc(coder, long_prefix);  // the last file's text, and after it:
+  files.push_back(*fim.file_sep);
+  cat(files, enc(coder, "filename\n"));
+  want.assign(files.end() - 32, files.end());
+  want.push_back(fim.prefix);
+  want.insert(want.end(), p.end() - 24, p.end());
+  cat(want, prompt);
+  want.push_back(fim.suffix);
+  want.insert(want.end(), sfx.begin(), sfx.begin() + (8 - 2 - prompt.size()));
+  want.push_back(fim.middle);
+  EXPECT_EQ(got, want);
+
+  // Without repo and file-separator tokens the files follow a snippet line each.
+  static const Tokenizer plain_coder = make({"<|fim_prefix|>", "<|fim_suffix|>", "<|fim_middle|>"});
+  ASSERT_FALSE(InfillPrompt(plain_coder, r, 4096, &got));
+  const std::vector<int32_t> snippet = enc(plain_coder, "\n\n--- snippet ---\n\n");
+  want = snippet;
+  cat(want, enc(plain_coder, "A = 1\n"));
+  cat(want, snippet);
+  cat(want, enc(plain_coder, "B"));
+  EXPECT_TRUE(std::equal(want.begin(), want.end(), got.begin()));
+  EXPECT_EQ(got[want.size()], plain_coder.fim()->prefix);
+
+  const std::optional<ApiError> e = InfillPrompt(Tok(), r, 4096, &got);
+  ASSERT_TRUE(e.has_value());
+  EXPECT_EQ(e->http_status, 501);
+  EXPECT_NE(e->message.find("Infill is not supported"), std::string::npos);
+}
+
 }  // namespace
 }  // namespace mt::server

@@ -160,6 +160,13 @@ struct HttpServer::Impl {
   void Routes();
   void Generate(const httplib::Request& req, httplib::Response& res,
                 const httplib::ContentReader& reader, Endpoint endpoint);
+  // POST /infill: the prompt built from the request (InfillPrompt), then Run.
+  void Infill(const httplib::Request& req, httplib::Response& res,
+              const httplib::ContentReader& reader);
+  // Runs a parsed request's jobs and answers: streamed (r.stream), or whole as OpenAI's
+  // response, or as llama-server's native one (`native`: one choice).
+  void Run(const httplib::Request& req, httplib::Response& res, const ApiRequest& r,
+           bool native);
   // Streams the choices `jobs` (index i: jobs[i]) as Server-Sent Events. echoes[i]: text to
   // send before choice i's generated text (an echoed prompt); n_prompt: prompt tokens of all.
   void Stream(const httplib::Request& req, httplib::Response& res,
@@ -218,6 +225,27 @@ void HttpServer::Impl::Generate(const httplib::Request& req, httplib::Response& 
       })) {
     return;
   }
+  Run(req, res, r, /*native=*/false);
+}
+
+void HttpServer::Impl::Infill(const httplib::Request& req, httplib::Response& res,
+                              const httplib::ContentReader& reader) {
+  InfillRequest in;
+  if (!ReadRequest(req, res, reader, [&](std::string_view body) -> std::optional<ApiError> {
+        if (std::optional<ApiError> e = ParseInfillRequest(body, options.model_id, &in)) return e;
+        std::vector<int32_t> ids;
+        if (std::optional<ApiError> e = InfillPrompt(tok, in, ctx.n_ctx(), &ids)) return e;
+        in.api.prompts = {ApiPrompt{"", std::vector<int64_t>(ids.begin(), ids.end()), true}};
+        return std::nullopt;
+      })) {
+    return;
+  }
+  Run(req, res, in.api, /*native=*/true);
+}
+
+void HttpServer::Impl::Run(const httplib::Request& req, httplib::Response& res,
+                           const ApiRequest& r, bool native) {
+  const Endpoint endpoint = r.endpoint;
   // A job per choice: n per prompt (chat: one prompt), choice p * n + k. They run together
   // like any other requests.
   const size_t n_prompts = endpoint == Endpoint::kChat ? 1 : r.prompts.size();
@@ -289,6 +317,18 @@ void HttpServer::Impl::Generate(const httplib::Request& req, httplib::Response& 
     }
   }
   LeaveGeneration();
+  if (native) {
+    const JobUpdate& u = last[0];
+    if (std::optional<ApiError> e = JobError(u)) return SendError(res, *e);
+    NativeCompletion c;
+    c.content = texts[0];
+    c.prompt = tok.Decode(jobs[0]->spec().prompt);
+    c.stop_type = u.reason == FinishReason::kLength ? "limit" : u.stop_string ? "word" : "eos";
+    c.usage = Usage{n_prompt, u.completion_tokens, u.cached_tokens};
+    c.prompt_ms = 1e3 * u.prompt_seconds;
+    c.predicted_ms = 1e3 * u.generation_seconds;
+    return SendJson(res, 200, NativeCompletionJson(meta, c));
+  }
   std::vector<Choice> choices;
   Usage usage{n_prompt, 0};
   const ChoiceOptions choice_options{endpoint, options.split_reasoning, ThinkingOpen(),
@@ -409,6 +449,8 @@ void HttpServer::Impl::Routes() {
                                             const httplib::ContentReader& reader) {
     Generate(req, res, reader, Endpoint::kChat);
   });
+  http.Post("/infill", [this](const httplib::Request& req, httplib::Response& res,
+                               const httplib::ContentReader& reader) { Infill(req, res, reader); });
   auto model_json = [this] {
     return json{{"id", options.model_id},
                 {"object", "model"},

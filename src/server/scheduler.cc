@@ -97,12 +97,16 @@ void Job::SetCached(int64_t cached_tokens) {
   state_.cached_tokens = cached_tokens;
 }
 
-void Job::Finish(FinishReason reason, Status error) {
+void Job::Finish(FinishReason reason, Status error, bool stop_string, double prompt_seconds,
+                 double generation_seconds) {
   {
     std::lock_guard lock(mu_);
     state_.finished = true;
     state_.reason = reason;
     state_.error = std::move(error);
+    state_.stop_string = stop_string;
+    state_.prompt_seconds = prompt_seconds;
+    state_.generation_seconds = generation_seconds;
     changed_ = true;
   }
   cv_.notify_all();
@@ -122,6 +126,7 @@ struct Scheduler::Slot {
   std::optional<StreamDecoder> decoder;
   std::optional<StopMatcher> stops;
   int64_t n_generated = 0;
+  bool stop_string = false;  // a stop string ended the generation
   // Logprobs: entries of generated tokens whose bytes have not all gone out as text, each
   // with the end of its bytes in the generated text.
   std::deque<std::pair<int64_t, TokenLogprob>> held;
@@ -328,7 +333,11 @@ void Scheduler::Release(Slot& slot, FinishReason reason, Status error) {
                                seconds(now));
     }
   }
-  job.Finish(reason, std::move(error));
+  using Seconds = std::chrono::duration<double>;
+  const bool generated = slot.n_generated > 0;
+  job.Finish(reason, std::move(error), slot.stop_string,
+             generated ? Seconds(job.first_token_ - job.started_).count() : 0,
+             generated ? Seconds(now - job.first_token_).count() : 0);
   slot = Slot{};
   std::lock_guard lock(mu_);
   --busy_;
@@ -515,6 +524,7 @@ void Scheduler::Sample(Slot& slot, std::span<const float> logits) {
     text += slot.stops->Push(slot.decoder->Flush(), &stopped);
     if (!stopped) text += slot.stops->Flush();
   }
+  slot.stop_string = stopped;
   std::vector<TokenLogprob> released;
   if (spec.logprobs >= 0) {
     // Out go the entries whose bytes have all gone out; at the end, all of them, except

@@ -94,6 +94,12 @@ struct JobUpdate {
   int64_t prompt_tokens = 0;    // prompt tokens evaluated
   int64_t cached_tokens = 0;    // prompt tokens found in the slot's KV cache, not evaluated
   int64_t completion_tokens = 0;  // tokens sampled (including an end-of-generation token)
+  // Once finished: whether a stop string ended it (kStop; else an end-of-generation token),
+  // and its times from admission to a slot to the first token (the prompt's evaluation) and
+  // from there to the end (generation).
+  bool stop_string = false;
+  double prompt_seconds = 0;
+  double generation_seconds = 0;
 };
 
 // One generation. Shared by its handler (which waits and may cancel) and the scheduler
@@ -120,7 +126,8 @@ class Job {
   void Emit(std::string_view text, std::vector<TokenLogprob> logprobs, int64_t prompt_tokens,
             int64_t completion_tokens);
   void SetCached(int64_t cached_tokens);
-  void Finish(FinishReason reason, Status error);
+  void Finish(FinishReason reason, Status error, bool stop_string = false,
+              double prompt_seconds = 0, double generation_seconds = 0);
 
   const GenerationSpec spec_;
   const Clock::time_point arrival_ = Clock::now();

@@ -30,6 +30,8 @@ struct Outcome {
   FinishReason reason = FinishReason::kNone;
   int64_t completion_tokens = 0;
   Status error;
+  bool stop_string = false;
+  double prompt_seconds = 0, generation_seconds = 0;
 };
 
 class SchedulerTest : public ::testing::Test {
@@ -142,6 +144,9 @@ class SchedulerTest : public ::testing::Test {
     out.reason = u.reason;
     out.completion_tokens = u.completion_tokens;
     out.error = u.error;
+    out.stop_string = u.stop_string;
+    out.prompt_seconds = u.prompt_seconds;
+    out.generation_seconds = u.generation_seconds;
     return out;
   }
 
@@ -256,10 +261,18 @@ TEST_F(SchedulerTest, StopStringsCutTheText) {
   auto ctx = MakeContext(1, kCtx);
   Scheduler sched(*ctx, SchedulerOptions{1, 16, 4}, nullptr);
   sched.Start();
+  auto plain_job = std::make_shared<Job>(Spec("Mixture of experts", 24));
+  ASSERT_TRUE(sched.Submit(plain_job).ok());
+  const Outcome plain = WaitFor(*plain_job);
+  EXPECT_EQ(plain.reason, FinishReason::kLength);
+  EXPECT_FALSE(plain.stop_string);
+  EXPECT_GT(plain.prompt_seconds, 0);  // timed: admission to the first token, then the rest
+  EXPECT_GT(plain.generation_seconds, 0);
   auto job = std::make_shared<Job>(spec);
   ASSERT_TRUE(sched.Submit(job).ok());
   const Outcome got = WaitFor(*job);
   EXPECT_EQ(got.reason, FinishReason::kStop);
+  EXPECT_TRUE(got.stop_string);  // what /infill reports as stop_type "word"
   EXPECT_EQ(got.text, full.text.substr(0, full.text.find(stop)));
   EXPECT_LT(got.completion_tokens, 24);
 }

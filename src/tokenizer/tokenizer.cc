@@ -41,6 +41,9 @@ constexpr std::string_view kFimSuffixTexts[] = {"<|fim_suffix|>", "<fim-suffix>"
                                                 "<SUF>", "\xE2\x96\x81<SUF>"};
 constexpr std::string_view kFimMiddleTexts[] = {"<|fim_middle|>", "<fim-middle>", "<fim_middle>",
                                                 "<MID>", "\xE2\x96\x81<MID>"};
+constexpr std::string_view kFimRepoTexts[] = {"<|fim_repo|>", "<|repo_name|>", "<fim-repo>",
+                                              "<REPO>", "<reponame>"};
+constexpr std::string_view kFimFileSepTexts[] = {"<|file_sep|>"};
 
 struct StringHash {
   using is_transparent = void;
@@ -295,7 +298,10 @@ Result<Tokenizer> Tokenizer::Create(VocabSpec vocab, Options options) {
   t.eot = find(v.eot_id, kEotTexts);
   const auto pre = find(v.fim_pre_id, kFimPrefixTexts), suf = find(v.fim_suf_id, kFimSuffixTexts),
              mid = find(v.fim_mid_id, kFimMiddleTexts);
-  if (pre && suf && mid) t.fim = Tokenizer::Fim{*pre, *suf, *mid};
+  if (pre && suf && mid) {
+    t.fim = Tokenizer::Fim{*pre, *suf, *mid, find(v.fim_rep_id, kFimRepoTexts),
+                           find(v.fim_sep_id, kFimFileSepTexts)};
+  }
   t.nfc = options.nfc.value_or(t.bpe && t.pre->nfc());
   t.add_bos = v.add_bos.value_or(!t.bpe || t.pre->ignore_merges());  // llama.cpp's defaults
   t.add_space_prefix = !t.bpe && v.add_space_prefix.value_or(true);

@@ -86,8 +86,12 @@ class Tokenizer {
   // writes ("<|fim_prefix|>" ... "<|fim_suffix|>" ... "<|fim_middle|>" for Qwen coders).
   // From tokenizer.ggml.fim_{pre,suf,mid}_token_id, else the texts llama.cpp's loader looks
   // for; nullopt unless all three are found.
+  // `repo` and `file_sep` (tokenizer.ggml.fim_{rep,sep}_token_id, else "<|repo_name|>",
+  // "<|file_sep|>" and llama.cpp's other texts) open a repository's name and each file in
+  // repo-level prompts (Qwen coders); either may be absent.
   struct Fim {
     int32_t prefix, suffix, middle;
+    std::optional<int32_t> repo = std::nullopt, file_sep = std::nullopt;
   };
   std::optional<Fim> fim() const;
   // Whether the model wants BOS put first (tokenizer.ggml.add_bos_token, else llama.cpp's

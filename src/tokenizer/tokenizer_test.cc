@@ -170,6 +170,17 @@ TEST(BpeTest, FillInTheMiddleTokens) {
   EXPECT_EQ(fim->prefix, 256);  // "<|fim_prefix|>" before "<PRE>" in the list
   EXPECT_EQ(fim->suffix, 258);
   EXPECT_EQ(fim->middle, 257);
+  EXPECT_FALSE(fim->repo.has_value());
+  EXPECT_FALSE(fim->file_sep.has_value());
+  v.tokens.push_back("<|repo_name|>");  // 260
+  v.tokens.push_back("<|file_sep|>");   // 261
+  v.token_types.push_back(T(TokenType::kControl));
+  v.token_types.push_back(T(TokenType::kControl));
+  fim = Make(v).fim();
+  EXPECT_EQ(fim->repo, 260);
+  EXPECT_EQ(fim->file_sep, 261);
+  v.fim_rep_id = 259;
+  EXPECT_EQ(Make(v).fim()->repo, 259);
   v.fim_pre_id = 259;
   EXPECT_EQ(Make(v).fim()->prefix, 259);
   v.tokens[257] = "<|fim_mid|>";  // no middle token

@@ -33,6 +33,8 @@ constexpr IdKey kIdKeys[] = {
     {"tokenizer.ggml.fim_pre_token_id", &VocabSpec::fim_pre_id},
     {"tokenizer.ggml.fim_suf_token_id", &VocabSpec::fim_suf_id},
     {"tokenizer.ggml.fim_mid_token_id", &VocabSpec::fim_mid_id},
+    {"tokenizer.ggml.fim_rep_token_id", &VocabSpec::fim_rep_id},
+    {"tokenizer.ggml.fim_sep_token_id", &VocabSpec::fim_sep_id},
 };
 
 struct BoolKey {

@@ -34,8 +34,9 @@ struct VocabSpec {
   std::vector<int32_t> token_types;  // (n_vocab) TokenType values
   std::vector<std::string> merges;   // (n_merges) "left right"; BPE only
   std::optional<uint32_t> bos_id, eos_id, eot_id, unk_id, pad_id, sep_id;
-  // Fill-in-the-middle: tokenizer.ggml.fim_{pre,suf,mid}_token_id (code models).
-  std::optional<uint32_t> fim_pre_id, fim_suf_id, fim_mid_id;
+  // Fill-in-the-middle: tokenizer.ggml.fim_{pre,suf,mid,rep,sep}_token_id (code models; rep
+  // and sep mark a repository's name and its files in repo-level prompts).
+  std::optional<uint32_t> fim_pre_id, fim_suf_id, fim_mid_id, fim_rep_id, fim_sep_id;
   std::optional<bool> add_bos, add_eos;
   std::optional<bool> add_space_prefix;  // tokenizer.ggml.add_space_prefix (SentencePiece)
   std::string chat_template;             // tokenizer.chat_template (Jinja text), empty if none

@@ -55,6 +55,8 @@ TEST(VocabSpecTest, RoundTripsThroughMetadata) {
   spm.fim_pre_id = 3;  // any ids: the keys are only carried
   spm.fim_suf_id = 2;
   spm.fim_mid_id = 1;
+  spm.fim_rep_id = 0;
+  spm.fim_sep_id = 3;
   spm.add_bos = true;
   spm.add_eos = false;
   spm.add_space_prefix = true;

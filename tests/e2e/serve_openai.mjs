@@ -293,6 +293,12 @@ const comp = await client.completions.create(compReq);
   const noFim = await refused(client.completions.create({ ...compReq, suffix: '\n}' }), 400,
                               'a suffix on a model without FIM tokens');
   check(noFim?.param === 'suffix', 'the FIM refusal names suffix', String(noFim?.param));
+  const infill = await fetch(`${root}/infill`, { method: 'POST',
+    headers: { 'content-type': 'application/json' },
+    body: JSON.stringify({ input_prefix: 'a', input_suffix: 'b' }) });
+  const infillBody = await infill.json();
+  check(infill.status === 501 && infillBody.error?.type === 'not_supported_error',
+        '/infill on a model without FIM tokens: 501 as llama-server', JSON.stringify(infillBody));
   const bad = await post('/detokenize', { tokens: [1, 1e9] });
   check(bad.error && bad.error.param === 'tokens', '/detokenize names a bad id',
         JSON.stringify(bad));

@@ -210,6 +210,53 @@ for (const [temperature, seed] of [[0, 1], [1.0, 2], [1.0, 3]]) {
   check(r.usage.prompt_tokens === want && typeof r.choices[0].text === 'string',
         'completions with a suffix: fill in the middle', JSON.stringify(r.usage));
 }
+// llama-server's /infill (llama.vscode's requests): the repo-level FIM prompt, its native
+// response; the same greedy text as /v1/completions with that prompt's tokens.
+{
+  const root = baseURL.replace(/\/v1$/, '');
+  const post = async (path, body) => {
+    const res = await fetch(`${root}${path}`, { method: 'POST',
+      headers: { 'content-type': 'application/json' }, body: JSON.stringify(body) });
+    return { status: res.status, json: await res.json() };
+  };
+  const req = { input_prefix: 'def add(a, b):\n    ', input_suffix: '\n\nprint(add(1, 2))\n',
+                input_extra: [{ filename: 'util.py', text: 'import os\n' }], prompt: 'return',
+                n_predict: 6, temperature: 0, samplers: ['top_k'], t_max_predict_ms: 1000,
+                cache_prompt: true };
+  const r = await post('/infill', req);
+  const j = r.json;
+  const prompt = '<|repo_name|>myproject\n<|file_sep|>util.py\nimport os\n<|file_sep|>filename\n' +
+                 '<|fim_prefix|>def add(a, b):\n    return<|fim_suffix|>\n\nprint(add(1, 2))\n' +
+                 '<|fim_middle|>';
+  check(r.status === 200 && j.prompt === prompt && j.stop === true &&
+        j.tokens_predicted === 6 && j.stop_type === 'limit' && typeof j.content === 'string' &&
+        j.timings?.predicted_n === 6 && j.timings?.prompt_n + j.timings?.cache_n ===
+        j.tokens_evaluated && j.tokens_cached === j.tokens_evaluated + 5,
+        '/infill: the repo-level FIM prompt and the native response', JSON.stringify(j));
+  // Each piece is tokenized on its own (the file name apart from the file's text), as
+  // llama-server does.
+  const ids = [];
+  for (const piece of ['<|repo_name|>', 'myproject\n', '<|file_sep|>', 'util.py\n',
+                       'import os\n', '<|file_sep|>', 'filename\n', '<|fim_prefix|>',
+                       'def add(a, b):\n    ', 'return', '<|fim_suffix|>',
+                       '\n\nprint(add(1, 2))\n', '<|fim_middle|>']) {
+    ids.push(...(await post('/tokenize', { prompt: piece, add_special_tokens: false })).json.tokens);
+  }
+  const same = await client.completions.create({ model: modelId, prompt: ids, max_tokens: 6,
+                                                 temperature: 0 });
+  check(ids.length === j.tokens_evaluated && same.choices[0].text === j.content,
+        '/infill writes what /v1/completions writes from the same prompt',
+        JSON.stringify([j.content, same.choices[0].text]));
+  for (const [body, status, param] of [
+    [{ input_prefix: 'a' }, 400, 'input_suffix'],
+    [{ ...req, input_extra: [{ filename: 'f' }] }, 400, 'input_extra'],
+    [{ ...req, stream: true }, 400, 'stream'],
+  ]) {
+    const e = await post('/infill', body);
+    check(e.status === status && e.json.error?.param === param,
+          `/infill refuses a bad body: ${status} naming ${param}`, JSON.stringify(e));
+  }
+}
 // Bad tool requests.
 for (const [body, param, what] of [
   [{ tool_choice: { type: 'function', function: { name: 'nope' } } }, 'tool_choice',

@@ -1,6 +1,6 @@
 // Fuzzes the request parsers of `moetier serve` (src/server/api.cc). The first byte picks
-// the endpoint (bit 1 set: /tokenize, or /detokenize with bit 0 clear; else completions, or
-// chat with bit 0 set), the rest is the body, which is also read as model output with tool
+// the endpoint (bit 2 set: /infill; else bit 1 set: /tokenize, or /detokenize with bit 0
+// clear; else completions, or chat with bit 0 set), the rest is the body, which is also read as model output with tool
 // calls (server/tool_calls.h). Any bytes must give a parsed request or a 400 error object,
 // never a crash or an exception, and what parses obeys the documented ranges.
 #include <algorithm>
@@ -34,6 +34,26 @@ void FuzzTokenizerBodies(bool tokenize, std::string_view body) {
   }
 }
 
+// POST /infill bodies: a parsed one has no prompt yet, and sampling in range.
+void FuzzInfillBody(std::string_view body) {
+  mt::server::InfillRequest r;
+  std::optional<mt::server::ApiError> e = mt::server::ParseInfillRequest(body, "m", &r);
+  if (e) {
+    if (e->http_status != 400 || e->message.empty()) __builtin_trap();
+    (void)mt::server::Dump(mt::server::ErrorJson(*e));
+    return;
+  }
+  if (!r.api.prompts.empty() || r.api.stream || (r.api.max_tokens && *r.api.max_tokens < 0)) {
+    __builtin_trap();
+  }
+  const auto& s = r.api.sampling;
+  if (!(s.temperature >= 0 && s.temperature <= 2) || !(s.top_p >= 0 && s.top_p <= 1) ||
+      s.top_k < 0) {
+    __builtin_trap();
+  }
+  for (const mt::server::InfillChunk& c : r.extra) (void)mt::server::Dump(nlohmann::json(c.text));
+}
+
 }  // namespace
 
 // The body as model output: the tool-call parser and the stream splitter agree.
@@ -52,6 +72,10 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   using mt::server::Endpoint;
   const std::string_view body(reinterpret_cast<const char*>(data + 1), size - 1);
   FuzzToolCallOutput(body);
+  if (data[0] & 4) {
+    FuzzInfillBody(body);
+    return 0;
+  }
   if (data[0] & 2) {  // the tokenizer endpoints
     FuzzTokenizerBodies(data[0] & 1, body);
     return 0;
