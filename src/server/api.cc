@@ -819,6 +819,51 @@ std::optional<ApiError> ParseInfillRequest(std::string_view body, std::string_vi
   return std::nullopt;
 }
 
+std::optional<ApiError> ParseNativeCompletionRequest(std::string_view body,
+                                                     std::string_view model_id, ApiRequest* out) {
+  *out = ApiRequest{};
+  json j;
+  if (Error e = ParseObject(body, model_id, &j)) return e;
+  ApiRequest& r = *out;
+  r.model = std::string(model_id);
+  const json& prompt = Field(j, "prompt");
+  if (!prompt.is_string() && !prompt.is_array()) {
+    return Invalid("prompt", prompt.is_null() ? "\"prompt\" is required"
+                                              : "prompt must be a string or an array of token "
+                                                "ids (several prompts: /v1/completions)");
+  }
+  if (Error e = ParseOnePrompt(prompt, "prompt", &r.prompts.emplace_back())) return e;
+  if (const json& v = Field(j, "n_predict"); !v.is_null()) {
+    int64_t n = 0;
+    if (Error e = GetInteger(v, "n_predict", -1, kMaxTokensLimit, &n)) return e;
+    if (n >= 0) r.max_tokens = n;  // -1: no limit but the context's
+  }
+  // llama-server's logit_bias may also be [[token id, bias or false (banned)], ...].
+  if (json& bias = j["logit_bias"]; bias.is_array()) {
+    json as_object = json::object();
+    for (const json& pair : bias) {
+      if (!pair.is_array() || pair.size() != 2 || !pair[0].is_number_integer() ||
+          !(pair[1].is_number() || pair[1] == false)) {
+        return Invalid("logit_bias", "logit_bias must be an object of token id -> bias, or an "
+                                     "array of [token id, bias or false]");
+      }
+      as_object[std::to_string(pair[0].get<int64_t>())] = pair[1] == false ? json(-100) : pair[1];
+    }
+    bias = std::move(as_object);
+  } else if (bias.is_null()) {
+    j.erase("logit_bias");
+  }
+  if (Error e = ParseSampling(j, &r)) return e;
+  if (Error e = GetBool(j, "stream", &r.stream)) return e;
+  if (const json& v = Field(j, "n_probs"); !v.is_null()) {
+    int64_t n = 0;
+    if (Error e = GetInteger(v, "n_probs", 0, kMaxLogprobs, &n)) return e;
+    if (n > 0) return Unsupported("n_probs", "n_probs on /completion (use /v1/completions' logprobs)");
+  }
+  if (Error e = ParseConstraint(j, body, &r)) return e;
+  return std::nullopt;
+}
+
 json ErrorJson(const ApiError& e) {
   json err = {{"message", e.message}, {"type", e.type}, {"param", nullptr}, {"code", nullptr}};
   if (!e.param.empty()) err["param"] = e.param;
@@ -976,6 +1021,7 @@ json NativeCompletionJson(const ResponseMeta& meta, const NativeCompletion& c) {
   auto per_second = [](double ms, int64_t n) { return ms > 0 ? 1e3 * n / ms : 0.0; };
   return json{{"index", 0},
               {"content", c.content},
+              {"tokens", json::array()},
               {"stop", true},
               {"model", meta.model},
               {"tokens_predicted", u.completion_tokens},

@@ -289,7 +289,16 @@ nlohmann::json ToolCallsChunkJson(const ResponseMeta& meta, std::span<const ApiT
 // The last chunk of a stream with stream_options.include_usage: empty choices and usage.
 nlohmann::json UsageChunkJson(Endpoint endpoint, const ResponseMeta& meta, const Usage& usage);
 
-// llama-server's native (non-OpenAI) response, which /infill clients read: content, stop,
+// POST /completion, llama-server's native completion (SillyTavern's and llama.cpp's own
+// clients): prompt (one: text or token ids), n_predict (-1 or absent: up to the context's
+// end), stream, the sampling fields of /v1/completions (logit_bias also as llama-server's
+// [[id, bias or false]], false as -100), grammar and json_schema. n_probs above 0 is refused
+// (use /v1/completions' logprobs); llama-server's machinery fields are ignored. Answered with
+// NativeCompletionJson, streamed as its chunks (content pieces, then the final object).
+std::optional<ApiError> ParseNativeCompletionRequest(std::string_view body,
+                                                     std::string_view model_id, ApiRequest* out);
+
+// llama-server's native (non-OpenAI) response, which /infill and /completion clients read: content, stop,
 // model, tokens_predicted, tokens_evaluated, tokens_cached (positions the slot's KV cache
 // holds at the end), truncated, stop_type ("eos", "word" for a stop string, "limit"),
 // has_new_line, prompt, and timings {prompt_n (tokens evaluated, not found in the cache),

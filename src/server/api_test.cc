@@ -517,6 +517,49 @@ TEST(ApiTest, InfillBodies) {
   }
 }
 
+// llama-server's /completion body: one prompt (text or ids), n_predict, llama-server's
+// logit_bias pairs (false: banned), a JSON schema; n_probs and several prompts are refused.
+TEST(ApiTest, NativeCompletionBodies) {
+  ApiRequest r;
+  ASSERT_FALSE(ParseNativeCompletionRequest(R"({"prompt": "Hi", "n_predict": 9, "stream": true,
+      "logit_bias": [[5, -2.5], [7, false]], "top_k": 0, "n_probs": 0, "cache_prompt": false,
+      "json_schema": {"type": "integer"}, "samplers": ["top_k"], "id_slot": -1})",
+                                            kModel, &r));
+  ASSERT_EQ(r.prompts.size(), 1u);
+  EXPECT_EQ(r.prompts[0].text, "Hi");
+  EXPECT_EQ(r.endpoint, Endpoint::kCompletions);
+  EXPECT_EQ(r.model, kModel);
+  EXPECT_EQ(r.max_tokens, 9);
+  EXPECT_TRUE(r.stream);
+  EXPECT_EQ(r.sampling.logit_bias,
+            (std::vector<std::pair<int64_t, float>>{{5, -2.5f}, {7, -100.0f}}));
+  EXPECT_EQ(r.sampling.top_k, 0);
+  EXPECT_FALSE(r.cache_prompt);
+  EXPECT_NE(r.grammar, nullptr);
+  ASSERT_FALSE(ParseNativeCompletionRequest(R"({"prompt": [1, 2], "n_predict": -1,
+                                                "logit_bias": {"3": 1}})",
+                                            kModel, &r));
+  EXPECT_TRUE(r.prompts[0].is_tokens);
+  EXPECT_FALSE(r.max_tokens.has_value());
+  EXPECT_EQ(r.sampling.logit_bias.size(), 1u);
+  for (const auto& [body, param] : std::vector<std::pair<std::string, std::string>>{
+           {R"({})", "prompt"},
+           {R"({"prompt": 3})", "prompt"},
+           {R"({"prompt": ["a", "b"]})", "prompt"},
+           {R"({"prompt": "a", "n_probs": 5})", "n_probs"},
+           {R"({"prompt": "a", "logit_bias": [[1]]})", "logit_bias"},
+           {R"({"prompt": "a", "logit_bias": [["x", 1]]})", "logit_bias"},
+           {R"({"prompt": "a", "n_predict": "5"})", "n_predict"},
+           {R"({"prompt": "a", "grammar": "root ::= ("})", "grammar"},
+           {R"({"prompt": "a", "model": "other"})", "model"},
+       }) {
+    std::optional<ApiError> e = ParseNativeCompletionRequest(body, kModel, &r);
+    ASSERT_TRUE(e.has_value()) << body;
+    EXPECT_EQ(e->param, param) << body;
+    EXPECT_EQ(e->http_status, 400);
+  }
+}
+
 TEST(ApiTest, ConstraintsCompileToGrammars) {
   auto whole = [](const ApiRequest& r, std::string_view text) {
     EXPECT_NE(r.grammar, nullptr);

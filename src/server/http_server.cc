@@ -133,7 +133,8 @@ bool ReadRequest(const httplib::Request& req, httplib::Response& res,
 }
 
 const char* kKnownPaths[] = {"/v1/completions", "/v1/chat/completions", "/v1/models", "/health",
-                             "/metrics", "/tokenize", "/detokenize", "/tokenizer_info"};
+                             "/metrics", "/tokenize", "/detokenize", "/tokenizer_info",
+                             "/apply-template", "/completion", "/infill"};
 
 // Metrics label of a path: unknown paths share one label, so clients cannot grow the set.
 std::string EndpointLabel(const std::string& path) {
@@ -142,6 +143,19 @@ std::string EndpointLabel(const std::string& path) {
   }
   if (path.rfind("/v1/models/", 0) == 0) return "/v1/models/{id}";
   return "other";
+}
+
+// A finished job's native response (/completion, /infill) with `content`.
+NativeCompletion Native(const Tokenizer& tok, std::string content, const Job& job,
+                        const JobUpdate& u, int64_t n_prompt) {
+  NativeCompletion c;
+  c.content = std::move(content);
+  c.prompt = tok.Decode(job.spec().prompt);
+  c.stop_type = u.reason == FinishReason::kLength ? "limit" : u.stop_string ? "word" : "eos";
+  c.usage = Usage{n_prompt, u.completion_tokens, u.cached_tokens};
+  c.prompt_ms = 1e3 * u.prompt_seconds;
+  c.predicted_ms = 1e3 * u.generation_seconds;
+  return c;
 }
 
 }  // namespace
@@ -163,8 +177,11 @@ struct HttpServer::Impl {
   // POST /infill: the prompt built from the request (InfillPrompt), then Run.
   void Infill(const httplib::Request& req, httplib::Response& res,
               const httplib::ContentReader& reader);
-  // Runs a parsed request's jobs and answers: streamed (r.stream), or whole as OpenAI's
-  // response, or as llama-server's native one (`native`: one choice).
+  // POST /completion (llama-server's native completion).
+  void NativeComplete(const httplib::Request& req, httplib::Response& res,
+                      const httplib::ContentReader& reader);
+  // Runs a parsed request's jobs and answers: streamed (r.stream), or whole, as OpenAI's
+  // response or as llama-server's native one (`native`: one choice).
   void Run(const httplib::Request& req, httplib::Response& res, const ApiRequest& r,
            bool native);
   // Streams the choices `jobs` (index i: jobs[i]) as Server-Sent Events. echoes[i]: text to
@@ -172,6 +189,10 @@ struct HttpServer::Impl {
   void Stream(const httplib::Request& req, httplib::Response& res,
               std::vector<std::shared_ptr<Job>> jobs, const ApiRequest& r, ResponseMeta meta,
               std::vector<std::string> echoes, int64_t n_prompt);
+  // Streams one choice in llama-server's native shape: an event per piece of text
+  // ({"content", "stop": false, ...}), then the final NativeCompletionJson (content "").
+  void StreamNative(const httplib::Request& req, httplib::Response& res, std::shared_ptr<Job> job,
+                    ResponseMeta meta, int64_t n_prompt);
   // An id for a tool call of a response: "call_" and 16 random hex digits.
   std::string NewToolCallId() { return fmt::format("call_{:016x}", FreshSeed()); }
 
@@ -243,6 +264,17 @@ void HttpServer::Impl::Infill(const httplib::Request& req, httplib::Response& re
   Run(req, res, in.api, /*native=*/true);
 }
 
+void HttpServer::Impl::NativeComplete(const httplib::Request& req, httplib::Response& res,
+                                      const httplib::ContentReader& reader) {
+  ApiRequest r;
+  if (!ReadRequest(req, res, reader, [&](std::string_view body) {
+        return ParseNativeCompletionRequest(body, options.model_id, &r);
+      })) {
+    return;
+  }
+  Run(req, res, r, /*native=*/true);
+}
+
 void HttpServer::Impl::Run(const httplib::Request& req, httplib::Response& res,
                            const ApiRequest& r, bool native) {
   const Endpoint endpoint = r.endpoint;
@@ -288,6 +320,9 @@ void HttpServer::Impl::Run(const httplib::Request& req, httplib::Response& res,
                         next_id.fetch_add(1));
   meta.created = std::time(nullptr);
   meta.model = options.model_id;
+  if (r.stream && native) {
+    return StreamNative(req, res, std::move(jobs[0]), std::move(meta), n_prompt);
+  }
   if (r.stream) {
     return Stream(req, res, std::move(jobs), r, std::move(meta), std::move(echoes), n_prompt);
   }
@@ -320,14 +355,8 @@ void HttpServer::Impl::Run(const httplib::Request& req, httplib::Response& res,
   if (native) {
     const JobUpdate& u = last[0];
     if (std::optional<ApiError> e = JobError(u)) return SendError(res, *e);
-    NativeCompletion c;
-    c.content = texts[0];
-    c.prompt = tok.Decode(jobs[0]->spec().prompt);
-    c.stop_type = u.reason == FinishReason::kLength ? "limit" : u.stop_string ? "word" : "eos";
-    c.usage = Usage{n_prompt, u.completion_tokens, u.cached_tokens};
-    c.prompt_ms = 1e3 * u.prompt_seconds;
-    c.predicted_ms = 1e3 * u.generation_seconds;
-    return SendJson(res, 200, NativeCompletionJson(meta, c));
+    return SendJson(res, 200,
+                    NativeCompletionJson(meta, Native(tok, texts[0], *jobs[0], u, n_prompt)));
   }
   std::vector<Choice> choices;
   Usage usage{n_prompt, 0};
@@ -341,6 +370,57 @@ void HttpServer::Impl::Run(const httplib::Request& req, httplib::Response& res,
                                   last[i].reason, [this] { return NewToolCallId(); }));
   }
   SendJson(res, 200, CompletionJson(endpoint, meta, choices, usage));
+}
+
+void HttpServer::Impl::StreamNative(const httplib::Request& req, httplib::Response& res,
+                                    std::shared_ptr<Job> job, ResponseMeta meta,
+                                    int64_t n_prompt) {
+  struct State {
+    std::shared_ptr<Job> job;
+    ResponseMeta meta;
+    int64_t n_prompt;
+    ConnectionProbe probe;
+  };
+  auto st = std::make_shared<State>(State{std::move(job), std::move(meta), n_prompt,
+                                          ConnectionProbe(req)});
+  res.set_header("Cache-Control", "no-cache");
+  res.set_chunked_content_provider(
+      "text/event-stream",
+      [this, st](size_t /*offset*/, httplib::DataSink& sink) {
+        JobUpdate u;
+        if (!st->job->Wait(kPollInterval, &u)) {
+          if (!st->probe.Gone()) return true;  // nothing yet; httplib calls again
+          st->job->Cancel();
+          return false;
+        }
+        std::string out;
+        if (!u.text.empty()) {
+          out += SseEvent({{"index", 0},
+                           {"content", u.text},
+                           {"tokens", nlohmann::json::array()},
+                           {"stop", false},
+                           {"tokens_predicted", u.completion_tokens},
+                           {"tokens_evaluated", st->n_prompt}});
+        }
+        if (u.finished) {
+          if (std::optional<ApiError> e = JobError(u)) {
+            out += SseEvent(ErrorJson(*e));
+          } else {
+            out += SseEvent(
+                NativeCompletionJson(st->meta, Native(tok, "", *st->job, u, st->n_prompt)));
+          }
+        }
+        if (!sink.write(out.data(), out.size())) {
+          st->job->Cancel();
+          return false;
+        }
+        if (u.finished) sink.done();
+        return true;
+      },
+      [this, st](bool /*success*/) {
+        st->job->Cancel();
+        LeaveGeneration();
+      });
 }
 
 void HttpServer::Impl::Stream(const httplib::Request& req, httplib::Response& res,
@@ -448,6 +528,10 @@ void HttpServer::Impl::Routes() {
   http.Post("/v1/chat/completions", [this](const httplib::Request& req, httplib::Response& res,
                                             const httplib::ContentReader& reader) {
     Generate(req, res, reader, Endpoint::kChat);
+  });
+  http.Post("/completion", [this](const httplib::Request& req, httplib::Response& res,
+                                   const httplib::ContentReader& reader) {
+    NativeComplete(req, res, reader);
   });
   http.Post("/infill", [this](const httplib::Request& req, httplib::Response& res,
                                const httplib::ContentReader& reader) { Infill(req, res, reader); });

@@ -299,6 +299,30 @@ const comp = await client.completions.create(compReq);
   const infillBody = await infill.json();
   check(infill.status === 501 && infillBody.error?.type === 'not_supported_error',
         '/infill on a model without FIM tokens: 501 as llama-server', JSON.stringify(infillBody));
+  // llama-server's /completion: the same greedy text as /v1/completions, whole and streamed
+  // (its events' content pieces, then a final object with stop true and the timings).
+  const native = { prompt: 'The quick brown fox', n_predict: 8, temperature: 0 };
+  const oai = await client.completions.create({ model: modelId, prompt: native.prompt,
+                                                max_tokens: 8, temperature: 0 });
+  const whole = await post('/completion', native);
+  check(whole.content === oai.choices[0].text && whole.stop === true &&
+        whole.tokens_predicted === 8 && whole.stop_type === 'limit' &&
+        whole.tokens_evaluated === oai.usage.prompt_tokens && whole.timings?.predicted_n === 8,
+        "/completion: llama-server's native response, /v1/completions' text",
+        JSON.stringify([whole, oai.choices[0].text]));
+  const sse = await (await fetch(`${root}/completion`, { method: 'POST',
+    headers: { 'content-type': 'application/json' },
+    body: JSON.stringify({ ...native, stream: true }) })).text();
+  const events = sse.split('\n\n').filter((e) => e.startsWith('data: '))
+    .map((e) => JSON.parse(e.slice(6)));
+  const last = events.at(-1);
+  check(events.slice(0, -1).every((e) => e.stop === false) && last?.stop === true &&
+        last?.content === '' && events.map((e) => e.content).join('') === whole.content &&
+        last?.timings?.predicted_n === 8 && !sse.includes('[DONE]'),
+        '/completion streamed: pieces, then the final object (no [DONE])', sse.slice(0, 300));
+  const nprobs = await post('/completion', { ...native, n_probs: 3 });
+  check(nprobs.error?.param === 'n_probs', '/completion refuses n_probs, naming it',
+        JSON.stringify(nprobs));
   const bad = await post('/detokenize', { tokens: [1, 1e9] });
   check(bad.error && bad.error.param === 'tokens', '/detokenize names a bad id',
         JSON.stringify(bad));

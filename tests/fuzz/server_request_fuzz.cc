@@ -1,6 +1,7 @@
 // Fuzzes the request parsers of `moetier serve` (src/server/api.cc). The first byte picks
-// the endpoint (bit 2 set: /infill; else bit 1 set: /tokenize, or /detokenize with bit 0
-// clear; else completions, or chat with bit 0 set), the rest is the body, which is also read as model output with tool
+// the endpoint (bit 2 set: /infill, or /completion with bit 0 set too; else bit 1 set:
+// /tokenize, or /detokenize with bit 0 clear; else completions, or chat with bit 0 set), the
+// rest is the body, which is also read as model output with tool
 // calls (server/tool_calls.h). Any bytes must give a parsed request or a 400 error object,
 // never a crash or an exception, and what parses obeys the documented ranges.
 #include <algorithm>
@@ -54,6 +55,22 @@ void FuzzInfillBody(std::string_view body) {
   for (const mt::server::InfillChunk& c : r.extra) (void)mt::server::Dump(nlohmann::json(c.text));
 }
 
+// POST /completion bodies: one prompt, sampling in range.
+void FuzzNativeCompletionBody(std::string_view body) {
+  mt::server::ApiRequest r;
+  std::optional<mt::server::ApiError> e =
+      mt::server::ParseNativeCompletionRequest(body, "m", &r);
+  if (e) {
+    if (e->http_status != 400 || e->message.empty()) __builtin_trap();
+    (void)mt::server::Dump(mt::server::ErrorJson(*e));
+    return;
+  }
+  if (r.prompts.size() != 1 || r.n != 1 || (r.max_tokens && *r.max_tokens < 0)) __builtin_trap();
+  for (const auto& [id, bias] : r.sampling.logit_bias) {
+    if (id < 0 || id > INT32_MAX || !(bias >= -100 && bias <= 100)) __builtin_trap();
+  }
+}
+
 }  // namespace
 
 // The body as model output: the tool-call parser and the stream splitter agree.
@@ -73,7 +90,11 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   const std::string_view body(reinterpret_cast<const char*>(data + 1), size - 1);
   FuzzToolCallOutput(body);
   if (data[0] & 4) {
-    FuzzInfillBody(body);
+    if (data[0] & 1) {
+      FuzzNativeCompletionBody(body);
+    } else {
+      FuzzInfillBody(body);
+    }
     return 0;
   }
   if (data[0] & 2) {  // the tokenizer endpoints
