@@ -50,7 +50,8 @@ echo "   properties in the schema's order; the same works in serve's response_fo
 
 echo
 echo "== moetier run -cnv: a conversation (two turns from stdin), experts streamed into a 25 %"
-echo "   cache; the second turn evaluates only what the first did not (see 'kept' below)"
+echo "   cache, keys and values in a q8_0 KV cache (17/32 of f16's memory); the second turn"
+echo "   evaluates only what the first did not (see 'kept' below)"
 printf 'Hello!\nTell me about experts.\n' |
-  "$bin" run -m "$model" -cnv -n 16 --temp 0 --moe-storage stream --expert-cache 25% 2>&1 |
-  grep -v "memory plan"
+  "$bin" run -m "$model" -cnv -n 16 --temp 0 --moe-storage stream --expert-cache 25% \
+    --kv-type q8_0 2>&1 | grep -v "memory plan"
