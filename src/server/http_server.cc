@@ -402,6 +402,7 @@ void HttpServer::Impl::StreamNative(const httplib::Request& req, httplib::Respon
                            {"tokens_predicted", u.completion_tokens},
                            {"tokens_evaluated", st->n_prompt}});
         }
+        if (out.empty() && !u.finished) return true;  // news without text (cached tokens)
         if (u.finished) {
           if (std::optional<ApiError> e = JobError(u)) {
             out += SseEvent(ErrorJson(*e));
