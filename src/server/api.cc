@@ -594,6 +594,14 @@ Error ParseSampling(const json& body, ApiRequest* out) {
   return std::nullopt;
 }
 
+// ParseSampling for llama-server's native endpoints, where seed -1 asks for a random seed
+// (SillyTavern sends it by default; read as a fixed seed, every regeneration would repeat).
+Error ParseNativeSampling(const json& body, ApiRequest* out) {
+  if (Error e = ParseSampling(body, out)) return e;
+  if (Field(body, "seed") == -1) out->sampling.seed.reset();
+  return std::nullopt;
+}
+
 Error Parse(const json& body, std::string_view raw, Endpoint endpoint, std::string_view model_id,
             ApiRequest* out) {
   if (!body.is_object()) {
@@ -806,7 +814,7 @@ std::optional<ApiError> ParseInfillRequest(std::string_view body, std::string_vi
     if (Error e = GetInteger(v, "n_predict", -1, kMaxTokensLimit, &n)) return e;
     if (n >= 0) r.max_tokens = n;  // -1: no limit but the context's, as llama-server
   }
-  if (Error e = ParseSampling(j, &r)) {
+  if (Error e = ParseNativeSampling(j, &r)) {
     out->api = ApiRequest{};
     return e;
   }
@@ -853,7 +861,7 @@ std::optional<ApiError> ParseNativeCompletionRequest(std::string_view body,
   } else if (bias.is_null()) {
     j.erase("logit_bias");
   }
-  if (Error e = ParseSampling(j, &r)) return e;
+  if (Error e = ParseNativeSampling(j, &r)) return e;
   if (Error e = GetBool(j, "stream", &r.stream)) return e;
   if (const json& v = Field(j, "n_probs"); !v.is_null()) {
     int64_t n = 0;

@@ -292,7 +292,8 @@ nlohmann::json UsageChunkJson(Endpoint endpoint, const ResponseMeta& meta, const
 // POST /completion, llama-server's native completion (SillyTavern's and llama.cpp's own
 // clients): prompt (one: text or token ids), n_predict (-1 or absent: up to the context's
 // end), stream, the sampling fields of /v1/completions (logit_bias also as llama-server's
-// [[id, bias or false]], false as -100), grammar and json_schema. n_probs above 0 is refused
+// [[id, bias or false]], false as -100; seed -1: a random one, as llama-server), grammar and
+// json_schema. n_probs above 0 is refused
 // (use /v1/completions' logprobs); llama-server's machinery fields are ignored. Answered with
 // NativeCompletionJson, streamed as its chunks (content pieces, then the final object).
 std::optional<ApiError> ParseNativeCompletionRequest(std::string_view body,
