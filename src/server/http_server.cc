@@ -134,7 +134,7 @@ bool ReadRequest(const httplib::Request& req, httplib::Response& res,
 
 const char* kKnownPaths[] = {"/v1/completions", "/v1/chat/completions", "/v1/models", "/health",
                              "/metrics", "/tokenize", "/detokenize", "/tokenizer_info",
-                             "/apply-template", "/completion", "/infill"};
+                             "/apply-template", "/completion", "/infill", "/props"};
 
 // Metrics label of a path: unknown paths share one label, so clients cannot grow the set.
 std::string EndpointLabel(const std::string& path) {
@@ -570,6 +570,34 @@ void HttpServer::Impl::Routes() {
   });
   // The server's tokenizer, as vLLM and llama-server expose theirs: clients that send token
   // ids (lm-eval's local-completions finds these by itself) need no copy of it.
+  // llama-server's server properties, which its web UI and other llama.cpp clients read for the
+  // context size, the slots and the chat template. The defaults are the sampling a request
+  // gets when it sets nothing.
+  http.Get("/props", [this](const httplib::Request&, httplib::Response& res) {
+    const SamplingRequest defaults;
+    // The float as written (0.8, not 0.800000011920929).
+    auto num = [](float f) { return std::stod(fmt::format("{}", f)); };
+    const std::string* jinja =
+        ctx.model().gguf().metadata().FindString("tokenizer.chat_template");
+    SendJson(res, 200,
+             {{"default_generation_settings",
+               {{"n_ctx", ctx.n_ctx()},
+                {"params",
+                 {{"n_predict", -1},
+                  {"temperature", num(defaults.temperature)},
+                  {"top_k", defaults.top_k},
+                  {"top_p", num(defaults.top_p)},
+                  {"min_p", num(defaults.min_p)},
+                  {"repeat_penalty", num(defaults.repeat_penalty)},
+                  {"presence_penalty", num(defaults.presence_penalty)},
+                  {"frequency_penalty", num(defaults.frequency_penalty)}}}}},
+              {"total_slots", options.n_parallel},
+              {"model_alias", options.model_id},
+              {"model_path", ctx.model().path()},
+              {"chat_template", jinja != nullptr ? json(*jinja) : json(nullptr)},
+              {"modalities", {{"vision", false}, {"audio", false}}},
+              {"build_info", "moetier"}});
+  });
   http.Get("/tokenizer_info", [this](const httplib::Request&, httplib::Response& res) {
     auto text = [this](std::optional<int32_t> id) {
       return id ? json(std::string(tok.token_text(*id))) : json(nullptr);

@@ -320,6 +320,11 @@ const comp = await client.completions.create(compReq);
         last?.content === '' && events.map((e) => e.content).join('') === whole.content &&
         last?.timings?.predicted_n === 8 && !sse.includes('[DONE]'),
         '/completion streamed: pieces, then the final object (no [DONE])', sse.slice(0, 300));
+  const props = await (await fetch(`${root}/props`)).json();
+  check(props.default_generation_settings?.n_ctx === nCtx && props.total_slots >= 1 &&
+        props.default_generation_settings.params?.temperature === 0.8 &&
+        typeof props.model_path === 'string' && 'chat_template' in props,
+        "GET /props: llama-server's context size, slots and template", JSON.stringify(props).slice(0, 300));
   const nprobs = await post('/completion', { ...native, n_probs: 3 });
   check(nprobs.error?.param === 'n_probs', '/completion refuses n_probs, naming it',
         JSON.stringify(nprobs));
