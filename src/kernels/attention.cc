@@ -210,13 +210,15 @@ void AttendHead(const float* q, const void* k, const void* v, KvElemType type, i
                 int64_t v_stride, int64_t n_pos, int d_k, int d_v, float scale, float* out,
                 float* scratch) {
   static const Isa isa = ActiveIsa();
-  Run(Variant(KernelIsa(isa, type)), q, k, v, type, k_stride, v_stride, n_pos, d_k, d_v, scale, out, scratch);
+  Run(Variant(KernelIsa(isa, type)), q, k, v, type, k_stride, v_stride, n_pos, d_k, d_v, scale,
+      out, scratch);
 }
 
 void AttendHead(Isa isa, const float* q, const void* k, const void* v, KvElemType type,
                 int64_t k_stride, int64_t v_stride, int64_t n_pos, int d_k, int d_v, float scale,
                 float* out, float* scratch) {
-  Run(Variant(KernelIsa(isa, type)), q, k, v, type, k_stride, v_stride, n_pos, d_k, d_v, scale, out, scratch);
+  Run(Variant(KernelIsa(isa, type)), q, k, v, type, k_stride, v_stride, n_pos, d_k, d_v, scale,
+      out, scratch);
 }
 
 void StoreKv(const float* src, int64_t n, KvElemType type, void* dst) {

@@ -599,6 +599,13 @@ Error ParseSampling(const json& body, ApiRequest* out) {
 Error ParseNativeSampling(const json& body, ApiRequest* out) {
   if (Error e = ParseSampling(body, out)) return e;
   if (Field(body, "seed") == -1) out->sampling.seed.reset();
+  if (const json& v = Field(body, "t_max_predict_ms"); !v.is_null()) {
+    if (Error e = GetInteger(v, "t_max_predict_ms", std::numeric_limits<int32_t>::min(),
+                             std::numeric_limits<int32_t>::max(), &out->max_predict_ms)) {
+      return e;
+    }
+    out->max_predict_ms = std::max<int64_t>(out->max_predict_ms, 0);  // <= 0: none
+  }
   return std::nullopt;
 }
 
@@ -866,7 +873,9 @@ std::optional<ApiError> ParseNativeCompletionRequest(std::string_view body,
   if (const json& v = Field(j, "n_probs"); !v.is_null()) {
     int64_t n = 0;
     if (Error e = GetInteger(v, "n_probs", 0, kMaxLogprobs, &n)) return e;
-    if (n > 0) return Unsupported("n_probs", "n_probs on /completion (use /v1/completions' logprobs)");
+    if (n > 0) {
+      return Unsupported("n_probs", "n_probs on /completion (use /v1/completions' logprobs)");
+    }
   }
   if (Error e = ParseConstraint(j, body, &r)) return e;
   return std::nullopt;

@@ -144,6 +144,7 @@ struct ApiRequest {
   bool include_usage = false;  // stream_options.include_usage
   bool ignore_eos = false;
   bool cache_prompt = true;  // extension: reuse a slot's KV cache for a shared prefix
+  int64_t max_predict_ms = 0;  // llama-server's t_max_predict_ms (native endpoints); 0: none
   int32_t n = 1;          // choices per prompt
   int32_t logprobs = -1;  // alternatives per token in the logprobs; -1: no logprobs
   bool echo = false;      // completions: prepend the prompt
@@ -200,9 +201,10 @@ std::optional<ApiError> ParseDetokenizeRequest(std::string_view body, std::strin
 
 // POST /infill, llama-server's code completion (llama.vscode, llama.vim): the text before and
 // after the cursor, more files as context, and the sampling fields of /v1/completions (as
-// ParseRequest reads them; n_predict -1 or absent: generate up to the context's end). The
-// prompt is built from them by InfillPrompt (generation.h). Not streamed: stream true is a
-// 400. Fields llama-server takes for its own machinery (samplers, t_max_*_ms, id_slot,
+// ParseRequest reads them; n_predict -1 or absent: generate up to the context's end; seed -1
+// and t_max_predict_ms as /completion's). The prompt is built from them by InfillPrompt
+// (generation.h). Not streamed: stream true is a 400. Fields llama-server takes for its own
+// machinery (samplers, t_max_prompt_ms, which it does not implement either, id_slot,
 // response_fields, ...) are accepted and ignored.
 struct InfillChunk {
   std::string filename;  // "tmp" when not given, as llama-server
@@ -293,17 +295,18 @@ nlohmann::json UsageChunkJson(Endpoint endpoint, const ResponseMeta& meta, const
 // clients): prompt (one: text or token ids), n_predict (-1 or absent: up to the context's
 // end), stream, the sampling fields of /v1/completions (logit_bias also as llama-server's
 // [[id, bias or false]], false as -100; seed -1: a random one, as llama-server), grammar and
-// json_schema. n_probs above 0 is refused
-// (use /v1/completions' logprobs); llama-server's machinery fields are ignored. Answered with
-// NativeCompletionJson, streamed as its chunks (content pieces, then the final object).
+// json_schema, t_max_predict_ms (after that long generating, stop at a newline: editors bound
+// a completion's latency so). n_probs above 0 is refused (use /v1/completions' logprobs);
+// llama-server's machinery fields are ignored. Answered with NativeCompletionJson, streamed as
+// its chunks (content pieces, then the final object).
 std::optional<ApiError> ParseNativeCompletionRequest(std::string_view body,
                                                      std::string_view model_id, ApiRequest* out);
 
-// llama-server's native (non-OpenAI) response, which /infill and /completion clients read: content, stop,
-// model, tokens_predicted, tokens_evaluated, tokens_cached (positions the slot's KV cache
-// holds at the end), truncated, stop_type ("eos", "word" for a stop string, "limit"),
-// has_new_line, prompt, and timings {prompt_n (tokens evaluated, not found in the cache),
-// prompt_ms, prompt_per_token_ms, prompt_per_second, predicted_n, predicted_ms,
+// llama-server's native (non-OpenAI) response, which /infill and /completion clients read:
+// content, stop, model, tokens_predicted, tokens_evaluated, tokens_cached (positions the
+// slot's KV cache holds at the end), truncated, stop_type ("eos", "word" for a stop string,
+// "limit"), has_new_line, prompt, and timings {prompt_n (tokens evaluated, not found in the
+// cache), prompt_ms, prompt_per_token_ms, prompt_per_second, predicted_n, predicted_ms,
 // predicted_per_token_ms, predicted_per_second}.
 struct NativeCompletion {
   std::string content;

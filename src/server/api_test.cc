@@ -542,6 +542,9 @@ TEST(ApiTest, NativeCompletionBodies) {
   EXPECT_TRUE(r.prompts[0].is_tokens);
   EXPECT_FALSE(r.max_tokens.has_value());
   EXPECT_EQ(r.sampling.logit_bias.size(), 1u);
+  ASSERT_FALSE(ParseNativeCompletionRequest(R"({"prompt": "a", "t_max_predict_ms": 250})",
+                                            kModel, &r));
+  EXPECT_EQ(r.max_predict_ms, 250);
   ASSERT_FALSE(ParseNativeCompletionRequest(R"({"prompt": "a", "seed": -1})", kModel, &r));
   EXPECT_FALSE(r.sampling.seed.has_value());  // llama-server's "random"
   ASSERT_FALSE(ParseNativeCompletionRequest(R"({"prompt": "a", "seed": 5})", kModel, &r));

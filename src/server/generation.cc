@@ -237,6 +237,7 @@ std::optional<ApiError> MakeSpec(const GenerationTarget& target, const ApiReques
   spec->logprobs = r.logprobs;
   spec->prompt_logprobs = r.echo;
   spec->cache_prompt = r.cache_prompt;
+  spec->max_predict_ms = static_cast<double>(r.max_predict_ms);
   // The response format alone (with tools, it is in the grammar above). A GBNF grammar
   // describes the whole output, reasoning included; a schema, tool calls: the answer only.
   bool whole_output = false;

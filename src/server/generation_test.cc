@@ -353,8 +353,9 @@ TEST(InfillPrompt, RepoLevelFillInTheMiddle) {
     to.insert(to.end(), ids.begin(), ids.end());
   };
   InfillRequest r;
-  ASSERT_FALSE(ParseInfillRequest(R"({"input_prefix": "def f(x):\n    ", "input_suffix": "\n<|im_end|>",
-      "prompt": "ret", "input_extra": [{"filename": "a.py", "text": "A = 1\n"}, {"text": "B"}]})",
+  ASSERT_FALSE(ParseInfillRequest(R"({"input_prefix": "def f(x):\n    ",
+      "input_suffix": "\n<|im_end|>", "prompt": "ret",
+      "input_extra": [{"filename": "a.py", "text": "A = 1\n"}, {"text": "B"}]})",
                                   "m", &r));
   std::vector<int32_t> got;
   ASSERT_FALSE(InfillPrompt(coder, r, 4096, &got));

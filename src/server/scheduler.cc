@@ -516,6 +516,10 @@ void Scheduler::Sample(Slot& slot, std::span<const float> logits) {
       reason = FinishReason::kStop;
     } else if (spec.max_tokens >= 0 && slot.n_generated >= spec.max_tokens) {
       reason = FinishReason::kLength;
+    } else if (spec.max_predict_ms > 0 && text.find('\n') != std::string::npos &&
+               std::chrono::duration<double, std::milli>(Clock::now() - slot.job->first_token_)
+                       .count() > spec.max_predict_ms) {
+      reason = FinishReason::kLength;  // a time limit, stopping at a line's end
     } else if (slot.n_past >= ctx_.n_ctx()) {
       reason = FinishReason::kLength;  // no position left for the next token
     }

@@ -52,6 +52,9 @@ struct GenerationSpec {
   SamplerParams sampling;
   int64_t max_tokens = -1;  // tokens to generate at most (0: none); -1: until the context is full
   std::vector<std::string> stops;
+  // llama-server's t_max_predict_ms: past this many milliseconds of generation (from the
+  // first token), the next token whose text holds a newline ends it (kLength). 0: no limit.
+  double max_predict_ms = 0;
   bool ignore_eos = false;
   int32_t logprobs = -1;       // alternatives per token (TokenLogprob::top); -1: no logprobs
   bool prompt_logprobs = false;  // with logprobs: an entry for every prompt token too

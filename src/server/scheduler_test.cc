@@ -277,6 +277,31 @@ TEST_F(SchedulerTest, StopStringsCutTheText) {
   EXPECT_LT(got.completion_tokens, 24);
 }
 
+// llama-server's t_max_predict_ms: once generation has run that long, a token holding a newline
+// ends it (as "limit"); without a newline it goes on.
+TEST_F(SchedulerTest, APredictTimeLimitStopsAtANewline) {
+  const int32_t newline = Tok().Encode("\n", false, false).value().at(0);
+  const int32_t word = Tok().Encode("x", false, false).value().at(0);
+  auto ctx = MakeContext(1, 64);
+  Scheduler sched(*ctx, SchedulerOptions{1, 16, 4}, nullptr);
+  sched.Start();
+  auto run = [&](int32_t forced, double limit_ms) {
+    GenerationSpec spec = Spec("Mixture of experts", 8);
+    spec.sampling.logit_bias = {{forced, 100.0f}};  // every token is `forced`
+    spec.ignore_eos = true;
+    spec.max_predict_ms = limit_ms;
+    auto job = std::make_shared<Job>(spec);
+    EXPECT_TRUE(sched.Submit(job).ok());
+    return WaitFor(*job);
+  };
+  const Outcome limited = run(newline, 1e-6);  // past the limit by the first token
+  EXPECT_EQ(limited.reason, FinishReason::kLength);
+  EXPECT_EQ(limited.completion_tokens, 1);
+  EXPECT_EQ(limited.text, "\n");
+  EXPECT_EQ(run(newline, 0).completion_tokens, 8);  // no limit
+  EXPECT_EQ(run(word, 1e-6).completion_tokens, 8);  // no newline to stop at
+}
+
 TEST_F(SchedulerTest, CancelFreesTheSlotForTheNextJob) {
   constexpr uint32_t kCtx = 256;
   auto ctx = MakeContext(1, kCtx);
