@@ -19,6 +19,8 @@
 //   attend/<isa>/<f16|f32|q8_0>/<n_pos>    AttendHead (kernels/attention.h), one query over
 //       n_pos positions of a 128-dim head (olmoe, qwen3moe); the cache is cache-resident.
 //       Counter GB/s = K and V bytes read per second.
+//   attend_run/<isa>/<type>/<n_pos>        AttendTokens: a prompt's 4 tokens x a GQA group's 4
+//       heads over n_pos positions (prefill at depth).
 // Shapes: rows x cols of gate/up experts (n_ff x n_embd) 768x2048, 1024x2048, 1536x4096,
 // 2048x7168 and the transposed down shapes.
 //
@@ -209,6 +211,30 @@ void Attend(benchmark::State& state, Isa isa, KvElemType type, int64_t n_pos) {
                                               benchmark::Counter::kIsRate);
 }
 
+// A prompt's run at depth, as the engine attends it (AttendTokens): 4 consecutive tokens, each
+// with the 4 query heads of a GQA group, over n_pos positions of a 128-dim head.
+void AttendRun(benchmark::State& state, Isa isa, KvElemType type, int64_t n_pos) {
+  const int d = 128, n_head = 4, n_tok = 4;
+  std::mt19937 rng(4);
+  std::normal_distribution<float> g(0.0f, 1.0f);
+  std::vector<float> q(n_tok * n_head * d), out(q.size()), row(d);
+  std::vector<float> scratch(n_tok * n_head * kAttendTile);
+  for (auto& x : q) x = g(rng);
+  const int64_t rows = n_pos + n_tok, row_bytes = KvBytes(type, d);
+  std::vector<uint8_t> k(rows * row_bytes), v(rows * row_bytes);
+  for (std::vector<uint8_t>* c : {&k, &v}) {
+    for (int64_t j = 0; j < rows; ++j) {
+      for (float& x : row) x = g(rng);
+      StoreKv(row.data(), d, type, c->data() + j * row_bytes);
+    }
+  }
+  const AttendQueries qs{q.data(), n_head * d, d, out.data(), n_head * d, d, n_head, n_tok, n_pos};
+  for (auto _ : state) {
+    AttendTokens(isa, qs, k.data(), v.data(), type, d, d, d, d, 0.088f, scratch.data());
+    benchmark::DoNotOptimize(out.data());
+  }
+}
+
 std::string Shape(int64_t rows, int64_t cols) {
   return std::to_string(rows) + "x" + std::to_string(cols);
 }
@@ -231,6 +257,10 @@ void RegisterAll() {
         benchmark::RegisterBenchmark(
             ("attend/" + in + "/" + tn + "/" + std::to_string(n_pos)).c_str(), Attend, isa, type,
             n_pos)
+            ->Unit(benchmark::kMicrosecond);
+        benchmark::RegisterBenchmark(
+            ("attend_run/" + in + "/" + tn + "/" + std::to_string(n_pos)).c_str(), AttendRun,
+            isa, type, n_pos)
             ->Unit(benchmark::kMicrosecond);
       }
     }
