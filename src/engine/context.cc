@@ -7,6 +7,7 @@
 #include <array>
 #include <cmath>
 #include <optional>
+#include <utility>
 
 #include "base/aligned_buffer.h"
 #include "base/thread_pool.h"
@@ -318,21 +319,20 @@ const std::vector<Context::PrefetchCounters>& Context::prefetch_counters() const
 
 int Context::prefetch_depth() const { return impl_->moe.prefetch_depth(); }
 
+// The KV cache types by their CLI names.
+constexpr std::pair<std::string_view, KvElemType> kKvTypeNames[] = {
+    {"f16", KvElemType::kF16}, {"f32", KvElemType::kF32}, {"q8_0", KvElemType::kQ8_0}};
+
 Result<KvElemType> ParseKvType(std::string_view name) {
-  if (name == "f16") return KvElemType::kF16;
-  if (name == "f32") return KvElemType::kF32;
-  if (name == "q8_0") return KvElemType::kQ8_0;
+  for (const auto& [text, type] : kKvTypeNames) {
+    if (name == text) return type;
+  }
   return InvalidArgument("--kv-type must be f16, f32 or q8_0, not '{}'", name);
 }
 
 const char* KvTypeName(KvElemType type) {
-  switch (type) {
-    case KvElemType::kF16:
-      return "f16";
-    case KvElemType::kF32:
-      return "f32";
-    case KvElemType::kQ8_0:
-      return "q8_0";
+  for (const auto& [text, t] : kKvTypeNames) {
+    if (t == type) return text.data();
   }
   return "?";
 }

@@ -63,28 +63,18 @@ __m256 Exp8(__m256 x) {
   return _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(tmp)));
 }
 
-// The last 1..7 codes of a q8_0 chunk, sign-extended to 32 bits; the other lanes 0. Out of
-// line for the same reason. (Not reached by the engine: q8_0 rows are whole blocks.)
-[[gnu::noinline]] __m256i LoadTailQ8(const int8_t* p, int64_t left) {
-  int8_t tmp[16] = {};
-  std::memcpy(tmp, p, left);
-  return _mm256_cvtepi8_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(tmp)));
-}
-
 // q8_0: the scale of the block holding element `at`; and the 8 codes from `at` (a multiple of
-// 8, so they lie in one block) as floats, lanes >= left 0.
+// 8, so they lie in one block) as floats. q8_0 rows are whole blocks: no tail chunk.
 float ScaleQ8(const void* base, int64_t at) {
   uint16_t d;
   std::memcpy(&d, static_cast<const uint8_t*>(base) + (at >> 5) * sizeof(BlockQ8_0), 2);
   return _cvtsh_ss(d);
 }
-__m256 CodesQ8(const void* base, int64_t at, int64_t left) {
-  const int8_t* codes = reinterpret_cast<const int8_t*>(
-      static_cast<const uint8_t*>(base) + (at >> 5) * sizeof(BlockQ8_0) + 2 + (at & 31));
-  const __m256i q =
-      left >= 8 ? _mm256_cvtepi8_epi32(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(codes)))
-                : LoadTailQ8(codes, left);
-  return _mm256_cvtepi32_ps(q);
+__m256 CodesQ8(const void* base, int64_t at) {
+  const uint8_t* codes =
+      static_cast<const uint8_t*>(base) + (at >> 5) * sizeof(BlockQ8_0) + 2 + (at & 31);
+  return _mm256_cvtepi32_ps(
+      _mm256_cvtepi8_epi32(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(codes))));
 }
 
 // 8 elements at element offset `at` of an f16 or f32 cache, widened to f32; lanes >= left
@@ -206,7 +196,7 @@ void AccumulateChunks(const AttendArgs* a, int64_t j0, int64_t n, int d0) {
         __m256 w[Q];
         for (int i = 0; i < Q; ++i) w[i] = _mm256_set1_ps(a[i].scratch[j] * d);
         for (int c = g; c < g + kG; ++c) {
-          const __m256 v = CodesQ8(r.v, at + 8 * c, left(c));
+          const __m256 v = CodesQ8(r.v, at + 8 * c);
           for (int i = 0; i < Q; ++i) acc[i][c] = _mm256_fmadd_ps(w[i], v, acc[i][c]);
         }
       }
@@ -234,7 +224,9 @@ void AccumulateV(const AttendArgs* a, int64_t j0, int64_t n) {
   int c = 0;
   for (; c + kNC <= whole; c += kNC) AccumulateChunks<kT, Q, kNC, true>(a, j0, n, 8 * c);
   for (; c < whole; ++c) AccumulateChunks<kT, Q, 1, true>(a, j0, n, 8 * c);
-  if (8 * whole < a[0].d_v) AccumulateChunks<kT, Q, 1, false>(a, j0, n, 8 * whole);
+  if constexpr (kT != KvElemType::kQ8_0) {  // q8_0 rows are whole blocks
+    if (8 * whole < a[0].d_v) AccumulateChunks<kT, Q, 1, false>(a, j0, n, 8 * whole);
+  }
 }
 
 // out[i] *= c for i < d_v.

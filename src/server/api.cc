@@ -854,7 +854,8 @@ std::optional<ApiError> ParseNativeCompletionRequest(std::string_view body,
     if (n >= 0) r.max_tokens = n;  // -1: no limit but the context's
   }
   // llama-server's logit_bias may also be [[token id, bias or false (banned)], ...].
-  if (json& bias = j["logit_bias"]; bias.is_array()) {
+  if (auto it = j.find("logit_bias"); it != j.end() && it->is_array()) {
+    json& bias = *it;
     json as_object = json::object();
     for (const json& pair : bias) {
       if (!pair.is_array() || pair.size() != 2 || !pair[0].is_number_integer() ||
@@ -865,8 +866,6 @@ std::optional<ApiError> ParseNativeCompletionRequest(std::string_view body,
       as_object[std::to_string(pair[0].get<int64_t>())] = pair[1] == false ? json(-100) : pair[1];
     }
     bias = std::move(as_object);
-  } else if (bias.is_null()) {
-    j.erase("logit_bias");
   }
   if (Error e = ParseNativeSampling(j, &r)) return e;
   if (Error e = GetBool(j, "stream", &r.stream)) return e;
