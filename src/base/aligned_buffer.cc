@@ -5,6 +5,8 @@
 #include <cerrno>
 #include <cstring>
 
+#include "base/check.h"
+
 namespace mt {
 
 namespace {
@@ -40,17 +42,19 @@ Result<AlignedBuffer> AlignedBuffer::Allocate(size_t bytes) {
   return b;
 }
 
-Status AlignedBuffer::Populate() {
-  if (size_ == 0) return Status::Ok();
+Status AlignedBuffer::Populate(size_t offset, size_t bytes) {
+  MT_CHECK(offset % 4096 == 0 && offset <= size_ && bytes <= size_ - offset);
+  if (bytes == 0) return Status::Ok();
+  uint8_t* begin = data_ + offset;
 #ifdef MADV_POPULATE_WRITE
-  if (::madvise(data_, size_, MADV_POPULATE_WRITE) == 0) return Status::Ok();
+  if (::madvise(begin, bytes, MADV_POPULATE_WRITE) == 0) return Status::Ok();
   if (errno != EINVAL) {  // EINVAL: a kernel older than 5.14; touch the pages instead
     return Status(StatusCode::kResourceExhausted,
-                  fmt::format("cannot populate {} bytes: {}", size_, std::strerror(errno)));
+                  fmt::format("cannot populate {} bytes: {}", bytes, std::strerror(errno)));
   }
 #endif
-  volatile uint8_t* p = data_;
-  for (size_t i = 0; i < size_; i += 4096) p[i] = p[i];
+  volatile uint8_t* p = begin;
+  for (size_t i = 0; i < bytes; i += 4096) p[i] = p[i];
   return Status::Ok();
 }
 

@@ -26,7 +26,9 @@ class AlignedBuffer {
   // paid here instead of at first use (a buffer that will be filled anyway, e.g. a
   // server's KV cache), and the memory is really there before work starts. Errors name the
   // size (ENOMEM: the memory is not available).
-  Status Populate();
+  Status Populate() { return Populate(0, size_); }
+  // The same for bytes [offset, offset + bytes) (page-aligned offset, within the buffer).
+  Status Populate(size_t offset, size_t bytes);
 
   uint8_t* data() { return data_; }
   const uint8_t* data() const { return data_; }

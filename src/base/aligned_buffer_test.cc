@@ -43,6 +43,19 @@ TEST(AlignedBufferTest, PopulateMakesEveryPageResidentAndKeepsTheBytes) {
   EXPECT_EQ(b->data()[0], 0);
 }
 
+TEST(AlignedBufferTest, PopulateOfARangeTouchesOnlyThatRange) {
+  const size_t bytes = size_t{8} << 20;  // four huge pages
+  Result<AlignedBuffer> b = AlignedBuffer::Allocate(bytes);
+  ASSERT_TRUE(b.ok());
+  const size_t page = static_cast<size_t>(::sysconf(_SC_PAGESIZE));
+  const size_t off = size_t{4} << 20, len = size_t{2} << 20;
+  b->data()[off + 100] = 5;
+  ASSERT_TRUE(b->Populate(off, len).ok());
+  EXPECT_EQ(ResidentPages(b->data() + off, len), len / page);
+  EXPECT_EQ(ResidentPages(b->data(), off), 0u);  // the first two huge pages stay untouched
+  EXPECT_EQ(b->data()[off + 100], 5);
+}
+
 TEST(AlignedBufferTest, PopulateOfAnEmptyBufferIsANoOp) {
   AlignedBuffer b;
   EXPECT_TRUE(b.Populate().ok());

@@ -42,6 +42,8 @@ StreamStore::StreamStore(const ExpertLayout& layout, std::unique_ptr<IoEngine> i
     : layout_(layout), io_(std::move(io)) {}
 
 StreamStore::~StreamStore() {
+  stop_populate_ = true;
+  if (populate_.joinable()) populate_.join();
   // The device may still be writing into the pool: wait for every read before freeing it.
   while (in_flight_ > 0) Reap(true);
 }
@@ -75,6 +77,14 @@ Result<std::unique_ptr<StreamStore>> StreamStore::Create(const ExpertLayout& lay
   Result<AlignedBuffer> pool = AlignedBuffer::Allocate(n_slots * s->slot_bytes_);
   if (!pool.ok()) return pool.status().WithContext("expert cache");
   s->pool_ = std::move(pool.value());
+  s->populate_ = std::thread([store = s.get()] {
+    constexpr size_t kChunk = size_t{32} << 20;  // a stop waits for at most one chunk
+    AlignedBuffer& pool = store->pool_;
+    for (size_t off = 0; off < pool.size() && !store->stop_populate_; off += kChunk) {
+      // Advisory: a page it cannot populate is faulted in by its first read, as before.
+      if (!pool.Populate(off, std::min(kChunk, pool.size() - off)).ok()) return;
+    }
+  });
   s->slots_.resize(n_slots);
   s->filled_.assign(n_slots, 0);
   if (n_slots == all) s->repack_after_uses_ = 1;

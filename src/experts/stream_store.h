@@ -20,8 +20,10 @@
 // when a slot is first filled. Not thread-safe: one owner thread.
 #pragma once
 
+#include <atomic>
 #include <deque>
 #include <memory>
+#include <thread>
 #include <vector>
 
 #include "base/aligned_buffer.h"
@@ -136,7 +138,12 @@ class StreamStore final : public ExpertStore {
   double prefetch_share_ = 0.25;
   uint32_t min_slots_ = 1;  // the experts one layer needs; never placed
   uint64_t slot_bytes_ = 0;
-  AlignedBuffer pool_;         // (n_slots * slot_bytes) lazily touched
+  AlignedBuffer pool_;         // (n_slots * slot_bytes) made resident by populate_
+  // Faults the pool's pages in from the first slot on, in the background: an O_DIRECT read
+  // into a never-touched slot faults its pages inside the kernel's read path, which made
+  // reads ~10x slower while a large cache was filling (docs/tiering.md, 2026-12-01).
+  std::thread populate_;
+  std::atomic<bool> stop_populate_{false};
   std::vector<Slot> slots_;    // (n_slots)
   std::vector<uint8_t> filled_;  // (n_slots) 1 once a read was submitted into the slot
   std::vector<int32_t> slot_of_;  // (n_layer * n_expert) slot index or -1
