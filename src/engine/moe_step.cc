@@ -34,6 +34,7 @@ void MoeStep::SizeScratch(ScratchSizer& sizer) {
     sizer.Reserve(s.hid_acts, static_cast<int64_t>(B), static_cast<int64_t>(F));
   }
   sizer.Reserve(group_, E);
+  sizer.Reserve(checks_, E);
   sizer.Reserve(expert_order_, E);
   sizer.Resize(slot_out_, B * K * D);
   sizer.Resize(prefetch_counters_, hp_.n_layer);
@@ -70,12 +71,14 @@ Status MoeStep::Run(int il, int n, const float* x, const float* xn, float* ffn_o
     // tier's misses join later groups as their reads complete.
     group_.clear();
     for (bool first = true;; first = false) {
-      Result<std::optional<ReadyExpert>> next = store_->NextReady(false);
+      // The experts' checks (a pack's checksums) run on the threads that run them.
+      Result<std::optional<ReadyExpert>> next =
+          store_->NextReady(/*wait=*/false, /*defer_checks=*/true);
       if (first && next.ok() && !next.value() && store_->Pending()) {
         // Nothing ready: block on the reads, and let the workers sleep meanwhile (a vCPU
         // spinning through a read wait slows this VM's disk: docs/tiering.md).
         ThreadPool::LetSleep idle(pool_);
-        next = store_->NextReady(true);
+        next = store_->NextReady(/*wait=*/true, /*defer_checks=*/true);
       }
       if (!next.ok()) {
         group_.clear();
@@ -84,7 +87,10 @@ Status MoeStep::Run(int il, int n, const float* x, const float* xn, float* ffn_o
       if (!next.value()) break;
       group_.push_back(std::move(*next.value()));
     }
-    RunExperts(group_, xn);
+    if (Status bad = RunExperts(group_, xn); !bad.ok()) {
+      group_.clear();  // a failed expert's bytes are dropped as its lease returns
+      return bad;
+    }
   }
   group_.clear();  // releases the leases
   for (int t = 0; t < n; ++t) {
@@ -236,26 +242,39 @@ void MoeStep::RunExpert(const ReadyExpert& r, const float* xn, ExpertScratch& s,
   }
 }
 
-void MoeStep::RunExperts(std::span<const ReadyExpert> g, const float* xn) {
+Status MoeStep::RunExperts(std::span<const ReadyExpert> g, const float* xn) {
+  checks_.assign(g.size(), Status::Ok());
+  // An expert handed out unchecked is verified first, by the thread that then runs it.
+  auto run = [&](size_t i, ExpertScratch& s, ThreadPool* p) {
+    if (g[i].unchecked) {
+      checks_[i] = store_->Verify(g[i]);
+      if (!checks_[i].ok()) return;
+    }
+    RunExpert(g[i], xn, s, p);
+  };
   const int threads = pool_.size();
   if (threads == 1 || g.size() < 2) {
-    for (const ReadyExpert& r : g) RunExpert(r, xn, ex_[0], &pool_);
-    return;
+    for (size_t i = 0; i < g.size(); ++i) run(i, ex_[0], &pool_);
+  } else {
+    // Each thread takes the next expert when done with its last one, the largest (most
+    // tokens) first: a static split by tokens left one thread waiting whenever the other's
+    // experts ran slower. An expert's output does not depend on which thread runs it.
+    expert_order_.resize(g.size());
+    std::iota(expert_order_.begin(), expert_order_.end(), 0);
+    auto tokens = [&](int32_t i) {
+      return expert_start_[g[i].expert + 1] - expert_start_[g[i].expert];
+    };
+    std::stable_sort(expert_order_.begin(), expert_order_.end(),
+                     [&](int32_t a, int32_t b) { return tokens(a) > tokens(b); });
+    const auto n = static_cast<int64_t>(g.size());
+    pool_.ParallelForDynamic(n, [&](int64_t i0, int64_t i1, int thread) {
+      for (int64_t i = i0; i < i1; ++i) run(expert_order_[i], ex_[thread], nullptr);
+    }, 1);
   }
-  // Each thread takes the next expert when done with its last one, the largest (most tokens)
-  // first: a static split by tokens left one thread waiting whenever the other's experts ran
-  // slower. An expert's output does not depend on which thread runs it: the same bits.
-  expert_order_.resize(g.size());
-  std::iota(expert_order_.begin(), expert_order_.end(), 0);
-  auto tokens = [&](int32_t i) {
-    return expert_start_[g[i].expert + 1] - expert_start_[g[i].expert];
-  };
-  std::stable_sort(expert_order_.begin(), expert_order_.end(),
-                   [&](int32_t a, int32_t b) { return tokens(a) > tokens(b); });
-  const auto n = static_cast<int64_t>(g.size());
-  pool_.ParallelForDynamic(n, [&](int64_t i0, int64_t i1, int thread) {
-    for (int64_t i = i0; i < i1; ++i) RunExpert(g[expert_order_[i]], xn, ex_[thread], nullptr);
-  }, 1);
+  for (const Status& c : checks_) {
+    if (!c.ok()) return c;  // the first in group order, whichever thread found it
+  }
+  return Status::Ok();
 }
 
 void MoeStep::SharedExpert(int il, int n, const float* xn, float* ffn_out) {

@@ -73,8 +73,10 @@ class MoeStep {
   void HintPredicted(int target, int n, const uint8_t* flags);
   // Runs the ready experts of `group` over their tokens, writing their weighted outputs
   // into slot_out_. With several experts and threads, each thread runs whole experts;
-  // otherwise each expert's rows are split across threads. Same bits either way.
-  void RunExperts(std::span<const ReadyExpert> group, const float* xn);
+  // otherwise each expert's rows are split across threads. Same bits either way. An
+  // expert handed out unchecked is verified first and, if it fails, not run: the first
+  // failure in group order is returned.
+  Status RunExperts(std::span<const ReadyExpert> group, const float* xn);
   // One expert, on the calling thread (pool null) or with its rows split (pool set).
   void RunExpert(const ReadyExpert& r, const float* xn, ExpertScratch& s, ThreadPool* pool);
   // qwen2moe: ffn_out += sigmoid(xn . gate_inp_shexp) * down(silu(gate(xn)) * up(xn)).
@@ -100,6 +102,7 @@ class MoeStep {
   std::vector<int32_t> used_experts_;  // (n_expert) distinct experts of the batch
   std::vector<ExpertScratch> ex_;      // (n_threads) per-thread expert scratch
   std::vector<ReadyExpert> group_;     // (<= n_expert) experts ready to run together
+  std::vector<Status> checks_;         // (<= n_expert) group_'s Verify results
   std::vector<int32_t> expert_order_;  // (n_expert) a group's experts, most tokens first
   std::vector<float> slot_out_;  // (n_batch, n_expert_used, n_embd) weighted expert outputs
 

@@ -7,7 +7,8 @@
 //   }                                           // the lease unpins when destroyed
 //
 // NextReady(/*wait=*/false) takes only what is ready now, so a caller can gather every
-// ready expert and run them in parallel.
+// ready expert and run them in parallel. With defer_checks, a caller that runs experts on
+// several threads also checks their bytes there (Verify) instead of serially in NextReady.
 //
 // A lease pins its expert's bytes: an expert in use is never evicted. Stores are not
 // thread-safe: one owner thread drives them (the compute threads only read leased bytes).
@@ -47,11 +48,15 @@ class ExpertLease {
   ExpertStore* store_ = nullptr;
   int32_t slot_ = -1;  // store-defined; -1: nothing to release
   ExpertMatrices matrices_;
+  friend class ExpertStore;
 };
 
 struct ReadyExpert {
   int32_t expert = -1;
   ExpertLease lease;
+  // Handed out by NextReady(wait, /*defer_checks=*/true) with its bytes not checked yet:
+  // they must pass ExpertStore::Verify before anything is computed from them.
+  bool unchecked = false;
 };
 
 class ExpertStore {
@@ -67,7 +72,18 @@ class ExpertStore {
   // none is ready right now (Pending() tells whether more will come). Errors name the
   // file, layer, expert and offset of a failed read; the store stays usable for the next
   // layer or prompt.
-  virtual Result<std::optional<ReadyExpert>> NextReady(bool wait = true) = 0;
+  //
+  // An expert whose bytes are still to be checked (a pack record's checksum) is checked
+  // here, unless `defer_checks`: then it may come out `unchecked`, for the caller to Verify.
+  virtual Result<std::optional<ReadyExpert>> NextReady(bool wait = true,
+                                                       bool defer_checks = false) = 0;
+
+  // Checks the bytes of an expert handed out `unchecked`; Ok for any other. Safe to call
+  // from any thread, for distinct experts at once, while the owner thread waits (it touches
+  // only that expert's slot). A failure names the file, layer, expert and offset; the
+  // expert's bytes are dropped when its lease returns, never handed out again. An expert
+  // never verified is checked again at its next hand-out.
+  virtual Status Verify(const ReadyExpert& r) { return Status::Ok(); }
 
   // Whether experts of the current layer remain to be handed out.
   virtual bool Pending() const = 0;
@@ -86,6 +102,8 @@ class ExpertStore {
  protected:
   friend class ExpertLease;
   virtual void Release(int32_t slot) {}
+  // The store-defined slot a lease pins.
+  static int32_t LeaseSlot(const ExpertLease& lease) { return lease.slot_; }
 };
 
 inline ExpertLease& ExpertLease::operator=(ExpertLease&& o) noexcept {

@@ -30,4 +30,11 @@ void RepackExpert(const ExpertLayout& layout, uint32_t layer, uint8_t* gate, uin
   }
 }
 
+bool InKernelLayout(const ExpertLayout& layout, uint32_t layer) {
+  const ExpertMatrices m = layout.Matrices(layer, nullptr, nullptr, nullptr);
+  const ExpertMatrices r = RepackedMatrices(layout, layer, nullptr, nullptr, nullptr);
+  return m.gate.layout == r.gate.layout && m.up.layout == r.up.layout &&
+         m.down.layout == r.down.layout;
+}
+
 }  // namespace mt

@@ -23,4 +23,8 @@ ExpertMatrices RepackedMatrices(const ExpertLayout& layout, uint32_t layer, cons
 void RepackExpert(const ExpertLayout& layout, uint32_t layer, uint8_t* gate, uint8_t* up,
                   uint8_t* down);
 
+// True if layer's experts are in the file already in the layout the kernels read fastest,
+// so that RepackExpert leaves their bytes as they are (a pack written for this CPU).
+bool InKernelLayout(const ExpertLayout& layout, uint32_t layer);
+
 }  // namespace mt

@@ -20,7 +20,8 @@ class ThreadPool;
 class InMemoryStore : public ExpertStore {
  public:
   void BeginLayer(uint32_t layer, std::span<const int32_t> experts) override;
-  Result<std::optional<ReadyExpert>> NextReady(bool wait = true) override;
+  Result<std::optional<ReadyExpert>> NextReady(bool wait = true,
+                                               bool defer_checks = false) override;
   bool Pending() const override { return next_ < pending_.size(); }
   const TierStats& stats() const override { return stats_; }
   void ResetStats() override;

@@ -88,6 +88,9 @@ Result<std::unique_ptr<StreamStore>> StreamStore::Create(const ExpertLayout& lay
   s->slots_.resize(n_slots);
   s->filled_.assign(n_slots, 0);
   if (n_slots == all) s->repack_after_uses_ = 1;
+  for (uint32_t il = 0; il < layout.n_layer(); ++il) {
+    s->in_kernel_layout_.push_back(InKernelLayout(layout, il));
+  }
   for (int64_t i = static_cast<int64_t>(n_slots) - 1; i >= 0; --i) {
     s->free_.push_back(static_cast<int32_t>(i));
   }
@@ -130,7 +133,20 @@ void StreamStore::Pin(int32_t s) {
 
 void StreamStore::Release(int32_t s) {
   Slot& slot = slots_[s];
-  if (--slot.pins == 0 && slot.state == SlotState::kReady) policy_->Insert(s);
+  --slot.pins;
+  if (slot.corrupt) {
+    // Failed Verify: its bytes go, whatever pinned them, and the next demand reads again.
+    if (slot.placed) {
+      slot.placed = false;
+      --slot.pins;
+    }
+    if (slot.pins > 0) return;
+    ++stats_.total.read_errors;
+    ++stats_.layers[slot.layer].read_errors;
+    DropSlot(s);
+    return;
+  }
+  if (slot.pins == 0 && slot.state == SlotState::kReady) policy_->Insert(s);
 }
 
 void StreamStore::Retire(int32_t s) {
@@ -181,6 +197,7 @@ void StreamStore::StartLoad(int32_t s, uint32_t layer, uint32_t expert) {
   slot.uses = 0;
   slot.repacked = false;
   slot.unchecked = false;
+  slot.corrupt = false;
   SlotOf(layer, expert) = s;
   policy_->Assign(s, layer * layout_.n_expert() + expert);
   // The slot's first read also faults its pages in (the pool is touched lazily), which a
@@ -403,7 +420,21 @@ void StreamStore::BeginLayer(uint32_t layer, std::span<const int32_t> experts) {
   SubmitQueued();
 }
 
-Result<std::optional<ReadyExpert>> StreamStore::NextReady(bool wait) {
+Status StreamStore::Verify(const ReadyExpert& r) {
+  if (!r.unchecked) return Status::Ok();
+  const int32_t s = LeaseSlot(r.lease);
+  Slot& slot = slots_[s];
+  Status status = CheckRecord(s);
+  // Only this slot's flags: other threads verify other slots meanwhile.
+  if (status.ok()) {
+    slot.unchecked = false;
+  } else {
+    slot.corrupt = true;
+  }
+  return status;
+}
+
+Result<std::optional<ReadyExpert>> StreamStore::NextReady(bool wait, bool defer_checks) {
   for (bool reaped = false;; reaped = true) {
     if (!failed_.empty()) {
       const int32_t s = failed_.front();
@@ -417,11 +448,21 @@ Result<std::optional<ReadyExpert>> StreamStore::NextReady(bool wait) {
       const int32_t s = ready_.front();
       ready_.pop_front();
       Slot& slot = slots_[s];
+      // An expert that keeps being used is rewritten into the layout the kernels read
+      // fastest (no lease is out: one per layer step). Repacking costs about as much as
+      // ten uses save, so experts used once or twice before eviction stay as read. A
+      // pack's panels are ready at once where the kernels read panels (nothing to rewrite),
+      // and must become rows at once where they do not.
+      const bool panels_file = layout_.weight_layout() == WeightLayout::kPanels;
+      const bool repack = !slot.repacked && (panels_file || ++slot.uses >= repack_after_uses_);
+      const bool rewrite = repack && !in_kernel_layout_[slot.layer];
       // Fail closed: a record whose bytes do not match its checksum is never computed with.
-      // It is checked here rather than as it lands: the hash pulls the record into the
-      // cache just before the kernels read it, and a prefetch never used is never hashed
-      // (olmoe pack, 25 % limit: 7.8-8.5 -> 8.6-10.0 tok/s, like not checking at all).
-      if (slot.unchecked) {
+      // It is checked at its first use rather than as it lands: the hash pulls the record
+      // into the cache just before the kernels read it, and a prefetch never used is never
+      // hashed (olmoe pack, 25 % limit: 7.8-8.5 -> 8.6-10.0 tok/s, like not checking at
+      // all). A deferred check runs on the thread that computes with the expert (Verify),
+      // in parallel with the others'; bytes about to be rewritten are checked here first.
+      if (slot.unchecked && (!defer_checks || rewrite)) {
         slot.unchecked = false;
         if (Status bad = CheckRecord(s); !bad.ok()) {
           ++stats_.total.read_errors;
@@ -435,19 +476,12 @@ Result<std::optional<ReadyExpert>> StreamStore::NextReady(bool wait) {
       uint8_t* const gate = SlotData(s) + slot.payload_at[kGate];
       uint8_t* const up = SlotData(s) + slot.payload_at[kUp];
       uint8_t* const down = SlotData(s) + slot.payload_at[kDown];
-      // An expert that keeps being used is rewritten into the layout the kernels read
-      // fastest (no lease is out: one per layer step). Repacking costs about as much as
-      // ten uses save, so experts used once or twice before eviction stay as read. A
-      // pack's panels are ready at once where the kernels read panels (RepackExpert does
-      // nothing), and must become rows at once where they do not.
-      const bool panels_file = layout_.weight_layout() == WeightLayout::kPanels;
-      if (!slot.repacked && (panels_file || ++slot.uses >= repack_after_uses_)) {
-        RepackExpert(layout_, slot.layer, gate, up, down);
-        slot.repacked = true;
-      }
+      if (rewrite) RepackExpert(layout_, slot.layer, gate, up, down);
+      slot.repacked = slot.repacked || repack;
       ExpertMatrices m = slot.repacked ? RepackedMatrices(layout_, slot.layer, gate, up, down)
                                        : layout_.Matrices(slot.layer, gate, up, down);
-      return std::optional<ReadyExpert>(ReadyExpert{slot.expert, ExpertLease(this, s, m)});
+      return std::optional<ReadyExpert>(
+          ReadyExpert{slot.expert, ExpertLease(this, s, m), slot.unchecked});
     }
     if (waiting_.empty() && backlog_.empty()) return std::optional<ReadyExpert>();
     // Experts that found no slot at BeginLayer get one as leases come back.

@@ -13,8 +13,9 @@
 //   slot is dropped, never computed with.
 // - An expert-major pack (ExpertLayout::has_records()) is read one record per expert (one
 //   request instead of three) and the record's xxh3 checksum is checked before its first
-//   hand-out; a mismatch fails closed like a failed read (error naming file, layer, expert,
-//   offset) and drops the slot, so the next request reads the record again.
+//   use: at hand-out, or by the caller's threads (Verify) where it deferred the check. A
+//   mismatch fails closed like a failed read (error naming file, layer, expert, offset) and
+//   drops the slot, so the next request reads the record again.
 //
 // Memory: the slot pool is reserved (virtual) at creation and its pages are touched only
 // when a slot is first filled. Not thread-safe: one owner thread.
@@ -55,7 +56,10 @@ class StreamStore final : public ExpertStore {
   ~StreamStore() override;
 
   void BeginLayer(uint32_t layer, std::span<const int32_t> experts) override;
-  Result<std::optional<ReadyExpert>> NextReady(bool wait = true) override;
+  Result<std::optional<ReadyExpert>> NextReady(bool wait = true,
+                                               bool defer_checks = false) override;
+  // Thread-safe for distinct experts (expert_store.h): it writes only r's slot's flags.
+  Status Verify(const ReadyExpert& r) override;
   bool Pending() const override {
     return !ready_.empty() || !waiting_.empty() || !backlog_.empty() || !failed_.empty();
   }
@@ -94,6 +98,7 @@ class StreamStore final : public ExpertStore {
     uint32_t uses = 0;           // hand-outs since it was loaded
     bool repacked = false;       // in the kernels' layout (kernel_layout.h), not the file's
     bool unchecked = false;      // a pack record read but not yet checked against its checksum
+    bool corrupt = false;        // failed Verify: dropped when its lease returns
     Status error;                // first failed read
     std::array<uint64_t, 3> payload_at{};  // where each part's bytes start in the slot
   };
@@ -102,6 +107,9 @@ class StreamStore final : public ExpertStore {
   // kRepackAfterUses, or 1 when the cache holds every expert (nothing is ever evicted, so a
   // repack always pays back).
   uint32_t repack_after_uses_ = kRepackAfterUses;
+  // (n_layer) 1 where the file's experts already are in the kernels' layout, so that
+  // RepackExpert would leave their bytes (and checksum) as they are.
+  std::vector<uint8_t> in_kernel_layout_;
 
   StreamStore(const ExpertLayout& layout, std::unique_ptr<IoEngine> io);
   uint8_t* SlotData(int32_t s) { return pool_.data() + uint64_t(s) * slot_bytes_; }

@@ -557,6 +557,75 @@ TEST_F(PackTest, ACorruptRecordIsNeverComputedWith) {
   EXPECT_EQ(ExpectChecksumError(resident.status().message(), pack, 1, offsets), 0);
 }
 
+// The stream tier's checks, driven as MoeStep drives them: a deferred check (Verify, on a
+// compute thread) that fails drops the record when its lease returns, and the next demand
+// reads it again; a record handed out deferred but never verified is checked at its next
+// hand-out; without defer_checks NextReady checks it itself.
+TEST_F(PackTest, DeferredChecksFailClosedAndAnUnverifiedRecordIsCheckedLater) {
+  const std::string orig = Synth("olmoe-tiny", "q4_k_m");
+  const std::string pack = Pack(orig, "deferred.pack.gguf");
+  const std::vector<uint64_t> offsets = CorruptLayer(pack, 1, 16);
+  auto m = Model::Load(pack, LoadOptions{});
+  ASSERT_TRUE(m.ok()) << m.status().message();
+  StreamOptions o;
+  o.cache_fraction = 1.0;
+  auto made = StreamStore::Create(m.value()->expert_layout(), CreatePreadEngine(2).value(), o);
+  ASSERT_TRUE(made.ok()) << made.status().message();
+  StreamStore& store = *made.value();
+  auto next = [&](bool defer) {
+    Result<std::optional<ReadyExpert>> r = store.NextReady(/*wait=*/true, defer);
+    EXPECT_TRUE(r.ok()) << r.status().message();
+    EXPECT_TRUE(r.ok() && r->has_value());
+    return r.ok() && r->has_value() ? std::move(**r) : ReadyExpert{};
+  };
+  const int32_t three[1] = {3};
+
+  // A corrupt record: handed out unchecked, fails Verify, and is read again next time.
+  store.BeginLayer(1, three);
+  {
+    ReadyExpert r = next(/*defer=*/true);
+    EXPECT_EQ(r.expert, 3);
+    EXPECT_TRUE(r.unchecked);
+    Status bad = store.Verify(r);
+    EXPECT_EQ(bad.code(), StatusCode::kCorrupt);
+    EXPECT_EQ(ExpectChecksumError(bad.message(), pack, 1, offsets), 3);
+    EXPECT_EQ(store.stats().total.read_errors, 0u);  // counted as the lease returns
+  }
+  EXPECT_EQ(store.stats().total.read_errors, 1u);
+  store.BeginLayer(1, three);
+  EXPECT_EQ(store.stats().total.misses, 2u);  // dropped: read again, not a hit
+  {
+    Result<std::optional<ReadyExpert>> r = store.NextReady(/*wait=*/true, /*defer=*/false);
+    ASSERT_FALSE(r.ok());  // checked in NextReady: no lease at all
+    EXPECT_EQ(ExpectChecksumError(r.status().message(), pack, 1, offsets), 3);
+  }
+  EXPECT_EQ(store.stats().total.read_errors, 2u);
+
+  // A good record handed out deferred and never verified stays unchecked: its next
+  // hand-out checks it (here, in NextReady), and after that it is never checked again.
+  store.BeginLayer(2, three);
+  EXPECT_TRUE(next(/*defer=*/true).unchecked);
+  store.BeginLayer(2, three);
+  EXPECT_EQ(store.stats().total.hits, 1u);
+  EXPECT_FALSE(next(/*defer=*/false).unchecked);
+  store.BeginLayer(2, three);
+  {
+    ReadyExpert r = next(/*defer=*/true);
+    EXPECT_FALSE(r.unchecked);
+    EXPECT_TRUE(store.Verify(r).ok());
+  }
+  // Verified on a compute thread, it is good for every later hand-out.
+  store.BeginLayer(3, three);
+  {
+    ReadyExpert r = next(/*defer=*/true);
+    EXPECT_TRUE(r.unchecked);
+    EXPECT_TRUE(store.Verify(r).ok());
+  }
+  store.BeginLayer(3, three);
+  EXPECT_FALSE(next(/*defer=*/true).unchecked);
+  EXPECT_EQ(store.stats().total.read_errors, 2u);
+}
+
 TEST_F(PackTest, BitsFlippedAfterTheReadAreCaughtAndTheContextRecovers) {
   const std::string orig = Synth("olmoe-tiny", "q4_k_m");
   const std::string pack = Pack(orig, "flip.pack.gguf");
