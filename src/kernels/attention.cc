@@ -62,11 +62,6 @@ void Store(StoreF16Fn fn, const float* src, int64_t n, KvElemType type, void* ds
   }
 }
 
-// The variant whose kernels compute `type` for `isa`: q8_0 on AVX-512 runs the AVX2 ones.
-Isa KernelIsa(Isa isa, KvElemType type) {
-  return isa == Isa::kAvx512 && type == KvElemType::kQ8_0 ? Isa::kAvx2 : isa;
-}
-
 // q8_0 rows, strides and offsets are whole blocks (the kernels widen a chunk of 8 or 16
 // elements from one block).
 void CheckBlocks(KvElemType type, int64_t k_stride, int64_t v_stride, int d_k, int d_v) {
@@ -123,7 +118,6 @@ void RunQueries(Isa isa, const AttendQueries& qs, const void* k, const void* v, 
   MT_CHECK(qs.n_head >= 1 && qs.n_tok >= 1 && qs.n_head * qs.n_tok <= kAttendGroupMax &&
            qs.n_pos >= 1 && d_k >= 1 && d_v >= 1 && k_stride >= 0 && v_stride >= 0);
   CheckBlocks(type, k_stride, v_stride, d_k, d_v);
-  isa = KernelIsa(isa, type);
   const int64_t last = qs.n_pos + qs.n_tok - 1;
   const int64_t tile = last < kAttendTile ? last : kAttendTile;
   std::array<kernels::AttendArgs, kAttendGroupMax> args;
@@ -145,8 +139,10 @@ void RunQueries(Isa isa, const AttendQueries& qs, const void* k, const void* v, 
     return;
   }
   if (isa == Isa::kAvx512) {
-    for (int t = 0; t < qs.n_tok; ++t) {
-      kernels::AttendGroupAvx512(args.data() + t * qs.n_head, qs.n_head);
+    if (qs.n_tok == 1) {
+      kernels::AttendGroupAvx512(args.data(), n);  // one token's heads: the same positions
+    } else {
+      kernels::AttendManyAvx512(args.data(), n);
     }
     return;
   }
@@ -210,15 +206,13 @@ void AttendHead(const float* q, const void* k, const void* v, KvElemType type, i
                 int64_t v_stride, int64_t n_pos, int d_k, int d_v, float scale, float* out,
                 float* scratch) {
   static const Isa isa = ActiveIsa();
-  Run(Variant(KernelIsa(isa, type)), q, k, v, type, k_stride, v_stride, n_pos, d_k, d_v, scale,
-      out, scratch);
+  Run(Variant(isa), q, k, v, type, k_stride, v_stride, n_pos, d_k, d_v, scale, out, scratch);
 }
 
 void AttendHead(Isa isa, const float* q, const void* k, const void* v, KvElemType type,
                 int64_t k_stride, int64_t v_stride, int64_t n_pos, int d_k, int d_v, float scale,
                 float* out, float* scratch) {
-  Run(Variant(KernelIsa(isa, type)), q, k, v, type, k_stride, v_stride, n_pos, d_k, d_v, scale,
-      out, scratch);
+  Run(Variant(isa), q, k, v, type, k_stride, v_stride, n_pos, d_k, d_v, scale, out, scratch);
 }
 
 void StoreKv(const float* src, int64_t n, KvElemType type, void* dst) {

@@ -41,9 +41,8 @@ namespace mt {
 // q8_0 is ggml's block_q8_0 (quant/blocks.h): 32 elements in 34 bytes, half f16's memory, as
 // llama.cpp's `-ctk q8_0 -ctv q8_0`. Its rows, strides and offsets are whole blocks: d_k,
 // d_v and both strides must be multiples of kKvBlockQ8, and d_k at most kKvMaxDimQ8 (q' is
-// kept on the stack) (checked). The AVX-512 variant
-// computes q8_0 with the AVX2 one's float ops (every AVX-512 CPU has AVX2; no AVX-512 machine
-// was at hand to test a kernel of its own).
+// kept on the stack) (checked). Every variant has q8_0 kernels of its own (AVX-512: the
+// scores' code products by VNNI, two blocks a vector).
 enum class KvElemType : uint8_t { kF16, kF32, kQ8_0 };
 inline constexpr int64_t kKvBlockQ8 = 32;
 inline constexpr int kKvMaxDimQ8 = 512;
@@ -102,9 +101,9 @@ struct AttendQueries {
 
 // Every query of `qs` over the same K/V rows; scratch n_head * n_tok * min(n_pos + n_tok - 1,
 // kAttendTile) floats. Each query's result is bit-identical to AttendHead's for it (same
-// variant). The AVX2 variant loads and widens each K/V chunk once for 4 queries: a prompt's
-// tokens at depth, each re-reading its head's whole cache, made attention 39 % of pp512 at
-// 2048 positions; AVX-512 groups each token's heads as AttendHeads does.
+// variant). The AVX2 and AVX-512 variants load and widen each K/V chunk once for 4 queries
+// (tokens or heads): a prompt's tokens at depth, each re-reading its head's whole cache, made
+// attention 39 % of pp512 at 2048 positions.
 void AttendTokens(const AttendQueries& qs, const void* k, const void* v, KvElemType type,
                   int64_t k_stride, int64_t v_stride, int d_k, int d_v, float scale,
                   float* scratch);

@@ -37,12 +37,15 @@ void StoreF16Avx512(const float* src, int64_t n, uint16_t* dst);  // only in x86
 void AttendScalar(const AttendArgs& a);
 // n_q queries over the same rows (a[i] differ only in q, out and scratch), each with
 // AttendAvx512's float ops for it: the K and V chunks are loaded and widened once per group.
-void AttendGroupAvx512(const AttendArgs* a, int n_q);  // only in x86 builds; f16, f32
+void AttendGroupAvx512(const AttendArgs* a, int n_q);  // only in x86 builds
+// n_q queries over the same rows (a[i] differ only in q, out, scratch and n_pos), each with
+// AttendAvx512's float ops for it: the tiles whole for all of them go 4 queries at a time.
+void AttendManyAvx512(const AttendArgs* a, int n_q);  // only in x86 builds
 // n_q queries over the same rows (a[i] differ only in q, out, scratch and n_pos), each with
 // AttendAvx2's float ops for it: K and V chunks are loaded and widened once per 4 queries,
 // and a tile's rows once (into L1/L2) for all n_q <= kAttendGroupMax.
 void AttendManyAvx2(const AttendArgs* a, int n_q);  // only in x86 builds
 void AttendAvx2(const AttendArgs& a);    // only in x86 builds
-void AttendAvx512(const AttendArgs& a);  // only in x86 builds; f16, f32
+void AttendAvx512(const AttendArgs& a);  // only in x86 builds
 
 }  // namespace mt::kernels
