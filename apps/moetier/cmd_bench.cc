@@ -69,13 +69,13 @@ int Run(const BenchFlags& f) {
   if (f.reps < 1 || f.n_prompt < 0 || f.n_gen < 0 || f.n_depth < 0) {
     return ReportError(InvalidArgument("-r must be >= 1, -p, -n and -d >= 0"));
   }
-  Result<KvElemType> kv_type = ResolveKvType(f.kv_type);
-  if (!kv_type.ok()) return ReportError(kv_type.status());
+  Result<KvTypes> kv_types = ResolveKvTypes(f.kv_type);
+  if (!kv_types.ok()) return ReportError(kv_types.status());
   Result<std::unique_ptr<Model>> model = Model::Load(f.model, LoadOptions{});
   if (!model.ok()) return ReportError(model.status());
   const Model& m = *model.value();
   ContextOptions o;
-  o.kv_type = kv_type.value();
+  o.kv_types = kv_types.value();
   const int64_t positions = int64_t{f.n_depth} + std::max({f.n_prompt, f.n_gen, 1});
   if (positions > m.hparams().n_ctx_train) {
     return ReportError(InvalidArgument(
@@ -135,7 +135,7 @@ int Run(const BenchFlags& f) {
   ctx.value().reset();
   ThreadPool pool(f.n_threads, f.pin_threads);
   const double membw = MeasureReadBandwidth(pool, probe_bytes, 5);
-  const TokenCost cost = TokenCostOf(m, o.kv_type);
+  const TokenCost cost = TokenCostOf(m, o.kv_types);
 
   uint64_t n_params = 0;
   for (const GgufTensor& t : m.gguf().tensors()) n_params += t.n_elements;
@@ -153,7 +153,7 @@ int Run(const BenchFlags& f) {
                    {"n_seq", s.n_seq},
                    {"tps", s.tps}, {"avg_ts", s.mean}, {"stddev_ts", s.sd},
                    {"weight_bytes_per_token", cost.bytes},
-                   {"type_k", KvTypeName(o.kv_type)}, {"type_v", KvTypeName(o.kv_type)},
+                   {"type_k", KvTypeName(o.kv_types.k)}, {"type_v", KvTypeName(o.kv_types.v)},
                    {"kv_bytes_per_position", cost.kv_bytes_per_position},
                    {"mem_read_gbps", membw},
                    {"isa", IsaName(ActiveIsa())},
@@ -186,7 +186,7 @@ int Run(const BenchFlags& f) {
       fmt::print("roofline: {} reads {} of weights and {} of KV cache ({}) per token; achieved "
                  "{:.1f} GB/s; memory read bandwidth measured now {:.1f} GB/s ({} threads); "
                  "ratio {:.0f} %\n",
-                 s.test, HumanBytes(cost.bytes), HumanBytes(kv), KvTypeName(o.kv_type), gbps,
+                 s.test, HumanBytes(cost.bytes), HumanBytes(kv), KvTypesName(o.kv_types), gbps,
                  membw, threads, 100 * gbps / membw);
     }
     if (s.n_prompt > 0) {

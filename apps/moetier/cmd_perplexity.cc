@@ -73,9 +73,9 @@ Result<std::unique_ptr<Context>> MakeContext(const Model& model, const Perplexit
   o.n_batch = static_cast<uint32_t>(std::min(f.n_batch, n_ctx));
   o.n_threads = f.n_threads;
   o.pin_threads = f.pin_threads;
-  Result<KvElemType> kv_type = ResolveKvType(f.kv_type);
-  if (!kv_type.ok()) return kv_type.status();
-  o.kv_type = kv_type.value();
+  Result<KvTypes> kv_types = ResolveKvTypes(f.kv_type);
+  if (!kv_types.ok()) return kv_types.status();
+  o.kv_types = kv_types.value();
   MT_RETURN_IF_ERROR(ResolveStorageFlags(f.storage, &o));
   Result<std::unique_ptr<Context>> ctx = Context::Create(model, o);
   if (ctx.ok()) PrintStoragePlan(**ctx);

@@ -357,9 +357,9 @@ int Run(const RunFlags& f) {
   copt.n_batch = f.n_batch;
   copt.n_threads = f.n_threads;
   copt.pin_threads = f.pin_threads;
-  Result<KvElemType> kv_type = ResolveKvType(f.kv_type);
-  if (!kv_type.ok()) return ReportError(kv_type.status());
-  copt.kv_type = kv_type.value();
+  Result<KvTypes> kv_types = ResolveKvTypes(f.kv_type);
+  if (!kv_types.ok()) return ReportError(kv_types.status());
+  copt.kv_types = kv_types.value();
   if (Status s = ResolveStorageFlags(f.storage, &copt); !s.ok()) return ReportError(s);
   Result<std::unique_ptr<Context>> ctx = Context::Create(m, copt);
   if (!ctx.ok()) return ReportError(ctx.status().WithContext(f.model));

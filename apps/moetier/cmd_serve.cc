@@ -48,8 +48,8 @@ int Serve(const ServeFlags& f) {
   if (f.n_parallel < 1 || f.n_parallel > 1024) {
     return ReportError(InvalidArgument("--parallel must be in [1, 1024], not {}", f.n_parallel));
   }
-  Result<KvElemType> kv_type = ResolveKvType(f.kv_type);
-  if (!kv_type.ok()) return ReportError(kv_type.status());
+  Result<KvTypes> kv_types = ResolveKvTypes(f.kv_type);
+  if (!kv_types.ok()) return ReportError(kv_types.status());
   if (!(f.drain_timeout >= 0)) {
     return ReportError(InvalidArgument("--drain-timeout must be >= 0 seconds"));
   }
@@ -80,7 +80,7 @@ int Serve(const ServeFlags& f) {
   copt.n_batch = std::max(f.n_batch, f.n_parallel);
   copt.n_threads = f.n_threads;
   copt.pin_threads = f.pin_threads;
-  copt.kv_type = kv_type.value();
+  copt.kv_types = kv_types.value();
   copt.populate_kv = true;  // the slots fill it over time: fault it in now, not in requests
   if (Status s = ResolveStorageFlags(f.storage, &copt); !s.ok()) return ReportError(s);
   Result<std::unique_ptr<Context>> ctx = Context::Create(m, copt);

@@ -33,16 +33,16 @@ int ReportError(const Status& status);
 // -t/--threads and --pin, the same for every command that computes.
 void AddThreadFlags(CLI::App& sub, int& n_threads, bool& pin_threads);
 
-// The KV cache type: --kv-type, or llama.cpp's -ctk/--cache-type-k with -ctv/--cache-type-v
-// (moetier stores K and V alike, so given either, both must be given and agree).
+// The KV cache types: --kv-type for K and V, and llama.cpp's -ctk/--cache-type-k and
+// -ctv/--cache-type-v, each for its side alone (the other keeps --kv-type's, default f16).
 struct KvTypeFlags {
   std::string both;
   std::string k;
   std::string v;
 };
 void AddKvTypeFlags(CLI::App& sub, KvTypeFlags& flags);
-// f16 when nothing was given; an InvalidArgument naming the flags otherwise.
-Result<KvElemType> ResolveKvType(const KvTypeFlags& flags);
+// f16 for what was not given; an InvalidArgument naming the flag for a bad name.
+Result<KvTypes> ResolveKvTypes(const KvTypeFlags& flags);
 
 CommandMain SetupInspect(CLI::App& sub);
 CommandMain SetupSynth(CLI::App& sub);

@@ -28,29 +28,29 @@ void AddThreadFlags(CLI::App& sub, int& n_threads, bool& pin_threads) {
 }
 
 void AddKvTypeFlags(CLI::App& sub, KvTypeFlags& flags) {
-  sub.add_option("--kv-type", flags.both, "KV cache type: f16, f32 or q8_0")->default_str("f16");
+  sub.add_option("--kv-type", flags.both, "KV cache type of K and V: f16, f32 or q8_0")
+      ->default_str("f16");
   // -ctk and -ctv are renamed to these by main (CLI11 takes no multi-letter one-dash names).
-  sub.add_option("--cache-type-k", flags.k, "llama.cpp's -ctk: K cache type (-ctv the same)");
-  sub.add_option("--cache-type-v", flags.v, "llama.cpp's -ctv: V cache type (-ctk the same)");
+  sub.add_option("--cache-type-k", flags.k, "llama.cpp's -ctk: K cache type (default --kv-type)");
+  sub.add_option("--cache-type-v", flags.v, "llama.cpp's -ctv: V cache type (default --kv-type)");
 }
 
-Result<KvElemType> ResolveKvType(const KvTypeFlags& flags) {
-  if (flags.k.empty() && flags.v.empty()) return ParseKvType(flags.both.empty() ? "f16" : flags.both);
-  if (flags.k.empty() || flags.v.empty()) {
-    return InvalidArgument("{} {} without {}: moetier stores K and V with one type; give both "
-                           "(or --kv-type)",
-                           flags.k.empty() ? "-ctv" : "-ctk",
-                           flags.k.empty() ? flags.v : flags.k, flags.k.empty() ? "-ctk" : "-ctv");
-  }
-  if (flags.k != flags.v) {
-    return InvalidArgument("-ctk {} and -ctv {}: moetier stores K and V with one type; give "
-                           "both the same (or --kv-type)",
-                           flags.k, flags.v);
-  }
-  if (!flags.both.empty() && flags.both != flags.k) {
-    return InvalidArgument("--kv-type '{}' and -ctk/-ctv '{}' disagree", flags.both, flags.k);
-  }
-  return ParseKvType(flags.k);
+Result<KvTypes> ResolveKvTypes(const KvTypeFlags& flags) {
+  // As llama.cpp: -ctk and -ctv each set one side; the other keeps the default (f16, or
+  // --kv-type's type).
+  auto parse = [&](const std::string& one, const char* flag) -> Result<KvElemType> {
+    const std::string& name = one.empty() ? flags.both : one;
+    Result<KvElemType> type = ParseKvType(name.empty() ? "f16" : name);
+    if (!type.ok() && !one.empty()) {
+      return InvalidArgument("{} must be f16, f32 or q8_0, not '{}'", flag, one);
+    }
+    return type;
+  };
+  Result<KvElemType> k = parse(flags.k, "-ctk");
+  if (!k.ok()) return k.status();
+  Result<KvElemType> v = parse(flags.v, "-ctv");
+  if (!v.ok()) return v.status();
+  return KvTypes{k.value(), v.value()};
 }
 
 namespace {

@@ -102,7 +102,7 @@ Result<BenchSample> BenchDecode(Context& ctx, int n_gen, int n_seq, int n_depth,
   return s;
 }
 
-TokenCost TokenCostOf(const Model& m, KvElemType kv_type) {
+TokenCost TokenCostOf(const Model& m, KvTypes kv_types) {
   const HParams& hp = m.hparams();
   TokenCost c;
   auto bytes = [](const WeightMatrix& w) { return w.row_bytes * static_cast<uint64_t>(w.rows); };
@@ -124,8 +124,8 @@ TokenCost TokenCostOf(const Model& m, KvElemType kv_type) {
   }
   c.bytes += bytes(m.output());
   c.macs_head = macs(m.output());
-  c.kv_bytes_per_position = uint64_t{hp.n_layer} * (KvBytes(kv_type, hp.n_embd_k_gqa()) +
-                                                    KvBytes(kv_type, hp.n_embd_v_gqa()));
+  c.kv_bytes_per_position = uint64_t{hp.n_layer} * (KvBytes(kv_types.k, hp.n_embd_k_gqa()) +
+                                                    KvBytes(kv_types.v, hp.n_embd_v_gqa()));
   return c;
 }
 

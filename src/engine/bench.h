@@ -47,6 +47,6 @@ struct TokenCost {
   uint64_t macs_per_token = 0; // prefill: multiply-adds per token, without the head
   uint64_t macs_head = 0;      // the head, once per sequence
 };
-TokenCost TokenCostOf(const Model& model, KvElemType kv_type);
+TokenCost TokenCostOf(const Model& model, KvTypes kv_types);
 
 }  // namespace mt

@@ -38,7 +38,7 @@ struct Context::Impl {
   // and v stored into the cache; tokens' q and k/v in parallel (each item is independent).
   void PrepareAttention(int il, std::span<const BatchToken> batch);
   // Stores one token's projection (n_head_kv heads of head_dim) into a layer's K or V cache.
-  void StoreHeads(const float* row, uint32_t head_dim, uint8_t* cache,
+  void StoreHeads(const float* row, uint32_t head_dim, KvElemType type, uint8_t* cache,
                   const BatchToken& token) const;
   // Splits the batch into Attention's runs (run_start, n_runs): the same for every layer.
   void FindAttentionRuns(std::span<const BatchToken> batch);
@@ -50,7 +50,7 @@ struct Context::Impl {
   const uint32_t n_ctx;
   const uint32_t n_seq;
   const uint32_t n_batch;
-  const KvElemType kv_type;
+  const KvTypes kv_types;  // K's and V's element types
   const bool populate_kv;
   ThreadPool pool;
   StoragePlan plan;
@@ -91,14 +91,15 @@ Context::Impl::Impl(const Model& m, uint32_t n_ctx_, const ContextOptions& o)
       n_ctx(n_ctx_),
       n_seq(std::max(o.n_seq_max, 1u)),
       n_batch(std::max(o.n_batch, 1u)),
-      kv_type(o.kv_type),
+      kv_types(o.kv_types),
       populate_kv(o.populate_kv),
       pool(o.n_threads, o.pin_threads),
       moe(m, pool, n_batch) {}
 
 uint64_t Context::Impl::kv_bytes() const {
   const uint64_t positions = uint64_t{hp.n_layer} * n_seq * n_ctx;
-  return positions * (KvBytes(kv_type, hp.n_embd_k_gqa()) + KvBytes(kv_type, hp.n_embd_v_gqa()));
+  return positions *
+         (KvBytes(kv_types.k, hp.n_embd_k_gqa()) + KvBytes(kv_types.v, hp.n_embd_v_gqa()));
 }
 
 uint64_t Context::Impl::scratch_bytes() {
@@ -132,8 +133,10 @@ Status Context::Impl::Allocate() {
   SizeScratch(allocate);
   for (uint32_t il = 0; il < hp.n_layer; ++il) {
     const uint64_t positions = uint64_t{n_seq} * n_ctx;
-    Result<AlignedBuffer> kb = AlignedBuffer::Allocate(positions * KvBytes(kv_type, hp.n_embd_k_gqa()));
-    Result<AlignedBuffer> vb = AlignedBuffer::Allocate(positions * KvBytes(kv_type, hp.n_embd_v_gqa()));
+    Result<AlignedBuffer> kb =
+        AlignedBuffer::Allocate(positions * KvBytes(kv_types.k, hp.n_embd_k_gqa()));
+    Result<AlignedBuffer> vb =
+        AlignedBuffer::Allocate(positions * KvBytes(kv_types.v, hp.n_embd_v_gqa()));
     if (!kb.ok()) return kb.status().WithContext("KV cache");
     if (!vb.ok()) return vb.status().WithContext("KV cache");
     k_cache.push_back(std::move(kb.value()));
@@ -147,12 +150,12 @@ Status Context::Impl::Allocate() {
   return Status::Ok();
 }
 
-void Context::Impl::StoreHeads(const float* row, uint32_t head_dim, uint8_t* cache,
-                               const BatchToken& token) const {
-  const int64_t row_bytes = KvBytes(kv_type, head_dim);
+void Context::Impl::StoreHeads(const float* row, uint32_t head_dim, KvElemType type,
+                               uint8_t* cache, const BatchToken& token) const {
+  const int64_t row_bytes = KvBytes(type, head_dim);
   for (uint32_t h = 0; h < hp.n_head_kv; ++h) {
     const int64_t cell = (int64_t{token.seq} * hp.n_head_kv + h) * n_ctx + token.pos;
-    StoreKv(row + size_t{h} * head_dim, head_dim, kv_type, cache + cell * row_bytes);
+    StoreKv(row + size_t{h} * head_dim, head_dim, type, cache + cell * row_bytes);
   }
 }
 
@@ -194,13 +197,13 @@ void Context::Impl::PrepareAttention(int il, std::span<const BatchToken> batch) 
         case kK: {
           float* kt = k.data() + t * KD;
           finish(kt, KD, L.bk, L.attn_k_norm, hp.n_head_kv, cos_sin);
-          StoreHeads(kt, hp.head_dim_k, k_cache[il].data(), batch[t]);
+          StoreHeads(kt, hp.head_dim_k, kv_types.k, k_cache[il].data(), batch[t]);
           break;
         }
         case kV: {
           float* vt = v.data() + t * VD;
           for (int64_t i = 0; i < VD && !L.bv.empty(); ++i) vt[i] += L.bv[i];
-          StoreHeads(vt, hp.head_dim_v, v_cache[il].data(), batch[t]);
+          StoreHeads(vt, hp.head_dim_v, kv_types.v, v_cache[il].data(), batch[t]);
           break;
         }
       }
@@ -223,7 +226,7 @@ void Context::Impl::Attention(int il, std::span<const BatchToken> batch) {
   const int dk = static_cast<int>(hp.head_dim_k), dv = static_cast<int>(hp.head_dim_v);
   const int group = n_head / n_kv;
   const float scale = 1.0f / std::sqrt(static_cast<float>(dk));
-  const int64_t k_row = KvBytes(kv_type, dk), v_row = KvBytes(kv_type, dv);  // bytes
+  const int64_t k_row = KvBytes(kv_types.k, dk), v_row = KvBytes(kv_types.v, dv);  // bytes
   const uint8_t* kc = k_cache[il].data();
   const uint8_t* vc = v_cache[il].data();
   // Items are (kv head, run of tokens), in that order. A run (FindAttentionRuns) is up to
@@ -248,7 +251,7 @@ void Context::Impl::Attention(int il, std::span<const BatchToken> batch) {
             attn.data() + int64_t{t} * n_head * dv + int64_t{h + g0} * dv, int64_t{n_head} * dv,
             dv, std::min(heads, group - g0), n_tok,
             batch[t].pos + 1};  // causal: positions 0..pos of its sequence
-        AttendTokens(qs, kc + head * k_row, vc + head * v_row, kv_type, dk, dv, dk, dv, scale, p);
+        AttendTokens(qs, kc + head * k_row, vc + head * v_row, kv_types, dk, dv, dk, dv, scale, p);
       }
     }
   });
@@ -337,6 +340,11 @@ const char* KvTypeName(KvElemType type) {
   return "?";
 }
 
+std::string KvTypesName(KvTypes types) {
+  if (types.k == types.v) return KvTypeName(types.k);
+  return fmt::format("K {}, V {}", KvTypeName(types.k), KvTypeName(types.v));
+}
+
 Result<std::unique_ptr<Context>> Context::Create(const Model& model,
                                                  const ContextOptions& options) {
   const uint32_t n_train = model.hparams().n_ctx_train;
@@ -348,13 +356,17 @@ Result<std::unique_ptr<Context>> Context::Create(const Model& model,
   }
   if (n_ctx < 1) return InvalidArgument("context size must be at least 1");
   if (options.n_seq_max > 1024) return InvalidArgument("at most 1024 sequences per context");
-  if (const HParams& hp = model.hparams();
-      options.kv_type == KvElemType::kQ8_0 &&
-      (hp.head_dim_k % kKvBlockQ8 != 0 || hp.head_dim_v % kKvBlockQ8 != 0 ||
-       hp.head_dim_k > kKvMaxDimQ8)) {
-    return InvalidArgument("--kv-type q8_0 needs head dimensions that are multiples of {}, k at "
-                           "most {} (this model's: k {}, v {}); use f16",
-                           kKvBlockQ8, kKvMaxDimQ8, hp.head_dim_k, hp.head_dim_v);
+  const HParams& hp = model.hparams();
+  if (options.kv_types.k == KvElemType::kQ8_0 &&
+      (hp.head_dim_k % kKvBlockQ8 != 0 || hp.head_dim_k > kKvMaxDimQ8)) {
+    return InvalidArgument("a q8_0 K cache needs a K head dimension that is a multiple of {} "
+                           "and at most {} (this model's: {}); use f16",
+                           kKvBlockQ8, kKvMaxDimQ8, hp.head_dim_k);
+  }
+  if (options.kv_types.v == KvElemType::kQ8_0 && hp.head_dim_v % kKvBlockQ8 != 0) {
+    return InvalidArgument("a q8_0 V cache needs a V head dimension that is a multiple of {} "
+                           "(this model's: {}); use f16",
+                           kKvBlockQ8, hp.head_dim_v);
   }
   // Workers spin while they wait for the next region, so a thread without a CPU of its own
   // stalls every region it takes part in (-t 3 on 2 CPUs: prompt 30x slower).

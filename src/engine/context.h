@@ -6,6 +6,7 @@
 #include <cstdint>
 #include <memory>
 #include <span>
+#include <string>
 #include <string_view>
 #include <vector>
 
@@ -21,16 +22,18 @@ namespace mt {
 // the flag and the choices.
 Result<KvElemType> ParseKvType(std::string_view name);
 const char* KvTypeName(KvElemType type);
+// "f16" for K and V alike, else "K q8_0, V f16".
+std::string KvTypesName(KvTypes types);
 
 struct ContextOptions {
   uint32_t n_ctx = 4096;   // positions in the KV cache; 0 = the model's training context
   uint32_t n_batch = 512;  // most tokens per forward pass (prefill is split into batches)
   int n_threads = 0;       // 0 = all cores
   bool pin_threads = false;  // thread i on the i-th allowed CPU (ThreadPool)
-  // K and V element type (llama.cpp's -ctk / -ctv together). q8_0 takes 17/32 of f16's
-  // memory and needs head dimensions that are multiples of 32, k at most 512 (Create says so
+  // K's and V's element types (llama.cpp's -ctk and -ctv). q8_0 takes 17/32 of f16's memory
+  // and needs a head dimension that is a multiple of 32, K's at most 512 (Create says so
   // otherwise).
-  KvElemType kv_type = KvElemType::kF16;
+  KvTypes kv_types = KvElemType::kF16;
   uint32_t n_seq_max = 1;  // sequences with their own KV cache (n_ctx positions each)
   // Make the whole KV cache resident at Create instead of page by page as positions fill
   // (AlignedBuffer::Populate). For a server, whose slots fill all of it over time: the page

@@ -29,12 +29,12 @@ class EngineTest : public ::testing::Test {
   }
 
   static std::vector<float> Logits(const Model& m, std::span<const int32_t> tokens, int threads,
-                                   uint32_t n_batch, KvElemType kv = KvElemType::kF16) {
+                                   uint32_t n_batch, KvTypes kv = KvElemType::kF16) {
     ContextOptions o;
     o.n_ctx = 64;
     o.n_threads = threads;
     o.n_batch = n_batch;
-    o.kv_type = kv;
+    o.kv_types = kv;
     Result<std::unique_ptr<Context>> ctx = Context::Create(m, o);
     EXPECT_TRUE(ctx.ok());
     std::vector<float> logits;
@@ -83,6 +83,17 @@ TEST_F(EngineTest, Q8KvCacheIsDeterministicAndCloseToF16) {
     EXPECT_TRUE(q8 == Logits(*m.value(), kTokens, 2, 5, KvElemType::kQ8_0)) << preset;
     const std::vector<float> f16 = Logits(*m.value(), kTokens, 2, 512, KvElemType::kF16);
     EXPECT_FALSE(q8 == f16) << preset << ": the cache type made no difference";
+    // K and V of different types (llama.cpp's -ctk q8_0 alone, and -ctv q8_0 alone): as
+    // deterministic, and each side's type takes effect (neither equals f16 or all-q8_0).
+    for (KvTypes mixed : {KvTypes{KvElemType::kQ8_0, KvElemType::kF16},
+                          KvTypes{KvElemType::kF16, KvElemType::kQ8_0}}) {
+      SCOPED_TRACE(KvTypesName(mixed));
+      const std::vector<float> mx = Logits(*m.value(), kTokens, 2, 512, mixed);
+      EXPECT_TRUE(mx == Logits(*m.value(), kTokens, 1, 512, mixed)) << preset;
+      EXPECT_TRUE(mx == Logits(*m.value(), kTokens, 2, 5, mixed)) << preset;
+      EXPECT_FALSE(mx == f16) << preset;
+      EXPECT_FALSE(mx == q8) << preset;
+    }
     std::vector<double> kls;
     for (size_t t = 0; t < kTokens.size(); ++t) {
       const float* a = f16.data() + t * V;
@@ -114,15 +125,16 @@ TEST_F(EngineTest, Q8KvCacheIsDeterministicAndCloseToF16) {
 // What continuous batching relies on: a sequence decoded together with others gets exactly
 // the logits it gets alone (with each KV cache type: the slots' rows sit apart by their bytes).
 TEST_F(EngineTest, SequencesBatchedTogetherGetTheirOwnLogits) {
-  for (KvElemType kv : {KvElemType::kF16, KvElemType::kQ8_0}) {
-    SCOPED_TRACE(KvTypeName(kv));
+  for (KvTypes kv : {KvTypes{KvElemType::kF16}, KvTypes{KvElemType::kQ8_0},
+                     KvTypes{KvElemType::kQ8_0, KvElemType::kF16}}) {
+    SCOPED_TRACE(KvTypesName(kv));
     auto m = Model::Load(Synth("qwen2moe-tiny", "q4_k_m"), LoadOptions{});
     ASSERT_TRUE(m.ok()) << m.status().message();
     const uint32_t V = m.value()->hparams().n_vocab;
     ContextOptions o;
     o.n_ctx = 32;
     o.n_seq_max = 3;
-    o.kv_type = kv;
+    o.kv_types = kv;
     auto ctx = Context::Create(*m.value(), o);
     ASSERT_TRUE(ctx.ok());
     const std::vector<std::vector<int32_t>> seqs = {{1, 2, 3, 4, 5}, {900, 800, 700}, {42}};

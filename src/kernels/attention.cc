@@ -64,18 +64,22 @@ void Store(StoreF16Fn fn, const float* src, int64_t n, KvElemType type, void* ds
 
 // q8_0 rows, strides and offsets are whole blocks (the kernels widen a chunk of 8 or 16
 // elements from one block).
-void CheckBlocks(KvElemType type, int64_t k_stride, int64_t v_stride, int d_k, int d_v) {
-  if (type != KvElemType::kQ8_0) return;
-  MT_CHECK_MSG(k_stride % kKvBlockQ8 == 0 && v_stride % kKvBlockQ8 == 0 &&
-                   d_k % kKvBlockQ8 == 0 && d_v % kKvBlockQ8 == 0,
-               "q8_0 KV rows and strides must be whole blocks of 32");
-  MT_CHECK_MSG(d_k <= kKvMaxDimQ8, "q8_0 KV: d_k above kKvMaxDimQ8");
+void CheckBlocks(KvTypes types, int64_t k_stride, int64_t v_stride, int d_k, int d_v) {
+  if (types.k == KvElemType::kQ8_0) {
+    MT_CHECK_MSG(k_stride % kKvBlockQ8 == 0 && d_k % kKvBlockQ8 == 0,
+                 "q8_0 K rows and strides must be whole blocks of 32");
+    MT_CHECK_MSG(d_k <= kKvMaxDimQ8, "q8_0 K: d_k above kKvMaxDimQ8");
+  }
+  if (types.v == KvElemType::kQ8_0) {
+    MT_CHECK_MSG(v_stride % kKvBlockQ8 == 0 && d_v % kKvBlockQ8 == 0,
+                 "q8_0 V rows and strides must be whole blocks of 32");
+  }
 }
 
 // A q8_0 K's scores take the query rounded to q8_0 blocks (attention.h): `args.q8` points
-// at `blocks`, filled from args.q; other types leave it null.
+// at `blocks`, filled from args.q; other K types leave it null.
 void RoundQuery(kernels::AttendArgs& args, BlockQ8_0* blocks) {
-  if (args.type != KvElemType::kQ8_0) return;
+  if (args.types.k != KvElemType::kQ8_0) return;
   QuantizeQ8(args.q, args.d_k, blocks);
   args.q8 = blocks;
 }
@@ -98,12 +102,12 @@ AttendFn Variant(Isa isa) {
   return kernels::AttendScalar;
 }
 
-void Run(AttendFn fn, const float* q, const void* k, const void* v, KvElemType type,
+void Run(AttendFn fn, const float* q, const void* k, const void* v, KvTypes types,
          int64_t k_stride, int64_t v_stride, int64_t n_pos, int d_k, int d_v, float scale,
          float* out, float* scratch) {
   MT_CHECK(n_pos >= 1 && d_k >= 1 && d_v >= 1 && k_stride >= 0 && v_stride >= 0);
-  CheckBlocks(type, k_stride, v_stride, d_k, d_v);
-  kernels::AttendArgs args{q, k, v, type, k_stride, v_stride, n_pos, d_k, d_v, scale, out,
+  CheckBlocks(types, k_stride, v_stride, d_k, d_v);
+  kernels::AttendArgs args{q, k, v, types, k_stride, v_stride, n_pos, d_k, d_v, scale, out,
                            scratch};
   std::array<BlockQ8_0, kKvMaxDimQ8 / kKvBlockQ8> q8;
   RoundQuery(args, q8.data());
@@ -112,12 +116,12 @@ void Run(AttendFn fn, const float* q, const void* k, const void* v, KvElemType t
 
 // The queries of tokens x heads: AVX2 runs them 4 at a time over shared K/V loads, AVX-512 a
 // token's heads as one group, scalar each alone (the results are the same either way).
-void RunQueries(Isa isa, const AttendQueries& qs, const void* k, const void* v, KvElemType type,
+void RunQueries(Isa isa, const AttendQueries& qs, const void* k, const void* v, KvTypes types,
                 int64_t k_stride, int64_t v_stride, int d_k, int d_v, float scale,
                 float* scratch) {
   MT_CHECK(qs.n_head >= 1 && qs.n_tok >= 1 && qs.n_head * qs.n_tok <= kAttendGroupMax &&
            qs.n_pos >= 1 && d_k >= 1 && d_v >= 1 && k_stride >= 0 && v_stride >= 0);
-  CheckBlocks(type, k_stride, v_stride, d_k, d_v);
+  CheckBlocks(types, k_stride, v_stride, d_k, d_v);
   const int64_t last = qs.n_pos + qs.n_tok - 1;
   const int64_t tile = last < kAttendTile ? last : kAttendTile;
   std::array<kernels::AttendArgs, kAttendGroupMax> args;
@@ -126,7 +130,7 @@ void RunQueries(Isa isa, const AttendQueries& qs, const void* k, const void* v, 
   for (int t = 0; t < qs.n_tok; ++t) {
     for (int h = 0; h < qs.n_head; ++h, ++n) {
       args[n] = kernels::AttendArgs{qs.q + t * qs.q_tok_stride + h * qs.q_head_stride,
-                                    k, v, type, k_stride, v_stride,
+                                    k, v, types, k_stride, v_stride,
                                     qs.n_pos + t, d_k, d_v, scale,
                                     qs.out + t * qs.out_tok_stride + h * qs.out_head_stride,
                                     scratch + n * tile};
@@ -172,47 +176,47 @@ int64_t KvBytes(KvElemType type, int64_t n) {
 }
 
 void AttendHeads(const float* q, int64_t q_stride, int n_q, const void* k, const void* v,
-                 KvElemType type, int64_t k_stride, int64_t v_stride, int64_t n_pos, int d_k,
+                 KvTypes types, int64_t k_stride, int64_t v_stride, int64_t n_pos, int d_k,
                  int d_v, float scale, float* out, int64_t out_stride, float* scratch) {
   static const Isa isa = ActiveIsa();
-  RunQueries(isa, GroupOfHeads(q, q_stride, n_q, n_pos, out, out_stride), k, v, type, k_stride,
+  RunQueries(isa, GroupOfHeads(q, q_stride, n_q, n_pos, out, out_stride), k, v, types, k_stride,
              v_stride, d_k, d_v, scale, scratch);
 }
 
 void AttendHeads(Isa isa, const float* q, int64_t q_stride, int n_q, const void* k,
-                 const void* v, KvElemType type, int64_t k_stride, int64_t v_stride,
+                 const void* v, KvTypes types, int64_t k_stride, int64_t v_stride,
                  int64_t n_pos, int d_k, int d_v, float scale, float* out, int64_t out_stride,
                  float* scratch) {
   MT_CHECK_MSG(IsaSupported(isa), "attention variant not supported by this CPU or build");
-  RunQueries(isa, GroupOfHeads(q, q_stride, n_q, n_pos, out, out_stride), k, v, type, k_stride,
+  RunQueries(isa, GroupOfHeads(q, q_stride, n_q, n_pos, out, out_stride), k, v, types, k_stride,
              v_stride, d_k, d_v, scale, scratch);
 }
 
-void AttendTokens(const AttendQueries& qs, const void* k, const void* v, KvElemType type,
+void AttendTokens(const AttendQueries& qs, const void* k, const void* v, KvTypes types,
                   int64_t k_stride, int64_t v_stride, int d_k, int d_v, float scale,
                   float* scratch) {
   static const Isa isa = ActiveIsa();
-  RunQueries(isa, qs, k, v, type, k_stride, v_stride, d_k, d_v, scale, scratch);
+  RunQueries(isa, qs, k, v, types, k_stride, v_stride, d_k, d_v, scale, scratch);
 }
 
-void AttendTokens(Isa isa, const AttendQueries& qs, const void* k, const void* v, KvElemType type,
+void AttendTokens(Isa isa, const AttendQueries& qs, const void* k, const void* v, KvTypes types,
                   int64_t k_stride, int64_t v_stride, int d_k, int d_v, float scale,
                   float* scratch) {
   MT_CHECK_MSG(IsaSupported(isa), "attention variant not supported by this CPU or build");
-  RunQueries(isa, qs, k, v, type, k_stride, v_stride, d_k, d_v, scale, scratch);
+  RunQueries(isa, qs, k, v, types, k_stride, v_stride, d_k, d_v, scale, scratch);
 }
 
-void AttendHead(const float* q, const void* k, const void* v, KvElemType type, int64_t k_stride,
+void AttendHead(const float* q, const void* k, const void* v, KvTypes types, int64_t k_stride,
                 int64_t v_stride, int64_t n_pos, int d_k, int d_v, float scale, float* out,
                 float* scratch) {
   static const Isa isa = ActiveIsa();
-  Run(Variant(isa), q, k, v, type, k_stride, v_stride, n_pos, d_k, d_v, scale, out, scratch);
+  Run(Variant(isa), q, k, v, types, k_stride, v_stride, n_pos, d_k, d_v, scale, out, scratch);
 }
 
-void AttendHead(Isa isa, const float* q, const void* k, const void* v, KvElemType type,
+void AttendHead(Isa isa, const float* q, const void* k, const void* v, KvTypes types,
                 int64_t k_stride, int64_t v_stride, int64_t n_pos, int d_k, int d_v, float scale,
                 float* out, float* scratch) {
-  Run(Variant(isa), q, k, v, type, k_stride, v_stride, n_pos, d_k, d_v, scale, out, scratch);
+  Run(Variant(isa), q, k, v, types, k_stride, v_stride, n_pos, d_k, d_v, scale, out, scratch);
 }
 
 void StoreKv(const float* src, int64_t n, KvElemType type, void* dst) {

@@ -5,12 +5,12 @@
 //   p      = softmax(s)                       (over the n_pos scores)
 //   out[i] = sum_j p_j * V[j][i]              for i in [0, d_v)
 // K[j] is the d_k elements at k + j * k_stride, V[j] the d_v elements at v + j * v_stride
-// (strides in elements), f16, f32 or q8_0; every element is widened to f32 exactly (a q8_0
-// element is its block's f16 scale times its int8 code: at most 19 significant bits).
-// With a q8_0 cache, q in the scores is q' = q rounded to q8_0 blocks (QuantizeRow), as
-// llama.cpp turns the query into K's dot type: a block's code products are summed in
-// integers (exact), so converting K's codes one by one to floats (most of the work) is
-// avoided; the definition and the tolerance below hold with q' in place of q.
+// (strides in elements), each f16, f32 or q8_0 (K's type and V's apart: KvTypes); every
+// element is widened to f32 exactly (a q8_0 element is its block's f16 scale times its int8
+// code: at most 19 significant bits). With a q8_0 K, q in the scores is q' = q rounded to
+// q8_0 blocks (QuantizeRow), as llama.cpp turns the query into K's dot type: a block's code
+// products are summed in integers (exact), so converting K's codes one by one to floats (most
+// of the work) is avoided; the definition and the tolerance below hold with q' in place of q.
 //
 // How it is computed (every variant): positions go in tiles of kAttendTile. A tile's scores
 // are written to `scratch`, then an online softmax folds the tile into a running maximum M,
@@ -39,12 +39,23 @@
 namespace mt {
 
 // q8_0 is ggml's block_q8_0 (quant/blocks.h): 32 elements in 34 bytes, half f16's memory, as
-// llama.cpp's `-ctk q8_0 -ctv q8_0`. Its rows, strides and offsets are whole blocks: d_k,
-// d_v and both strides must be multiples of kKvBlockQ8, and d_k at most kKvMaxDimQ8 (q' is
-// kept on the stack) (checked). Every variant has q8_0 kernels of its own (AVX-512: the
-// scores' code products by VNNI, two blocks a vector).
+// llama.cpp's `-ctk q8_0 -ctv q8_0`. Its rows, strides and offsets are whole blocks: for a
+// q8_0 K, d_k and k_stride must be multiples of kKvBlockQ8 and d_k at most kKvMaxDimQ8 (q' is
+// kept on the stack); for a q8_0 V, d_v and v_stride (checked). Every variant has q8_0
+// kernels of its own (AVX-512: the scores' code products by VNNI, two blocks a vector).
 enum class KvElemType : uint8_t { kF16, kF32, kQ8_0 };
 inline constexpr int64_t kKvBlockQ8 = 32;
+
+// The element types of a KV cache, K's and V's apart, as llama.cpp's -ctk and -ctv (e.g. K
+// q8_0 with V f16). From one type: K and V alike.
+struct KvTypes {
+  KvElemType k = KvElemType::kF16;
+  KvElemType v = KvElemType::kF16;
+  constexpr KvTypes() = default;
+  constexpr KvTypes(KvElemType both) : k(both), v(both) {}  // NOLINT: implicit on purpose
+  constexpr KvTypes(KvElemType k_type, KvElemType v_type) : k(k_type), v(v_type) {}
+  bool operator==(const KvTypes&) const = default;
+};
 inline constexpr int kKvMaxDimQ8 = 512;
 
 // Bytes of n elements of `type` (q8_0: n a multiple of kKvBlockQ8, checked).
@@ -58,13 +69,13 @@ inline constexpr int64_t kAttendTile = 64;
 // strides >= 0. Nothing past the last element of position n_pos - 1 is read. No alignment
 // needed; out must not overlap the inputs; no heap. Thread-safe: concurrent calls need their
 // own out and scratch.
-void AttendHead(const float* q, const void* k, const void* v, KvElemType type, int64_t k_stride,
+void AttendHead(const float* q, const void* k, const void* v, KvTypes types, int64_t k_stride,
                 int64_t v_stride, int64_t n_pos, int d_k, int d_v, float scale, float* out,
                 float* scratch);
 
 // The same with an explicit variant (tests, benchmarks). The variant must be supported
 // (IsaSupported, checked).
-void AttendHead(Isa isa, const float* q, const void* k, const void* v, KvElemType type,
+void AttendHead(Isa isa, const float* q, const void* k, const void* v, KvTypes types,
                 int64_t k_stride, int64_t v_stride, int64_t n_pos, int d_k, int d_v, float scale,
                 float* out, float* scratch);
 
@@ -75,11 +86,11 @@ void AttendHead(Isa isa, const float* q, const void* k, const void* v, KvElemTyp
 // 8 heads each converting the same rows made attention compute-bound on qwen3-30b-a3b).
 inline constexpr int kAttendGroupMax = 64;
 void AttendHeads(const float* q, int64_t q_stride, int n_q, const void* k, const void* v,
-                 KvElemType type, int64_t k_stride, int64_t v_stride, int64_t n_pos, int d_k,
+                 KvTypes types, int64_t k_stride, int64_t v_stride, int64_t n_pos, int d_k,
                  int d_v, float scale, float* out, int64_t out_stride, float* scratch);
 // The same with an explicit variant (tests, benchmarks); it must be supported (checked).
 void AttendHeads(Isa isa, const float* q, int64_t q_stride, int n_q, const void* k,
-                 const void* v, KvElemType type, int64_t k_stride, int64_t v_stride,
+                 const void* v, KvTypes types, int64_t k_stride, int64_t v_stride,
                  int64_t n_pos, int d_k, int d_v, float scale, float* out, int64_t out_stride,
                  float* scratch);
 
@@ -104,11 +115,11 @@ struct AttendQueries {
 // variant). The AVX2 and AVX-512 variants load and widen each K/V chunk once for 4 queries
 // (tokens or heads): a prompt's tokens at depth, each re-reading its head's whole cache, made
 // attention 39 % of pp512 at 2048 positions.
-void AttendTokens(const AttendQueries& qs, const void* k, const void* v, KvElemType type,
+void AttendTokens(const AttendQueries& qs, const void* k, const void* v, KvTypes types,
                   int64_t k_stride, int64_t v_stride, int d_k, int d_v, float scale,
                   float* scratch);
 // The same with an explicit variant (tests, benchmarks); it must be supported (checked).
-void AttendTokens(Isa isa, const AttendQueries& qs, const void* k, const void* v, KvElemType type,
+void AttendTokens(Isa isa, const AttendQueries& qs, const void* k, const void* v, KvTypes types,
                   int64_t k_stride, int64_t v_stride, int d_k, int d_v, float scale,
                   float* scratch);
 

@@ -142,10 +142,10 @@ void ScoresQ8(const AttendArgs* a, int64_t j, __m256 (&acc)[Q][P]) {
 
 // Scores of positions [j0, j0 + P): s[j] = scale * q . K[j0 + j]. The full chunks of d_k
 // first, then the tail chunk (if any): the same FMA chain as one loop over all chunks.
-template <KvElemType kT, int P>
+template <KvElemType kK, int P>
 void Scores(const AttendArgs& a, int64_t j0, float* s) {
   for (int p = 0; p < P; ++p) PrefetchForPosition(a, j0 + p);
-  if constexpr (kT == KvElemType::kQ8_0) {
+  if constexpr (kK == KvElemType::kQ8_0) {
     __m256 acc[1][P];
     for (int p = 0; p < P; ++p) acc[0][p] = _mm256_setzero_ps();
     ScoresQ8<1, P>(&a, j0, acc);
@@ -157,14 +157,14 @@ void Scores(const AttendArgs& a, int64_t j0, float* s) {
     for (int c = 0; c < full; c += 8) {
       const __m256 qv = _mm256_loadu_ps(a.q + c);
       for (int p = 0; p < P; ++p) {
-        acc[p] = _mm256_fmadd_ps(qv, Load8<kT>(a.k, (j0 + p) * a.k_stride + c, 8), acc[p]);
+        acc[p] = _mm256_fmadd_ps(qv, Load8<kK>(a.k, (j0 + p) * a.k_stride + c, 8), acc[p]);
       }
     }
     if (full < a.d_k) {
       const __m256 qv = LoadF(a.q + full, a.d_k - full);
       for (int p = 0; p < P; ++p) {
         acc[p] = _mm256_fmadd_ps(
-            qv, Load8<kT>(a.k, (j0 + p) * a.k_stride + full, a.d_k - full), acc[p]);
+            qv, Load8<kK>(a.k, (j0 + p) * a.k_stride + full, a.d_k - full), acc[p]);
       }
     }
     for (int p = 0; p < P; ++p) s[p] = a.scale * Reduce8(acc[p]);
@@ -176,7 +176,7 @@ void Scores(const AttendArgs& a, int64_t j0, float* s) {
 // loaded once for all Q. kWhole: the chunks are all within d_v, so no load takes the
 // out-of-line tail path (whose possible call made clang keep the accumulators on the stack:
 // attention at 2048 positions 2x slower).
-template <KvElemType kT, int Q, int NC, bool kWhole>
+template <KvElemType kV, int Q, int NC, bool kWhole>
 void AccumulateChunks(const AttendArgs* a, int64_t j0, int64_t n, int d0) {
   const AttendArgs& r = a[0];
   auto left = [&](int c) -> int64_t { return kWhole ? 8 : r.d_v - d0 - 8 * c; };
@@ -186,7 +186,7 @@ void AccumulateChunks(const AttendArgs* a, int64_t j0, int64_t n, int d0) {
   }
   for (int64_t j = 0; j < n; ++j) {
     const int64_t at = (j0 + j) * r.v_stride + d0;
-    if constexpr (kT == KvElemType::kQ8_0) {
+    if constexpr (kV == KvElemType::kQ8_0) {
       // Groups of chunks in one block (AccumulateV starts NC chunks at a multiple of 8 NC
       // elements: 8 chunks at 64, 4 at 32, 2 at 16), each query's weight times the block's
       // scale once per group, then the codes: fl(p_j d) * code. Same ops for any Q and NC.
@@ -202,7 +202,7 @@ void AccumulateChunks(const AttendArgs* a, int64_t j0, int64_t n, int d0) {
       }
     } else {
       for (int c = 0; c < NC; ++c) {
-        const __m256 v = Load8<kT>(r.v, at + 8 * c, left(c));
+        const __m256 v = Load8<kV>(r.v, at + 8 * c, left(c));
         for (int i = 0; i < Q; ++i) {
           acc[i][c] = _mm256_fmadd_ps(_mm256_set1_ps(a[i].scratch[j]), v, acc[i][c]);
         }
@@ -217,15 +217,15 @@ void AccumulateChunks(const AttendArgs* a, int64_t j0, int64_t n, int d0) {
 // The weighted sum of positions [j0, j0 + n) into every output element of Q queries: 8
 // accumulators at a time (8 / Q chunks), then the whole chunks left one at a time, then
 // the tail chunk.
-template <KvElemType kT, int Q>
+template <KvElemType kV, int Q>
 void AccumulateV(const AttendArgs* a, int64_t j0, int64_t n) {
   constexpr int kNC = 8 / Q;
   const int whole = a[0].d_v / 8;
   int c = 0;
-  for (; c + kNC <= whole; c += kNC) AccumulateChunks<kT, Q, kNC, true>(a, j0, n, 8 * c);
-  for (; c < whole; ++c) AccumulateChunks<kT, Q, 1, true>(a, j0, n, 8 * c);
-  if constexpr (kT != KvElemType::kQ8_0) {  // q8_0 rows are whole blocks
-    if (8 * whole < a[0].d_v) AccumulateChunks<kT, Q, 1, false>(a, j0, n, 8 * whole);
+  for (; c + kNC <= whole; c += kNC) AccumulateChunks<kV, Q, kNC, true>(a, j0, n, 8 * c);
+  for (; c < whole; ++c) AccumulateChunks<kV, Q, 1, true>(a, j0, n, 8 * c);
+  if constexpr (kV != KvElemType::kQ8_0) {  // q8_0 rows are whole blocks
+    if (8 * whole < a[0].d_v) AccumulateChunks<kV, Q, 1, false>(a, j0, n, 8 * whole);
   }
 }
 
@@ -260,26 +260,26 @@ void FoldTile(const AttendArgs& a, float* s, int64_t n, float& m, float& l) {
 
 // One query's tiles from position j_begin (a tile edge) to n_pos, continuing its m, l and
 // output.
-template <KvElemType kT>
+template <KvElemType kK, KvElemType kV>
 void Tiles(const AttendArgs& a, int64_t j_begin, float& m, float& l) {
   float* s = a.scratch;
   for (int64_t j0 = j_begin; j0 < a.n_pos; j0 += kAttendTile) {
     const int64_t n = a.n_pos - j0 < kAttendTile ? a.n_pos - j0 : kAttendTile;
     int64_t j = 0;
-    for (; j + 4 <= n; j += 4) Scores<kT, 4>(a, j0 + j, s + j);
-    for (; j < n; ++j) Scores<kT, 1>(a, j0 + j, s + j);
+    for (; j + 4 <= n; j += 4) Scores<kK, 4>(a, j0 + j, s + j);
+    for (; j < n; ++j) Scores<kK, 1>(a, j0 + j, s + j);
     FoldTile(a, s, n, m, l);
-    AccumulateV<kT, 1>(&a, j0, n);
+    AccumulateV<kV, 1>(&a, j0, n);
   }
 }
 
-template <KvElemType kT>
+template <KvElemType kK, KvElemType kV>
 void Attend(const AttendArgs& a) {
   for (int i = 0; i < a.d_v; i += 8) StoreF(a.out + i, a.d_v - i, _mm256_setzero_ps());
   PrefetchFirstRows(a);  // Scores asks for the rest
   float m = -INFINITY;  // running maximum of the scores
   float l = 0.0f;       // running sum of exp(s_j - m)
-  Tiles<kT>(a, 0, m, l);
+  Tiles<kK, kV>(a, 0, m, l);
   ScaleOut(a.out, a.d_v, _mm256_set1_ps(1.0f / l));
 }
 
@@ -288,7 +288,7 @@ void Attend(const AttendArgs& a) {
 
 // Scores of positions [j, j + P) for Q queries: each K chunk is loaded once for all of them.
 // Prefetches for `ahead` (a query with the most positions) when it is set.
-template <KvElemType kT, int Q, int P>
+template <KvElemType kK, int Q, int P>
 void ScoresJoint(const AttendArgs* a, const AttendArgs* ahead, int64_t j, int64_t s_at) {
   if (ahead != nullptr) {
     for (int p = 0; p < P; ++p) PrefetchForPosition(*ahead, j + p);
@@ -298,13 +298,13 @@ void ScoresJoint(const AttendArgs* a, const AttendArgs* ahead, int64_t j, int64_
   for (int i = 0; i < Q; ++i) {
     for (int p = 0; p < P; ++p) acc[i][p] = _mm256_setzero_ps();
   }
-  if constexpr (kT == KvElemType::kQ8_0) {
+  if constexpr (kK == KvElemType::kQ8_0) {
     ScoresQ8<Q, P>(a, j, acc);
   } else {
     const int full = r.d_k / 8 * 8;
     for (int c = 0; c < full; c += 8) {
       __m256 kv[P];
-      for (int p = 0; p < P; ++p) kv[p] = Load8<kT>(r.k, (j + p) * r.k_stride + c, 8);
+      for (int p = 0; p < P; ++p) kv[p] = Load8<kK>(r.k, (j + p) * r.k_stride + c, 8);
       for (int i = 0; i < Q; ++i) {
         const __m256 qv = _mm256_loadu_ps(a[i].q + c);
         for (int p = 0; p < P; ++p) acc[i][p] = _mm256_fmadd_ps(qv, kv[p], acc[i][p]);
@@ -313,7 +313,7 @@ void ScoresJoint(const AttendArgs* a, const AttendArgs* ahead, int64_t j, int64_
     if (full < r.d_k) {
       __m256 kv[P];
       for (int p = 0; p < P; ++p) {
-        kv[p] = Load8<kT>(r.k, (j + p) * r.k_stride + full, r.d_k - full);
+        kv[p] = Load8<kK>(r.k, (j + p) * r.k_stride + full, r.d_k - full);
       }
       for (int i = 0; i < Q; ++i) {
         const __m256 qv = LoadF(a[i].q + full, r.d_k - full);
@@ -327,19 +327,19 @@ void ScoresJoint(const AttendArgs* a, const AttendArgs* ahead, int64_t j, int64_
 }
 
 // The whole tile at j0 for Q queries: Tiles' steps for each, with K and V loaded once.
-template <KvElemType kT, int Q>
+template <KvElemType kK, KvElemType kV, int Q>
 void JointTile(const AttendArgs* a, const AttendArgs* ahead, int64_t j0, float* m, float* l) {
-  for (int64_t j = 0; j < kAttendTile; j += 2) ScoresJoint<kT, Q, 2>(a, ahead, j0 + j, j);
+  for (int64_t j = 0; j < kAttendTile; j += 2) ScoresJoint<kK, Q, 2>(a, ahead, j0 + j, j);
   for (int i = 0; i < Q; ++i) FoldTile(a[i], a[i].scratch, kAttendTile, m[i], l[i]);
-  AccumulateV<kT, Q>(a, j0, kAttendTile);
+  AccumulateV<kV, Q>(a, j0, kAttendTile);
 }
 
 // n queries over the same rows: each tile that is whole for all of them goes through all of
 // them, 4 at a time, while its K and V rows are in L1/L2 (one pass over a head's cache per
 // query, as AttendAvx2, streamed it from L3 for every prompt token); then each its own rest.
-template <KvElemType kT>
+template <KvElemType kK, KvElemType kV>
 void AttendMany(const AttendArgs* a, int n) {
-  if (n == 1) return Attend<kT>(a[0]);
+  if (n == 1) return Attend<kK, kV>(a[0]);
   int64_t shared = a[0].n_pos;
   int far = 0;
   float m[kAttendGroupMax], l[kAttendGroupMax];
@@ -357,21 +357,21 @@ void AttendMany(const AttendArgs* a, int n) {
       const AttendArgs* ahead = i == 0 ? &a[far] : nullptr;  // the first pass brings the rows
       switch (n - i < 4 ? n - i : 4) {
         case 1:
-          JointTile<kT, 1>(a + i, ahead, j0, m + i, l + i);
+          JointTile<kK, kV, 1>(a + i, ahead, j0, m + i, l + i);
           break;
         case 2:
-          JointTile<kT, 2>(a + i, ahead, j0, m + i, l + i);
+          JointTile<kK, kV, 2>(a + i, ahead, j0, m + i, l + i);
           break;
         case 3:
-          JointTile<kT, 3>(a + i, ahead, j0, m + i, l + i);
+          JointTile<kK, kV, 3>(a + i, ahead, j0, m + i, l + i);
           break;
         default:
-          JointTile<kT, 4>(a + i, ahead, j0, m + i, l + i);
+          JointTile<kK, kV, 4>(a + i, ahead, j0, m + i, l + i);
       }
     }
   }
   for (int i = 0; i < n; ++i) {
-    Tiles<kT>(a[i], shared, m[i], l[i]);
+    Tiles<kK, kV>(a[i], shared, m[i], l[i]);
     ScaleOut(a[i].out, a[i].d_v, _mm256_set1_ps(1.0f / l[i]));
   }
 }
@@ -403,28 +403,14 @@ void StoreF16Avx2(const float* src, int64_t n, uint16_t* dst) {
 }
 
 void AttendManyAvx2(const AttendArgs* a, int n_q) {
-  switch (a[0].type) {
-    case KvElemType::kF16:
-      return AttendMany<KvElemType::kF16>(a, n_q);
-    case KvElemType::kF32:
-      return AttendMany<KvElemType::kF32>(a, n_q);
-    case KvElemType::kQ8_0:
-      return AttendMany<KvElemType::kQ8_0>(a, n_q);
-  }
+  WithKvTypes(a[0].types, [&]<KvElemType kK, KvElemType kV>() { AttendMany<kK, kV>(a, n_q); });
 }
 
 void AttendAvx2(const AttendArgs& args) {
   // A local copy: the compiler may keep its fields in registers (it must reload those of a
   // caller's object around the out-of-line tail loads).
   const AttendArgs a = args;
-  switch (a.type) {
-    case KvElemType::kF16:
-      return Attend<KvElemType::kF16>(a);
-    case KvElemType::kF32:
-      return Attend<KvElemType::kF32>(a);
-    case KvElemType::kQ8_0:
-      return Attend<KvElemType::kQ8_0>(a);
-  }
+  WithKvTypes(a.types, [&]<KvElemType kK, KvElemType kV>() { Attend<kK, kV>(a); });
 }
 
 }  // namespace mt::kernels

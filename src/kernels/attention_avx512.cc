@@ -132,7 +132,7 @@ void ScoresQ8(const AttendArgs* a, int64_t j, __m512 (&acc)[G][P]) {
 // Scores of positions [j0, j0 + P) for G queries: a[g].scratch[s_at + p] = scale * q_g .
 // K[j0 + p], each K chunk loaded and widened once for all of them. Prefetches for `ahead`
 // (a query with the most positions) when it is set.
-template <KvElemType kT, int P, int G>
+template <KvElemType kK, int P, int G>
 void GroupScores(const AttendArgs* a, const AttendArgs* ahead, int64_t j0, int64_t s_at) {
   if (ahead != nullptr) {
     for (int p = 0; p < P; ++p) PrefetchForPosition(*ahead, j0 + p);
@@ -141,13 +141,13 @@ void GroupScores(const AttendArgs* a, const AttendArgs* ahead, int64_t j0, int64
   for (int g = 0; g < G; ++g) {
     for (int p = 0; p < P; ++p) acc[g][p] = _mm512_setzero_ps();
   }
-  if constexpr (kT == kQ8) {
+  if constexpr (kK == kQ8) {
     ScoresQ8<G, P>(a, j0, acc);
   } else {
     for (int c = 0; c < a[0].d_k; c += 16) {
       const __mmask16 m = TailMask(a[0].d_k - c);
       __m512 kv[P];
-      for (int p = 0; p < P; ++p) kv[p] = Load16<kT>(a[0].k, (j0 + p) * a[0].k_stride + c, m);
+      for (int p = 0; p < P; ++p) kv[p] = Load16<kK>(a[0].k, (j0 + p) * a[0].k_stride + c, m);
       for (int g = 0; g < G; ++g) {
         const __m512 qv = _mm512_maskz_loadu_ps(m, a[g].q + c);
         for (int p = 0; p < P; ++p) acc[g][p] = _mm512_fmadd_ps(qv, kv[p], acc[g][p]);
@@ -163,7 +163,7 @@ void GroupScores(const AttendArgs* a, const AttendArgs* ahead, int64_t j0, int64
 // one masked by `last`) and G queries (weights p_g in their scratch), in position order;
 // each V chunk is loaded and widened once for all G. q8_0: fl(p_j * the block's scale) once
 // per block, times the codes.
-template <KvElemType kT, int NC, int G>
+template <KvElemType kV, int NC, int G>
 void AccumulateV(const AttendArgs* a, int64_t j0, int64_t n, int d0, __mmask16 last) {
   auto mask = [&](int c) { return c == NC - 1 ? last : __mmask16{0xFFFF}; };
   __m512 acc[G][NC];
@@ -172,7 +172,7 @@ void AccumulateV(const AttendArgs* a, int64_t j0, int64_t n, int d0, __mmask16 l
   }
   for (int64_t j = 0; j < n; ++j) {
     const int64_t at = (j0 + j) * a[0].v_stride + d0;
-    if constexpr (kT == kQ8) {
+    if constexpr (kV == kQ8) {
       // d0 is a multiple of 32 (chunk groups start at multiples of 64 elements), so chunks
       // 2i and 2i + 1 share a block.
       __m512 w[G];
@@ -186,7 +186,7 @@ void AccumulateV(const AttendArgs* a, int64_t j0, int64_t n, int d0, __mmask16 l
       }
     } else {
       __m512 vv[NC];
-      for (int c = 0; c < NC; ++c) vv[c] = Load16<kT>(a[0].v, at + 16 * c, mask(c));
+      for (int c = 0; c < NC; ++c) vv[c] = Load16<kV>(a[0].v, at + 16 * c, mask(c));
       for (int g = 0; g < G; ++g) {
         const __m512 pj = _mm512_set1_ps(a[g].scratch[j]);
         for (int c = 0; c < NC; ++c) acc[g][c] = _mm512_fmadd_ps(pj, vv[c], acc[g][c]);
@@ -200,7 +200,7 @@ void AccumulateV(const AttendArgs* a, int64_t j0, int64_t n, int d0, __mmask16 l
 
 // The weighted sum of a tile's n positions into every output element of G queries, in
 // groups of chunks whose accumulators stay in registers: 8 for one query, 4 for more.
-template <KvElemType kT, int G>
+template <KvElemType kV, int G>
 void AccumulateAllV(const AttendArgs* a, int64_t j0, int64_t n) {
   constexpr int kGroupChunks = G == 1 ? 8 : 4;
   const int chunks = (a[0].d_v + 15) / 16;
@@ -209,14 +209,14 @@ void AccumulateAllV(const AttendArgs* a, int64_t j0, int64_t n) {
     const int d0 = 16 * c0;
     const __mmask16 last = TailMask(a[0].d_v - (d0 + 16 * (nc - 1)));
     switch (nc) {
-      case 1: AccumulateV<kT, 1, G>(a, j0, n, d0, last); break;
-      case 2: AccumulateV<kT, 2, G>(a, j0, n, d0, last); break;
-      case 3: AccumulateV<kT, 3, G>(a, j0, n, d0, last); break;
-      case 4: AccumulateV<kT, 4, G>(a, j0, n, d0, last); break;
-      case 5: AccumulateV<kT, 5, G>(a, j0, n, d0, last); break;
-      case 6: AccumulateV<kT, 6, G>(a, j0, n, d0, last); break;
-      case 7: AccumulateV<kT, 7, G>(a, j0, n, d0, last); break;
-      default: AccumulateV<kT, 8, G>(a, j0, n, d0, last); break;
+      case 1: AccumulateV<kV, 1, G>(a, j0, n, d0, last); break;
+      case 2: AccumulateV<kV, 2, G>(a, j0, n, d0, last); break;
+      case 3: AccumulateV<kV, 3, G>(a, j0, n, d0, last); break;
+      case 4: AccumulateV<kV, 4, G>(a, j0, n, d0, last); break;
+      case 5: AccumulateV<kV, 5, G>(a, j0, n, d0, last); break;
+      case 6: AccumulateV<kV, 6, G>(a, j0, n, d0, last); break;
+      case 7: AccumulateV<kV, 7, G>(a, j0, n, d0, last); break;
+      default: AccumulateV<kV, 8, G>(a, j0, n, d0, last); break;
     }
   }
 }
@@ -260,14 +260,14 @@ void SoftmaxTile(const AttendArgs& a, int64_t n, float& m, float& l) {
 // with the K and V chunks loaded and widened once for all. Inlined: out of line, one head's
 // attention ran 5-12 % slower than the single-query code before it (kernels_bench attend
 // f16, 128 and 1024 positions, against fresh copies).
-template <KvElemType kT, int G>
-[[gnu::always_inline]] inline void GroupTile(const AttendArgs* a, const AttendArgs* ahead, int64_t j0, int64_t n, float* m,
-               float* l) {
+template <KvElemType kK, KvElemType kV, int G>
+[[gnu::always_inline]] inline void GroupTile(const AttendArgs* a, const AttendArgs* ahead,
+                                             int64_t j0, int64_t n, float* m, float* l) {
   int64_t j = 0;
-  for (; j + 4 <= n; j += 4) GroupScores<kT, 4, G>(a, ahead, j0 + j, j);
-  for (; j < n; ++j) GroupScores<kT, 1, G>(a, ahead, j0 + j, j);
+  for (; j + 4 <= n; j += 4) GroupScores<kK, 4, G>(a, ahead, j0 + j, j);
+  for (; j < n; ++j) GroupScores<kK, 1, G>(a, ahead, j0 + j, j);
   for (int g = 0; g < G; ++g) SoftmaxTile(a[g], n, m[g], l[g]);
-  AccumulateAllV<kT, G>(a, j0, n);
+  AccumulateAllV<kV, G>(a, j0, n);
 }
 
 void ZeroOut(const AttendArgs& a) {
@@ -277,7 +277,7 @@ void ZeroOut(const AttendArgs& a) {
 }
 
 // G queries over the same rows and positions (a[g] differ only in q, q8, out and scratch).
-template <KvElemType kT, int G>
+template <KvElemType kK, KvElemType kV, int G>
 void AttendGroup(const AttendArgs* a) {
   float m[G], l[G];  // running maximum of the scores; running sum of exp(s_j - m)
   for (int g = 0; g < G; ++g) {
@@ -288,19 +288,19 @@ void AttendGroup(const AttendArgs* a) {
   PrefetchFirstRows(a[0]);  // the scores ask for the rest
   for (int64_t j0 = 0; j0 < a[0].n_pos; j0 += kAttendTile) {
     const int64_t n = a[0].n_pos - j0 < kAttendTile ? a[0].n_pos - j0 : kAttendTile;
-    GroupTile<kT, G>(a, a, j0, n, m, l);
+    GroupTile<kK, kV, G>(a, a, j0, n, m, l);
   }
   for (int g = 0; g < G; ++g) ScaleOut(a[g].out, a[g].d_v, _mm512_set1_ps(1.0f / l[g]));
 }
 
-template <KvElemType kT>
+template <KvElemType kK, KvElemType kV>
 void AttendGroups(const AttendArgs* a, int n_q) {
   for (int i = 0; i < n_q; i += 4) {  // 4 x 4 score accumulators fill half the registers
     switch (n_q - i < 4 ? n_q - i : 4) {
-      case 1: AttendGroup<kT, 1>(a + i); break;
-      case 2: AttendGroup<kT, 2>(a + i); break;
-      case 3: AttendGroup<kT, 3>(a + i); break;
-      default: AttendGroup<kT, 4>(a + i); break;
+      case 1: AttendGroup<kK, kV, 1>(a + i); break;
+      case 2: AttendGroup<kK, kV, 2>(a + i); break;
+      case 3: AttendGroup<kK, kV, 3>(a + i); break;
+      default: AttendGroup<kK, kV, 4>(a + i); break;
     }
   }
 }
@@ -310,7 +310,7 @@ void AttendGroups(const AttendArgs* a, int n_q) {
 // L1/L2, rather than each token streaming the head's whole cache (olmoe-1b-7b pp256 at depth
 // 2048, f16 cache: 138 / 111 tok/s token by token, 195 / 169 this way); then each query's
 // own rest. Every query gets the float ops it would get alone.
-template <KvElemType kT>
+template <KvElemType kK, KvElemType kV>
 void AttendMany(const AttendArgs* a, int n) {
   int64_t shared = a[0].n_pos;
   int far = 0;
@@ -328,17 +328,17 @@ void AttendMany(const AttendArgs* a, int n) {
     for (int i = 0; i < n; i += 4) {
       const AttendArgs* ahead = i == 0 ? &a[far] : nullptr;  // the first pass brings the rows
       switch (n - i < 4 ? n - i : 4) {
-        case 1: GroupTile<kT, 1>(a + i, ahead, j0, kAttendTile, m + i, l + i); break;
-        case 2: GroupTile<kT, 2>(a + i, ahead, j0, kAttendTile, m + i, l + i); break;
-        case 3: GroupTile<kT, 3>(a + i, ahead, j0, kAttendTile, m + i, l + i); break;
-        default: GroupTile<kT, 4>(a + i, ahead, j0, kAttendTile, m + i, l + i); break;
+        case 1: GroupTile<kK, kV, 1>(a + i, ahead, j0, kAttendTile, m + i, l + i); break;
+        case 2: GroupTile<kK, kV, 2>(a + i, ahead, j0, kAttendTile, m + i, l + i); break;
+        case 3: GroupTile<kK, kV, 3>(a + i, ahead, j0, kAttendTile, m + i, l + i); break;
+        default: GroupTile<kK, kV, 4>(a + i, ahead, j0, kAttendTile, m + i, l + i); break;
       }
     }
   }
   for (int i = 0; i < n; ++i) {
     for (int64_t j0 = shared; j0 < a[i].n_pos; j0 += kAttendTile) {
       const int64_t rest = a[i].n_pos - j0 < kAttendTile ? a[i].n_pos - j0 : kAttendTile;
-      GroupTile<kT, 1>(a + i, a + i, j0, rest, m + i, l + i);
+      GroupTile<kK, kV, 1>(a + i, a + i, j0, rest, m + i, l + i);
     }
     ScaleOut(a[i].out, a[i].d_v, _mm512_set1_ps(1.0f / l[i]));
   }
@@ -364,25 +364,11 @@ void StoreF16Avx512(const float* src, int64_t n, uint16_t* dst) {
 }
 
 void AttendGroupAvx512(const AttendArgs* a, int n_q) {
-  switch (a[0].type) {
-    case KvElemType::kF16:
-      return AttendGroups<KvElemType::kF16>(a, n_q);
-    case KvElemType::kF32:
-      return AttendGroups<KvElemType::kF32>(a, n_q);
-    case KvElemType::kQ8_0:
-      return AttendGroups<KvElemType::kQ8_0>(a, n_q);
-  }
+  WithKvTypes(a[0].types, [&]<KvElemType kK, KvElemType kV>() { AttendGroups<kK, kV>(a, n_q); });
 }
 
 void AttendManyAvx512(const AttendArgs* a, int n_q) {
-  switch (a[0].type) {
-    case KvElemType::kF16:
-      return AttendMany<KvElemType::kF16>(a, n_q);
-    case KvElemType::kF32:
-      return AttendMany<KvElemType::kF32>(a, n_q);
-    case KvElemType::kQ8_0:
-      return AttendMany<KvElemType::kQ8_0>(a, n_q);
-  }
+  WithKvTypes(a[0].types, [&]<KvElemType kK, KvElemType kV>() { AttendMany<kK, kV>(a, n_q); });
 }
 
 void AttendAvx512(const AttendArgs& args) {

@@ -16,9 +16,9 @@ struct AttendArgs {
   const float* q;    // (d_k)
   const void* k;     // position j at k + j * k_stride elements, d_k elements
   const void* v;     // position j at v + j * v_stride elements, d_v elements
-  KvElemType type;   // element type of k and v
-  int64_t k_stride;  // elements (q8_0: whole blocks, as d_k and d_v)
-  int64_t v_stride;  // elements
+  KvTypes types;     // element types of k and v
+  int64_t k_stride;  // elements (a q8_0 K: whole blocks, as d_k)
+  int64_t v_stride;  // elements (a q8_0 V: whole blocks, as d_v)
   int64_t n_pos;     // >= 1
   int d_k;           // >= 1
   int d_v;           // >= 1

@@ -1,7 +1,8 @@
-// Software prefetch of a head's KV cache rows, shared by the per-ISA attention files. Include
-// it ONLY from a per-ISA file (attention_avx2.cc, attention_avx512.cc), after <immintrin.h>:
-// like lane_sum.h, everything here is in an anonymous namespace, so each file gets its own
-// copy compiled with its own flags.
+// Software prefetch of a head's KV cache rows, and the dispatch on K's and V's element types,
+// shared by the per-ISA attention files. Include it ONLY from a per-ISA file
+// (attention_avx2.cc, attention_avx512.cc), after <immintrin.h>: like lane_sum.h, everything
+// here is in an anonymous namespace, so each file gets its own copy compiled with its own
+// flags.
 //
 // Why: in decode a head's K and V rows come from memory (the layer's weights went through the
 // caches since), and the hardware prefetcher starts too late for a 64-position tile: one
@@ -45,7 +46,7 @@ constexpr int64_t kPrefetchAhead = 16;  // positions of K asked for ahead of the
 // Before the first tile: K's first kPrefetchAhead rows.
 [[maybe_unused]] void PrefetchFirstRows(const AttendArgs& a) {
   for (int64_t j = 0; j < kPrefetchAhead && j < a.n_pos; ++j) {
-    PrefetchRow(a.k, j, a.k_stride, a.d_k, a.type);
+    PrefetchRow(a.k, j, a.k_stride, a.d_k, a.types.k);
   }
 }
 
@@ -53,9 +54,33 @@ constexpr int64_t kPrefetchAhead = 16;  // positions of K asked for ahead of the
 // of j, which the tile's weighted sum reads next. K rows past n_pos are not asked for.
 [[maybe_unused]] void PrefetchForPosition(const AttendArgs& a, int64_t j) {
   if (j + kPrefetchAhead < a.n_pos) {
-    PrefetchRow(a.k, j + kPrefetchAhead, a.k_stride, a.d_k, a.type);
+    PrefetchRow(a.k, j + kPrefetchAhead, a.k_stride, a.d_k, a.types.k);
   }
-  PrefetchRow(a.v, j, a.v_stride, a.d_v, a.type);
+  PrefetchRow(a.v, j, a.v_stride, a.d_v, a.types.v);
+}
+
+// Calls f.template operator()<kK, kV>() with K's and V's element types as template
+// arguments: the per-ISA entry points' one switch over the nine pairs.
+template <class F>
+void WithKvTypes(KvTypes types, F&& f) {
+  auto with_v = [&]<KvElemType kK>() {
+    switch (types.v) {
+      case KvElemType::kF16:
+        return f.template operator()<kK, KvElemType::kF16>();
+      case KvElemType::kF32:
+        return f.template operator()<kK, KvElemType::kF32>();
+      case KvElemType::kQ8_0:
+        return f.template operator()<kK, KvElemType::kQ8_0>();
+    }
+  };
+  switch (types.k) {
+    case KvElemType::kF16:
+      return with_v.template operator()<KvElemType::kF16>();
+    case KvElemType::kF32:
+      return with_v.template operator()<KvElemType::kF32>();
+    case KvElemType::kQ8_0:
+      return with_v.template operator()<KvElemType::kQ8_0>();
+  }
 }
 
 }  // namespace

@@ -38,7 +38,7 @@ float Elem(const void* base, KvElemType type, int64_t j, int64_t stride, int i) 
 // q . K[j] in order.
 float Dot(const AttendArgs& a, int64_t j) {
   float dot = 0.0f;
-  for (int i = 0; i < a.d_k; ++i) dot += a.q[i] * Elem(a.k, a.type, j, a.k_stride, i);
+  for (int i = 0; i < a.d_k; ++i) dot += a.q[i] * Elem(a.k, a.types.k, j, a.k_stride, i);
   return dot;
 }
 
@@ -75,7 +75,7 @@ void AttendScalar(const AttendArgs& a) {
     const int64_t n = a.n_pos - j0 < kAttendTile ? a.n_pos - j0 : kAttendTile;
     float tile_max = -INFINITY;
     for (int64_t j = 0; j < n; ++j) {
-      const float dot = a.type == KvElemType::kQ8_0 ? DotQ8(a, j0 + j) : Dot(a, j0 + j);
+      const float dot = a.types.k == KvElemType::kQ8_0 ? DotQ8(a, j0 + j) : Dot(a, j0 + j);
       s[j] = a.scale * dot;
       tile_max = s[j] > tile_max ? s[j] : tile_max;
     }
@@ -89,7 +89,7 @@ void AttendScalar(const AttendArgs& a) {
     for (int64_t j = 0; j < n; ++j) {
       const float p = Exp(s[j] - m);
       tile_sum += p;
-      for (int i = 0; i < a.d_v; ++i) a.out[i] += p * Elem(a.v, a.type, j0 + j, a.v_stride, i);
+      for (int i = 0; i < a.d_v; ++i) a.out[i] += p * Elem(a.v, a.types.v, j0 + j, a.v_stride, i);
     }
     l += tile_sum;
   }

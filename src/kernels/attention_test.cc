@@ -109,8 +109,20 @@ Cache MakeCache(const std::vector<float>& values, int64_t n_pos, int d, int64_t 
 
 constexpr KvElemType kAllTypes[] = {KvElemType::kF16, KvElemType::kF32, KvElemType::kQ8_0};
 
+// Every (K type, V type) pair, llama.cpp's -ctk / -ctv: the alike ones and the mixed ones.
+constexpr KvTypes kAllPairs[] = {
+    KvElemType::kF16,  KvElemType::kF32,  KvElemType::kQ8_0,
+    {KvElemType::kQ8_0, KvElemType::kF16}, {KvElemType::kF16, KvElemType::kQ8_0},
+    {KvElemType::kQ8_0, KvElemType::kF32}, {KvElemType::kF32, KvElemType::kQ8_0},
+    {KvElemType::kF16, KvElemType::kF32},  {KvElemType::kF32, KvElemType::kF16}};
+
 const char* TypeName(KvElemType type) {
   return type == KvElemType::kF16 ? "f16" : type == KvElemType::kF32 ? "f32" : "q8_0";
+}
+
+std::string TypeName(KvTypes types) {
+  if (types.k == types.v) return TypeName(types.k);
+  return std::string("k ") + TypeName(types.k) + " v " + TypeName(types.v);
 }
 
 // The query the scores use (attention.h): q itself, or for a q8_0 cache q rounded to q8_0
@@ -125,9 +137,12 @@ std::vector<float> ScoreQuery(const float* q, int d_k, KvElemType type) {
   return out;
 }
 
-// Whether q8_0 can hold rows of d_k and d_v elements at these strides (whole blocks).
-bool Fits(KvElemType type, int d_k, int d_v, int64_t stride) {
-  return type != KvElemType::kQ8_0 || (d_k % 32 == 0 && d_v % 32 == 0 && stride % 32 == 0);
+// Whether a q8_0 K (V) can hold rows of d_k (d_v) elements at this stride (whole blocks).
+bool Fits(KvTypes types, int d_k, int d_v, int64_t stride) {
+  auto fits = [&](KvElemType type, int d) {
+    return type != KvElemType::kQ8_0 || (d % 32 == 0 && stride % 32 == 0);
+  };
+  return fits(types.k, d_k) && fits(types.v, d_v);
 }
 
 struct Expected {
@@ -179,7 +194,7 @@ struct Shape {
                  // < 0: they fall (later weights underflow)
 };
 
-std::string Name(const Shape& s, KvElemType type) {
+std::string Name(const Shape& s, KvTypes type) {
   return "n_pos " + std::to_string(s.n_pos) + " d_k " + std::to_string(s.d_k) + " d_v " +
          std::to_string(s.d_v) + " gain " + std::to_string(s.q_gain) + " rise " +
          std::to_string(s.rise) + " " + TypeName(type);
@@ -206,9 +221,9 @@ TEST_P(AttentionTest, MatchesDefinition) {
   std::mt19937 rng(42);
   std::normal_distribution<float> gauss(0.0f, 1.0f);
   double worst = 0;
-  for (KvElemType type : kAllTypes) {
+  for (KvTypes type : kAllPairs) {
     // q8_0: the whole-block shapes, with a block of gap between rows.
-    const bool q8 = type == KvElemType::kQ8_0;
+    const bool k_q8 = type.k == KvElemType::kQ8_0, v_q8 = type.v == KvElemType::kQ8_0;
     for (const Shape& sh : shapes) {
       if (!Fits(type, sh.d_k, sh.d_v, 32)) continue;
       SCOPED_TRACE(Name(sh, type));
@@ -229,8 +244,8 @@ TEST_P(AttentionTest, MatchesDefinition) {
         }
       }
       for (float& x : vv) x = gauss(rng);
-      const Cache k = MakeCache(kv, sh.n_pos, sh.d_k, sh.d_k + (q8 ? 32 : 3), type);
-      const Cache v = MakeCache(vv, sh.n_pos, sh.d_v, sh.d_v + (q8 ? 32 : 5), type);
+      const Cache k = MakeCache(kv, sh.n_pos, sh.d_k, sh.d_k + (k_q8 ? 32 : 3), type.k);
+      const Cache v = MakeCache(vv, sh.n_pos, sh.d_v, sh.d_v + (v_q8 ? 32 : 5), type.v);
       const float scale = 1.0f / std::sqrt(static_cast<float>(sh.d_k));
       // The scratch the header asks for, then 16 floats that must stay untouched.
       const int64_t n_scratch = std::min(sh.n_pos, kAttendTile);
@@ -238,7 +253,7 @@ TEST_P(AttentionTest, MatchesDefinition) {
       AttendHead(isa_, q, k.data(), v.data(), type, k.stride, v.stride, sh.n_pos, sh.d_k, sh.d_v,
                  scale, out.data() + 1, scratch.data());
       for (int64_t i = n_scratch; i < n_scratch + 16; ++i) EXPECT_EQ(scratch[i], 1e30f) << i;
-      const Expected ref = Reference(ScoreQuery(q, sh.d_k, type).data(), k, v, sh.n_pos, scale);
+      const Expected ref = Reference(ScoreQuery(q, sh.d_k, type.k).data(), k, v, sh.n_pos, scale);
       EXPECT_EQ(out[0], -5.0f);
       for (int i = 0; i < sh.d_v; ++i) {
         const double err = std::fabs(out[1 + i] - ref.out[i]);
@@ -332,7 +347,8 @@ TEST_P(AttentionTest, DeterministicAndIndependentOfScratch) {
 TEST_P(AttentionTest, GroupOfHeadsGivesEachHeadsOwnBits) {
   // AttendHeads (a GQA group's queries over shared rows) equals AttendHead for each query,
   // bit for bit: across group sizes that split into passes of 4 in different ways, tile
-  // edges, a tail chunk in d_k and d_v, strides wider than a row, and both element types.
+  // edges, a tail chunk in d_k and d_v, strides wider than a row, and every pair of K and V
+  // element types.
   struct GroupShape {
     int d_k, d_v;
     int64_t stride;
@@ -347,10 +363,10 @@ TEST_P(AttentionTest, GroupOfHeadsGivesEachHeadsOwnBits) {
       std::vector<float> kv(n_pos * d_kv), vv(n_pos * d_kv);
       for (float& x : kv) x = gauss(rng);
       for (float& x : vv) x = gauss(rng);
-      for (KvElemType type : kAllTypes) {
+      for (KvTypes type : kAllPairs) {
         if (!Fits(type, g.d_k, g.d_v, g.stride)) continue;
-        const Cache k = MakeCache(kv, n_pos, g.d_k, g.stride, type);
-        const Cache v = MakeCache(vv, n_pos, g.d_v, g.stride, type);
+        const Cache k = MakeCache(kv, n_pos, g.d_k, g.stride, type.k);
+        const Cache v = MakeCache(vv, n_pos, g.d_v, g.stride, type.v);
         for (int n_q : {1, 2, 3, 4, 5, 8, 11}) {
           std::vector<float> q(n_q * g.d_k);
           for (float& x : q) x = gauss(rng);
@@ -380,7 +396,7 @@ TEST_P(AttentionTest, ConsecutiveTokensGiveEachQueryItsOwnBits) {
   // i - 1, each with a group of heads) equals AttendHead for each (token, head), bit for bit:
   // token counts that split into passes of 4 unevenly, runs that start just before, at and
   // after a tile edge (so the tokens share 0, 1 or 2 whole tiles and end in different ones),
-  // a tail chunk in d_k and d_v, wide strides, both element types.
+  // a tail chunk in d_k and d_v, wide strides, every pair of K and V element types.
   struct TokenShape {
     int d_k, d_v;
     int64_t stride;
@@ -397,10 +413,10 @@ TEST_P(AttentionTest, ConsecutiveTokensGiveEachQueryItsOwnBits) {
       std::vector<float> kv(rows * d_kv), vv(rows * d_kv);
       for (float& x : kv) x = gauss(rng);
       for (float& x : vv) x = gauss(rng);
-      for (KvElemType type : kAllTypes) {
+      for (KvTypes type : kAllPairs) {
         if (!Fits(type, g.d_k, g.d_v, g.stride)) continue;
-        const Cache k = MakeCache(kv, rows, g.d_k, g.stride, type);
-        const Cache v = MakeCache(vv, rows, g.d_v, g.stride, type);
+        const Cache k = MakeCache(kv, rows, g.d_k, g.stride, type.k);
+        const Cache v = MakeCache(vv, rows, g.d_v, g.stride, type.v);
         for (int n_head : {1, 3}) {
           for (int n_tok : {1, 2, 3, 5, max_tok}) {
             const int n_q = n_head * n_tok;
@@ -421,8 +437,8 @@ TEST_P(AttentionTest, ConsecutiveTokensGiveEachQueryItsOwnBits) {
               for (int e = 0; e < g.d_v; ++e) {
                 ASSERT_EQ(Bits(got[i * g.d_v + e]), Bits(want[e]))
                     << "d_k " << g.d_k << " d_v " << g.d_v << " n_pos " << n_pos << " "
-                    << TypeName(type) << " heads " << n_head << " tokens " << n_tok << " query " << i
-                    << " element " << e;
+                    << TypeName(type) << " heads " << n_head << " tokens " << n_tok
+                    << " query " << i << " element " << e;
               }
             }
           }
@@ -482,14 +498,14 @@ TEST_P(AttentionTest, VariantsAgree) {
   for (float& x : q) x = gauss(rng);
   for (float& x : kv) x = gauss(rng);
   for (float& x : vv) x = gauss(rng);
-  for (KvElemType type : kAllTypes) {
-    const Cache k = MakeCache(kv, n_pos, d, d, type), v = MakeCache(vv, n_pos, d, d, type);
+  for (KvTypes type : kAllPairs) {
+    const Cache k = MakeCache(kv, n_pos, d, d, type.k), v = MakeCache(vv, n_pos, d, d, type.v);
     std::vector<float> a(d), b(d), s(kAttendTile);
     AttendHead(isa_, q.data(), k.data(), v.data(), type, d, d, n_pos, d, d, 0.09f, a.data(),
                s.data());
     AttendHead(Isa::kScalar, q.data(), k.data(), v.data(), type, d, d, n_pos, d, d, 0.09f,
                b.data(), s.data());
-    const Expected ref = Reference(ScoreQuery(q.data(), d, type).data(), k, v, n_pos, 0.09f);
+    const Expected ref = Reference(ScoreQuery(q.data(), d, type.k).data(), k, v, n_pos, 0.09f);
     for (int i = 0; i < d; ++i) {
       EXPECT_LE(std::fabs(a[i] - b[i]), 2 * ref.tol[i]) << TypeName(type) << " " << i;
     }
@@ -603,6 +619,15 @@ TEST(AttentionDeathTest, RejectsQ8RowsOfPartBlocks) {
                           1, 32, 32, 1.0f, out.data(), s.data()),
                "whole blocks");
   EXPECT_DEATH(StoreKv(Isa::kScalar, q.data(), 48, KvElemType::kQ8_0, k.data()), "whole blocks");
+  // Mixed types: only the q8_0 side is held to whole blocks.
+  const KvTypes k_q8{KvElemType::kQ8_0, KvElemType::kF32};
+  const KvTypes v_q8{KvElemType::kF32, KvElemType::kQ8_0};
+  EXPECT_DEATH(AttendHead(Isa::kScalar, q.data(), k.data(), v.data(), v_q8, 48, 48, 1, 48, 48,
+                          1.0f, out.data(), s.data()),
+               "q8_0 V rows and strides must be whole blocks");
+  EXPECT_DEATH(AttendHead(Isa::kScalar, q.data(), k.data(), v.data(), k_q8, 48, 48, 1, 48, 48,
+                          1.0f, out.data(), s.data()),
+               "q8_0 K rows and strides must be whole blocks");
 }
 
 INSTANTIATE_TEST_SUITE_P(AllVariants, AttentionTest, ::testing::ValuesIn(kAllIsas),

@@ -36,6 +36,17 @@ assert q8["kv_bytes_per_position"] * 32 == f16["kv_bytes_per_position"] * 17, (f
 PY
   fail "bench q8_0 KV: $(cat "$WORK/err")"
 
+# -ctk alone (llama-bench's): K q8_0, V f16, and the bytes per position between the two.
+"$MOETIER" bench -m "$model" -p 0 -n 2 -r 1 --json -ctk q8_0 > "$WORK/mixed.json" \
+    2> "$WORK/err" &&
+  $PY - "$WORK/f16.json" "$WORK/mixed.json" <<'PY' && pass "bench -ctk q8_0 alone" ||
+import json, sys
+f16, mixed = (json.load(open(p))[0] for p in sys.argv[1:])
+assert mixed["type_k"] == "q8_0" and mixed["type_v"] == "f16", mixed
+assert mixed["kv_bytes_per_position"] * 64 == f16["kv_bytes_per_position"] * (17 + 32), mixed
+PY
+  fail "bench -ctk q8_0 alone: $(cat "$WORK/err")"
+
 # Without -d the names are llama-bench's plain ones.
 "$MOETIER" bench -m "$model" -p 8 -n 4 -r 1 > "$WORK/out" 2> "$WORK/err" &&
   grep -qE '\|\s+pp8 \|' "$WORK/out" && grep -qE '\|\s+tg4 \|' "$WORK/out" && ! grep -q " @ d" "$WORK/out" &&
