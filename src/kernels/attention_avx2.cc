@@ -143,7 +143,7 @@ void ScoresQ8(const AttendArgs* a, int64_t j, __m256 (&acc)[Q][P]) {
 // Scores of positions [j0, j0 + P): s[j] = scale * q . K[j0 + j]. The full chunks of d_k
 // first, then the tail chunk (if any): the same FMA chain as one loop over all chunks.
 template <KvElemType kK, int P>
-void Scores(const AttendArgs& a, int64_t j0, float* s) {
+[[gnu::always_inline]] inline void Scores(const AttendArgs& a, int64_t j0, float* s) {
   for (int p = 0; p < P; ++p) PrefetchForPosition(a, j0 + p);
   if constexpr (kK == KvElemType::kQ8_0) {
     __m256 acc[1][P];
@@ -289,7 +289,8 @@ void Attend(const AttendArgs& a) {
 // Scores of positions [j, j + P) for Q queries: each K chunk is loaded once for all of them.
 // Prefetches for `ahead` (a query with the most positions) when it is set.
 template <KvElemType kK, int Q, int P>
-void ScoresJoint(const AttendArgs* a, const AttendArgs* ahead, int64_t j, int64_t s_at) {
+[[gnu::always_inline]] inline void ScoresJoint(const AttendArgs* a, const AttendArgs* ahead,
+                                               int64_t j, int64_t s_at) {
   if (ahead != nullptr) {
     for (int p = 0; p < P; ++p) PrefetchForPosition(*ahead, j + p);
   }

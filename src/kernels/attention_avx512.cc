@@ -133,7 +133,8 @@ void ScoresQ8(const AttendArgs* a, int64_t j, __m512 (&acc)[G][P]) {
 // K[j0 + p], each K chunk loaded and widened once for all of them. Prefetches for `ahead`
 // (a query with the most positions) when it is set.
 template <KvElemType kK, int P, int G>
-void GroupScores(const AttendArgs* a, const AttendArgs* ahead, int64_t j0, int64_t s_at) {
+[[gnu::always_inline]] inline void GroupScores(const AttendArgs* a, const AttendArgs* ahead,
+                                               int64_t j0, int64_t s_at) {
   if (ahead != nullptr) {
     for (int p = 0; p < P; ++p) PrefetchForPosition(*ahead, j0 + p);
   }
@@ -200,8 +201,10 @@ void AccumulateV(const AttendArgs* a, int64_t j0, int64_t n, int d0, __mmask16 l
 
 // The weighted sum of a tile's n positions into every output element of G queries, in
 // groups of chunks whose accumulators stay in registers: 8 for one query, 4 for more.
+// GroupScores and this are inlined: shared by the pairs of K and V types they were left out
+// of line, and one head's attention ran 5-15 % slower (kernels_bench attend, fresh copies).
 template <KvElemType kV, int G>
-void AccumulateAllV(const AttendArgs* a, int64_t j0, int64_t n) {
+[[gnu::always_inline]] inline void AccumulateAllV(const AttendArgs* a, int64_t j0, int64_t n) {
   constexpr int kGroupChunks = G == 1 ? 8 : 4;
   const int chunks = (a[0].d_v + 15) / 16;
   for (int c0 = 0; c0 < chunks; c0 += kGroupChunks) {
