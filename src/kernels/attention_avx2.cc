@@ -17,7 +17,7 @@
 
 #include "kernels/attention.h"
 #include "kernels/attention_internal.h"
-#include "kernels/attention_prefetch.h"
+#include "kernels/attention_per_isa.h"
 #include "kernels/lane_sum.h"
 #include "quant/blocks.h"
 
