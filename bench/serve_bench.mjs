@@ -7,8 +7,10 @@
 // EXTRA.json: fields added to every request body (e.g. a logit_bias).
 //
 // Prints one JSON line: clients, requests, tokens, wall_s, tok_s (aggregate generated tokens
-// per second of wall time), latency p50/p99 (s, whole request) and ttft p50/p99 (s, first
-// streamed token), errors. Only Node's fetch: no dependencies.
+// per second of wall time), latency p50/p99 (s, whole request), ttft p50/p99 (s, first
+// streamed token), tpot p50/p99 (s per output token after the first, as vLLM's benchmark
+// reports it: the decode pace a client sees, other requests' prefill steps included),
+// errors. Only Node's fetch: no dependencies.
 import { readFileSync } from 'node:fs';
 
 const [baseURL, model, clientsArg, perClientArg, tokensArg, extraArg] = process.argv.slice(2);
@@ -72,7 +74,10 @@ await Promise.all(Array.from({ length: clients }, async (_, c) => {
 const wall = (performance.now() - t0) / 1000;
 const tokens = results.reduce((s, r) => s + r.tokens, 0);
 const lat = results.map((r) => r.latency), ttft = results.map((r) => r.ttft).filter((x) => x !== null);
+const tpot = results.filter((r) => r.ttft !== null && r.tokens > 1)
+  .map((r) => (r.latency - r.ttft) / (r.tokens - 1));
 console.log(JSON.stringify({
   clients, requests: results.length, tokens, wall_s: wall, tok_s: tokens / wall,
   latency_p50: pct(lat, 50), latency_p99: pct(lat, 99), ttft_p50: pct(ttft, 50),
-  ttft_p99: pct(ttft, 99), errors, first_error: firstError }));
+  ttft_p99: pct(ttft, 99), tpot_p50: pct(tpot, 50), tpot_p99: pct(tpot, 99), errors,
+  first_error: firstError }));

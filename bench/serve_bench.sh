@@ -15,9 +15,11 @@
 #
 # For each mode it starts one server with --parallel = the largest client count, and for each
 # client count runs bench/serve_bench.mjs: every client sends R greedy requests of N tokens
-# (ignore_eos) back to back. Columns: aggregate generated tok/s over the wall time, its ratio
-# to the 1-client figure of the same mode, and p50/p99 of request latency and of time to the
-# first token. With root, the page cache is dropped before each stream run so that expert
+# (ignore_eos) back to back. Columns: aggregate generated tok/s over the wall time (every
+# prompt's prefill included), its ratio to the first client count's figure of the same mode,
+# p50/p99 of request latency and of time to the first token, the p50 time per output token
+# after the first (TPOT, ms), and "dec x": clients / TPOT against the first count's, the
+# scaling of the decode pace alone. With root, the page cache is dropped before each stream run so that expert
 # reads come from the device.
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
@@ -82,10 +84,11 @@ fi
 
 echo "model: $model, threads $threads, $n_tokens tokens x $per_client requests per client," \
      "ctx $ctx per slot, --parallel $max_clients"
-printf "| %-12s | %7s | %8s | %8s | %6s | %9s | %9s | %9s | %9s | %6s |\n" mode clients \
-  requests tok/s "x 1" "p50 s" "p99 s" "ttft p50" "ttft p99" errors
-printf "| %-12s | %7s | %8s | %8s | %6s | %9s | %9s | %9s | %9s | %6s |\n" ------------ ------: \
-  -------: -------: -----: --------: --------: --------: --------: -----:
+printf "| %-12s | %7s | %8s | %8s | %6s | %9s | %9s | %9s | %9s | %8s | %6s | %6s |\n" mode \
+  clients requests tok/s "x 1" "p50 s" "p99 s" "ttft p50" "ttft p99" "tpot ms" "dec x" errors
+printf "| %-12s | %7s | %8s | %8s | %6s | %9s | %9s | %9s | %9s | %8s | %6s | %6s |\n" \
+  ------------ ------: -------: -------: -----: --------: --------: --------: --------: \
+  -------: -----: -----:
 
 start_llama_server() {  # sets pid and base
   local port
@@ -112,24 +115,29 @@ run_mode() {  # run_mode LABEL SERVE_FLAGS... (LABEL llama-server: llama.cpp's s
   if [ "$label" = llama-server ]; then start_llama_server; else start_server "$@"; fi
   # One short request first, so that start-up work is not measured.
   node "$here/serve_bench.mjs" "$base" bench 1 1 2 $body_extra > /dev/null
-  local single=""
+  local single="" single_pace=""
   for c in $client_counts; do
     node "$here/serve_bench.mjs" "$base" bench "$c" "$per_client" "$n_tokens" $body_extra \
       > "$work/r.json"
     rates["$label $c"]=$(/usr/bin/python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))["tok_s"])' "$work/r.json")
-    /usr/bin/python3 - "$work/r.json" "$label" "${single:-0}" <<'PY'
+    /usr/bin/python3 - "$work/r.json" "$label" "${single:-0}" "${single_pace:-0}" <<'PY'
 import json, sys
 r = json.load(open(sys.argv[1]))
-label, single = sys.argv[2], float(sys.argv[3])
+label, single, single_pace = sys.argv[2], float(sys.argv[3]), float(sys.argv[4])
 ratio = r["tok_s"] / single if single > 0 else 1.0
+tpot = r.get("tpot_p50")
+pace = r["clients"] / tpot if tpot else 0.0  # decoded tokens a second, all clients together
+dec = f"{pace / single_pace if single_pace > 0 else 1.0:5.2f}x" if pace > 0 else f"{'-':>6}"
 f = lambda x: f"{x:9.3f}" if x is not None else f"{'-':>9}"
+ms = f"{1000 * tpot:8.1f}" if tpot else f"{'-':>8}"
 print(f"| {label:<12} | {r['clients']:7d} | {r['requests']:8d} | {r['tok_s']:8.2f} | {ratio:5.2f}x |"
       f" {f(r['latency_p50'])} | {f(r['latency_p99'])} | {f(r['ttft_p50'])} | {f(r['ttft_p99'])} |"
-      f" {r['errors']:6d} |")
+      f" {ms} | {dec} | {r['errors']:6d} |")
 if r["errors"]:
     print(f"  first error: {r['first_error']}")
 PY
     [ -z "$single" ] && single=$(/usr/bin/python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))["tok_s"])' "$work/r.json")
+    [ -z "$single_pace" ] && single_pace=$(/usr/bin/python3 -c 'import json,sys; r = json.load(open(sys.argv[1])); t = r.get("tpot_p50"); print(r["clients"] / t if t else 0)' "$work/r.json")
   done
   stop_server
 }
