@@ -18,8 +18,10 @@
 # (ignore_eos) back to back. Columns: aggregate generated tok/s over the wall time (every
 # prompt's prefill included), its ratio to the first client count's figure of the same mode,
 # p50/p99 of request latency and of time to the first token, the p50 time per output token
-# after the first (TPOT, ms), and "dec x": clients / TPOT against the first count's, the
-# scaling of the decode pace alone. With root, the page cache is dropped before each stream run so that expert
+# after the first (TPOT, ms), "dec x": clients / TPOT against the first count's, the
+# scaling of the decode pace as clients see it, and "step t/s": generated tokens per second
+# of the server's decode-only steps (GET /metrics before and after; steps that also carry
+# prompt tokens left out), the decode throughput without prefill. With root, the page cache is dropped before each stream run so that expert
 # reads come from the device.
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
@@ -84,11 +86,21 @@ fi
 
 echo "model: $model, threads $threads, $n_tokens tokens x $per_client requests per client," \
      "ctx $ctx per slot, --parallel $max_clients"
-printf "| %-12s | %7s | %8s | %8s | %6s | %9s | %9s | %9s | %9s | %8s | %6s | %6s |\n" mode \
-  clients requests tok/s "x 1" "p50 s" "p99 s" "ttft p50" "ttft p99" "tpot ms" "dec x" errors
-printf "| %-12s | %7s | %8s | %8s | %6s | %9s | %9s | %9s | %9s | %8s | %6s | %6s |\n" \
-  ------------ ------: -------: -------: -----: --------: --------: --------: --------: \
-  -------: -----: -----:
+row="| %-12s | %7s | %8s | %8s | %6s | %9s | %9s | %9s | %9s | %8s | %6s | %8s | %6s |\n"
+# shellcheck disable=SC2059
+printf "$row" mode clients requests tok/s "x 1" "p50 s" "p99 s" "ttft p50" "ttft p99" \
+  "tpot ms" "dec x" "step t/s" errors
+# shellcheck disable=SC2059
+printf "$row" ------------ ------: -------: -------: -----: --------: --------: --------: \
+  --------: -------: -----: -------: -----:
+
+# The decode-only steps' counters from /metrics: "SECONDS GENERATED" (0 0 without them).
+decode_steps() {
+  curl -s "${base%/v1}/metrics" | awk '
+    /^moetier_step_seconds_total\{kind="decode"\}/ { s = $2 }
+    /^moetier_step_generated_tokens_total\{kind="decode"\}/ { g = $2 }
+    END { print (s == "" ? 0 : s), (g == "" ? 0 : g) }'
+}
 
 start_llama_server() {  # sets pid and base
   local port
@@ -117,13 +129,19 @@ run_mode() {  # run_mode LABEL SERVE_FLAGS... (LABEL llama-server: llama.cpp's s
   node "$here/serve_bench.mjs" "$base" bench 1 1 2 $body_extra > /dev/null
   local single="" single_pace=""
   for c in $client_counts; do
+    local before after
+    before=$(decode_steps)
     node "$here/serve_bench.mjs" "$base" bench "$c" "$per_client" "$n_tokens" $body_extra \
       > "$work/r.json"
+    after=$(decode_steps)
     rates["$label $c"]=$(/usr/bin/python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))["tok_s"])' "$work/r.json")
-    /usr/bin/python3 - "$work/r.json" "$label" "${single:-0}" "${single_pace:-0}" <<'PY'
+    /usr/bin/python3 - "$work/r.json" "$label" "${single:-0}" "${single_pace:-0}" $before \
+      $after <<'PY'
 import json, sys
 r = json.load(open(sys.argv[1]))
 label, single, single_pace = sys.argv[2], float(sys.argv[3]), float(sys.argv[4])
+s0, g0, s1, g1 = map(float, sys.argv[5:9])
+step = f"{(g1 - g0) / (s1 - s0):8.2f}" if s1 > s0 else f"{'-':>8}"
 ratio = r["tok_s"] / single if single > 0 else 1.0
 tpot = r.get("tpot_p50")
 pace = r["clients"] / tpot if tpot else 0.0  # decoded tokens a second, all clients together
@@ -132,7 +150,7 @@ f = lambda x: f"{x:9.3f}" if x is not None else f"{'-':>9}"
 ms = f"{1000 * tpot:8.1f}" if tpot else f"{'-':>8}"
 print(f"| {label:<12} | {r['clients']:7d} | {r['requests']:8d} | {r['tok_s']:8.2f} | {ratio:5.2f}x |"
       f" {f(r['latency_p50'])} | {f(r['latency_p99'])} | {f(r['ttft_p50'])} | {f(r['ttft_p99'])} |"
-      f" {ms} | {dec} | {r['errors']:6d} |")
+      f" {ms} | {dec} | {step} | {r['errors']:6d} |")
 if r["errors"]:
     print(f"  first error: {r['first_error']}")
 PY

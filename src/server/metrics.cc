@@ -116,6 +116,20 @@ std::string Metrics::Render(const SchedulerGauges& g) const {
   Simple(&out, "moetier_decode_steps_total", "counter", "Batched forward steps.", double(g.steps));
   Simple(&out, "moetier_decode_step_tokens_total", "counter",
          "Tokens evaluated by the batched forward steps.", double(g.step_tokens));
+  const char* kinds[2] = {"decode", "mixed"};
+  Header(&out, "moetier_step_seconds_total", "counter",
+         "Seconds in batched forward steps: decode (generated tokens only) or mixed (prompt "
+         "tokens too).");
+  for (int k = 0; k < 2; ++k) {
+    out += fmt::format("moetier_step_seconds_total{{kind=\"{}\"}} {}\n", kinds[k],
+                       g.step_seconds[k]);
+  }
+  Header(&out, "moetier_step_generated_tokens_total", "counter",
+         "Generated tokens evaluated by those steps, by the same kinds.");
+  for (int k = 0; k < 2; ++k) {
+    out += fmt::format("moetier_step_generated_tokens_total{{kind=\"{}\"}} {}\n", kinds[k],
+                       g.step_generated[k]);
+  }
   Simple(&out, "moetier_prompt_tokens_cached_total", "counter",
          "Prompt tokens found in a slot's KV cache (from an earlier request), not evaluated.",
          double(g.cached_tokens));

@@ -40,6 +40,11 @@ struct SchedulerGauges {
   uint64_t steps = 0;         // batched forward steps run
   uint64_t step_tokens = 0;   // tokens evaluated in those steps
   uint64_t cached_tokens = 0;  // prompt tokens found in a slot's KV cache, not evaluated
+  // The steps' forward passes by kind: [0] decode only (every token a generated one), [1]
+  // mixed (prompt tokens too). Generated tokens over seconds of [0] is the pace of decoding
+  // alone, which the wall time (prefill included) hides.
+  std::array<double, 2> step_seconds{};
+  std::array<uint64_t, 2> step_generated{};
   TierStats tier;             // the expert store's counters
 };
 

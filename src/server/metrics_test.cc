@@ -53,7 +53,13 @@ TEST(MetricsTest, RenderHasEveryFamily) {
   g.tier.total.misses = 5;
   g.tier.total.bytes_physical = 4096;
   g.tier.total.demand_stall_ns = 1'500'000'000;
+  g.step_seconds = {2.5, 0.75};
+  g.step_generated = {40, 3};
   const std::string text = m.Render(g);
+  EXPECT_TRUE(Has(text, "moetier_step_seconds_total{kind=\"decode\"} 2.5"));
+  EXPECT_TRUE(Has(text, "moetier_step_seconds_total{kind=\"mixed\"} 0.75"));
+  EXPECT_TRUE(Has(text, "moetier_step_generated_tokens_total{kind=\"decode\"} 40"));
+  EXPECT_TRUE(Has(text, "moetier_step_generated_tokens_total{kind=\"mixed\"} 3"));
   EXPECT_TRUE(Has(text, "# TYPE moetier_requests_total counter"));
   EXPECT_TRUE(Has(text, "moetier_requests_total{endpoint=\"/v1/completions\",code=\"200\"} 2"));
   EXPECT_TRUE(Has(text, "moetier_requests_total{endpoint=\"/v1/completions\",code=\"400\"} 1"));

@@ -389,7 +389,9 @@ void Scheduler::Step() {
   const size_t n_vocab = ctx_.n_vocab();
   std::vector<float>& logits = step_logits_;
   std::vector<bool> failed(slots_.size(), false);
+  const Clock::time_point step_start = Clock::now();
   Status status = ctx_.Decode(batch, &logits);
+  const double step_seconds = std::chrono::duration<double>(Clock::now() - step_start).count();
   if (!status.ok()) {
     // Run each sequence of the step alone, so only those whose experts fail are failed.
     std::vector<uint32_t> seqs(owner);
@@ -454,6 +456,11 @@ void Scheduler::Step() {
   std::lock_guard lock(mu_);
   ++gauges_.steps;
   gauges_.step_tokens += batch.size();
+  const uint64_t generated = static_cast<uint64_t>(
+      std::count(prompt_at.begin(), prompt_at.end(), int64_t{-1}));
+  const int kind = generated == batch.size() ? 0 : 1;  // decode only, or mixed
+  gauges_.step_seconds[kind] += step_seconds;
+  gauges_.step_generated[kind] += generated;
   gauges_.slots_busy = busy_;
   gauges_.tier = ctx_.expert_store().stats();
 }

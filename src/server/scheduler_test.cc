@@ -197,6 +197,16 @@ TEST_F(SchedulerTest, BatchedJobsGetExactlyTheirTextAlone) {
   // Batching happened: fewer steps than tokens evaluated.
   EXPECT_GT(g.steps, 0u);
   EXPECT_GT(g.step_tokens, g.steps * 2);
+  // Every generated token but each job's last went back in through a step, decode-only or
+  // mixed with prompt tokens, and both kinds ran (read once the loop has stopped).
+  const SchedulerGauges end = sched.Gauges();
+  uint64_t fed_back = 0;
+  for (const GenerationSpec& s : specs) fed_back += static_cast<uint64_t>(s.max_tokens) - 1;
+  EXPECT_EQ(end.step_generated[0] + end.step_generated[1], fed_back);
+  EXPECT_GT(end.step_generated[0], 0u);
+  EXPECT_GT(end.step_generated[1], 0u);
+  EXPECT_GT(end.step_seconds[0], 0.0);
+  EXPECT_GT(end.step_seconds[1], 0.0);
 }
 
 TEST_F(SchedulerTest, GrammarJobsFollowTheirGrammarInABatch) {
