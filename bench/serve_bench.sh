@@ -21,8 +21,8 @@
 # after the first (TPOT, ms), "dec x": clients / TPOT against the first count's, the
 # scaling of the decode pace as clients see it, and "step t/s": generated tokens per second
 # of the server's decode-only steps (GET /metrics before and after; steps that also carry
-# prompt tokens left out), the decode throughput without prefill. With root, the page cache is dropped before each stream run so that expert
-# reads come from the device.
+# prompt tokens left out), the decode throughput without prefill. With root, the page cache
+# is dropped before each stream run so that expert reads come from the device.
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 moetier=${MOETIER:-$here/../build/bin/moetier}
@@ -155,7 +155,11 @@ if r["errors"]:
     print(f"  first error: {r['first_error']}")
 PY
     [ -z "$single" ] && single=$(/usr/bin/python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))["tok_s"])' "$work/r.json")
-    [ -z "$single_pace" ] && single_pace=$(/usr/bin/python3 -c 'import json,sys; r = json.load(open(sys.argv[1])); t = r.get("tpot_p50"); print(r["clients"] / t if t else 0)' "$work/r.json")
+    [ -z "$single_pace" ] && single_pace=$(/usr/bin/python3 -c '
+import json, sys
+r = json.load(open(sys.argv[1]))
+t = r.get("tpot_p50")
+print(r["clients"] / t if t else 0)' "$work/r.json")
   done
   stop_server
 }
