@@ -341,17 +341,13 @@ void JointTile(const AttendArgs* a, const AttendArgs* ahead, int64_t j0, float* 
 template <KvElemType kK, KvElemType kV>
 void AttendMany(const AttendArgs* a, int n) {
   if (n == 1) return Attend<kK, kV>(a[0]);
-  int64_t shared = a[0].n_pos;
-  int far = 0;
+  const auto [shared, far] = FindSharedTiles(a, n);
   float m[kAttendGroupMax], l[kAttendGroupMax];
   for (int i = 0; i < n; ++i) {
-    shared = a[i].n_pos < shared ? a[i].n_pos : shared;
-    far = a[i].n_pos > a[far].n_pos ? i : far;
     for (int e = 0; e < a[i].d_v; e += 8) StoreF(a[i].out + e, a[i].d_v - e, _mm256_setzero_ps());
     m[i] = -INFINITY;
     l[i] = 0.0f;
   }
-  shared = shared / kAttendTile * kAttendTile;
   PrefetchFirstRows(a[far]);
   for (int64_t j0 = 0; j0 < shared; j0 += kAttendTile) {
     for (int i = 0; i < n; i += 4) {

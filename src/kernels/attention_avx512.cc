@@ -315,17 +315,13 @@ void AttendGroups(const AttendArgs* a, int n_q) {
 // own rest. Every query gets the float ops it would get alone.
 template <KvElemType kK, KvElemType kV>
 void AttendMany(const AttendArgs* a, int n) {
-  int64_t shared = a[0].n_pos;
-  int far = 0;
+  const auto [shared, far] = FindSharedTiles(a, n);
   float m[kAttendGroupMax], l[kAttendGroupMax];
   for (int i = 0; i < n; ++i) {
-    shared = a[i].n_pos < shared ? a[i].n_pos : shared;
-    far = a[i].n_pos > a[far].n_pos ? i : far;
     ZeroOut(a[i]);
     m[i] = -INFINITY;
     l[i] = 0.0f;
   }
-  shared = shared / kAttendTile * kAttendTile;
   PrefetchFirstRows(a[far]);
   for (int64_t j0 = 0; j0 < shared; j0 += kAttendTile) {
     for (int i = 0; i < n; i += 4) {

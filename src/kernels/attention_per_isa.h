@@ -59,6 +59,24 @@ constexpr int64_t kPrefetchAhead = 16;  // positions of K asked for ahead of the
   PrefetchRow(a.v, j, a.v_stride, a.d_v, a.types.v);
 }
 
+// The queries of one AttendMany call (a prompt's tokens over the same rows, each with
+// positions of its own): `end`, the positions that whole tiles cover for all of them (a
+// multiple of kAttendTile), and `far`, a query with the most positions (whose rows the
+// first pass asks for ahead).
+struct SharedTiles {
+  int64_t end;
+  int far;
+};
+[[maybe_unused]] SharedTiles FindSharedTiles(const AttendArgs* a, int n) {
+  SharedTiles st{a[0].n_pos, 0};
+  for (int i = 0; i < n; ++i) {
+    st.end = a[i].n_pos < st.end ? a[i].n_pos : st.end;
+    st.far = a[i].n_pos > a[st.far].n_pos ? i : st.far;
+  }
+  st.end = st.end / kAttendTile * kAttendTile;
+  return st;
+}
+
 // Calls f.template operator()<kK, kV>() with K's and V's element types as template
 // arguments: the per-ISA entry points' one switch over the nine pairs.
 template <class F>
