@@ -9,9 +9,10 @@
 //       2 threads (mt::ThreadPool), per second of wall time.
 //   gemv_hot/...                           the same on one copy (cache-resident): the
 //       kernel's compute roof.
-//   gemm4_dram/...                         4 tokens with the weights streaming from DRAM as
-//       in gemv (an expert's share of 32 decoded sequences); GB/s as gemv. Near gemv's GB/s:
-//       the products hide under the memory reads; near gemm4's time: they do not.
+//   gemm4_dram/..., gemm8_dram/...         4 (8) tokens with the weights streaming from DRAM
+//       as in gemv (an expert's share of 32 decoded sequences, and the busy end of it); GB/s
+//       as gemv. Near gemv's GB/s: the products hide under the memory reads; near gemm4's
+//       (gemm8's) time: they do not.
 //   gemm<n>/<isa>/<type>/<rows>x<cols>     n tokens (4: an expert's share of 32 decoded
 //       sequences; 16: a typical expert batch in prefill; 128). Counter GOP/s = 2 * rows * cols * n / s (one multiply-add = 2 ops).
 //   quantize/<isa>/<fmt>/<cols>            activation quantization, GB/s of float input.
@@ -290,9 +291,11 @@ void RegisterAll() {
           benchmark::RegisterBenchmark(("gemv_hot/" + name).c_str(), Gemv, isa, type, rows, cols,
                                        1, true, layout, 1)
               ->Unit(benchmark::kMicrosecond);
-          benchmark::RegisterBenchmark(("gemm4_dram/" + name).c_str(), Gemv, isa, type, rows,
-                                       cols, 1, false, layout, 4)
-              ->Unit(benchmark::kMicrosecond);
+          for (int64_t n : {4, 8}) {
+            benchmark::RegisterBenchmark(("gemm" + std::to_string(n) + "_dram/" + name).c_str(),
+                                         Gemv, isa, type, rows, cols, 1, false, layout, n)
+                ->Unit(benchmark::kMicrosecond);
+          }
           for (int64_t n : {4, 8, 16, 128}) {
             benchmark::RegisterBenchmark(("gemm" + std::to_string(n) + "/" + name).c_str(), Gemm,
                                          isa, type, rows, cols, n, layout)
