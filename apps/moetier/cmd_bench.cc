@@ -10,11 +10,13 @@
 #include "base/cpu_features.h"
 #include "base/memory_info.h"
 #include "base/read_bandwidth.h"
+#include "base/file_io.h"
 #include "base/units.h"
 #include "command.h"
 #include "engine/bench.h"
 #include "engine/context.h"
 #include "engine/model.h"
+#include "io/read_trace.h"
 #include "kernels/isa.h"
 #include "storage_flags.h"
 
@@ -34,6 +36,7 @@ struct BenchFlags {
   bool json = false;
   uint64_t seed = 1;
   StorageFlags storage;
+  std::string read_trace;  // stream mode: where to write the timed decode's expert reads
 };
 
 // llama.cpp's names for the file types synth writes (general.file_type).
@@ -91,8 +94,28 @@ int Run(const BenchFlags& f) {
   o.n_threads = f.n_threads;
   o.pin_threads = f.pin_threads;
   if (Status s = ResolveStorageFlags(f.storage, &o); !s.ok()) return ReportError(s);
+  // --read-trace: the stream tier's engine wrapped in one that records the reads.
+  TracingEngine* tracer = nullptr;  // owned by the stream tier, which outlives its use here
+  if (!f.read_trace.empty()) {
+    o.storage.make_io = [&tracer, io = o.storage.io,
+                         depth = o.storage.io_queue_depth]() -> Result<std::unique_ptr<IoEngine>> {
+      Result<std::unique_ptr<IoEngine>> inner = CreateIoEngine(io, depth);
+      if (!inner.ok()) return inner.status();
+      auto traced = std::make_unique<TracingEngine>(std::move(inner).value());
+      tracer = traced.get();
+      return std::unique_ptr<IoEngine>(std::move(traced));
+    };
+  }
   Result<std::unique_ptr<Context>> ctx = Context::Create(m, o);
   if (!ctx.ok()) return ReportError(ctx.status().WithContext(f.model));
+  if (!f.read_trace.empty() && tracer == nullptr) {
+    return ReportError(InvalidArgument("--read-trace needs the experts streamed (--moe-storage "
+                                       "stream); here they are {}",
+                                       (*ctx)->expert_store().name()));
+  }
+  if (!f.read_trace.empty() && f.n_gen == 0) {
+    return ReportError(InvalidArgument("--read-trace records the reads of the tg test; -n is 0"));
+  }
   if (!f.json) PrintStoragePlan(**ctx);
 
   std::vector<BenchSample> samples;
@@ -110,12 +133,19 @@ int Run(const BenchFlags& f) {
       auto t0 = std::chrono::steady_clock::now();
       auto restart_counters = [&] {
         (*ctx)->expert_store().ResetStats();
+        if (tracer != nullptr && i == 0) tracer->SetRecording(true);
         read0 = ProcessStorageReadBytes();
         t0 = std::chrono::steady_clock::now();
       };
       Result<BenchSample> s =
           BenchDecode(**ctx, f.n_gen, n_seq, f.n_depth, f.reps, f.seed, restart_counters);
       if (!s.ok()) return ReportError(s.status());
+      if (tracer != nullptr && i == 0) {
+        tracer->SetRecording(false);
+        Result<std::string> text = FormatReadTrace(tracer->trace());
+        if (!text.ok()) return ReportError(text.status());
+        if (Status st = WriteFileAtomically(f.read_trace, *text); !st.ok()) return ReportError(st);
+      }
       samples.push_back(s.value());
       samples.back().storage_read_bytes = ProcessStorageReadBytes() - read0;
       if (i == 0) {
@@ -221,6 +251,9 @@ CommandMain SetupBench(CLI::App& sub) {
       ->default_str("1");
   sub.add_flag("--json", f->json, "Print JSON");
   AddStorageFlags(sub, &f->storage);
+  sub.add_option("--read-trace", f->read_trace,
+                 "stream: write the expert reads of the first tg test's timed repetitions to "
+                 "this file, for io_bench --replay");
   return [f]() { return Run(*f); };
 }
 

@@ -45,8 +45,8 @@ struct StorageOptions {
   // are pinned in the cache, up to placement_share of its slots.
   std::string placement_file;
   double placement_share = 0.25;
-  // Tests only: builds the stream tier's I/O engine (e.g. a fault-injecting one) instead of
-  // CreateIoEngine(io, io_queue_depth).
+  // Builds the stream tier's I/O engine instead of CreateIoEngine(io, io_queue_depth): a
+  // fault-injecting one in tests, a read-recording one for `bench --read-trace`.
   std::function<Result<std::unique_ptr<IoEngine>>()> make_io;
 };
 

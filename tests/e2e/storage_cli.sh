@@ -44,6 +44,27 @@ per_token = float(re.search(r"per token: .* read, ([0-9.]+) expert requests", er
 assert requests > 0 and abs(per_token - requests / 6) < 0.05, (requests, per_token)
 PY
 
+# bench --read-trace writes the timed decode's expert reads, the very reads the statistics
+# count, and io_bench --replay reads them again.
+"$MOETIER" bench -m "$model" -p 0 -n 2 -r 1 --moe-storage stream --expert-cache 30% \
+  --stats-json "$WORK/s.json" --read-trace "$WORK/trace.txt" > /dev/null 2> "$WORK/err"
+$PY - "$WORK/s.json" "$WORK/trace.txt" "$model" <<'PY' && pass "bench --read-trace" || fail "bench --read-trace: $(cat "$WORK/err")"
+import json, sys
+t = json.load(open(sys.argv[1]))["total"]
+lines = open(sys.argv[2]).read().splitlines()
+assert lines[0] == "moetier-read-trace 1" and lines[1] == "file 0 " + sys.argv[3], lines[:2]
+reads = [tuple(map(int, l.split()[1:])) for l in lines[2:]]
+assert len(reads) == t["reads"] > 0, (len(reads), t["reads"])
+assert sum(r[2] for r in reads) == t["bytes_physical"]
+PY
+io_bench=$(dirname "$MOETIER")/io_bench
+"$io_bench" --replay "$WORK/trace.txt" --depth 4 > "$WORK/out" 2>&1 &&
+  grep -q "replay .* $(grep -c '^read' "$WORK/trace.txt") reads" "$WORK/out" &&
+  pass "io_bench --replay" || fail "io_bench --replay: $(cat "$WORK/out")"
+expect_error 2 "--read-trace without stream" -- "$MOETIER" bench -m "$model" -p 0 -n 2 -r 1 \
+  --moe-storage resident --read-trace "$WORK/t2.txt"
+[ ! -e "$WORK/t2.txt" ] && pass "no trace file after the error" || fail "a trace file was written"
+
 # Prefetch, eviction policies and placement change where bytes come from, never the text.
 printf 'The tiers must agree\nRouting statistics of a second prompt\n' > "$WORK/prompts.txt"
 "$MOETIER" profile -m "$model" -f "$WORK/prompts.txt" -n 4 -o "$WORK/profile.json" > "$WORK/out" 2> "$WORK/err" &&
