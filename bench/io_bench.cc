@@ -4,12 +4,18 @@
 // (sync; echo 1 > /proc/sys/vm/drop_caches) or use O_DIRECT (the default).
 //
 //   io_bench FILE [--engine io_uring|pread] [--depth 8] [--threads 4] [--seconds 5]
-//            [--min-mib 1] [--max-mib 4] [--direct auto|on|off] [--seed 1]
+//            [--min-mib 1] [--max-mib 4] [--direct auto|on|off] [--seed 1] [--pages huge|4k]
+//   io_bench --replay TRACE [--engine ...] [--depth 8] [--direct ...] [--pages ...]
+//
+// --replay: the reads of a `moetier bench --read-trace` run, in their order, with `depth`
+// in flight and nothing else to do: the device's time for exactly those bytes (the disk's
+// part of memory_pressure.sh's bound).
 
 #include <fmt/format.h>
 #include <sys/stat.h>
 
 #include <CLI/CLI.hpp>
+#include <algorithm>
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
@@ -17,7 +23,10 @@
 #include <string>
 #include <vector>
 
+#include "base/aligned_buffer.h"
+#include "base/file_io.h"
 #include "io/io_engine.h"
+#include "io/read_trace.h"
 
 namespace {
 
@@ -31,7 +40,130 @@ struct Options {
   int max_mib = 4;
   std::string direct = "on";
   uint64_t seed = 1;
+  std::string replay;  // a read trace to replay instead of random reads
+  std::string pages = "huge";  // read buffers: huge (as the stream tier's) or 4k
 };
+
+// One destination per read in flight, max_len bytes each, its pages faulted in now. "huge":
+// in one 2 MiB-aligned buffer on transparent huge pages, as the stream tier's slots are;
+// "4k": separate aligned_alloc blocks on 4 KiB pages (as dd's). On this project's VMs O_DIRECT
+// reads into 4 KiB pages ran at a third to two thirds of the rate into huge pages
+// (docs/tiering.md, 2026-12-02), so "4k" under-measures what stream mode gets.
+class ReadBuffers {
+ public:
+  ReadBuffers(const Options& o, uint64_t max_len) : slots_(static_cast<size_t>(o.depth)) {
+    if (o.pages == "huge") {
+      const uint64_t huge = uint64_t{2} << 20;
+      const uint64_t stride = (max_len + huge - 1) / huge * huge;
+      mt::Result<mt::AlignedBuffer> pool = mt::AlignedBuffer::Allocate(stride * slots_.size());
+      if (!pool.ok() || !pool->Populate().ok()) {
+        fmt::print(stderr, "io_bench: cannot allocate {} MiB of read buffers\n",
+                   (stride * slots_.size()) >> 20);
+        return;
+      }
+      pool_ = std::move(pool).value();
+      for (size_t i = 0; i < slots_.size(); ++i) slots_[i] = pool_.data() + i * stride;
+    } else {
+      for (auto& b : slots_) {
+        b = static_cast<uint8_t*>(std::aligned_alloc(mt::kDirectIoAlignment, max_len));
+        if (b == nullptr) return;
+        for (uint64_t i = 0; i < max_len; i += 4096) b[i] = 0;
+        owned_.push_back(b);
+      }
+    }
+    ok_ = true;
+  }
+  ~ReadBuffers() {
+    for (uint8_t* b : owned_) std::free(b);
+  }
+  bool ok() const { return ok_; }
+  uint8_t* operator[](uint64_t slot) const { return slots_[slot]; }
+
+ private:
+  std::vector<uint8_t*> slots_;  // (depth)
+  std::vector<uint8_t*> owned_;  // aligned_alloc blocks ("4k")
+  mt::AlignedBuffer pool_;       // ("huge")
+  bool ok_ = false;
+};
+
+mt::DirectMode ModeOf(const Options& o) {
+  return o.direct == "off" ? mt::DirectMode::kOff
+         : o.direct == "on" ? mt::DirectMode::kOn
+                            : mt::DirectMode::kAuto;
+}
+
+mt::Result<std::unique_ptr<mt::IoEngine>> MakeEngine(const Options& o) {
+  return o.engine == "pread" ? mt::CreatePreadEngine(o.threads) : mt::CreateUringEngine(o.depth);
+}
+
+// Replays a read trace: its reads in order, o.depth in flight.
+int Replay(const Options& o) {
+  mt::Result<std::string> text = mt::ReadWholeFile(o.replay);
+  if (!text.ok()) {
+    fmt::print(stderr, "io_bench: {}\n", text.status().message());
+    return 1;
+  }
+  mt::Result<mt::ReadTrace> trace = mt::ParseReadTrace(*text);
+  if (!trace.ok()) {
+    fmt::print(stderr, "io_bench: {}: {}\n", o.replay, trace.status().message());
+    return 1;
+  }
+  auto engine = MakeEngine(o);
+  if (!engine.ok()) {
+    fmt::print(stderr, "io_bench: {}\n", engine.status().message());
+    return 1;
+  }
+  std::vector<int> files;  // (trace files) engine index
+  bool direct = true;
+  for (const std::string& path : trace->files) {
+    mt::Result<int> file = (*engine)->AddFile(path, ModeOf(o));
+    if (!file.ok()) {
+      fmt::print(stderr, "io_bench: {}\n", file.status().message());
+      return 1;
+    }
+    files.push_back(*file);
+    direct = direct && (*engine)->is_direct(*file);
+  }
+  uint64_t max_len = mt::kDirectIoAlignment;
+  for (const mt::TracedRead& r : trace->reads) max_len = std::max(max_len, r.length);
+  const uint64_t align = mt::kDirectIoAlignment;
+  max_len = (max_len + align - 1) / align * align;
+  ReadBuffers buffers(o, max_len);
+  if (!buffers.ok()) return 1;
+  size_t next = 0;
+  auto op_for = [&](uint64_t slot) {
+    const mt::TracedRead& r = trace->reads[next++];
+    return mt::ReadOp{files[r.file], r.offset, r.length, buffers[slot], slot};
+  };
+  const auto t0 = std::chrono::steady_clock::now();
+  std::vector<mt::ReadOp> first;
+  for (int i = 0; i < o.depth && next < trace->reads.size(); ++i) first.push_back(op_for(i));
+  if (!(*engine)->Submit(first).ok()) return 1;
+  uint64_t bytes = 0, errors = 0;
+  std::vector<mt::ReadCompletion> done(static_cast<size_t>(o.depth));
+  while ((*engine)->in_flight() > 0) {
+    const size_t n = (*engine)->Wait(done, 1, -1);
+    std::vector<mt::ReadOp> again;
+    for (size_t i = 0; i < n; ++i) {
+      if (done[i].result < 0) {
+        ++errors;
+      } else {
+        bytes += uint64_t(done[i].result);
+      }
+      if (next < trace->reads.size()) again.push_back(op_for(done[i].tag));
+    }
+    if (!again.empty() && !(*engine)->Submit(again).ok()) return 1;
+  }
+  const double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  fmt::print("replay {:<12} depth {:2}  {} {} pages  {} reads  {:.3f} GB  {:.3f} s  {:6.2f} GB/s  "
+             "({:.2f} GiB/s){}\n",
+             (*engine)->name(), o.depth, direct ? "O_DIRECT" : "buffered", o.pages,
+             trace->reads.size(),
+             double(bytes) / 1e9, secs, secs > 0 ? double(bytes) / secs / 1e9 : 0.0,
+             secs > 0 ? double(bytes) / secs / double(1 << 30) : 0.0,
+             errors ? fmt::format("  {} errors", errors) : std::string());
+  return errors ? 1 : 0;
+}
 
 int Run(const Options& o) {
   struct stat st;
@@ -46,27 +178,19 @@ int Run(const Options& o) {
                o.min_mib, o.max_mib, o.depth);
     return 1;
   }
-  auto engine =
-      o.engine == "pread" ? mt::CreatePreadEngine(o.threads) : mt::CreateUringEngine(o.depth);
+  auto engine = MakeEngine(o);
   if (!engine.ok()) {
     fmt::print(stderr, "io_bench: {}\n", engine.status().message());
     return 1;
   }
-  mt::DirectMode mode = o.direct == "off"  ? mt::DirectMode::kOff
-                        : o.direct == "on" ? mt::DirectMode::kOn
-                                           : mt::DirectMode::kAuto;
-  mt::Result<int> file = (*engine)->AddFile(o.path, mode);
+  mt::Result<int> file = (*engine)->AddFile(o.path, ModeOf(o));
   if (!file.ok()) {
     fmt::print(stderr, "io_bench: {}\n", file.status().message());
     return 1;
   }
 
-  // (depth, max_len) one buffer per read in flight
-  std::vector<uint8_t*> buffers(static_cast<size_t>(o.depth));
-  for (auto& b : buffers) {
-    b = static_cast<uint8_t*>(std::aligned_alloc(mt::kDirectIoAlignment, max_len));
-    for (uint64_t i = 0; i < max_len; i += 4096) b[i] = 0;  // fault the pages in now
-  }
+  ReadBuffers buffers(o, max_len);
+  if (!buffers.ok()) return 1;
   std::mt19937_64 rng(o.seed);
   const uint64_t block = mt::kDirectIoAlignment;  // bytes
   auto next_op = [&](uint64_t slot) {
@@ -105,12 +229,12 @@ int Run(const Options& o) {
   double secs = std::chrono::duration<double>(Clock::now() - t0).count();
   std::string label =
       o.engine == "pread" ? fmt::format("pread x{} threads", o.threads) : std::string("io_uring");
-  fmt::print("{:<20} depth {:2}  {} {}-{} MiB  {:7.0f} reads  {:6.2f} GB/s  ({:.2f} GiB/s){}\n",
-             label, o.depth, (*engine)->is_direct(*file) ? "O_DIRECT" : "buffered", o.min_mib,
-             o.max_mib, double(reads), double(bytes) / secs / 1e9,
+  fmt::print("{:<20} depth {:2}  {} {} pages {}-{} MiB  {:7.0f} reads  {:6.2f} GB/s  "
+             "({:.2f} GiB/s){}\n",
+             label, o.depth, (*engine)->is_direct(*file) ? "O_DIRECT" : "buffered", o.pages,
+             o.min_mib, o.max_mib, double(reads), double(bytes) / secs / 1e9,
              double(bytes) / secs / double(1 << 30),
              errors ? fmt::format("  {} errors", errors) : std::string());
-  for (auto* b : buffers) std::free(b);
   return errors ? 1 : 0;
 }
 
@@ -119,7 +243,9 @@ int Run(const Options& o) {
 int main(int argc, char** argv) {
   Options o;
   CLI::App app{"Random-read throughput of the IoEngines"};
-  app.add_option("file", o.path, "file to read")->required();
+  auto* file = app.add_option("file", o.path, "file to read");
+  app.add_option("--replay", o.replay, "replay a moetier bench --read-trace file instead")
+      ->excludes(file);
   app.add_option("--engine", o.engine, "io_uring or pread")
       ->check(CLI::IsMember({"io_uring", "pread"}));
   app.add_option("--depth", o.depth, "reads in flight");
@@ -130,6 +256,13 @@ int main(int argc, char** argv) {
   app.add_option("--direct", o.direct, "auto, on or off")
       ->check(CLI::IsMember({"auto", "on", "off"}));
   app.add_option("--seed", o.seed, "offsets and lengths");
+  app.add_option("--pages", o.pages, "read buffers on huge pages (as stream mode's) or 4k pages")
+      ->check(CLI::IsMember({"huge", "4k"}));
   CLI11_PARSE(app, argc, argv);
+  if (!o.replay.empty()) return Replay(o);
+  if (o.path.empty()) {
+    fmt::print(stderr, "io_bench: give a FILE to read, or --replay TRACE\n");
+    return 1;
+  }
   return Run(o);
 }
