@@ -11,16 +11,18 @@
 # expert-major pack of the same model. For each configuration and limit it prints decode
 # tok/s, the expert hit rate, bytes read per token, the achieved read GiB/s, and the bound
 # per token: the larger of
-#   (bytes read per token) / (the faster of sequential dd and random io_uring O_DIRECT
-#                             reads, both measured now)   and
-#   the in-RAM decode time per token,
+#   the disk's time for the bytes read per token   and   the in-RAM decode time per token,
 # with the ratio of the achieved speed to that bound, and each configuration's speed
-# relative to the first stream one (no prefetch) at the same limit. The last column, disk
-# busy, is the share of the decode wall time during which the stream tier had reads in
-# flight: the ratio against a bound taken from the device's own delivered rate in the same
-# run. On a disk whose speed swings between runs (shared virtual disks; a host cache that
-# serves re-read blocks faster than the device) it is the steadier measure of how close
-# decode runs to what the disk allows.
+# relative to the first stream one (no prefetch) at the same limit. The disk's time ("disk
+# GB/s" is the rate it comes to):
+#   - stream rows: the run's own expert reads (moetier bench --read-trace) replayed right
+#     after it, alone, in their order, 16 in flight as the stream tier's queue
+#     (io_bench --replay): the same bytes on the same device and host cache, with nothing
+#     else to do;
+#   - mmap rows: the faster of sequential dd and random 1-4 MiB io_uring O_DIRECT reads
+#     (io_bench), both measured before the row.
+# The last column, disk busy, is the share of the decode wall time during which the stream
+# tier had reads in flight.
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 moetier=${MOETIER:-$here/../build/bin/moetier}
@@ -123,15 +125,26 @@ for pct in $limits; do
   base_tps=""
   for cfg in "${configs[@]}"; do
     IFS='|' read -r label file flags <<< "$cfg"
-    disk_gbs=$(awk -v a="$seq_gbs" -v b="$(random_gbs)" 'BEGIN { print (b > a ? b : a) }')
+    trace=()
+    if [ "$label" = mmap ]; then
+      disk_gbs=$(awk -v a="$seq_gbs" -v b="$(random_gbs)" 'BEGIN { print (b > a ? b : a) }')
+    else
+      trace=(--read-trace "$work/trace.txt")
+    fi
     set_limit "$limit"
     drop_caches
     # shellcheck disable=SC2086
     if ! run_limited "$moetier" bench -m "$file" -p 0 -n "$n_gen" -r 1 -t "$threads" \
-        $flags --json --stats-json "$work/stats.json" "${extra[@]}" \
+        $flags --json --stats-json "$work/stats.json" "${trace[@]}" "${extra[@]}" \
         > "$work/out.json" 2> "$work/err.txt"; then
       printf "| %-28s | %4s%% | failed: %s\n" "$label" "$pct" "$(tail -1 "$work/err.txt")"
       continue
+    fi
+    if [ ${#trace[@]} -gt 0 ]; then
+      # The replay reads exactly the run's bytes: its rate is the disk's for this row.
+      disk_gbs=$("$io_bench" --replay "$work/trace.txt" --depth 16 |
+                 sed -n 's/.* \([0-9.]*\) GB\/s .*/\1/p')
+      [ -n "$disk_gbs" ] || disk_gbs=$seq_gbs
     fi
     line=$(/usr/bin/python3 - "$work/out.json" "$work/stats.json" "$label" "$pct" "$disk_gbs" "$ram_tps" "$(peak)" "$base_tps" <<'PY'
 import json, sys
