@@ -22,7 +22,9 @@
 #   - mmap rows: the faster of sequential dd and random 1-4 MiB io_uring O_DIRECT reads
 #     (io_bench), both measured before the row.
 # The last column, disk busy, is the share of the decode wall time during which the stream
-# tier had reads in flight.
+# tier had reads in flight. After each limit's rows, issue 6's comparisons: prefetch against
+# none, the pack against the tensor-major file, placement's hit rate against the same run
+# without it, each with its rows' shares of their bounds.
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 moetier=${MOETIER:-$here/../build/bin/moetier}
@@ -79,6 +81,26 @@ drop_caches() { sync; echo 1 > /proc/sys/vm/drop_caches; }
 # In the cgroup: a shell moves itself in, then execs moetier.
 run_limited() { bash -c 'echo $$ > "$0"; exec "$@"' "$cg_procs" "$@"; }
 
+# summary_line PCT: issue 6's three comparisons at one limit, each row with its share of the
+# bound: prefetch against none, the pack against the tensor-major file (both with
+# prefetch), and placement's hit rate against the same run without it.
+summary_line() {
+  local p="stream, prefetch" n="stream, no prefetch" k="pack, stream, prefetch"
+  local l="stream, prefetch, placement" parts=()
+  ratio() { awk -v a="$1" -v b="$2" 'BEGIN { printf "%.2f", (b > 0 ? a / b : 0) }'; }
+  if [ -n "${tps_of[$p]:-}" ] && [ -n "${tps_of[$n]:-}" ]; then
+    parts+=("prefetch $(ratio "${tps_of[$p]}" "${tps_of[$n]}")x no prefetch (${of_bound[$p]} % / ${of_bound[$n]} % of their bounds)")
+  fi
+  if [ -n "${tps_of[$k]:-}" ] && [ -n "${tps_of[$p]:-}" ]; then
+    parts+=("pack $(ratio "${tps_of[$k]}" "${tps_of[$p]}")x the tensor-major file (${of_bound[$k]} % / ${of_bound[$p]} %)")
+  fi
+  if [ -n "${hit_of[$l]:-}" ] && [ -n "${hit_of[$p]:-}" ]; then
+    parts+=("placement hit rate $(ratio "${hit_of[$l]}" "${hit_of[$p]}")x without it (${hit_of[$l]} % / ${hit_of[$p]} %; ${of_bound[$l]} % of its bound)")
+  fi
+  local part
+  for part in "${parts[@]}"; do echo "at $1 %: $part"; done
+}
+
 echo "model: $model ($((model_bytes / 1048576)) MiB), threads $threads, $n_gen tokens"
 
 # 1. Sequential O_DIRECT read bandwidth of this file's device, now.
@@ -123,6 +145,7 @@ printf "| %-28s | %5s | %8s | %8s | %8s | %12s | %9s | %9s | %11s | %7s | %10s |
 for pct in $limits; do
   limit=$(( model_bytes * pct / 100 ))
   base_tps=""
+  declare -A tps_of=() hit_of=() of_bound=()  # by configuration label, at this limit
   for cfg in "${configs[@]}"; do
     IFS='|' read -r label file flags <<< "$cfg"
     trace=()
@@ -168,10 +191,12 @@ read_txt = f"{read_per_token / 2**20:.1f} MiB"
 bound_s = max(read_per_token / (seq_gbs * 1e9), 1 / ram_tps)
 bound_tps = 1 / bound_s
 vs = f"{tps / base:.2f}x" if base else "-"
-print(f"{tps}\t| {label:<28} | {pct:>4}% | {tps:8.2f} | {vs:>8} | {hit_txt:>8} | {read_txt:>12} | {gib_txt:>9} | {seq_gbs:9.2f} | {bound_tps:11.2f} | {100 * tps / bound_tps:6.0f}% | {peak / 2**20:10.0f} | {busy_txt:>9} |")
+print(f"{tps}\t{hit:.1f}\t{100 * tps / bound_tps:.0f}\t| {label:<28} | {pct:>4}% | {tps:8.2f} | {vs:>8} | {hit_txt:>8} | {read_txt:>12} | {gib_txt:>9} | {seq_gbs:9.2f} | {bound_tps:11.2f} | {100 * tps / bound_tps:6.0f}% | {peak / 2**20:10.0f} | {busy_txt:>9} |")
 PY
 )
-    echo "${line#*$'\t'}"
-    if [ "$label" = "stream, no prefetch" ]; then base_tps=${line%%$'\t'*}; fi
+    IFS=$'\t' read -r "tps_of[$label]" "hit_of[$label]" "of_bound[$label]" row <<< "$line"
+    echo "$row"
+    if [ "$label" = "stream, no prefetch" ]; then base_tps=${tps_of[$label]}; fi
   done
+  summary_line "$pct"
 done
