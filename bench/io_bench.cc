@@ -19,6 +19,8 @@
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
+#include <functional>
+#include <optional>
 #include <random>
 #include <string>
 #include <vector>
@@ -86,6 +88,41 @@ class ReadBuffers {
   bool ok_ = false;
 };
 
+struct Totals {
+  uint64_t bytes = 0, reads = 0, errors = 0;
+  bool submit_failed = false;
+};
+
+// Keeps up to `depth` reads in flight until `next` has no more: next(slot) is the op for a
+// free slot (its buffer), or nothing.
+Totals Drive(mt::IoEngine& engine, int depth,
+             const std::function<std::optional<mt::ReadOp>(uint64_t slot)>& next) {
+  Totals t;
+  std::vector<mt::ReadOp> ops;
+  for (int i = 0; i < depth; ++i) {
+    if (std::optional<mt::ReadOp> op = next(uint64_t(i))) ops.push_back(*op);
+  }
+  std::vector<mt::ReadCompletion> done(static_cast<size_t>(depth));
+  while (!ops.empty() || engine.in_flight() > 0) {
+    if (!ops.empty() && !engine.Submit(ops).ok()) {
+      t.submit_failed = true;
+      return t;
+    }
+    ops.clear();
+    const size_t n = engine.Wait(done, 1, -1);
+    for (size_t i = 0; i < n; ++i) {
+      if (done[i].result < 0) {
+        ++t.errors;
+      } else {
+        t.bytes += uint64_t(done[i].result);
+        ++t.reads;
+      }
+      if (std::optional<mt::ReadOp> op = next(done[i].tag)) ops.push_back(*op);
+    }
+  }
+  return t;
+}
+
 mt::DirectMode ModeOf(const Options& o) {
   return o.direct == "off" ? mt::DirectMode::kOff
          : o.direct == "on" ? mt::DirectMode::kOn
@@ -131,29 +168,14 @@ int Replay(const Options& o) {
   ReadBuffers buffers(o, max_len);
   if (!buffers.ok()) return 1;
   size_t next = 0;
-  auto op_for = [&](uint64_t slot) {
+  const auto t0 = std::chrono::steady_clock::now();
+  const Totals t = Drive(**engine, o.depth, [&](uint64_t slot) -> std::optional<mt::ReadOp> {
+    if (next == trace->reads.size()) return std::nullopt;
     const mt::TracedRead& r = trace->reads[next++];
     return mt::ReadOp{files[r.file], r.offset, r.length, buffers[slot], slot};
-  };
-  const auto t0 = std::chrono::steady_clock::now();
-  std::vector<mt::ReadOp> first;
-  for (int i = 0; i < o.depth && next < trace->reads.size(); ++i) first.push_back(op_for(i));
-  if (!(*engine)->Submit(first).ok()) return 1;
-  uint64_t bytes = 0, errors = 0;
-  std::vector<mt::ReadCompletion> done(static_cast<size_t>(o.depth));
-  while ((*engine)->in_flight() > 0) {
-    const size_t n = (*engine)->Wait(done, 1, -1);
-    std::vector<mt::ReadOp> again;
-    for (size_t i = 0; i < n; ++i) {
-      if (done[i].result < 0) {
-        ++errors;
-      } else {
-        bytes += uint64_t(done[i].result);
-      }
-      if (next < trace->reads.size()) again.push_back(op_for(done[i].tag));
-    }
-    if (!again.empty() && !(*engine)->Submit(again).ok()) return 1;
-  }
+  });
+  if (t.submit_failed) return 1;
+  const uint64_t bytes = t.bytes, errors = t.errors;
   const double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   fmt::print("replay {:<12} depth {:2}  {} {} pages  {} reads  {:.3f} GB  {:.3f} s  {:6.2f} GB/s  "
              "({:.2f} GiB/s){}\n",
@@ -205,27 +227,13 @@ int Run(const Options& o) {
   const Clock::time_point t0 = Clock::now();
   const Clock::time_point end =
       t0 + std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(o.seconds));
-  std::vector<mt::ReadOp> first;
-  for (int i = 0; i < o.depth; ++i) first.push_back(next_op(uint64_t(i)));
-  if (!(*engine)->Submit(first).ok()) return 1;
-  uint64_t bytes = 0, reads = 0, errors = 0;
-  std::vector<mt::ReadCompletion> done(static_cast<size_t>(o.depth));
-  bool stopping = false;
-  while ((*engine)->in_flight() > 0) {
-    size_t n = (*engine)->Wait(done, 1, -1);
-    std::vector<mt::ReadOp> again;
-    for (size_t i = 0; i < n; ++i) {
-      if (done[i].result < 0) {
-        ++errors;
-      } else {
-        bytes += uint64_t(done[i].result);
-        ++reads;
-      }
-      if (!stopping) again.push_back(next_op(done[i].tag));
-    }
-    if (!stopping && Clock::now() >= end) stopping = true;  // let the last ones finish
-    if (!again.empty() && !stopping && !(*engine)->Submit(again).ok()) return 1;
-  }
+  // New reads until the time is up; the last ones finish.
+  const Totals t = Drive(**engine, o.depth, [&](uint64_t slot) -> std::optional<mt::ReadOp> {
+    if (Clock::now() >= end) return std::nullopt;
+    return next_op(slot);
+  });
+  if (t.submit_failed) return 1;
+  const uint64_t bytes = t.bytes, reads = t.reads, errors = t.errors;
   double secs = std::chrono::duration<double>(Clock::now() - t0).count();
   std::string label =
       o.engine == "pread" ? fmt::format("pread x{} threads", o.threads) : std::string("io_uring");
