@@ -147,6 +147,17 @@ Result<std::optional<uint64_t>> ParseCgroupLimit(const std::string& text) {
   return std::optional<uint64_t>(v);
 }
 
+std::optional<std::string> TransparentHugePageMode(const std::string& sys_root) {
+  std::optional<std::string> text =
+      Slurp(fs::path(sys_root) / "kernel/mm/transparent_hugepage/enabled");
+  if (!text) return std::nullopt;
+  const size_t open = text->find('['), close = text->find(']');
+  if (open == std::string::npos || close == std::string::npos || close <= open + 1) {
+    return std::nullopt;
+  }
+  return text->substr(open + 1, close - open - 1);
+}
+
 Result<MemoryInfo> ReadMemoryInfo(const std::string& proc_root, const std::string& cgroup_root) {
   MemoryInfo info;
   const fs::path meminfo = fs::path(proc_root) / "meminfo";

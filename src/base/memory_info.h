@@ -39,6 +39,11 @@ Result<std::optional<uint64_t>> ParseCgroupLimit(const std::string& text);
 std::optional<int> CgroupCpuLimit(const std::string& proc_root = "/proc",
                                   const std::string& cgroup_root = "/sys/fs/cgroup");
 
+// The transparent huge page mode: the bracketed word of
+// SYS_ROOT/kernel/mm/transparent_hugepage/enabled ("always", "madvise" or "never"); nullopt
+// when that file cannot be read or holds no bracketed word (a kernel without THP).
+std::optional<std::string> TransparentHugePageMode(const std::string& sys_root = "/sys");
+
 }  // namespace mt
 
 namespace mt {

@@ -24,6 +24,7 @@ class FakeTree {
   }
   std::string proc() const { return (root_ / "proc").string(); }
   std::string cgroup() const { return (root_ / "cgroup").string(); }
+  std::string sys() const { return (root_ / "sys").string(); }
 
  private:
   fs::path root_;
@@ -31,6 +32,18 @@ class FakeTree {
 
 constexpr const char* kMeminfo =
     "MemTotal:       24000000 kB\nMemFree:         1000 kB\nMemAvailable:   20000000 kB\n";
+
+TEST(TransparentHugePageTest, ReadsTheBracketedMode) {
+  FakeTree t;
+  const std::string sys = t.sys();
+  EXPECT_EQ(TransparentHugePageMode(sys), std::nullopt);  // no file: no THP support
+  t.Write("sys/kernel/mm/transparent_hugepage/enabled", "always [madvise] never\n");
+  EXPECT_EQ(TransparentHugePageMode(sys), "madvise");
+  t.Write("sys/kernel/mm/transparent_hugepage/enabled", "always madvise [never]\n");
+  EXPECT_EQ(TransparentHugePageMode(sys), "never");
+  t.Write("sys/kernel/mm/transparent_hugepage/enabled", "always madvise never\n");
+  EXPECT_EQ(TransparentHugePageMode(sys), std::nullopt);
+}
 
 TEST(CpuLimitTest, CgroupV2TakesTheSmallestQuotaUpTheTree) {
   FakeTree t;
