@@ -27,6 +27,7 @@
 
 #include "base/aligned_buffer.h"
 #include "base/file_io.h"
+#include "base/memory_info.h"
 #include "io/io_engine.h"
 #include "io/read_trace.h"
 
@@ -55,6 +56,10 @@ class ReadBuffers {
  public:
   ReadBuffers(const Options& o, uint64_t max_len) : slots_(static_cast<size_t>(o.depth)) {
     if (o.pages == "huge") {
+      if (mt::TransparentHugePageMode() == "never") {
+        fmt::print(stderr, "io_bench: transparent huge pages are off: the buffers lie on 4 KiB "
+                           "pages\n");
+      }
       const uint64_t huge = uint64_t{2} << 20;
       const uint64_t stride = (max_len + huge - 1) / huge * huge;
       mt::Result<mt::AlignedBuffer> pool = mt::AlignedBuffer::Allocate(stride * slots_.size());
