@@ -75,21 +75,21 @@ class ReadBuffers {
         b = static_cast<uint8_t*>(std::aligned_alloc(mt::kDirectIoAlignment, max_len));
         if (b == nullptr) return;
         for (uint64_t i = 0; i < max_len; i += 4096) b[i] = 0;
-        owned_.push_back(b);
       }
     }
     ok_ = true;
   }
   ~ReadBuffers() {
-    for (uint8_t* b : owned_) std::free(b);
+    if (pool_.size() == 0) {
+      for (uint8_t* b : slots_) std::free(b);  // "4k": each slot its own block (or null)
+    }
   }
   bool ok() const { return ok_; }
   uint8_t* operator[](uint64_t slot) const { return slots_[slot]; }
 
  private:
   std::vector<uint8_t*> slots_;  // (depth)
-  std::vector<uint8_t*> owned_;  // aligned_alloc blocks ("4k")
-  mt::AlignedBuffer pool_;       // ("huge")
+  mt::AlignedBuffer pool_;       // ("huge") the slots' memory; empty for "4k"
   bool ok_ = false;
 };
 

@@ -1,5 +1,6 @@
 #include "io/read_trace.h"
 
+#include <algorithm>
 #include <charconv>
 
 #include <fmt/format.h>
