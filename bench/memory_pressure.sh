@@ -24,7 +24,9 @@
 # The last column, disk busy, is the share of the decode wall time during which the stream
 # tier had reads in flight. After each limit's rows, issue 6's comparisons: prefetch against
 # none, the pack against the tensor-major file, placement's hit rate against the same run
-# without it, each with its rows' shares of their bounds.
+# without it, each with its rows' shares of their bounds. A replay warms the host's cache for
+# the next row's run, so the second limit (and every other one after it) runs its rows
+# bottom to top; compare a row across limits to see that order effect.
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 moetier=${MOETIER:-$here/../build/bin/moetier}
@@ -142,12 +144,18 @@ configs=("mmap|$model|--moe-storage mmap"
 printf "| %-28s | %5s | %8s | %8s | %8s | %12s | %9s | %9s | %11s | %7s | %10s | %9s |\n" configuration limit tok/s "vs no-pf" "hit %" "read/token" "read GiB/s" "disk GB/s" "bound tok/s" ratio "peak MiB" "disk busy"
 printf "| %-28s | %5s | %8s | %8s | %8s | %12s | %9s | %9s | %11s | %7s | %10s | %9s |\n" ---- ----: -------: -------: -------: -----------: --------: --------: ----------: ------: ---------: --------:
 
+n_cfg=${#configs[@]}
+limit_index=0
 for pct in $limits; do
   limit=$(( model_bytes * pct / 100 ))
-  base_tps=""
-  declare -A tps_of=() hit_of=() of_bound=()  # by configuration label, at this limit
-  for cfg in "${configs[@]}"; do
-    IFS='|' read -r label file flags <<< "$cfg"
+  # Each replay warms the host cache for the row after it (docs/tiering.md, 2026-12-02
+  # (later)), so every other limit runs its rows in reverse order; they print in one order.
+  order=$(seq 0 $((n_cfg - 1)))
+  reversed=$((limit_index % 2))
+  [ "$reversed" = 1 ] && order=$(seq $((n_cfg - 1)) -1 0)
+  limit_index=$((limit_index + 1))
+  for i in $order; do
+    IFS='|' read -r label file flags <<< "${configs[$i]}"
     trace=()
     if [ "$label" = mmap ]; then
       disk_gbs=$(awk -v a="$seq_gbs" -v b="$(random_gbs)" 'BEGIN { print (b > a ? b : a) }')
@@ -156,20 +164,32 @@ for pct in $limits; do
     fi
     set_limit "$limit"
     drop_caches
+    rm -f "$work/failed.$i"
     # shellcheck disable=SC2086
     if ! run_limited "$moetier" bench -m "$file" -p 0 -n "$n_gen" -r 1 -t "$threads" \
-        $flags --json --stats-json "$work/stats.json" "${trace[@]}" "${extra[@]}" \
-        > "$work/out.json" 2> "$work/err.txt"; then
-      printf "| %-28s | %4s%% | failed: %s\n" "$label" "$pct" "$(tail -1 "$work/err.txt")"
+        $flags --json --stats-json "$work/stats.$i.json" "${trace[@]}" "${extra[@]}" \
+        > "$work/out.$i.json" 2> "$work/err.txt"; then
+      tail -1 "$work/err.txt" > "$work/failed.$i"
       continue
     fi
+    peak > "$work/peak.$i"
     if [ ${#trace[@]} -gt 0 ]; then
       # The replay reads exactly the run's bytes: its rate is the disk's for this row.
       disk_gbs=$("$io_bench" --replay "$work/trace.txt" --depth 16 |
                  sed -n 's/.* \([0-9.]*\) GB\/s .*/\1/p')
       [ -n "$disk_gbs" ] || disk_gbs=$seq_gbs
     fi
-    line=$(/usr/bin/python3 - "$work/out.json" "$work/stats.json" "$label" "$pct" "$disk_gbs" "$ram_tps" "$(peak)" "$base_tps" <<'PY'
+    echo "$disk_gbs" > "$work/disk.$i"
+  done
+  base_tps=""
+  declare -A tps_of=() hit_of=() of_bound=()  # by configuration label, at this limit
+  for i in $(seq 0 $((n_cfg - 1))); do
+    IFS='|' read -r label file flags <<< "${configs[$i]}"
+    if [ -f "$work/failed.$i" ]; then
+      printf "| %-28s | %4s%% | failed: %s\n" "$label" "$pct" "$(cat "$work/failed.$i")"
+      continue
+    fi
+    line=$(/usr/bin/python3 - "$work/out.$i.json" "$work/stats.$i.json" "$label" "$pct" "$(cat "$work/disk.$i")" "$ram_tps" "$(cat "$work/peak.$i")" "$base_tps" <<'PY'
 import json, sys
 out = json.load(open(sys.argv[1]))[0]
 st = json.load(open(sys.argv[2]))
@@ -199,4 +219,5 @@ PY
     if [ "$label" = "stream, no prefetch" ]; then base_tps=${tps_of[$label]}; fi
   done
   summary_line "$pct"
+  if [ "$reversed" = 1 ]; then echo "at $pct %: the rows ran bottom to top"; fi
 done
