@@ -5,11 +5,16 @@
 //
 //   io_bench FILE [--engine io_uring|pread] [--depth 8] [--threads 4] [--seconds 5]
 //            [--min-mib 1] [--max-mib 4] [--direct auto|on|off] [--seed 1] [--pages huge|4k]
-//   io_bench --replay TRACE [--engine ...] [--depth 8] [--direct ...] [--pages ...]
+//            [--busy N]
+//   io_bench --replay TRACE [--engine ...] [--depth 8] [--direct ...] [--pages ...] [--busy N]
 //
 // --replay: the reads of a `moetier bench --read-trace` run, in their order, with `depth`
 // in flight and nothing else to do: the device's time for exactly those bytes (the disk's
 // part of memory_pressure.sh's bound).
+// --busy N: meanwhile N threads stream memory without pause. On a small VM the host's I/O
+// work shares the guest's cores, so the disk gives less while they are busy (docs/tiering.md,
+// 2026-12-02 (evening)). A diagnostic, not a bound: decode's threads sleep through read
+// waits, so its disk lies between the idle and the busy figure.
 
 #include <fmt/format.h>
 #include <sys/stat.h>
@@ -22,7 +27,9 @@
 #include <functional>
 #include <optional>
 #include <random>
+#include <atomic>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "base/aligned_buffer.h"
@@ -45,6 +52,34 @@ struct Options {
   uint64_t seed = 1;
   std::string replay;  // a read trace to replay instead of random reads
   std::string pages = "huge";  // read buffers: huge (as the stream tier's) or 4k
+  int busy = 0;  // threads streaming memory while the reads run
+};
+
+// Threads that read through a private 256 MiB buffer each, over and over (far beyond the
+// caches, as a decode step's weights are), from construction until destruction.
+class BusyThreads {
+ public:
+  explicit BusyThreads(int n) {
+    for (int i = 0; i < n; ++i) {
+      threads_.emplace_back([this] {
+        std::vector<uint64_t> buf((uint64_t{256} << 20) / sizeof(uint64_t), 1);
+        uint64_t sum = 0;
+        while (!stop_.load(std::memory_order_relaxed)) {
+          for (uint64_t v : buf) sum += v;
+        }
+        sink_.fetch_add(sum, std::memory_order_relaxed);  // keeps the loop from being dropped
+      });
+    }
+  }
+  ~BusyThreads() {
+    stop_ = true;
+    for (std::thread& t : threads_) t.join();
+  }
+
+ private:
+  std::atomic<bool> stop_{false};
+  std::atomic<uint64_t> sink_{0};
+  std::vector<std::thread> threads_;
 };
 
 // One destination per read in flight, max_len bytes each, its pages faulted in now. "huge":
@@ -173,6 +208,7 @@ int Replay(const Options& o) {
   ReadBuffers buffers(o, max_len);
   if (!buffers.ok()) return 1;
   size_t next = 0;
+  const BusyThreads busy(o.busy);
   const auto t0 = std::chrono::steady_clock::now();
   const Totals t = Drive(**engine, o.depth, [&](uint64_t slot) -> std::optional<mt::ReadOp> {
     if (next == trace->reads.size()) return std::nullopt;
@@ -182,9 +218,10 @@ int Replay(const Options& o) {
   if (t.submit_failed) return 1;
   const uint64_t bytes = t.bytes, errors = t.errors;
   const double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-  fmt::print("replay {:<12} depth {:2}  {} {} pages  {} reads  {:.3f} GB  {:.3f} s  {:6.2f} GB/s  "
-             "({:.2f} GiB/s){}\n",
+  fmt::print("replay {:<12} depth {:2}  {} {} pages{}  {} reads  {:.3f} GB  {:.3f} s  "
+             "{:6.2f} GB/s  ({:.2f} GiB/s){}\n",
              (*engine)->name(), o.depth, direct ? "O_DIRECT" : "buffered", o.pages,
+             o.busy > 0 ? fmt::format(", {} busy threads", o.busy) : std::string(),
              trace->reads.size(),
              double(bytes) / 1e9, secs, secs > 0 ? double(bytes) / secs / 1e9 : 0.0,
              secs > 0 ? double(bytes) / secs / double(1 << 30) : 0.0,
@@ -229,6 +266,7 @@ int Run(const Options& o) {
   };
 
   using Clock = std::chrono::steady_clock;
+  const BusyThreads busy(o.busy);
   const Clock::time_point t0 = Clock::now();
   const Clock::time_point end =
       t0 + std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(o.seconds));
@@ -242,6 +280,7 @@ int Run(const Options& o) {
   double secs = std::chrono::duration<double>(Clock::now() - t0).count();
   std::string label =
       o.engine == "pread" ? fmt::format("pread x{} threads", o.threads) : std::string("io_uring");
+  if (o.busy > 0) label += fmt::format(", {} busy threads", o.busy);
   fmt::print("{:<20} depth {:2}  {} {} pages {}-{} MiB  {:7.0f} reads  {:6.2f} GB/s  "
              "({:.2f} GiB/s){}\n",
              label, o.depth, (*engine)->is_direct(*file) ? "O_DIRECT" : "buffered", o.pages,
@@ -271,6 +310,8 @@ int main(int argc, char** argv) {
   app.add_option("--seed", o.seed, "offsets and lengths");
   app.add_option("--pages", o.pages, "read buffers on huge pages (as stream mode's) or 4k pages")
       ->check(CLI::IsMember({"huge", "4k"}));
+  app.add_option("--busy", o.busy, "threads streaming memory while the reads run (a diagnostic)")
+      ->check(CLI::Range(0, 64));
   CLI11_PARSE(app, argc, argv);
   if (!o.replay.empty()) return Replay(o);
   if (o.path.empty()) {

@@ -61,6 +61,9 @@ io_bench=$(dirname "$MOETIER")/io_bench
 "$io_bench" --replay "$WORK/trace.txt" --depth 4 > "$WORK/out" 2>&1 &&
   grep -q "replay .* $(grep -c '^read' "$WORK/trace.txt") reads" "$WORK/out" &&
   pass "io_bench --replay" || fail "io_bench --replay: $(cat "$WORK/out")"
+"$io_bench" --replay "$WORK/trace.txt" --depth 4 --busy 1 > "$WORK/out" 2>&1 &&
+  grep -q "replay .*, 1 busy threads  $(grep -c '^read' "$WORK/trace.txt") reads" "$WORK/out" &&
+  pass "io_bench --replay --busy" || fail "io_bench --replay --busy: $(cat "$WORK/out")"
 expect_error 2 "--read-trace without stream" -- "$MOETIER" bench -m "$model" -p 0 -n 2 -r 1 \
   --moe-storage resident --read-trace "$WORK/t2.txt"
 [ ! -e "$WORK/t2.txt" ] && pass "no trace file after the error" || fail "a trace file was written"
