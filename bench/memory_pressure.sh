@@ -24,7 +24,8 @@
 # The last column, disk busy, is the share of the decode wall time during which the stream
 # tier had reads in flight. After each limit's rows, issue 6's comparisons: prefetch against
 # none, the pack against the tensor-major file, placement's hit rate against the same run
-# without it, each with its rows' shares of their bounds. A replay warms the host's cache for
+# without it, each with its rows' shares of their bounds; then the expert cache the limit
+# left (from the plan of the prefetch row's run). A replay warms the host's cache for
 # the next row's run, so the second limit (and every other one after it) runs its rows
 # bottom to top; compare a row across limits to see that order effect.
 set -euo pipefail
@@ -219,5 +220,20 @@ PY
     if [ "$label" = "stream, no prefetch" ]; then base_tps=${tps_of[$label]}; fi
   done
   summary_line "$pct"
+  # What the limit left the expert cache (the budget also holds the dense weights, the KV
+  # cache and a reserve), from the tensor-major stream row's plan.
+  for i in $(seq 0 $((n_cfg - 1))); do
+    IFS='|' read -r label file flags <<< "${configs[$i]}"
+    [ "$label" = "stream, prefetch" ] && [ ! -f "$work/failed.$i" ] || continue
+    /usr/bin/python3 - "$work/stats.$i.json" "$pct" <<'PY'
+import json, sys
+p = json.load(open(sys.argv[1]))["plan"]
+mib = lambda b: f"{b / 2**20:.0f} MiB" if b >= 10 * 2**20 else f"{b / 2**20:.1f} MiB"
+print(f"at {sys.argv[2]} %: expert cache {mib(p['expert_cache'])}, "
+      f"{100 * p['expert_cache'] / p['experts_total']:.0f} % of the experts (budget "
+      f"{mib(p['budget'])}: dense {mib(p['dense'])}, KV {mib(p['kv_cache'])}, "
+      f"reserve {mib(p['reserve'])})")
+PY
+  done
   if [ "$reversed" = 1 ]; then echo "at $pct %: the rows ran bottom to top"; fi
 done
