@@ -21,13 +21,13 @@
 
 #include <CLI/CLI.hpp>
 #include <algorithm>
+#include <atomic>
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
 #include <functional>
 #include <optional>
 #include <random>
-#include <atomic>
 #include <string>
 #include <thread>
 #include <vector>
@@ -81,6 +81,11 @@ class BusyThreads {
   std::atomic<uint64_t> sink_{0};
   std::vector<std::thread> threads_;
 };
+
+// ", N busy threads" when --busy is on: both modes' result lines say so.
+std::string BusyNote(const Options& o) {
+  return o.busy > 0 ? fmt::format(", {} busy threads", o.busy) : std::string();
+}
 
 // One destination per read in flight, max_len bytes each, its pages faulted in now. "huge":
 // in one 2 MiB-aligned buffer on transparent huge pages, as the stream tier's slots are;
@@ -221,7 +226,7 @@ int Replay(const Options& o) {
   fmt::print("replay {:<12} depth {:2}  {} {} pages{}  {} reads  {:.3f} GB  {:.3f} s  "
              "{:6.2f} GB/s  ({:.2f} GiB/s){}\n",
              (*engine)->name(), o.depth, direct ? "O_DIRECT" : "buffered", o.pages,
-             o.busy > 0 ? fmt::format(", {} busy threads", o.busy) : std::string(),
+             BusyNote(o),
              trace->reads.size(),
              double(bytes) / 1e9, secs, secs > 0 ? double(bytes) / secs / 1e9 : 0.0,
              secs > 0 ? double(bytes) / secs / double(1 << 30) : 0.0,
@@ -280,7 +285,7 @@ int Run(const Options& o) {
   double secs = std::chrono::duration<double>(Clock::now() - t0).count();
   std::string label =
       o.engine == "pread" ? fmt::format("pread x{} threads", o.threads) : std::string("io_uring");
-  if (o.busy > 0) label += fmt::format(", {} busy threads", o.busy);
+  label += BusyNote(o);
   fmt::print("{:<20} depth {:2}  {} {} pages {}-{} MiB  {:7.0f} reads  {:6.2f} GB/s  "
              "({:.2f} GiB/s){}\n",
              label, o.depth, (*engine)->is_direct(*file) ? "O_DIRECT" : "buffered", o.pages,

@@ -194,7 +194,7 @@ for pct in $limits; do
 import json, sys
 out = json.load(open(sys.argv[1]))[0]
 st = json.load(open(sys.argv[2]))
-label, pct, seq_gbs, ram_tps, peak = sys.argv[3], sys.argv[4], float(sys.argv[5]), float(sys.argv[6]), int(sys.argv[7])
+label, pct, disk_gbs, ram_tps, peak = sys.argv[3], sys.argv[4], float(sys.argv[5]), float(sys.argv[6]), int(sys.argv[7])
 base = float(sys.argv[8]) if sys.argv[8] else None
 tps = out["avg_ts"]
 tokens = st["tokens"] or 1
@@ -209,10 +209,10 @@ else:
     hit_txt, gib_txt = f"{hit:.1f}", f"{gib_s:.2f}"
     busy_txt = f"{100 * st['read_busy_s'] / st['wall_s']:.0f}%" if st["wall_s"] > 0 else "-"
 read_txt = f"{read_per_token / 2**20:.1f} MiB"
-bound_s = max(read_per_token / (seq_gbs * 1e9), 1 / ram_tps)
+bound_s = max(read_per_token / (disk_gbs * 1e9), 1 / ram_tps)
 bound_tps = 1 / bound_s
 vs = f"{tps / base:.2f}x" if base else "-"
-print(f"{tps}\t{hit:.1f}\t{100 * tps / bound_tps:.0f}\t| {label:<28} | {pct:>4}% | {tps:8.2f} | {vs:>8} | {hit_txt:>8} | {read_txt:>12} | {gib_txt:>9} | {seq_gbs:9.2f} | {bound_tps:11.2f} | {100 * tps / bound_tps:6.0f}% | {peak / 2**20:10.0f} | {busy_txt:>9} |")
+print(f"{tps}\t{hit:.1f}\t{100 * tps / bound_tps:.0f}\t| {label:<28} | {pct:>4}% | {tps:8.2f} | {vs:>8} | {hit_txt:>8} | {read_txt:>12} | {gib_txt:>9} | {disk_gbs:9.2f} | {bound_tps:11.2f} | {100 * tps / bound_tps:6.0f}% | {peak / 2**20:10.0f} | {busy_txt:>9} |")
 PY
 )
     IFS=$'\t' read -r "tps_of[$label]" "hit_of[$label]" "of_bound[$label]" row <<< "$line"

@@ -8,9 +8,9 @@
 #include <nlohmann/json.hpp>
 
 #include "base/cpu_features.h"
+#include "base/file_io.h"
 #include "base/memory_info.h"
 #include "base/read_bandwidth.h"
-#include "base/file_io.h"
 #include "base/units.h"
 #include "command.h"
 #include "engine/bench.h"
