@@ -95,6 +95,11 @@ class ExpertStore {
   // truncated or replaced under a running process is reported, not computed with.
   virtual Status CheckFiles() { return Status::Ok(); }
 
+  // Blocks until the store's own memory is resident (the stream tier populates its slot
+  // pool in the background at start). For benchmarks: they time steady-state decode, as
+  // with resident experts, not the first touch of fresh memory.
+  virtual void WaitForMemory() {}
+
   virtual const TierStats& stats() const = 0;
   virtual void ResetStats() = 0;
   virtual std::string name() const = 0;

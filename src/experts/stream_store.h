@@ -70,6 +70,9 @@ class StreamStore final : public ExpertStore {
   // wait for them. Returns how many will be placed.
   uint32_t Place(std::span<const std::pair<uint32_t, uint32_t>> experts, uint32_t max_slots);
   Status CheckFiles() override { return watch_.Check(); }
+  void WaitForMemory() override {
+    if (populate_.joinable()) populate_.join();
+  }
   const TierStats& stats() const override { return stats_; }
   void ResetStats() override;
   std::string name() const override { return "stream"; }
