@@ -3,7 +3,7 @@
 # cgroup memory limit of 50 % and 25 % of the model file, against the bound measured in the
 # same run. Needs root (it creates the cgroups and drops the page cache).
 #
-#   bench/memory_pressure.sh MODEL [-n TOKENS] [-l "50 25"] [-t THREADS]
+#   bench/memory_pressure.sh MODEL [-n TOKENS] [-l "50 25"] [-t THREADS] [-R ROUNDS] [--no-mmap]
 #                            [--pack PACK.gguf] [--profile routing.json] [-- extra moetier flags]
 #
 # Configurations: mmap; stream without prefetch; stream with next-layer prefetch (the
@@ -26,8 +26,11 @@
 # none, the pack against the tensor-major file, placement's hit rate against the same run
 # without it, each with its rows' shares of their bounds; then the expert cache the limit
 # left (from the plan of the prefetch row's run). A replay warms the host's cache for
-# the next row's run, so the second limit (and every other one after it) runs its rows
-# bottom to top; compare a row across limits to see that order effect.
+# the next row's run, so every other pass over the rows runs them bottom to top.
+# -R ROUNDS runs each limit's stream rows that many times (mmap once: it is 50-100x
+# slower, so the VM's noise does not matter there), alternating the order, and the
+# comparisons quote the median of the rounds' ratios with each round's; one row prints per
+# round. --no-mmap leaves the mmap row out (minutes per limit on a large model).
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 moetier=${MOETIER:-$here/../build/bin/moetier}
@@ -36,6 +39,8 @@ shift
 n_gen=32
 limits="50 25"
 threads=$(nproc)
+rounds=1
+with_mmap=1
 extra=()
 pack=""
 profile=""
@@ -46,10 +51,13 @@ while [ $# -gt 0 ]; do
     -n) n_gen=$2; shift 2 ;;
     -l) limits=$2; shift 2 ;;
     -t) threads=$2; shift 2 ;;
+    -R) rounds=$2; shift 2 ;;
+    --no-mmap) with_mmap=0; shift ;;
     --) shift; extra=("$@"); break ;;
     *) echo "memory_pressure.sh: unknown argument $1" >&2; exit 2 ;;
   esac
 done
+[[ "$rounds" =~ ^[1-9][0-9]*$ ]] || { echo "memory_pressure.sh: -R needs a positive round count, not '$rounds'" >&2; exit 2; }
 [ -x "$moetier" ] || { echo "memory_pressure.sh: $moetier not built (run scripts/build.sh)" >&2; exit 1; }
 [ "$(id -u)" = 0 ] || { echo "memory_pressure.sh: needs root to create cgroups and drop caches; run it with sudo" >&2; exit 1; }
 model_bytes=$(stat -L -c %s "$model")
@@ -84,24 +92,40 @@ drop_caches() { sync; echo 1 > /proc/sys/vm/drop_caches; }
 # In the cgroup: a shell moves itself in, then execs moetier.
 run_limited() { bash -c 'echo $$ > "$0"; exec "$@"' "$cg_procs" "$@"; }
 
+# median X...: the median of the numbers given (two decimals).
+median() {
+  printf '%s\n' "$@" | sort -g |
+    awk '{ v[NR] = $1 } END { printf "%.2f", NR % 2 ? v[(NR + 1) / 2] : (v[NR / 2] + v[NR / 2 + 1]) / 2 }'
+}
+
 # summary_line PCT: issue 6's three comparisons at one limit, each row with its share of the
 # bound: prefetch against none, the pack against the tensor-major file (both with
-# prefetch), and placement's hit rate against the same run without it.
+# prefetch), and placement's hit rate against the same run without it. With rounds, the
+# median of the rounds' ratios (each round's after it) and the median shares.
 summary_line() {
   local p="stream, prefetch" n="stream, no prefetch" k="pack, stream, prefetch"
-  local l="stream, prefetch, placement" parts=()
-  ratio() { awk -v a="$1" -v b="$2" 'BEGIN { printf "%.2f", (b > 0 ? a / b : 0) }'; }
-  if [ -n "${tps_of[$p]:-}" ] && [ -n "${tps_of[$n]:-}" ]; then
-    parts+=("prefetch $(ratio "${tps_of[$p]}" "${tps_of[$n]}")x no prefetch (${of_bound[$p]} % / ${of_bound[$n]} % of their bounds)")
-  fi
-  if [ -n "${tps_of[$k]:-}" ] && [ -n "${tps_of[$p]:-}" ]; then
-    parts+=("pack $(ratio "${tps_of[$k]}" "${tps_of[$p]}")x the tensor-major file (${of_bound[$k]} % / ${of_bound[$p]} %)")
-  fi
-  if [ -n "${hit_of[$l]:-}" ] && [ -n "${hit_of[$p]:-}" ]; then
-    parts+=("placement hit rate $(ratio "${hit_of[$l]}" "${hit_of[$p]}")x without it (${hit_of[$l]} % / ${hit_of[$p]} %; ${of_bound[$l]} % of its bound)")
-  fi
-  local part
-  for part in "${parts[@]}"; do echo "at $1 %: $part"; done
+  local l="stream, prefetch, placement"
+  compare() {  # compare WHAT A B VALUES: "WHAT <ratio>x" of A's VALUES (tps_of/hit_of) over B's
+    local what=$1 a=$2 b=$3 ratios=() bound_a=() bound_b=() r
+    local -n values=$4
+    for r in $(seq "$rounds"); do
+      if [ -z "${values[$a#$r]:-}" ] || [ -z "${values[$b#$r]:-}" ]; then continue; fi
+      ratios+=("$(awk -v x="${values[$a#$r]}" -v y="${values[$b#$r]}" 'BEGIN { printf "%.2f", (y > 0 ? x / y : 0) }')")
+      bound_a+=("${of_bound[$a#$r]}"); bound_b+=("${of_bound[$b#$r]}")
+    done
+    [ ${#ratios[@]} -gt 0 ] || return 0
+    local shares
+    shares="$(printf %.0f "$(median "${bound_a[@]}")") % / $(printf %.0f "$(median "${bound_b[@]}")") % of their bounds"
+    if [ ${#ratios[@]} = 1 ]; then
+      echo "at $pct %: $what ${ratios[0]}x ($shares)"
+    else
+      echo "at $pct %: $what $(median "${ratios[@]}")x, the median of ${#ratios[@]} rounds (${ratios[*]/%/x}; medians: $shares)"
+    fi
+  }
+  local pct=$1
+  compare "prefetch / no prefetch:" "$p" "$n" tps_of
+  compare "pack / the tensor-major file:" "$k" "$p" tps_of
+  compare "placement's hit rate / without it:" "$l" "$p" hit_of
 }
 
 echo "model: $model ($((model_bytes / 1048576)) MiB), threads $threads, $n_gen tokens"
@@ -136,61 +160,72 @@ ram_tps=$(/usr/bin/python3 -c 'import json,sys; print(json.load(open(sys.argv[1]
 echo "in RAM: $(printf %.2f "$ram_tps") tok/s"
 echo
 # label|model|flags
-configs=("mmap|$model|--moe-storage mmap"
-         "stream, no prefetch|$model|--moe-storage stream --prefetch off"
-         "stream, prefetch|$model|--moe-storage stream --prefetch next-layer")
+configs=()
+[ "$with_mmap" = 1 ] && configs+=("mmap|$model|--moe-storage mmap")
+configs+=("stream, no prefetch|$model|--moe-storage stream --prefetch off"
+          "stream, prefetch|$model|--moe-storage stream --prefetch next-layer")
 [ -n "$profile" ] && configs+=("stream, prefetch, placement|$model|--moe-storage stream --placement $profile")
 [ -n "$pack" ] && configs+=("pack, stream, prefetch|$pack|--moe-storage stream --prefetch next-layer")
 
-printf "| %-28s | %5s | %8s | %8s | %8s | %12s | %9s | %9s | %11s | %7s | %10s | %9s |\n" configuration limit tok/s "vs no-pf" "hit %" "read/token" "read GiB/s" "disk GB/s" "bound tok/s" ratio "peak MiB" "disk busy"
-printf "| %-28s | %5s | %8s | %8s | %8s | %12s | %9s | %9s | %11s | %7s | %10s | %9s |\n" ---- ----: -------: -------: -------: -----------: --------: --------: ----------: ------: ---------: --------:
+printf "| %-28s | %7s | %8s | %8s | %8s | %12s | %9s | %9s | %11s | %7s | %10s | %9s |\n" configuration limit tok/s "vs no-pf" "hit %" "read/token" "read GiB/s" "disk GB/s" "bound tok/s" ratio "peak MiB" "disk busy"
+printf "| %-28s | %7s | %8s | %8s | %8s | %12s | %9s | %9s | %11s | %7s | %10s | %9s |\n" ---- ------: -------: -------: -------: -----------: --------: --------: ----------: ------: ---------: --------:
 
 n_cfg=${#configs[@]}
-limit_index=0
+pass=0  # passes over the rows so far, across limits: every other one runs bottom to top
 for pct in $limits; do
   limit=$(( model_bytes * pct / 100 ))
-  # Each replay warms the host cache for the row after it (docs/tiering.md, 2026-12-02
-  # (later)), so every other limit runs its rows in reverse order; they print in one order.
-  order=$(seq 0 $((n_cfg - 1)))
-  reversed=$((limit_index % 2))
-  [ "$reversed" = 1 ] && order=$(seq $((n_cfg - 1)) -1 0)
-  limit_index=$((limit_index + 1))
-  for i in $order; do
-    IFS='|' read -r label file flags <<< "${configs[$i]}"
-    trace=()
-    if [ "$label" = mmap ]; then
-      disk_gbs=$(awk -v a="$seq_gbs" -v b="$(random_gbs)" 'BEGIN { print (b > a ? b : a) }')
-    else
-      trace=(--read-trace "$work/trace.txt")
-    fi
-    set_limit "$limit"
-    drop_caches
-    rm -f "$work/failed.$i"
-    # shellcheck disable=SC2086
-    if ! run_limited "$moetier" bench -m "$file" -p 0 -n "$n_gen" -r 1 -t "$threads" \
-        $flags --json --stats-json "$work/stats.$i.json" "${trace[@]}" "${extra[@]}" \
-        > "$work/out.$i.json" 2> "$work/err.txt"; then
-      tail -1 "$work/err.txt" > "$work/failed.$i"
-      continue
-    fi
-    peak > "$work/peak.$i"
-    if [ ${#trace[@]} -gt 0 ]; then
-      # The replay reads exactly the run's bytes: its rate is the disk's for this row.
-      disk_gbs=$("$io_bench" --replay "$work/trace.txt" --depth 16 |
-                 sed -n 's/.* \([0-9.]*\) GB\/s .*/\1/p')
-      [ -n "$disk_gbs" ] || disk_gbs=$seq_gbs
-    fi
-    echo "$disk_gbs" > "$work/disk.$i"
+  reversed_rounds=()
+  for round in $(seq "$rounds"); do
+    # Each replay warms the host cache for the row after it (docs/tiering.md, 2026-12-02
+    # (later)), so every other pass runs its rows in reverse order; they print in one order.
+    order=$(seq 0 $((n_cfg - 1)))
+    [ $((pass % 2)) = 1 ] && { order=$(seq $((n_cfg - 1)) -1 0); reversed_rounds+=("$round"); }
+    pass=$((pass + 1))
+    for i in $order; do
+      IFS='|' read -r label file flags <<< "${configs[$i]}"
+      run=$i.$round
+      [ "$label" = mmap ] && [ "$round" -gt 1 ] && continue
+      trace=()
+      if [ "$label" = mmap ]; then
+        disk_gbs=$(awk -v a="$seq_gbs" -v b="$(random_gbs)" 'BEGIN { print (b > a ? b : a) }')
+      else
+        trace=(--read-trace "$work/trace.txt")
+      fi
+      set_limit "$limit"
+      drop_caches
+      rm -f "$work/failed.$run"
+      # shellcheck disable=SC2086
+      if ! run_limited "$moetier" bench -m "$file" -p 0 -n "$n_gen" -r 1 -t "$threads" \
+          $flags --json --stats-json "$work/stats.$run.json" "${trace[@]}" "${extra[@]}" \
+          > "$work/out.$run.json" 2> "$work/err.txt"; then
+        tail -1 "$work/err.txt" > "$work/failed.$run"
+        continue
+      fi
+      peak > "$work/peak.$run"
+      if [ ${#trace[@]} -gt 0 ]; then
+        # The replay reads exactly the run's bytes: its rate is the disk's for this row.
+        disk_gbs=$("$io_bench" --replay "$work/trace.txt" --depth 16 |
+                   sed -n 's/.* \([0-9.]*\) GB\/s .*/\1/p')
+        [ -n "$disk_gbs" ] || disk_gbs=$seq_gbs
+      fi
+      echo "$disk_gbs" > "$work/disk.$run"
+    done
   done
-  base_tps=""
-  declare -A tps_of=() hit_of=() of_bound=()  # by configuration label, at this limit
-  for i in $(seq 0 $((n_cfg - 1))); do
-    IFS='|' read -r label file flags <<< "${configs[$i]}"
-    if [ -f "$work/failed.$i" ]; then
-      printf "| %-28s | %4s%% | failed: %s\n" "$label" "$pct" "$(cat "$work/failed.$i")"
-      continue
-    fi
-    line=$(/usr/bin/python3 - "$work/out.$i.json" "$work/stats.$i.json" "$label" "$pct" "$(cat "$work/disk.$i")" "$ram_tps" "$(cat "$work/peak.$i")" "$base_tps" <<'PY'
+  # shellcheck disable=SC2034  # hit_of is read through compare's nameref
+  declare -A tps_of=() hit_of=() of_bound=()  # by "configuration label#round", at this limit
+  for round in $(seq "$rounds"); do
+    base_tps=""
+    cell="$pct%"
+    [ "$rounds" -gt 1 ] && cell="$pct% #$round"
+    for i in $(seq 0 $((n_cfg - 1))); do
+      IFS='|' read -r label file flags <<< "${configs[$i]}"
+      run=$i.$round
+      [ "$label" = mmap ] && [ "$round" -gt 1 ] && continue
+      if [ -f "$work/failed.$run" ]; then
+        printf "| %-28s | %7s | failed: %s\n" "$label" "$cell" "$(cat "$work/failed.$run")"
+        continue
+      fi
+      line=$(/usr/bin/python3 - "$work/out.$run.json" "$work/stats.$run.json" "$label" "$cell" "$(cat "$work/disk.$run")" "$ram_tps" "$(cat "$work/peak.$run")" "$base_tps" <<'PY'
 import json, sys
 out = json.load(open(sys.argv[1]))[0]
 st = json.load(open(sys.argv[2]))
@@ -212,20 +247,22 @@ read_txt = f"{read_per_token / 2**20:.1f} MiB"
 bound_s = max(read_per_token / (disk_gbs * 1e9), 1 / ram_tps)
 bound_tps = 1 / bound_s
 vs = f"{tps / base:.2f}x" if base else "-"
-print(f"{tps}\t{hit:.1f}\t{100 * tps / bound_tps:.0f}\t| {label:<28} | {pct:>4}% | {tps:8.2f} | {vs:>8} | {hit_txt:>8} | {read_txt:>12} | {gib_txt:>9} | {disk_gbs:9.2f} | {bound_tps:11.2f} | {100 * tps / bound_tps:6.0f}% | {peak / 2**20:10.0f} | {busy_txt:>9} |")
+print(f"{tps}\t{hit:.1f}\t{100 * tps / bound_tps:.0f}\t| {label:<28} | {pct:>7} | {tps:8.2f} | {vs:>8} | {hit_txt:>8} | {read_txt:>12} | {gib_txt:>9} | {disk_gbs:9.2f} | {bound_tps:11.2f} | {100 * tps / bound_tps:6.0f}% | {peak / 2**20:10.0f} | {busy_txt:>9} |")
 PY
 )
-    IFS=$'\t' read -r "tps_of[$label]" "hit_of[$label]" "of_bound[$label]" row <<< "$line"
-    echo "$row"
-    if [ "$label" = "stream, no prefetch" ]; then base_tps=${tps_of[$label]}; fi
+      IFS=$'\t' read -r "tps_of[$label#$round]" "hit_of[$label#$round]" \
+        "of_bound[$label#$round]" row <<< "$line"
+      echo "$row"
+      if [ "$label" = "stream, no prefetch" ]; then base_tps=${tps_of[$label#$round]}; fi
+    done
   done
   summary_line "$pct"
   # What the limit left the expert cache (the budget also holds the dense weights, the KV
-  # cache and a reserve), from the tensor-major stream row's plan.
+  # cache and a reserve), from the tensor-major stream row's plan in the first round.
   for i in $(seq 0 $((n_cfg - 1))); do
     IFS='|' read -r label file flags <<< "${configs[$i]}"
-    [ "$label" = "stream, prefetch" ] && [ ! -f "$work/failed.$i" ] || continue
-    /usr/bin/python3 - "$work/stats.$i.json" "$pct" <<'PY'
+    [ "$label" = "stream, prefetch" ] && [ ! -f "$work/failed.$i.1" ] || continue
+    /usr/bin/python3 - "$work/stats.$i.1.json" "$pct" <<'PY'
 import json, sys
 p = json.load(open(sys.argv[1]))["plan"]
 mib = lambda b: f"{b / 2**20:.0f} MiB" if b >= 10 * 2**20 else f"{b / 2**20:.1f} MiB"
@@ -235,5 +272,8 @@ print(f"at {sys.argv[2]} %: expert cache {mib(p['expert_cache'])}, "
       f"reserve {mib(p['reserve'])})")
 PY
   done
-  if [ "$reversed" = 1 ]; then echo "at $pct %: the rows ran bottom to top"; fi
+  if [ ${#reversed_rounds[@]} -gt 0 ]; then
+    if [ "$rounds" = 1 ]; then echo "at $pct %: the rows ran bottom to top"
+    else echo "at $pct %: rounds that ran their rows bottom to top: ${reversed_rounds[*]}"; fi
+  fi
 done
