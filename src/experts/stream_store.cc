@@ -79,9 +79,9 @@ Result<std::unique_ptr<StreamStore>> StreamStore::Create(const ExpertLayout& lay
   if (!pool.ok()) return pool.status().WithContext("expert cache");
   s->pool_ = std::move(pool.value());
   s->populate_ = std::thread([store = s.get()] {
-    // One huge page a call: each call holds the process's mmap lock, and every mmap on
-    // the other threads (loading the dense weights) waits for it. With 32 MiB calls on a
-    // VM that zeroes fresh memory at 0.5 GB/s, qwen3-30b-a3b loaded 10 s slower.
+    // One huge page a call: each call holds the process's mmap lock, and every mmap of
+    // the other threads (the rest of start-up: KV cache, scratch) waits for it. With 32 MiB
+    // calls on a VM that zeroes fresh memory at 0.5 GB/s, qwen3-30b-a3b started 10 s later.
     constexpr size_t kChunk = size_t{2} << 20;
     AlignedBuffer& pool = store->pool_;
     for (size_t off = 0; off < pool.size() && !store->stop_populate_; off += kChunk) {
