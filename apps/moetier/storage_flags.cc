@@ -98,6 +98,7 @@ nlohmann::json CountersJson(const TierCounters& c) {
           {"reads", c.reads},
           {"evictions", c.evictions},
           {"demand_stall_s", c.demand_stall_ns * 1e-9},
+          {"disk_idle_s", c.disk_idle_ns * 1e-9},
           {"read_errors", c.read_errors},
           {"prefetch_reads", c.prefetch_reads},
           {"prefetch_bytes", c.prefetch_bytes},
@@ -115,13 +116,14 @@ Status ReportTierStats(const StorageFlags& f, Context& ctx, double wall_seconds,
     const TierCounters& t = s.total;
     std::fprintf(stderr,
                  "moetier: experts (%s): %llu requests, %llu hits (%.1f%%), %llu misses, "
-                 "%llu evictions; read %s payload / %s physical in %llu reads, busy %.2f s, "
-                 "%.2f GiB/s; demand stall %.2f s of %.2f s\n",
+                 "%llu evictions; read %s payload / %s physical in %llu reads, busy %.2f s "
+                 "(idle %.2f s between reads), %.2f GiB/s; demand stall %.2f s of %.2f s\n",
                  s.tier.c_str(), (unsigned long long)t.requests, (unsigned long long)t.hits,
                  100.0 * s.hit_rate(), (unsigned long long)t.misses,
                  (unsigned long long)t.evictions, HumanBytes(t.bytes_payload).c_str(),
                  HumanBytes(t.bytes_physical).c_str(), (unsigned long long)t.reads,
-                 s.read_busy_ns * 1e-9, s.read_gib_per_s(), t.demand_stall_ns * 1e-9,
+                 s.read_busy_ns * 1e-9, t.disk_idle_ns * 1e-9, s.read_gib_per_s(),
+                 t.demand_stall_ns * 1e-9,
                  wall_seconds);
     if (t.prefetch_reads > 0) {
       uint64_t correct = 0, actual = 0;
@@ -152,11 +154,11 @@ Status ReportTierStats(const StorageFlags& f, Context& ctx, double wall_seconds,
       if (c.requests == 0) continue;
       std::fprintf(stderr,
                    "moetier:   layer %2zu: %6llu req %5.1f%% hit %6llu miss %6llu evict %10s "
-                   "read stall %.3f s\n",
+                   "read stall %.3f s, disk idle after it %.3f s\n",
                    il, (unsigned long long)c.requests,
                    c.requests ? 100.0 * c.hits / c.requests : 100.0, (unsigned long long)c.misses,
                    (unsigned long long)c.evictions, HumanBytes(c.bytes_physical).c_str(),
-                   c.demand_stall_ns * 1e-9);
+                   c.demand_stall_ns * 1e-9, c.disk_idle_ns * 1e-9);
     }
   }
   if (!f.stats_json.empty()) {

@@ -135,6 +135,25 @@ void StreamStore::ResetStats() {
   fresh.tier = "stream";
   fresh.layers.resize(layout_.n_layer());
   stats_ = std::move(fresh);
+  if (idle_layer_ >= 0) idle_since_ = std::chrono::steady_clock::now();  // count from here
+}
+
+void StreamStore::DiskBusy() {
+  busy_.Start();
+  if (idle_layer_ < 0) return;
+  const uint64_t gap = static_cast<uint64_t>(std::chrono::duration_cast<std::chrono::nanoseconds>(
+                                                 std::chrono::steady_clock::now() - idle_since_)
+                                                 .count());
+  stats_.total.disk_idle_ns += gap;
+  stats_.layers[idle_layer_].disk_idle_ns += gap;
+  idle_layer_ = -1;
+}
+
+void StreamStore::DiskIdle() {
+  if (!busy_.running()) return;  // idle already (Reap runs with nothing in flight too)
+  busy_.Stop(&stats_.read_busy_ns);
+  idle_layer_ = static_cast<int32_t>(layer_);
+  idle_since_ = std::chrono::steady_clock::now();
 }
 
 void StreamStore::Pin(int32_t s) {
@@ -243,7 +262,7 @@ void StreamStore::StartLoad(int32_t s, uint32_t layer, uint32_t expert) {
 
 void StreamStore::SubmitQueued() {
   if (queued_.empty()) return;
-  if (in_flight_ == 0) busy_.Start();
+  if (in_flight_ == 0) DiskBusy();
   Status st = io_->Submit(queued_);
   if (st.ok()) {
     in_flight_ += queued_.size();
@@ -262,7 +281,7 @@ void StreamStore::SubmitQueued() {
         }
       }
     }
-    if (in_flight_ == 0) busy_.Stop(&stats_.read_busy_ns);
+    if (in_flight_ == 0) DiskIdle();
   }
   queued_.clear();
 }
@@ -351,7 +370,7 @@ void StreamStore::Reap(bool block) {
       policy_->Insert(s);
     }
   }
-  if (in_flight_ == 0) busy_.Stop(&stats_.read_busy_ns);
+  if (in_flight_ == 0) DiskIdle();
   if (!to_place_.empty()) {
     StartPlacements();
     SubmitQueued();

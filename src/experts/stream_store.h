@@ -175,6 +175,12 @@ class StreamStore final : public ExpertStore {
 
   TierStats stats_;
   BusyClock busy_;
+  // The disk got work / ran out of it: busy time, and each idle gap counted against the
+  // layer running when it began (TierCounters::disk_idle_ns).
+  void DiskBusy();
+  void DiskIdle();
+  std::chrono::steady_clock::time_point idle_since_;
+  int32_t idle_layer_ = -1;  // the layer running when the open gap began; -1: none open
 };
 
 }  // namespace mt

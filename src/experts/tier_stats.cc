@@ -18,6 +18,7 @@ void TierCounters::Add(const TierCounters& o) {
   prefetch_joined += o.prefetch_joined;
   prefetch_wasted_bytes += o.prefetch_wasted_bytes;
   placed += o.placed;
+  disk_idle_ns += o.disk_idle_ns;
 }
 
 }  // namespace mt

@@ -25,6 +25,10 @@ struct TierCounters {
   uint64_t prefetch_joined = 0;        // demands that found a prefetch still reading
   uint64_t prefetch_wasted_bytes = 0;  // prefetched experts evicted before any demand
   uint64_t placed = 0;                 // experts pinned by placement
+  // Stream tier: time with no read in flight between two reads, counted against the layer
+  // that was running when the disk went idle (the gap after the last layer spans the
+  // output head, sampling and the next token's first layer, which nothing can prefetch).
+  uint64_t disk_idle_ns = 0;
 
   void Add(const TierCounters& o);
 };
@@ -54,6 +58,7 @@ class BusyClock {
       since_ = std::chrono::steady_clock::now();
     }
   }
+  bool running() const { return running_; }
   void Stop(uint64_t* total_ns) {
     if (running_) {
       running_ = false;

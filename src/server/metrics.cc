@@ -156,6 +156,8 @@ std::string Metrics::Render(const SchedulerGauges& g) const {
                "Time the compute thread waited for demanded experts.", t.demand_stall_ns * 1e-9);
   tier_counter("moetier_expert_read_busy_seconds_total", "Time with any expert read in flight.",
                g.tier.read_busy_ns * 1e-9);
+  tier_counter("moetier_expert_disk_idle_seconds_total",
+               "Time with no expert read in flight, between two reads.", t.disk_idle_ns * 1e-9);
   return out;
 }
 

@@ -53,6 +53,7 @@ TEST(MetricsTest, RenderHasEveryFamily) {
   g.tier.total.misses = 5;
   g.tier.total.bytes_physical = 4096;
   g.tier.total.demand_stall_ns = 1'500'000'000;
+  g.tier.total.disk_idle_ns = 250'000'000;
   g.step_seconds = {2.5, 0.75};
   g.step_generated = {40, 3};
   const std::string text = m.Render(g);
@@ -79,6 +80,7 @@ TEST(MetricsTest, RenderHasEveryFamily) {
   EXPECT_TRUE(Has(text, "moetier_expert_misses_total{tier=\"stream\"} 5"));
   EXPECT_TRUE(Has(text, "moetier_expert_read_bytes_total{tier=\"stream\"} 4096"));
   EXPECT_TRUE(Has(text, "moetier_expert_stall_seconds_total{tier=\"stream\"} 1.5"));
+  EXPECT_TRUE(Has(text, "moetier_expert_disk_idle_seconds_total{tier=\"stream\"} 0.25"));
   // Every sample line belongs to a family declared by a TYPE line before it.
   std::istringstream in(text);
   std::string declared;

@@ -561,7 +561,8 @@ const comp = await client.completions.create(compReq);
                       'moetier_queue_depth', 'moetier_expert_hits_total{tier="stream"}',
                       'moetier_expert_misses_total{tier="stream"}',
                       'moetier_expert_read_bytes_total{tier="stream"}',
-                      'moetier_expert_stall_seconds_total{tier="stream"}']) {
+                      'moetier_expert_stall_seconds_total{tier="stream"}',
+                      'moetier_expert_disk_idle_seconds_total{tier="stream"}']) {
     check(text.includes(want), `metrics has ${want}`);
   }
 }
