@@ -128,7 +128,11 @@ Result<StoragePlan> PlanStorage(const Model& model, uint64_t kv_bytes, uint64_t 
       if (o.expert_cache) {
         p.expert_cache = *o.expert_cache;
       } else if (o.expert_cache_pct) {
-        p.expert_cache = static_cast<uint64_t>(std::llround(p.experts_total * *o.expert_cache_pct / 100));
+        // N% of the experts, in slots as the stream tier sizes them: the plan counts the pool
+        // it will really allocate (qwen3-30b-a3b q4_k_m at 25 %: 4.39 GiB, not 4.09).
+        const ExpertLayout& layout = model.expert_layout();
+        p.expert_cache = StreamStore::SlotsForFraction(layout, *o.expert_cache_pct / 100) *
+                         StreamStore::SlotBytes(layout);
       } else {
         p.expert_cache = std::min(room, p.experts_total);
       }

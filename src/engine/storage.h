@@ -28,7 +28,7 @@ struct StorageOptions {
   MoeStorage mode = MoeStorage::kAuto;
   std::optional<uint64_t> mem_budget;     // bytes; default from the machine
   std::optional<uint64_t> expert_cache;   // bytes; default: what the budget leaves
-  std::optional<double> expert_cache_pct; // N% of all expert bytes (instead of bytes)
+  std::optional<double> expert_cache_pct; // N% of all the experts (instead of bytes)
   IoBackend io = IoBackend::kAuto;
   DirectMode direct = DirectMode::kAuto;
   bool warm = false;        // mmap: pre-fault experts in the background

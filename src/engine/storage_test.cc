@@ -127,6 +127,23 @@ TEST_F(StorageTest, TooSmallACacheIsRefused) {
       << ctx.status().message();
 }
 
+// --expert-cache N% is N% of the experts in slots, each as large as the largest expert: the
+// memory plan counts the pool the stream tier really allocates.
+TEST_F(StorageTest, APercentCacheIsPlannedAtItsPoolSize) {
+  auto m = Load();
+  for (const char* cache : {"30%", "100%"}) {
+    SCOPED_TRACE(cache);
+    auto ctx = Context::Create(*m, Options(Stream(cache)));
+    ASSERT_TRUE(ctx.ok()) << ctx.status().message();
+    auto* stream = dynamic_cast<StreamStore*>(&(*ctx)->expert_store());
+    ASSERT_NE(stream, nullptr);
+    EXPECT_EQ((*ctx)->storage_plan().expert_cache,
+              uint64_t{stream->n_slots()} * stream->slot_bytes());
+    EXPECT_GE((*ctx)->storage_plan().expert_cache,
+              (*ctx)->storage_plan().experts_total * (cache[0] == '3' ? 30 : 100) / 100);
+  }
+}
+
 TEST_F(StorageTest, StreamCountsHitsMissesAndBytes) {
   auto m = Load();
   ContextOptions o = Options(Stream("100%"));

@@ -39,6 +39,26 @@ uint64_t NowNs() {
 
 }  // namespace
 
+uint64_t StreamStore::SlotBytes(const ExpertLayout& layout) {
+  uint64_t bytes = 0;
+  for (uint32_t il = 0; il < layout.n_layer(); ++il) {
+    const ExpertSpec& spec = layout.spec(il);
+    // A pack's record starts aligned: it is read whole, rounded up to the alignment.
+    const uint64_t need =
+        layout.has_records()
+            ? RoundUp(layout.record_shape(il).length, kAlign)
+            : StagedBytes(spec.gate_bytes()) + StagedBytes(spec.up_bytes()) +
+                  StagedBytes(spec.down_bytes());
+    bytes = std::max(bytes, need);
+  }
+  return bytes;
+}
+
+uint64_t StreamStore::SlotsForFraction(const ExpertLayout& layout, double fraction) {
+  const uint64_t all = uint64_t{layout.n_layer()} * layout.n_expert();
+  return std::min<uint64_t>(all, static_cast<uint64_t>(std::ceil(fraction * all)));
+}
+
 StreamStore::StreamStore(const ExpertLayout& layout, std::unique_ptr<IoEngine> io)
     : layout_(layout), io_(std::move(io)) {}
 
@@ -53,20 +73,11 @@ Result<std::unique_ptr<StreamStore>> StreamStore::Create(const ExpertLayout& lay
                                                          std::unique_ptr<IoEngine> io,
                                                          const StreamOptions& options) {
   std::unique_ptr<StreamStore> s(new StreamStore(layout, std::move(io)));
-  for (uint32_t il = 0; il < layout.n_layer(); ++il) {
-    const ExpertSpec& spec = layout.spec(il);
-    // A pack's record starts aligned: it is read whole, rounded up to the alignment.
-    const uint64_t need =
-        layout.has_records()
-            ? RoundUp(layout.record_shape(il).length, kAlign)
-            : StagedBytes(spec.gate_bytes()) + StagedBytes(spec.up_bytes()) +
-                  StagedBytes(spec.down_bytes());
-    s->slot_bytes_ = std::max(s->slot_bytes_, need);
-  }
+  s->slot_bytes_ = SlotBytes(layout);
   const uint64_t all = uint64_t{layout.n_layer()} * layout.n_expert();
   const uint64_t n_slots =
       options.cache_fraction
-          ? std::min<uint64_t>(all, static_cast<uint64_t>(std::ceil(*options.cache_fraction * all)))
+          ? SlotsForFraction(layout, *options.cache_fraction)
           : (s->slot_bytes_ ? std::min(all, options.cache_bytes / s->slot_bytes_) : 0);
   if (n_slots < std::max<uint32_t>(options.min_slots, 1)) {
     return InvalidArgument(

@@ -55,6 +55,13 @@ class StreamStore final : public ExpertStore {
                                                      const StreamOptions& options);
   ~StreamStore() override;
 
+  // The bytes of one slot: the largest expert of any layer, each part staged for O_DIRECT
+  // (or a pack's whole record), so every slot can hold any expert.
+  static uint64_t SlotBytes(const ExpertLayout& layout);
+  // The slots that `cache_fraction` of all the experts takes: its pool is that many
+  // SlotBytes, more than the fraction of the experts' bytes where layers differ in size.
+  static uint64_t SlotsForFraction(const ExpertLayout& layout, double fraction);
+
   void BeginLayer(uint32_t layer, std::span<const int32_t> experts) override;
   Result<std::optional<ReadyExpert>> NextReady(bool wait = true,
                                                bool defer_checks = false) override;
