@@ -146,15 +146,13 @@ void StreamStore::ResetStats() {
   fresh.tier = "stream";
   fresh.layers.resize(layout_.n_layer());
   stats_ = std::move(fresh);
-  if (idle_layer_ >= 0) idle_since_ = std::chrono::steady_clock::now();  // count from here
+  if (idle_layer_ >= 0) idle_since_ns_ = NowNs();  // count the open gap from here
 }
 
 void StreamStore::DiskBusy() {
   busy_.Start();
   if (idle_layer_ < 0) return;
-  const uint64_t gap = static_cast<uint64_t>(std::chrono::duration_cast<std::chrono::nanoseconds>(
-                                                 std::chrono::steady_clock::now() - idle_since_)
-                                                 .count());
+  const uint64_t gap = NowNs() - idle_since_ns_;
   stats_.total.disk_idle_ns += gap;
   stats_.layers[idle_layer_].disk_idle_ns += gap;
   idle_layer_ = -1;
@@ -164,7 +162,7 @@ void StreamStore::DiskIdle() {
   if (!busy_.running()) return;  // idle already (Reap runs with nothing in flight too)
   busy_.Stop(&stats_.read_busy_ns);
   idle_layer_ = static_cast<int32_t>(layer_);
-  idle_since_ = std::chrono::steady_clock::now();
+  idle_since_ns_ = NowNs();
 }
 
 void StreamStore::Pin(int32_t s) {

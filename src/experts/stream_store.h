@@ -186,7 +186,7 @@ class StreamStore final : public ExpertStore {
   // layer running when it began (TierCounters::disk_idle_ns).
   void DiskBusy();
   void DiskIdle();
-  std::chrono::steady_clock::time_point idle_since_;
+  uint64_t idle_since_ns_ = 0;  // steady clock, when the open gap began
   int32_t idle_layer_ = -1;  // the layer running when the open gap began; -1: none open
 };
 
