@@ -134,6 +134,10 @@ class StreamStore final : public ExpertStore {
   void SubmitQueued();
   // Waits for at least one completion (if `block`) and processes what arrived.
   void Reap(bool block);
+  // The disk got work / ran out of it: busy time, and each idle gap counted against the
+  // layer running when it began (TierCounters::disk_idle_ns).
+  void DiskBusy();
+  void DiskIdle();
   void Pin(int32_t s);
   void EndPrefetch(int32_t s);
   // Counts the end of a slot's tenure (eviction or drop): wasted prefetch bytes.
@@ -182,10 +186,6 @@ class StreamStore final : public ExpertStore {
 
   TierStats stats_;
   BusyClock busy_;
-  // The disk got work / ran out of it: busy time, and each idle gap counted against the
-  // layer running when it began (TierCounters::disk_idle_ns).
-  void DiskBusy();
-  void DiskIdle();
   uint64_t idle_since_ns_ = 0;  // steady clock, when the open gap began
   int32_t idle_layer_ = -1;  // the layer running when the open gap began; -1: none open
 };
