@@ -129,10 +129,13 @@ Result<StoragePlan> PlanStorage(const Model& model, uint64_t kv_bytes, uint64_t 
         p.expert_cache = *o.expert_cache;
       } else if (o.expert_cache_pct) {
         // N% of the experts, in slots as the stream tier sizes them: the plan counts the pool
-        // it will really allocate (qwen3-30b-a3b q4_k_m at 25 %: 4.39 GiB, not 4.09).
-        const ExpertLayout& layout = model.expert_layout();
-        p.expert_cache = StreamStore::SlotsForFraction(layout, *o.expert_cache_pct / 100) *
-                         StreamStore::SlotBytes(layout);
+        // it will really allocate (slots are staged for O_DIRECT, and hold a layer's top-k).
+        StreamOptions so;
+        so.cache_fraction = *o.expert_cache_pct / 100;
+        so.min_slots = model.hparams().n_expert_used;
+        Result<SlotPlan> slots = StreamStore::PlanSlots(model.expert_layout(), so);
+        if (!slots.ok()) return slots.status();
+        p.expert_cache = slots->bytes();
       } else {
         p.expert_cache = std::min(room, p.experts_total);
       }

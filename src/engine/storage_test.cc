@@ -127,8 +127,8 @@ TEST_F(StorageTest, TooSmallACacheIsRefused) {
       << ctx.status().message();
 }
 
-// --expert-cache N% is N% of the experts in slots, each as large as the largest expert: the
-// memory plan counts the pool the stream tier really allocates.
+// --expert-cache N% is N% of the experts in slots staged for O_DIRECT: the memory plan counts
+// the pool the stream tier really allocates.
 TEST_F(StorageTest, APercentCacheIsPlannedAtItsPoolSize) {
   auto m = Load();
   for (const char* cache : {"30%", "100%"}) {
@@ -137,10 +137,68 @@ TEST_F(StorageTest, APercentCacheIsPlannedAtItsPoolSize) {
     ASSERT_TRUE(ctx.ok()) << ctx.status().message();
     auto* stream = dynamic_cast<StreamStore*>(&(*ctx)->expert_store());
     ASSERT_NE(stream, nullptr);
-    EXPECT_EQ((*ctx)->storage_plan().expert_cache,
-              uint64_t{stream->n_slots()} * stream->slot_bytes());
+    EXPECT_EQ((*ctx)->storage_plan().expert_cache, stream->pool_bytes());
     EXPECT_GE((*ctx)->storage_plan().expert_cache,
               (*ctx)->storage_plan().experts_total * (cache[0] == '3' ? 30 : 100) / 100);
+  }
+}
+
+// q4_k_m gives some layers a Q6_K `down` and the rest Q4_K: each layer's experts take slots
+// of their own size, so a budget holds more experts than in slots sized for the largest.
+TEST_F(StorageTest, SlotsComeInOneSizePerLayerClass) {
+  auto m = Load();
+  const ExpertLayout& layout = m->expert_layout();
+  const uint32_t K = m->hparams().n_expert_used, E = m->hparams().n_expert;
+  StreamOptions o;
+  o.min_slots = K;
+  o.cache_fraction = 1.0;
+  Result<SlotPlan> whole = StreamStore::PlanSlots(layout, o);
+  ASSERT_TRUE(whole.ok()) << whole.status().message();
+  ASSERT_EQ(whole->slot_bytes.size(), 2u);  // the test model mixes the two `down` types
+  std::vector<uint32_t> layers_in(2, 0);
+  for (uint32_t il = 0; il < layout.n_layer(); ++il) {
+    const uint8_t c = whole->layer_class[il];
+    ++layers_in[c];
+    // A slot holds the layer's three parts, each staged for O_DIRECT, and not a page more.
+    const ExpertSpec& spec = layout.spec(il);
+    EXPECT_GE(whole->slot_bytes[c], spec.bytes());
+    EXPECT_LE(whole->slot_bytes[c], spec.bytes() + 6 * kDirectIoAlignment);
+  }
+  EXPECT_EQ(whole->n_slots[0], layers_in[0] * E);
+  EXPECT_EQ(whole->n_slots[1], layers_in[1] * E);
+
+  // The budget of 20 slots of the largest size holds more than 20 experts, the same share
+  // of each class, and at least a layer's top-k of each.
+  o.cache_fraction.reset();
+  o.cache_bytes = 20 * whole->slot_bytes[1];
+  Result<SlotPlan> budget = StreamStore::PlanSlots(layout, o);
+  ASSERT_TRUE(budget.ok()) << budget.status().message();
+  EXPECT_LE(budget->bytes(), o.cache_bytes);
+  EXPECT_GT(budget->total_slots(), 20u);
+  EXPECT_GT(budget->bytes() + whole->slot_bytes[0], o.cache_bytes);  // nothing left unused
+  const double share0 = double(budget->n_slots[0]) / whole->n_slots[0];
+  const double share1 = double(budget->n_slots[1]) / whole->n_slots[1];
+  EXPECT_NEAR(share0, share1, 1.0 / (layers_in[0] * E) + 1.0 / (layers_in[1] * E));
+  o.cache_bytes = K * whole->slot_bytes[0] + K * whole->slot_bytes[1];
+  budget = StreamStore::PlanSlots(layout, o);
+  ASSERT_TRUE(budget.ok()) << budget.status().message();
+  EXPECT_EQ(budget->n_slots, (std::vector<uint32_t>{K, K}));
+  --o.cache_bytes;
+  budget = StreamStore::PlanSlots(layout, o);
+  ASSERT_FALSE(budget.ok());
+  EXPECT_NE(budget.status().message().find("one layer needs (" + std::to_string(K) + ")"),
+            std::string::npos)
+      << budget.status().message();
+
+  // The stream tier lays the classes out as planned (the tests above compute with them).
+  o.cache_bytes = 20 * whole->slot_bytes[1];
+  auto store = StreamStore::Create(layout, CreatePreadEngine(2).value(), o);
+  ASSERT_TRUE(store.ok()) << store.status().message();
+  EXPECT_EQ((*store)->pool_bytes(), StreamStore::PlanSlots(layout, o)->bytes());
+  for (uint32_t il = 0; il < layout.n_layer(); ++il) {
+    const uint8_t c = whole->layer_class[il];
+    EXPECT_EQ((*store)->slot_bytes_of_layer(il), whole->slot_bytes[c]) << il;
+    EXPECT_EQ((*store)->n_slots_of_layer(il), StreamStore::PlanSlots(layout, o)->n_slots[c]);
   }
 }
 
@@ -253,10 +311,12 @@ TEST_F(StorageTest, ALandedPrefetchIsKeptUntilItsLayerRuns) {
   const ExpertLayout& layout = m->expert_layout();
   const uint32_t K = m->hparams().n_expert_used;
   ASSERT_GE(m->hparams().n_expert, 2 * K);
-  StreamOptions probe_options;
-  probe_options.cache_fraction = 1.0;
-  auto probe = StreamStore::Create(layout, CreatePreadEngine(2).value(), probe_options);
-  ASSERT_TRUE(probe.ok()) << probe.status().message();
+  StreamOptions whole;
+  whole.cache_fraction = 1.0;
+  Result<SlotPlan> shape = StreamStore::PlanSlots(layout, whole);
+  ASSERT_TRUE(shape.ok()) << shape.status().message();
+  const uint8_t cls = shape->layer_class[0];
+  ASSERT_EQ(shape->layer_class[1], cls);
   // Every read but the prefetch's (layer 1, expert 0) lands 100 ms late, so the prefetch
   // has landed before the demand of layer 0 is served.
   std::vector<uint64_t> prefetch_offsets;
@@ -273,14 +333,18 @@ TEST_F(StorageTest, ALandedPrefetchIsKeptUntilItsLayerRuns) {
            prefetch_offsets.end();
   };
   plan.rules.push_back(late);
+  // One layer's experts and the prefetch in the slots of layers 0 and 1, one layer's in
+  // those of any other size.
   StreamOptions o;
-  o.cache_bytes = (K + 1) * (*probe)->slot_bytes();  // one layer's experts and the prefetch
+  for (size_t c = 0; c < shape->slot_bytes.size(); ++c) {
+    o.cache_bytes += (c == cls ? K + 1 : K) * shape->slot_bytes[c];
+  }
   o.min_slots = K;
   auto io = std::make_unique<FaultInjectingEngine>(CreatePreadEngine(2).value(), plan);
   auto store = StreamStore::Create(layout, std::move(io), o);
   ASSERT_TRUE(store.ok()) << store.status().message();
   StreamStore& st = **store;
-  ASSERT_EQ(st.n_slots(), K + 1);
+  ASSERT_EQ(st.n_slots_of_layer(0), K + 1);
   auto run_layer = [&](uint32_t layer, int32_t first) {
     std::vector<int32_t> experts(K);
     std::iota(experts.begin(), experts.end(), first);

@@ -5,6 +5,8 @@
 #include <cmath>
 #include <cstring>
 
+#include <fmt/ranges.h>
+
 #include "base/check.h"
 #include "base/log.h"
 #include "base/memory_info.h"
@@ -39,24 +41,102 @@ uint64_t NowNs() {
 
 }  // namespace
 
-uint64_t StreamStore::SlotBytes(const ExpertLayout& layout) {
-  uint64_t bytes = 0;
+uint64_t SlotPlan::bytes() const {
+  uint64_t total = 0;
+  for (size_t c = 0; c < slot_bytes.size(); ++c) total += n_slots[c] * slot_bytes[c];
+  return total;
+}
+
+uint32_t SlotPlan::total_slots() const {
+  uint32_t total = 0;
+  for (uint32_t n : n_slots) total += n;
+  return total;
+}
+
+Result<SlotPlan> StreamStore::PlanSlots(const ExpertLayout& layout, const StreamOptions& options) {
+  SlotPlan plan;
+  std::vector<uint64_t> need(layout.n_layer());  // (n_layer) each layer's slot size
   for (uint32_t il = 0; il < layout.n_layer(); ++il) {
     const ExpertSpec& spec = layout.spec(il);
     // A pack's record starts aligned: it is read whole, rounded up to the alignment.
-    const uint64_t need =
-        layout.has_records()
-            ? RoundUp(layout.record_shape(il).length, kAlign)
-            : StagedBytes(spec.gate_bytes()) + StagedBytes(spec.up_bytes()) +
-                  StagedBytes(spec.down_bytes());
-    bytes = std::max(bytes, need);
+    need[il] = layout.has_records()
+                   ? RoundUp(layout.record_shape(il).length, kAlign)
+                   : StagedBytes(spec.gate_bytes()) + StagedBytes(spec.up_bytes()) +
+                         StagedBytes(spec.down_bytes());
   }
-  return bytes;
-}
-
-uint64_t StreamStore::SlotsForFraction(const ExpertLayout& layout, double fraction) {
+  plan.slot_bytes = need;
+  std::sort(plan.slot_bytes.begin(), plan.slot_bytes.end());
+  plan.slot_bytes.erase(std::unique(plan.slot_bytes.begin(), plan.slot_bytes.end()),
+                        plan.slot_bytes.end());
+  const size_t n_class = plan.slot_bytes.size();
+  std::vector<uint64_t> experts(n_class, 0);  // (n_class) experts of each class
+  for (uint32_t il = 0; il < layout.n_layer(); ++il) {
+    const auto c = std::lower_bound(plan.slot_bytes.begin(), plan.slot_bytes.end(), need[il]) -
+                   plan.slot_bytes.begin();
+    plan.layer_class.push_back(static_cast<uint8_t>(c));
+    experts[c] += layout.n_expert();
+  }
   const uint64_t all = uint64_t{layout.n_layer()} * layout.n_expert();
-  return std::min<uint64_t>(all, static_cast<uint64_t>(std::ceil(fraction * all)));
+  const uint32_t k = std::max<uint32_t>(options.min_slots, 1);
+  uint64_t floor_bytes = 0;  // every class holding one layer's top-k
+  for (size_t c = 0; c < n_class; ++c) floor_bytes += std::min<uint64_t>(k, experts[c]) * plan.slot_bytes[c];
+  plan.n_slots.assign(n_class, 0);
+  if (options.cache_fraction) {
+    const double f = *options.cache_fraction;
+    const uint64_t held = std::min<uint64_t>(all, static_cast<uint64_t>(std::ceil(f * all)));
+    if (held < k) {
+      return InvalidArgument(
+          "the expert cache holds {} experts, but one layer needs {}: raise --expert-cache to "
+          "at least {:.1f}% ({} bytes)",
+          held, k, all ? 100.0 * k / all : 100.0, floor_bytes);
+    }
+    for (size_t c = 0; c < n_class; ++c) {
+      const uint64_t n = static_cast<uint64_t>(std::ceil(f * experts[c]));
+      plan.n_slots[c] = static_cast<uint32_t>(std::clamp<uint64_t>(n, std::min<uint64_t>(k, experts[c]), experts[c]));
+    }
+    return plan;
+  }
+  if (options.cache_bytes < floor_bytes) {
+    return InvalidArgument(
+        "the expert cache of {} bytes holds fewer experts than one layer needs ({}) in slots "
+        "of each size ({}): raise --expert-cache to at least {} bytes",
+        options.cache_bytes, k, fmt::join(plan.slot_bytes, ", "), floor_bytes);
+  }
+  // The same share of every class's experts, but at least k slots per class: classes that
+  // the share leaves under k get k, and the rest share what is left.
+  std::vector<bool> fixed(n_class, false);
+  for (bool changed = true; changed;) {
+    changed = false;
+    uint64_t left = options.cache_bytes, open_bytes = 0;
+    for (size_t c = 0; c < n_class; ++c) {
+      if (fixed[c]) left -= plan.n_slots[c] * plan.slot_bytes[c];
+      else open_bytes += experts[c] * plan.slot_bytes[c];
+    }
+    const double share = open_bytes ? std::min(1.0, double(left) / double(open_bytes)) : 0;
+    for (size_t c = 0; c < n_class; ++c) {
+      if (fixed[c]) continue;
+      plan.n_slots[c] = static_cast<uint32_t>(std::floor(share * double(experts[c])));
+      if (plan.n_slots[c] < std::min<uint64_t>(k, experts[c])) {
+        plan.n_slots[c] = static_cast<uint32_t>(std::min<uint64_t>(k, experts[c]));
+        fixed[c] = true;
+        changed = true;
+      }
+    }
+  }
+  // What rounding left over goes to the classes furthest behind, a slot at a time.
+  for (uint64_t left = options.cache_bytes - plan.bytes();;) {
+    size_t best = n_class;
+    for (size_t c = 0; c < n_class; ++c) {
+      if (plan.n_slots[c] == experts[c] || plan.slot_bytes[c] > left) continue;
+      if (best == n_class || plan.n_slots[c] * experts[best] < plan.n_slots[best] * experts[c]) {
+        best = c;
+      }
+    }
+    if (best == n_class) break;
+    ++plan.n_slots[best];
+    left -= plan.slot_bytes[best];
+  }
+  return plan;
 }
 
 StreamStore::StreamStore(const ExpertLayout& layout, std::unique_ptr<IoEngine> io)
@@ -73,20 +153,9 @@ Result<std::unique_ptr<StreamStore>> StreamStore::Create(const ExpertLayout& lay
                                                          std::unique_ptr<IoEngine> io,
                                                          const StreamOptions& options) {
   std::unique_ptr<StreamStore> s(new StreamStore(layout, std::move(io)));
-  s->slot_bytes_ = SlotBytes(layout);
-  const uint64_t all = uint64_t{layout.n_layer()} * layout.n_expert();
-  const uint64_t n_slots =
-      options.cache_fraction
-          ? SlotsForFraction(layout, *options.cache_fraction)
-          : (s->slot_bytes_ ? std::min(all, options.cache_bytes / s->slot_bytes_) : 0);
-  if (n_slots < std::max<uint32_t>(options.min_slots, 1)) {
-    return InvalidArgument(
-        "the expert cache holds {} experts of {} bytes, but one layer needs {}: raise "
-        "--expert-cache to at least {} bytes ({:.1f}%)",
-        n_slots, s->slot_bytes_, options.min_slots, uint64_t{options.min_slots} * s->slot_bytes_,
-        100.0 * options.min_slots / all);
-  }
-  Result<AlignedBuffer> pool = AlignedBuffer::Allocate(n_slots * s->slot_bytes_);
+  Result<SlotPlan> plan = PlanSlots(layout, options);
+  if (!plan.ok()) return plan.status();
+  Result<AlignedBuffer> pool = AlignedBuffer::Allocate(plan->bytes());
   if (!pool.ok()) return pool.status().WithContext("expert cache");
   s->pool_ = std::move(pool.value());
   s->populate_ = std::thread([store = s.get()] {
@@ -100,21 +169,33 @@ Result<std::unique_ptr<StreamStore>> StreamStore::Create(const ExpertLayout& lay
       if (!pool.Populate(off, std::min(kChunk, pool.size() - off)).ok()) return;
     }
   });
+  const uint32_t n_slots = plan->total_slots();
   s->slots_.resize(n_slots);
   s->filled_.assign(n_slots, 0);
-  if (n_slots == all) s->repack_after_uses_ = 1;
+  const uint32_t n_keys = layout.n_layer() * layout.n_expert();
+  if (n_slots == n_keys) s->repack_after_uses_ = 1;
   for (uint32_t il = 0; il < layout.n_layer(); ++il) {
     s->in_kernel_layout_.push_back(InKernelLayout(layout, il));
   }
-  for (int64_t i = static_cast<int64_t>(n_slots) - 1; i >= 0; --i) {
-    s->free_.push_back(static_cast<int32_t>(i));
+  s->layer_class_ = plan->layer_class;
+  uint64_t at = 0;
+  for (size_t c = 0; c < plan->slot_bytes.size(); ++c) {
+    SlotClass& sc = s->classes_.emplace_back();
+    sc.slot_bytes = plan->slot_bytes[c];
+    sc.first_slot = static_cast<int32_t>(s->slot_at_.size());
+    sc.n_slots = static_cast<int32_t>(plan->n_slots[c]);
+    for (int32_t i = sc.n_slots - 1; i >= 0; --i) sc.free.push_back(sc.first_slot + i);
+    for (int32_t i = 0; i < sc.n_slots; ++i, at += sc.slot_bytes) {
+      s->slot_at_.push_back(at);
+      s->slot_class_.push_back(static_cast<uint8_t>(c));
+    }
+    sc.policy = MakeEvictionPolicy(options.policy, sc.n_slots, n_keys, options.score);
+    if (sc.policy == nullptr) {
+      return InvalidArgument("unknown eviction policy '{}' (lru, lfu, placement)",
+                             options.policy);
+    }
   }
-  s->slot_of_.assign(uint64_t{layout.n_layer()} * layout.n_expert(), -1);
-  s->policy_ = MakeEvictionPolicy(options.policy, static_cast<int32_t>(n_slots),
-                                  layout.n_layer() * layout.n_expert(), options.score);
-  if (s->policy_ == nullptr) {
-    return InvalidArgument("unknown eviction policy '{}' (lru, lfu, placement)", options.policy);
-  }
+  s->slot_of_.assign(n_keys, -1);
   s->prefetch_share_ = options.prefetch_share;
   s->min_slots_ = std::max<uint32_t>(options.min_slots, 1);
   for (const std::string& path : layout.files()) {
@@ -166,7 +247,7 @@ void StreamStore::DiskIdle() {
 }
 
 void StreamStore::Pin(int32_t s) {
-  if (slots_[s].pins++ == 0 && slots_[s].state == SlotState::kReady) policy_->Remove(s);
+  if (slots_[s].pins++ == 0 && slots_[s].state == SlotState::kReady) Unevictable(s);
 }
 
 void StreamStore::Release(int32_t s) {
@@ -184,7 +265,7 @@ void StreamStore::Release(int32_t s) {
     DropSlot(s);
     return;
   }
-  if (slot.pins == 0 && slot.state == SlotState::kReady) policy_->Insert(s);
+  if (slot.pins == 0 && slot.state == SlotState::kReady) Evictable(s);
 }
 
 void StreamStore::Retire(int32_t s) {
@@ -199,28 +280,30 @@ void StreamStore::Retire(int32_t s) {
 void StreamStore::DropSlot(int32_t s) {
   Slot& slot = slots_[s];
   Retire(s);
-  policy_->Remove(s);
+  Unevictable(s);
   if (slot.layer >= 0) SlotOf(slot.layer, slot.expert) = -1;
   slot = Slot{};
-  free_.push_back(s);
+  ClassOfSlot(s).free.push_back(s);
 }
 
-int32_t StreamStore::TakeSlot(bool for_prefetch) {
-  if (for_prefetch && prefetch_slots_ >= prefetch_share_ * static_cast<double>(slots_.size())) {
+int32_t StreamStore::TakeSlot(uint32_t layer, bool for_prefetch) {
+  SlotClass& c = classes_[layer_class_[layer]];
+  if (for_prefetch && c.prefetch_slots >= prefetch_share_ * static_cast<double>(c.n_slots)) {
     return -1;
   }
-  if (!free_.empty()) {
-    const int32_t s = free_.back();
-    free_.pop_back();
+  if (!c.free.empty()) {
+    const int32_t s = c.free.back();
+    c.free.pop_back();
     return s;
   }
-  const int32_t v = policy_->Victim();
-  if (v < 0) return -1;
+  const int32_t local = c.policy->Victim();
+  if (local < 0) return -1;
+  const int32_t v = c.first_slot + local;
   Slot& slot = slots_[v];
   ++stats_.total.evictions;
   ++stats_.layers[slot.layer].evictions;
   Retire(v);
-  policy_->Remove(v);
+  c.policy->Remove(local);
   SlotOf(slot.layer, slot.expert) = -1;
   slot = Slot{};
   return v;
@@ -237,7 +320,8 @@ void StreamStore::StartLoad(int32_t s, uint32_t layer, uint32_t expert) {
   slot.unchecked = false;
   slot.corrupt = false;
   SlotOf(layer, expert) = s;
-  policy_->Assign(s, layer * layout_.n_expert() + expert);
+  SlotClass& c = ClassOfSlot(s);
+  c.policy->Assign(s - c.first_slot, layer * layout_.n_expert() + expert);
   // The slot's first read also faults its pages in (the pool is touched lazily), which a
   // kernel worker had better do than this thread (qwen3-30b-a3b pack, 25 % limit, `run -n
   // 16`: generation 4.50/4.50/4.15 -> 3.69/3.89/3.77 s); later reads go faster inline.
@@ -376,7 +460,7 @@ void StreamStore::Reap(bool block) {
       waiting_.erase(std::find(waiting_.begin(), waiting_.end(), s));
       ready_.push_back(s);
     } else if (slot.pins == 0) {
-      policy_->Insert(s);
+      Evictable(s);
     }
   }
   if (in_flight_ == 0) DiskIdle();
@@ -404,7 +488,9 @@ void StreamStore::BeginLayer(uint32_t layer, std::span<const int32_t> experts) {
   waiting_.clear();
   failed_.clear();
   backlog_.clear();
-  if (layer <= layer_) policy_->StartPass();
+  if (layer <= layer_) {
+    for (SlotClass& c : classes_) c.policy->StartPass();
+  }
   layer_ = layer;
   Reap(false);  // pick up finished prefetches first, so they count as hits
 
@@ -412,7 +498,8 @@ void StreamStore::BeginLayer(uint32_t layer, std::span<const int32_t> experts) {
   for (int32_t e : experts) {
     ++lc.requests;
     ++stats_.total.requests;
-    policy_->Access(layer * layout_.n_expert() + static_cast<uint32_t>(e));
+    classes_[layer_class_[layer]].policy->Access(layer * layout_.n_expert() +
+                                                 static_cast<uint32_t>(e));
     int32_t s = SlotOf(layer, static_cast<uint32_t>(e));
     if (s >= 0 && slots_[s].prefetched_unused) {
       slots_[s].prefetched_unused = false;
@@ -437,7 +524,7 @@ void StreamStore::BeginLayer(uint32_t layer, std::span<const int32_t> experts) {
       waiting_.push_back(s);
       continue;
     }
-    s = TakeSlot(false);
+    s = TakeSlot(layer, false);
     if (s < 0) {
       backlog_.push_back({static_cast<int32_t>(layer), e});
       continue;
@@ -452,7 +539,7 @@ void StreamStore::BeginLayer(uint32_t layer, std::span<const int32_t> experts) {
   std::erase_if(held_, [&](int32_t h) {
     if (slots_[h].layer > static_cast<int32_t>(layer)) return false;
     EndPrefetch(h);
-    if (slots_[h].pins == 0) policy_->Insert(h);
+    if (slots_[h].pins == 0) Evictable(h);
     return true;
   });
   SubmitQueued();
@@ -524,9 +611,9 @@ Result<std::optional<ReadyExpert>> StreamStore::NextReady(bool wait, bool defer_
     if (waiting_.empty() && backlog_.empty()) return std::optional<ReadyExpert>();
     // Experts that found no slot at BeginLayer get one as leases come back.
     while (!backlog_.empty()) {
-      const int32_t s = TakeSlot(false);
-      if (s < 0) break;
       auto [layer, e] = backlog_.front();
+      const int32_t s = TakeSlot(static_cast<uint32_t>(layer), false);
+      if (s < 0) break;
       backlog_.pop_front();
       StartLoad(s, static_cast<uint32_t>(layer), static_cast<uint32_t>(e));
       Pin(s);
@@ -542,9 +629,9 @@ Result<std::optional<ReadyExpert>> StreamStore::NextReady(bool wait, bool defer_
     }
     if (in_flight_ == 0) {
       return Status(StatusCode::kResourceExhausted,
-                    fmt::format("the expert cache is too small: all {} slots are held by experts "
-                                "in use; raise --expert-cache",
-                                slots_.size()));
+                    fmt::format("the expert cache is too small: all {} slots for layer {}'s "
+                                "experts are held by experts in use; raise --expert-cache",
+                                n_slots_of_layer(layer_), layer_));
     }
     const uint64_t t0 = NowNs();
     Reap(true);
@@ -557,12 +644,12 @@ Result<std::optional<ReadyExpert>> StreamStore::NextReady(bool wait, bool defer_
 void StreamStore::Hint(uint32_t layer, std::span<const int32_t> experts) {
   for (int32_t e : experts) {
     if (SlotOf(layer, static_cast<uint32_t>(e)) >= 0) continue;
-    const int32_t s = TakeSlot(true);
+    const int32_t s = TakeSlot(layer, true);
     if (s < 0) break;
     StartLoad(s, layer, static_cast<uint32_t>(e));
     slots_[s].prefetch = true;
     slots_[s].prefetched_unused = true;
-    ++prefetch_slots_;
+    ++ClassOfSlot(s).prefetch_slots;
     const uint64_t bytes = layout_.spec(layer).bytes();
     ++stats_.total.prefetch_reads;
     ++stats_.layers[layer].prefetch_reads;
@@ -574,12 +661,19 @@ void StreamStore::Hint(uint32_t layer, std::span<const int32_t> experts) {
 
 uint32_t StreamStore::Place(std::span<const std::pair<uint32_t, uint32_t>> experts,
                             uint32_t max_slots) {
-  // Keep room for demand: one layer's top-k stays unplaced whatever the caller asks (the
-  // caller's share, --placement-share, is the usual limit).
-  const uint32_t cap = std::min<uint32_t>(max_slots, n_slots() - std::min(n_slots(), min_slots_));
+  // Each class places at most its part of max_slots (the caller's share, --placement-share)
+  // and keeps one layer's top-k unplaced for demand, whatever the caller asks.
+  std::vector<uint32_t> room(classes_.size());  // (n_class)
+  for (size_t c = 0; c < classes_.size(); ++c) {
+    const uint32_t in_class = static_cast<uint32_t>(classes_[c].n_slots);
+    room[c] = std::min<uint32_t>(static_cast<uint32_t>(uint64_t{max_slots} * in_class / n_slots()),
+                                 in_class - std::min(in_class, min_slots_));
+  }
   uint32_t n = 0;
   for (auto [layer, expert] : experts) {
-    if (n >= cap) break;
+    uint32_t& left = room[layer_class_[layer]];
+    if (left == 0) continue;
+    --left;
     to_place_.push_back({layer, expert});
     ++n;
   }
@@ -595,7 +689,7 @@ void StreamStore::StartPlacements() {
     to_place_.pop_front();
     int32_t s = SlotOf(layer, expert);
     if (s < 0) {
-      s = TakeSlot(false);
+      s = TakeSlot(layer, false);
       if (s < 0) {
         to_place_.clear();  // everything else is pinned: placement stops here
         return;
@@ -604,7 +698,7 @@ void StreamStore::StartPlacements() {
       slots_[s].placing = true;
       ++placing_;
     } else if (slots_[s].state == SlotState::kReady && slots_[s].pins == 0) {
-      policy_->Remove(s);  // already cached: just pin it
+      Unevictable(s);  // already cached: just pin it
     }
     Slot& slot = slots_[s];
     if (!slot.placed) {
@@ -619,7 +713,7 @@ void StreamStore::StartPlacements() {
 void StreamStore::EndPrefetch(int32_t s) {
   if (slots_[s].prefetch) {
     slots_[s].prefetch = false;
-    --prefetch_slots_;
+    --ClassOfSlot(s).prefetch_slots;
   }
 }
 

@@ -1,5 +1,6 @@
-// The stream tier: a bounded cache of fixed-size, 4 KiB-aligned slots filled from the
-// model files by an IoEngine (O_DIRECT where possible, so nothing is cached twice).
+// The stream tier: a bounded cache of 4 KiB-aligned slots (a size per layer class: SlotPlan)
+// filled from the model files by an IoEngine (O_DIRECT where possible, so nothing is cached
+// twice).
 //
 // - Two requests for the same expert share one read; an expert in use is pinned by its
 //   lease and never evicted.
@@ -46,6 +47,18 @@ struct StreamOptions {
   std::vector<float> score;      // (n_layer * n_expert) profile score, for "placement"
 };
 
+// The slot pool's shape. Slots come in classes, one per distinct slot size among the layers
+// (q4_k_m gives some layers a Q6_K `down` and the rest Q4_K), and an expert takes a slot of
+// its own layer's size: slots sized for the largest expert left ~7 % of a qwen3-30b-a3b
+// pool as padding.
+struct SlotPlan {
+  std::vector<uint64_t> slot_bytes;  // (n_class) each class's slot size, ascending
+  std::vector<uint32_t> n_slots;     // (n_class) slots of each class
+  std::vector<uint8_t> layer_class;  // (n_layer) the class of each layer's experts
+  uint64_t bytes() const;            // the whole pool
+  uint32_t total_slots() const;
+};
+
 class StreamStore final : public ExpertStore {
  public:
   // Opens every model file in `io`. Errors: a cache too small for `min_slots` experts
@@ -55,12 +68,11 @@ class StreamStore final : public ExpertStore {
                                                      const StreamOptions& options);
   ~StreamStore() override;
 
-  // The bytes of one slot: the largest expert of any layer, each part staged for O_DIRECT
-  // (or a pack's whole record), so every slot can hold any expert.
-  static uint64_t SlotBytes(const ExpertLayout& layout);
-  // The slots that `cache_fraction` of all the experts takes: its pool is that many
-  // SlotBytes, more than the fraction of the experts' bytes where layers differ in size.
-  static uint64_t SlotsForFraction(const ExpertLayout& layout, double fraction);
+  // Divides the pool among the slot classes: `cache_fraction` of each class's experts, or
+  // `cache_bytes` split so that each class holds the same share of its experts. Each class
+  // holds at least one layer's top-k (`min_slots`). Errors: a cache too small for that,
+  // naming the sizes.
+  static Result<SlotPlan> PlanSlots(const ExpertLayout& layout, const StreamOptions& options);
 
   void BeginLayer(uint32_t layer, std::span<const int32_t> experts) override;
   Result<std::optional<ReadyExpert>> NextReady(bool wait = true,
@@ -72,7 +84,8 @@ class StreamStore final : public ExpertStore {
   }
   void Hint(uint32_t layer, std::span<const int32_t> experts) override;
   // Pins `experts` ((layer, expert) pairs, hottest first) into the cache for good, up to
-  // `max_slots`, always leaving one layer's top-k (min_slots) unplaced. They load in the
+  // `max_slots` (shared among the slot classes by their sizes), always leaving one layer's
+  // top-k (min_slots) of each class unplaced. They load in the
   // background, at most a few reads at a time, behind any demand; the first token does not
   // wait for them. Returns how many will be placed.
   uint32_t Place(std::span<const std::pair<uint32_t, uint32_t>> experts, uint32_t max_slots);
@@ -85,7 +98,14 @@ class StreamStore final : public ExpertStore {
   std::string name() const override { return "stream"; }
 
   uint32_t n_slots() const { return static_cast<uint32_t>(slots_.size()); }
-  uint64_t slot_bytes() const { return slot_bytes_; }
+  // The slots that can hold `layer`'s experts (its class), and the size of each.
+  uint32_t n_slots_of_layer(uint32_t layer) const {
+    return static_cast<uint32_t>(classes_[layer_class_[layer]].n_slots);
+  }
+  uint64_t slot_bytes_of_layer(uint32_t layer) const {
+    return classes_[layer_class_[layer]].slot_bytes;
+  }
+  uint64_t pool_bytes() const { return pool_.size(); }
   const IoEngine& io() const { return *io_; }
   bool direct() const { return direct_; }
 
@@ -122,12 +142,33 @@ class StreamStore final : public ExpertStore {
   std::vector<uint8_t> in_kernel_layout_;
 
   StreamStore(const ExpertLayout& layout, std::unique_ptr<IoEngine> io);
-  uint8_t* SlotData(int32_t s) { return pool_.data() + uint64_t(s) * slot_bytes_; }
+  // The slots of one size: [first_slot, first_slot + n_slots), side by side in the pool.
+  struct SlotClass {
+    uint64_t slot_bytes = 0;
+    int32_t first_slot = 0;
+    int32_t n_slots = 0;
+    std::vector<int32_t> free;    // empty slots
+    int32_t prefetch_slots = 0;   // slots held by prefetches not yet demanded
+    std::unique_ptr<EvictionPolicy> policy;  // over slot - first_slot
+  };
+
+  uint8_t* SlotData(int32_t s) { return pool_.data() + slot_at_[s]; }
+  SlotClass& ClassOfSlot(int32_t s) { return classes_[slot_class_[s]]; }
+  // The slot became evictable (ready, nobody holds it) / is no longer.
+  void Evictable(int32_t s) {
+    SlotClass& c = ClassOfSlot(s);
+    c.policy->Insert(s - c.first_slot);
+  }
+  void Unevictable(int32_t s) {
+    SlotClass& c = ClassOfSlot(s);
+    c.policy->Remove(s - c.first_slot);
+  }
   int32_t& SlotOf(uint32_t layer, uint32_t expert) {
     return slot_of_[uint64_t{layer} * layout_.n_expert() + expert];
   }
-  // A free slot, or an evicted one; -1 if every slot is pinned or loading.
-  int32_t TakeSlot(bool for_prefetch);
+  // A free slot of `layer`'s class, or an evicted one; -1 if every such slot is pinned or
+  // loading (or, for a prefetch, its share of them is taken).
+  int32_t TakeSlot(uint32_t layer, bool for_prefetch);
   void DropSlot(int32_t s);
   // Queues the reads of (layer, expert) into slot s.
   void StartLoad(int32_t s, uint32_t layer, uint32_t expert);
@@ -153,24 +194,24 @@ class StreamStore final : public ExpertStore {
 
   const ExpertLayout& layout_;
   std::unique_ptr<IoEngine> io_;
-  std::unique_ptr<EvictionPolicy> policy_;
   FileWatch watch_;
   std::vector<int> files_;     // (files) engine indices
   bool direct_ = true;         // all files opened with O_DIRECT
   double prefetch_share_ = 0.25;
   uint32_t min_slots_ = 1;  // the experts one layer needs; never placed
-  uint64_t slot_bytes_ = 0;
-  AlignedBuffer pool_;         // (n_slots * slot_bytes) made resident by populate_
+  AlignedBuffer pool_;         // (SlotPlan::bytes) made resident by populate_
   // Faults the pool's pages in from the first slot on, in the background: an O_DIRECT read
   // into a never-touched slot faults its pages inside the kernel's read path, which made
   // reads ~10x slower while a large cache was filling (docs/tiering.md, 2026-12-01).
   std::thread populate_;
   std::atomic<bool> stop_populate_{false};
+  std::vector<SlotClass> classes_;
+  std::vector<uint8_t> layer_class_;  // (n_layer) index into classes_
+  std::vector<uint8_t> slot_class_;   // (n_slots) index into classes_
+  std::vector<uint64_t> slot_at_;     // (n_slots) where each slot starts in pool_
   std::vector<Slot> slots_;    // (n_slots)
   std::vector<uint8_t> filled_;  // (n_slots) 1 once a read was submitted into the slot
   std::vector<int32_t> slot_of_;  // (n_layer * n_expert) slot index or -1
-  std::vector<int32_t> free_;     // empty slots
-  int32_t prefetch_slots_ = 0;    // slots held by prefetches not yet demanded
   std::vector<int32_t> held_;     // prefetches landed, not evictable until their layer runs
   std::vector<ReadOp> queued_;    // reads to submit
   uint64_t in_flight_ = 0;
