@@ -145,6 +145,13 @@ Status ReportTierStats(const StorageFlags& f, Context& ctx, double wall_seconds,
       std::fprintf(stderr, "moetier: placement: %llu experts pinned from the routing profile\n",
                    (unsigned long long)t.placed);
     }
+    if (s.cache_slots > 0) {
+      const uint64_t experts = uint64_t{ctx.model().hparams().n_layer} *
+                               ctx.model().hparams().n_expert;
+      std::fprintf(stderr, "moetier: expert cache: %u slots, %.1f%% of the model's %llu experts\n",
+                   s.cache_slots, experts ? 100.0 * s.cache_slots / experts : 0.0,
+                   (unsigned long long)experts);
+    }
     if (tokens > 0) {
       std::fprintf(stderr, "moetier: per token: %s read, %.1f expert requests\n",
                    HumanBytes(t.bytes_physical / tokens).c_str(), double(t.requests) / tokens);
@@ -172,6 +179,7 @@ Status ReportTierStats(const StorageFlags& f, Context& ctx, double wall_seconds,
     j["total"] = CountersJson(s.total);
     j["hit_rate"] = s.hit_rate();
     j["read_busy_s"] = s.read_busy_ns * 1e-9;
+    j["cache_slots"] = s.cache_slots;
     j["read_gib_per_s"] = s.read_gib_per_s();
     j["wall_s"] = wall_seconds;
     j["tokens"] = tokens;

@@ -77,6 +77,20 @@ std::string StoragePlan::ToString() const {
                                       : std::string(" (page cache)"));
 }
 
+namespace {
+
+// The stream tier's slot pool for `fraction` of the experts (StreamStore::PlanSlots).
+Result<uint64_t> PoolBytes(const Model& model, double fraction) {
+  StreamOptions so;
+  so.cache_fraction = fraction;
+  so.min_slots = model.hparams().n_expert_used;
+  Result<SlotPlan> slots = StreamStore::PlanSlots(model.expert_layout(), so);
+  if (!slots.ok()) return slots.status();
+  return slots->bytes();
+}
+
+}  // namespace
+
 Result<StoragePlan> PlanStorage(const Model& model, uint64_t kv_bytes, uint64_t scratch_bytes,
                                 const StorageOptions& o) {
   StoragePlan p;
@@ -130,14 +144,14 @@ Result<StoragePlan> PlanStorage(const Model& model, uint64_t kv_bytes, uint64_t 
       } else if (o.expert_cache_pct) {
         // N% of the experts, in slots as the stream tier sizes them: the plan counts the pool
         // it will really allocate (slots are staged for O_DIRECT, and hold a layer's top-k).
-        StreamOptions so;
-        so.cache_fraction = *o.expert_cache_pct / 100;
-        so.min_slots = model.hparams().n_expert_used;
-        Result<SlotPlan> slots = StreamStore::PlanSlots(model.expert_layout(), so);
-        if (!slots.ok()) return slots.status();
-        p.expert_cache = slots->bytes();
+        Result<uint64_t> pool = PoolBytes(model, *o.expert_cache_pct / 100);
+        if (!pool.ok()) return pool.status();
+        p.expert_cache = pool.value();
       } else {
-        p.expert_cache = std::min(room, p.experts_total);
+        // At most the pool that holds every expert (slots round each part up to 4 KiB).
+        Result<uint64_t> every = PoolBytes(model, 1.0);
+        if (!every.ok()) return every.status();
+        p.expert_cache = std::min(room, every.value());
       }
       if (p.expert_cache > room && !o.mem_budget) {
         return Status(StatusCode::kResourceExhausted,

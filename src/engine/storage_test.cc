@@ -202,6 +202,24 @@ TEST_F(StorageTest, SlotsComeInOneSizePerLayerClass) {
   }
 }
 
+// Without --expert-cache, a budget that has room for every expert gets a cache that holds
+// every expert: the pool of slots (each part rounded up to 4 KiB), not the experts' bytes.
+TEST_F(StorageTest, TheDefaultCacheHoldsEveryExpertWhenTheyFit) {
+  auto m = Load();
+  StorageOptions s;
+  s.mode = MoeStorage::kStream;
+  auto ctx = Context::Create(*m, Options(s));
+  ASSERT_TRUE(ctx.ok()) << ctx.status().message();
+  auto* stream = dynamic_cast<StreamStore*>(&(*ctx)->expert_store());
+  ASSERT_NE(stream, nullptr);
+  const uint32_t all = m->hparams().n_layer * m->hparams().n_expert;
+  EXPECT_EQ(stream->n_slots(), all);
+  EXPECT_EQ((*ctx)->storage_plan().expert_cache, stream->pool_bytes());
+  EXPECT_EQ(stream->stats().cache_slots, all);
+  stream->ResetStats();
+  EXPECT_EQ(stream->stats().cache_slots, all);
+}
+
 TEST_F(StorageTest, StreamCountsHitsMissesAndBytes) {
   auto m = Load();
   ContextOptions o = Options(Stream("100%"));

@@ -219,6 +219,7 @@ Result<std::unique_ptr<StreamStore>> StreamStore::Create(const ExpertLayout& lay
   s->watch_ = std::move(watch.value());
   s->stats_.tier = "stream";
   s->stats_.layers.resize(layout.n_layer());
+  s->stats_.cache_slots = n_slots;
   return s;
 }
 
@@ -226,6 +227,7 @@ void StreamStore::ResetStats() {
   TierStats fresh;
   fresh.tier = "stream";
   fresh.layers.resize(layout_.n_layer());
+  fresh.cache_slots = n_slots();
   stats_ = std::move(fresh);
   if (idle_layer_ >= 0) idle_since_ns_ = NowNs();  // count the open gap from here
 }

@@ -38,6 +38,7 @@ struct TierStats {
   TierCounters total;
   std::vector<TierCounters> layers;   // (n_layer)
   uint64_t read_busy_ns = 0;          // union of the intervals with any read in flight
+  uint32_t cache_slots = 0;           // stream: the experts its cache holds at once
 
   double hit_rate() const {
     return total.requests ? double(total.hits) / double(total.requests) : 1.0;

@@ -20,6 +20,8 @@ import json, sys
 s = json.load(open(sys.argv[1]))
 t = s["total"]
 assert s["tier"] == sys.argv[2]
+# 10 % of olmoe-tiny's 64 experts: at least 4 (a layer's top-k) of each of its 2 slot sizes
+assert s["cache_slots"] == (8 if sys.argv[2] == "stream" else 0), s["cache_slots"]
 assert t["requests"] > 0 and t["requests"] == t["hits"] + t["misses"]
 if sys.argv[2] == "stream":
     assert t["misses"] > 0 and t["bytes_physical"] >= t["bytes_payload"] > 0
@@ -30,6 +32,7 @@ done
 
 "$MOETIER" run -m "$model" -p "Hi" -n 4 --temp 0 --moe-storage stream --stats > /dev/null 2> "$WORK/err"
 grep -q "experts (stream):.*hits" "$WORK/err" && grep -q "layer  0:" "$WORK/err" &&
+  grep -q "expert cache: 64 slots, 100.0% of the model's 64 experts" "$WORK/err" &&
   pass "--stats prints totals and layers" || fail "--stats: $(cat "$WORK/err")"
 
 # bench reports the statistics of its first decode test, batched or not: 2 tokens x 3
