@@ -266,10 +266,11 @@ PY
     [ "$label" = "stream, prefetch" ] && [ ! -f "$work/failed.$i.1" ] || continue
     /usr/bin/python3 - "$work/stats.$i.1.json" "$pct" <<'PY'
 import json, sys
-p = json.load(open(sys.argv[1]))["plan"]
+s = json.load(open(sys.argv[1]))
+p = s["plan"]
 mib = lambda b: f"{b / 2**20:.0f} MiB" if b >= 10 * 2**20 else f"{b / 2**20:.1f} MiB"
-print(f"at {sys.argv[2]} %: expert cache {mib(p['expert_cache'])}, "
-      f"{100 * p['expert_cache'] / p['experts_total']:.0f} % of the experts (budget "
+print(f"at {sys.argv[2]} %: expert cache {mib(p['expert_cache'])}, {s['cache_slots']} experts, "
+      f"{100 * p['expert_cache'] / p['experts_total']:.0f} % of the experts' bytes (budget "
       f"{mib(p['budget'])}: dense {mib(p['dense'])}, KV {mib(p['kv_cache'])}, "
       f"reserve {mib(p['reserve'])})")
 PY
