@@ -158,6 +158,11 @@ std::string Metrics::Render(const SchedulerGauges& g) const {
                g.tier.read_busy_ns * 1e-9);
   tier_counter("moetier_expert_disk_idle_seconds_total",
                "Time with no expert read in flight, between two reads.", t.disk_idle_ns * 1e-9);
+  if (g.tier.cache_slots > 0) {
+    Header(&out, "moetier_expert_cache_slots", "gauge", "Experts the cache holds at once.");
+    out += fmt::format("moetier_expert_cache_slots{{tier=\"{}\"}} {}\n", tier,
+                       g.tier.cache_slots);
+  }
   return out;
 }
 

@@ -54,6 +54,7 @@ TEST(MetricsTest, RenderHasEveryFamily) {
   g.tier.total.bytes_physical = 4096;
   g.tier.total.demand_stall_ns = 1'500'000'000;
   g.tier.total.disk_idle_ns = 250'000'000;
+  g.tier.cache_slots = 1212;
   g.step_seconds = {2.5, 0.75};
   g.step_generated = {40, 3};
   const std::string text = m.Render(g);
@@ -81,6 +82,7 @@ TEST(MetricsTest, RenderHasEveryFamily) {
   EXPECT_TRUE(Has(text, "moetier_expert_read_bytes_total{tier=\"stream\"} 4096"));
   EXPECT_TRUE(Has(text, "moetier_expert_stall_seconds_total{tier=\"stream\"} 1.5"));
   EXPECT_TRUE(Has(text, "moetier_expert_disk_idle_seconds_total{tier=\"stream\"} 0.25"));
+  EXPECT_TRUE(Has(text, "moetier_expert_cache_slots{tier=\"stream\"} 1212"));
   // Every sample line belongs to a family declared by a TYPE line before it.
   std::istringstream in(text);
   std::string declared;
@@ -92,6 +94,10 @@ TEST(MetricsTest, RenderHasEveryFamily) {
       EXPECT_EQ(l.rfind(declared, 0), 0u) << l << " after TYPE " << declared;
     }
   }
+  // Only the stream tier has a bounded cache.
+  g.tier.tier = "resident";
+  g.tier.cache_slots = 0;
+  EXPECT_FALSE(Has(m.Render(g), "moetier_expert_cache_slots"));
 }
 
 }  // namespace

@@ -562,7 +562,8 @@ const comp = await client.completions.create(compReq);
                       'moetier_expert_misses_total{tier="stream"}',
                       'moetier_expert_read_bytes_total{tier="stream"}',
                       'moetier_expert_stall_seconds_total{tier="stream"}',
-                      'moetier_expert_disk_idle_seconds_total{tier="stream"}']) {
+                      'moetier_expert_disk_idle_seconds_total{tier="stream"}',
+                      'moetier_expert_cache_slots{tier="stream"}']) {
     check(text.includes(want), `metrics has ${want}`);
   }
 }
