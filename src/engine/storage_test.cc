@@ -157,7 +157,7 @@ TEST_F(StorageTest, SlotsComeInOneSizePerLayerClass) {
   ASSERT_EQ(whole->slot_bytes.size(), 2u);  // the test model mixes the two `down` types
   std::vector<uint32_t> layers_in(2, 0);
   for (uint32_t il = 0; il < layout.n_layer(); ++il) {
-    const uint8_t c = whole->layer_class[il];
+    const uint32_t c = whole->layer_class[il];
     ++layers_in[c];
     // A slot holds the layer's three parts, each staged for O_DIRECT, and not a page more.
     const ExpertSpec& spec = layout.spec(il);
@@ -196,7 +196,7 @@ TEST_F(StorageTest, SlotsComeInOneSizePerLayerClass) {
   ASSERT_TRUE(store.ok()) << store.status().message();
   EXPECT_EQ((*store)->pool_bytes(), StreamStore::PlanSlots(layout, o)->bytes());
   for (uint32_t il = 0; il < layout.n_layer(); ++il) {
-    const uint8_t c = whole->layer_class[il];
+    const uint32_t c = whole->layer_class[il];
     EXPECT_EQ((*store)->slot_bytes_of_layer(il), whole->slot_bytes[c]) << il;
     EXPECT_EQ((*store)->n_slots_of_layer(il), StreamStore::PlanSlots(layout, o)->n_slots[c]);
   }
@@ -333,7 +333,7 @@ TEST_F(StorageTest, ALandedPrefetchIsKeptUntilItsLayerRuns) {
   whole.cache_fraction = 1.0;
   Result<SlotPlan> shape = StreamStore::PlanSlots(layout, whole);
   ASSERT_TRUE(shape.ok()) << shape.status().message();
-  const uint8_t cls = shape->layer_class[0];
+  const uint32_t cls = shape->layer_class[0];
   ASSERT_EQ(shape->layer_class[1], cls);
   // Every read but the prefetch's (layer 1, expert 0) lands 100 ms late, so the prefetch
   // has landed before the demand of layer 0 is served.

@@ -73,7 +73,7 @@ Result<SlotPlan> StreamStore::PlanSlots(const ExpertLayout& layout, const Stream
   for (uint32_t il = 0; il < layout.n_layer(); ++il) {
     const auto c = std::lower_bound(plan.slot_bytes.begin(), plan.slot_bytes.end(), need[il]) -
                    plan.slot_bytes.begin();
-    plan.layer_class.push_back(static_cast<uint8_t>(c));
+    plan.layer_class.push_back(static_cast<uint32_t>(c));
     experts[c] += layout.n_expert();
   }
   const uint64_t all = uint64_t{layout.n_layer()} * layout.n_expert();
@@ -187,7 +187,7 @@ Result<std::unique_ptr<StreamStore>> StreamStore::Create(const ExpertLayout& lay
     for (int32_t i = sc.n_slots - 1; i >= 0; --i) sc.free.push_back(sc.first_slot + i);
     for (int32_t i = 0; i < sc.n_slots; ++i, at += sc.slot_bytes) {
       s->slot_at_.push_back(at);
-      s->slot_class_.push_back(static_cast<uint8_t>(c));
+      s->slot_class_.push_back(static_cast<uint32_t>(c));
     }
     sc.policy = MakeEvictionPolicy(options.policy, sc.n_slots, n_keys, options.score);
     if (sc.policy == nullptr) {

@@ -54,7 +54,7 @@ struct StreamOptions {
 struct SlotPlan {
   std::vector<uint64_t> slot_bytes;  // (n_class) each class's slot size, ascending
   std::vector<uint32_t> n_slots;     // (n_class) slots of each class
-  std::vector<uint8_t> layer_class;  // (n_layer) the class of each layer's experts
+  std::vector<uint32_t> layer_class;  // (n_layer) the class of each layer's experts
   uint64_t bytes() const;            // the whole pool
   uint32_t total_slots() const;
 };
@@ -206,8 +206,8 @@ class StreamStore final : public ExpertStore {
   std::thread populate_;
   std::atomic<bool> stop_populate_{false};
   std::vector<SlotClass> classes_;
-  std::vector<uint8_t> layer_class_;  // (n_layer) index into classes_
-  std::vector<uint8_t> slot_class_;   // (n_slots) index into classes_
+  std::vector<uint32_t> layer_class_;  // (n_layer) index into classes_
+  std::vector<uint32_t> slot_class_;   // (n_slots) index into classes_
   std::vector<uint64_t> slot_at_;     // (n_slots) where each slot starts in pool_
   std::vector<Slot> slots_;    // (n_slots)
   std::vector<uint8_t> filled_;  // (n_slots) 1 once a read was submitted into the slot
