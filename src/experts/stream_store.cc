@@ -78,8 +78,12 @@ Result<SlotPlan> StreamStore::PlanSlots(const ExpertLayout& layout, const Stream
   }
   const uint64_t all = uint64_t{layout.n_layer()} * layout.n_expert();
   const uint32_t k = std::max<uint32_t>(options.min_slots, 1);
-  uint64_t floor_bytes = 0;  // every class holding one layer's top-k
-  for (size_t c = 0; c < n_class; ++c) floor_bytes += std::min<uint64_t>(k, experts[c]) * plan.slot_bytes[c];
+  std::vector<uint64_t> least(n_class);  // (n_class) one layer's top-k, or all there are
+  uint64_t floor_bytes = 0;               // every class holding its least
+  for (size_t c = 0; c < n_class; ++c) {
+    least[c] = std::min<uint64_t>(k, experts[c]);
+    floor_bytes += least[c] * plan.slot_bytes[c];
+  }
   plan.n_slots.assign(n_class, 0);
   if (options.cache_fraction) {
     const double f = *options.cache_fraction;
@@ -92,7 +96,7 @@ Result<SlotPlan> StreamStore::PlanSlots(const ExpertLayout& layout, const Stream
     }
     for (size_t c = 0; c < n_class; ++c) {
       const uint64_t n = static_cast<uint64_t>(std::ceil(f * experts[c]));
-      plan.n_slots[c] = static_cast<uint32_t>(std::clamp<uint64_t>(n, std::min<uint64_t>(k, experts[c]), experts[c]));
+      plan.n_slots[c] = static_cast<uint32_t>(std::clamp<uint64_t>(n, least[c], experts[c]));
     }
     return plan;
   }
@@ -116,8 +120,8 @@ Result<SlotPlan> StreamStore::PlanSlots(const ExpertLayout& layout, const Stream
     for (size_t c = 0; c < n_class; ++c) {
       if (fixed[c]) continue;
       plan.n_slots[c] = static_cast<uint32_t>(std::floor(share * double(experts[c])));
-      if (plan.n_slots[c] < std::min<uint64_t>(k, experts[c])) {
-        plan.n_slots[c] = static_cast<uint32_t>(std::min<uint64_t>(k, experts[c]));
+      if (plan.n_slots[c] < least[c]) {
+        plan.n_slots[c] = static_cast<uint32_t>(least[c]);
         fixed[c] = true;
         changed = true;
       }
