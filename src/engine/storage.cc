@@ -72,19 +72,33 @@ std::string StoragePlan::ToString() const {
       "experts {} in {} mode{}",
       HumanBytes(budget), budget_source, HumanBytes(reserve), HumanBytes(dense),
       HumanBytes(kv_cache), HumanBytes(scratch), HumanBytes(experts_total), MoeStorageName(mode),
-      mode == MoeStorage::kStream ? fmt::format(" (cache {})", HumanBytes(expert_cache))
+      mode == MoeStorage::kStream
+          ? fmt::format(" (cache {}, {} experts)", HumanBytes(expert_cache), expert_cache_slots)
       : mode == MoeStorage::kResident ? std::string(" (all in RAM)")
                                       : std::string(" (page cache)"));
 }
 
 namespace {
 
-// The stream tier's slot pool for `fraction` of the experts (StreamStore::PlanSlots).
-Result<uint64_t> PoolBytes(const Model& model, double fraction) {
+// --expert-cache N% as a fraction of the experts, if given so.
+std::optional<double> CacheFraction(const StorageOptions& o) {
+  if (!o.expert_cache_pct) return std::nullopt;
+  return *o.expert_cache_pct / 100;
+}
+
+// The stream tier's cache: `fraction` of the experts if set, else `bytes`.
+StreamOptions CacheShape(const Model& model, std::optional<double> fraction, uint64_t bytes) {
   StreamOptions so;
   so.cache_fraction = fraction;
+  so.cache_bytes = bytes;
   so.min_slots = model.hparams().n_expert_used;
-  Result<SlotPlan> slots = StreamStore::PlanSlots(model.expert_layout(), so);
+  return so;
+}
+
+// The bytes of the stream tier's slot pool for `fraction` of the experts.
+Result<uint64_t> PoolBytes(const Model& model, double fraction) {
+  Result<SlotPlan> slots = StreamStore::PlanSlots(model.expert_layout(),
+                                                  CacheShape(model, fraction, 0));
   if (!slots.ok()) return slots.status();
   return slots->bytes();
 }
@@ -158,6 +172,12 @@ Result<StoragePlan> PlanStorage(const Model& model, uint64_t kv_bytes, uint64_t 
                       fmt::format("--expert-cache {} is more than the {} the budget leaves",
                                   HumanBytes(p.expert_cache), HumanBytes(room)));
       }
+      // A cache too small is refused by the stream tier, with the sizes it needs.
+      if (Result<SlotPlan> slots = StreamStore::PlanSlots(
+              model.expert_layout(), CacheShape(model, CacheFraction(o), p.expert_cache));
+          slots.ok()) {
+        p.expert_cache_slots = slots->total_slots();
+      }
       break;
     case MoeStorage::kAuto:
       break;
@@ -194,10 +214,7 @@ Result<std::unique_ptr<ExpertStore>> CreateExpertStore(const Model& model, const
       Result<std::unique_ptr<IoEngine>> io =
           o.make_io ? o.make_io() : CreateIoEngine(o.io, o.io_queue_depth);
       if (!io.ok()) return io.status();
-      StreamOptions so;
-      so.cache_bytes = plan.expert_cache;
-      if (o.expert_cache_pct) so.cache_fraction = *o.expert_cache_pct / 100;
-      so.min_slots = model.hparams().n_expert_used;
+      StreamOptions so = CacheShape(model, CacheFraction(o), plan.expert_cache);
       so.direct = o.direct;
       so.policy = o.eviction;
       if (o.eviction == "placement") {

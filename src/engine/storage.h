@@ -67,6 +67,7 @@ struct StoragePlan {
   uint64_t scratch = 0;
   uint64_t experts_total = 0;   // all routed experts
   uint64_t expert_cache = 0;    // RAM for experts: all of them (resident), the cache (stream), 0 (mmap)
+  uint32_t expert_cache_slots = 0;  // stream: the experts that cache holds at once
 
   // One line per item, for start-up and --stats.
   std::string ToString() const;

@@ -9,6 +9,7 @@
 #include <fstream>
 #include <numeric>
 
+#include "base/units.h"
 #include "engine/context.h"
 #include "engine/model.h"
 #include "experts/stream_store.h"
@@ -138,6 +139,7 @@ TEST_F(StorageTest, APercentCacheIsPlannedAtItsPoolSize) {
     auto* stream = dynamic_cast<StreamStore*>(&(*ctx)->expert_store());
     ASSERT_NE(stream, nullptr);
     EXPECT_EQ((*ctx)->storage_plan().expert_cache, stream->pool_bytes());
+    EXPECT_EQ((*ctx)->storage_plan().expert_cache_slots, stream->n_slots());
     EXPECT_GE((*ctx)->storage_plan().expert_cache,
               (*ctx)->storage_plan().experts_total * (cache[0] == '3' ? 30 : 100) / 100);
   }
@@ -215,6 +217,11 @@ TEST_F(StorageTest, TheDefaultCacheHoldsEveryExpertWhenTheyFit) {
   const uint32_t all = m->hparams().n_layer * m->hparams().n_expert;
   EXPECT_EQ(stream->n_slots(), all);
   EXPECT_EQ((*ctx)->storage_plan().expert_cache, stream->pool_bytes());
+  EXPECT_EQ((*ctx)->storage_plan().expert_cache_slots, all);
+  EXPECT_NE((*ctx)->storage_plan().ToString().find(
+                fmt::format("(cache {}, {} experts)", HumanBytes(stream->pool_bytes()), all)),
+            std::string::npos)
+      << (*ctx)->storage_plan().ToString();
   EXPECT_EQ(stream->stats().cache_slots, all);
   stream->ResetStats();
   EXPECT_EQ(stream->stats().cache_slots, all);

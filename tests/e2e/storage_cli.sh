@@ -14,6 +14,7 @@ for mode in resident mmap stream; do
     [ -z "$ref" ] && ref=$out
     [ "$out" = "$ref" ] && pass "$mode/$io: same text" || fail "$mode/$io: different text"
     grep -q "memory plan: budget" "$WORK/err" && grep -q "in $mode mode" "$WORK/err" &&
+      { [ "$mode" != stream ] || grep -q "in stream mode (cache .*, 8 experts)" "$WORK/err"; } &&
       pass "$mode/$io: plan printed" || fail "$mode/$io: plan: $(head -2 "$WORK/err")"
     $PY - "$WORK/s.json" "$mode" <<'PY' && pass "$mode/$io: stats json" || fail "$mode/$io: stats json"
 import json, sys
