@@ -95,14 +95,6 @@ StreamOptions CacheShape(const Model& model, std::optional<double> fraction, uin
   return so;
 }
 
-// The bytes of the stream tier's slot pool for `fraction` of the experts.
-Result<uint64_t> PoolBytes(const Model& model, double fraction) {
-  Result<SlotPlan> slots = StreamStore::PlanSlots(model.expert_layout(),
-                                                  CacheShape(model, fraction, 0));
-  if (!slots.ok()) return slots.status();
-  return slots->bytes();
-}
-
 }  // namespace
 
 Result<StoragePlan> PlanStorage(const Model& model, uint64_t kv_bytes, uint64_t scratch_bytes,
@@ -155,28 +147,27 @@ Result<StoragePlan> PlanStorage(const Model& model, uint64_t kv_bytes, uint64_t 
     case MoeStorage::kStream:
       if (o.expert_cache) {
         p.expert_cache = *o.expert_cache;
-      } else if (o.expert_cache_pct) {
-        // N% of the experts, in slots as the stream tier sizes them: the plan counts the pool
-        // it will really allocate (slots are staged for O_DIRECT, and hold a layer's top-k).
-        Result<uint64_t> pool = PoolBytes(model, *o.expert_cache_pct / 100);
-        if (!pool.ok()) return pool.status();
-        p.expert_cache = pool.value();
       } else {
-        // At most the pool that holds every expert (slots round each part up to 4 KiB).
-        Result<uint64_t> every = PoolBytes(model, 1.0);
-        if (!every.ok()) return every.status();
-        p.expert_cache = std::min(room, every.value());
+        // N% of the experts (by default all of them, as far as the budget goes) in slots as
+        // the stream tier sizes them: the plan counts the pool it will really allocate (slots
+        // are staged for O_DIRECT, and hold a layer's top-k).
+        Result<SlotPlan> pool = StreamStore::PlanSlots(
+            model.expert_layout(), CacheShape(model, CacheFraction(o).value_or(1.0), 0));
+        if (!pool.ok()) return pool.status();
+        p.expert_cache = o.expert_cache_pct ? pool->bytes() : std::min(room, pool->bytes());
+        if (o.expert_cache_pct) p.expert_cache_slots = pool->total_slots();
       }
       if (p.expert_cache > room && !o.mem_budget) {
         return Status(StatusCode::kResourceExhausted,
                       fmt::format("--expert-cache {} is more than the {} the budget leaves",
                                   HumanBytes(p.expert_cache), HumanBytes(room)));
       }
-      // A cache too small is refused by the stream tier, with the sizes it needs.
-      if (Result<SlotPlan> slots = StreamStore::PlanSlots(
-              model.expert_layout(), CacheShape(model, CacheFraction(o), p.expert_cache));
-          slots.ok()) {
-        p.expert_cache_slots = slots->total_slots();
+      // A byte budget's slots; one too small is refused by the stream tier, with the sizes
+      // it needs.
+      if (!o.expert_cache_pct) {
+        Result<SlotPlan> slots = StreamStore::PlanSlots(
+            model.expert_layout(), CacheShape(model, std::nullopt, p.expert_cache));
+        if (slots.ok()) p.expert_cache_slots = slots->total_slots();
       }
       break;
     case MoeStorage::kAuto:
