@@ -4,6 +4,9 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
+#include <random>
+#include <set>
 #include <vector>
 
 namespace mt {
@@ -146,6 +149,129 @@ TEST(EvictionPolicyTest, LfuKeepsPartOfAScanLongerThanTheCache) {
   auto lfu = MakeLfuPolicy(4, 64);
   EXPECT_EQ(CountHits(*lru, 4, keys, 6), 0);
   EXPECT_EQ(CountHits(*lfu, 4, keys, 6), 3 * 99);
+}
+
+// The ranked policies' contract, by scanning every evictable slot (what they did before
+// they kept an ordered set): the lowest rank; among equals, the slot loaded last (lfu) or
+// evictable longest (placement). LFU counts as MakeLfuPolicy documents.
+class ScanOracle {
+ public:
+  ScanOracle(bool lfu, int32_t n_slots, std::vector<float> score)
+      : lfu_(lfu), score_(std::move(score)), key_(n_slots), order_(n_slots), loaded_(n_slots),
+        count_(score_.size()), period_(uint64_t(n_slots) * 8) {}
+  void StartPass() {
+    if (!lfu_ || accesses_ < period_) return;
+    accesses_ = 0;
+    for (float& c : count_) c *= 0.5f;
+  }
+  void Access(uint32_t key) {
+    if (key < count_.size()) count_[key] += 1;
+    ++accesses_;
+  }
+  void Assign(int32_t s, uint32_t key) {
+    key_[s] = key;
+    loaded_[s] = ++clock_;
+  }
+  void Insert(int32_t s) {
+    order_[s] = ++clock_;
+    evictable_.insert(s);
+  }
+  void Remove(int32_t s) { evictable_.erase(s); }
+  int32_t Victim() const {
+    int32_t best = -1;
+    for (int32_t s : evictable_) {
+      if (best < 0 || Rank(s) < Rank(best) || (Rank(s) == Rank(best) && Before(s, best))) {
+        best = s;
+      }
+    }
+    return best;
+  }
+
+ private:
+  double Rank(int32_t s) const {
+    const std::vector<float>& r = lfu_ ? count_ : score_;
+    return key_[s] < r.size() ? r[key_[s]] : 0;
+  }
+  bool Before(int32_t s, int32_t t) const {
+    return lfu_ ? loaded_[s] > loaded_[t] : order_[s] < order_[t];
+  }
+  bool lfu_;
+  std::vector<float> score_;
+  std::vector<uint32_t> key_;
+  std::vector<uint64_t> order_, loaded_;
+  std::vector<float> count_;
+  std::set<int32_t> evictable_;
+  uint64_t period_, accesses_ = 0, clock_ = 0;
+};
+
+// Random traffic as the stream store makes it (hits pinned while used, several pinned at
+// once, misses taking free slots or the victim's, passes, accesses to uncached keys), with
+// few keys so that ranks tie often: the policy's victim is the oracle's after every call.
+TEST(EvictionPolicyTest, RankedPoliciesPickWhatAScanWould) {
+  for (const bool lfu : {true, false}) {
+    for (uint32_t seed = 1; seed <= 4; ++seed) {
+      const int32_t n = 12;
+      const uint32_t n_keys = 40;
+      std::mt19937 rng(seed);
+      std::vector<float> score(n_keys);
+      for (float& x : score) x = float(rng() % 4);  // ties on purpose
+      auto policy = lfu ? MakeLfuPolicy(n, n_keys) : MakeScoredPolicy(n, score);
+      ScanOracle oracle(lfu, n, score);
+      std::vector<int64_t> held(n, -1);  // (n) key in each slot
+      std::vector<int> pins(n, 0);       // (n)
+      for (int step = 0; step < 3000; ++step) {
+        const uint32_t op = rng() % 10;
+        if (op == 0) {
+          policy->StartPass();
+          oracle.StartPass();
+        } else if (op == 1 && rng() % 4 == 0) {  // an evictable slot refilled in place
+          const int32_t s = int32_t(rng() % n);
+          const uint32_t key = rng() % n_keys;
+          if (held[s] < 0 || pins[s] > 0 ||
+              std::find(held.begin(), held.end(), int64_t{key}) != held.end()) {
+            continue;
+          }
+          held[s] = key;
+          policy->Assign(s, key);
+          oracle.Assign(s, key);
+        } else if (op <= 2) {  // a pinned slot is released
+          const int32_t s = int32_t(rng() % n);
+          if (pins[s] > 0 && --pins[s] == 0) {
+            policy->Insert(s);
+            oracle.Insert(s);
+          }
+        } else {  // a request, skewed to low keys
+          const uint32_t key = std::min<uint32_t>(rng() % n_keys, rng() % n_keys);
+          policy->Access(key);
+          oracle.Access(key);
+          ASSERT_EQ(policy->Victim(), oracle.Victim()) << "after an access, step " << step;
+          int32_t s = -1;
+          for (int32_t i = 0; i < n; ++i) s = held[i] == key ? i : s;
+          if (s < 0) {
+            for (int32_t i = 0; i < n && s < 0; ++i) s = held[i] < 0 ? i : -1;
+            if (s < 0) s = oracle.Victim();
+            if (s < 0) continue;  // everything pinned: the request waits
+            held[s] = key;
+            policy->Remove(s);
+            oracle.Remove(s);
+            policy->Assign(s, key);
+            oracle.Assign(s, key);
+          } else if (pins[s] == 0) {
+            policy->Remove(s);
+            oracle.Remove(s);
+          }
+          if (rng() % 3 == 0) {
+            ++pins[s];  // held across the next calls
+          } else if (pins[s] == 0) {
+            policy->Insert(s);
+            oracle.Insert(s);
+          }
+        }
+        ASSERT_EQ(policy->Victim(), oracle.Victim())
+            << (lfu ? "lfu" : "placement") << " seed " << seed << " step " << step;
+      }
+    }
+  }
 }
 
 TEST(EvictionPolicyTest, ByName) {
