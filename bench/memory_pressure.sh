@@ -24,11 +24,12 @@
 # Before the rows, the in-RAM decode runs a second time with io_bench reading the file
 # beside it: the bound takes reads to cost compute nothing, and that line says how far this
 # host is from it. The last column, disk busy, is the share of the decode wall time during
-# which the stream tier had reads in flight. After each limit's rows, issue 6's comparisons: prefetch against
-# none, the pack against the tensor-major file, placement's hit rate against the same run
-# without it, each with its rows' shares of their bounds; then the expert cache the limit
-# left (from the plan of the prefetch row's run). A replay warms the host's cache for
-# the next row's run, so every other pass over the rows runs them bottom to top.
+# which the stream tier had reads in flight. After each limit's rows, issue 6's
+# comparisons: prefetch against none, the pack against the tensor-major file, placement's
+# hit rate against the same run without it, each with its rows' shares of their bounds;
+# then the expert cache the limit left (from the plan of the prefetch row's run). A replay
+# warms the host's cache for the next row's run, so every other pass over the rows runs
+# them bottom to top.
 # -R ROUNDS runs each limit's stream rows that many times (mmap once: it is 50-100x
 # slower, so the VM's noise does not matter there), alternating the order, and the
 # comparisons quote the median of the rounds' ratios with each round's; one row prints per
@@ -158,34 +159,37 @@ random_gbs() {
 ram_reps=8
 ram_storage=resident
 ram_t0=$(date +%s.%N)
-if ! "$moetier" bench -m "$model" -p 0 -n "$n_gen" -r "$ram_reps" -t "$threads" --moe-storage resident \
-    --json "${extra[@]}" > "$work/ram.json" 2> "$work/err.txt"; then
+if ! "$moetier" bench -m "$model" -p 0 -n "$n_gen" -r "$ram_reps" -t "$threads" \
+    --moe-storage resident --json "${extra[@]}" > "$work/ram.json" 2> "$work/err.txt"; then
   ram_storage=mmap
   cat "$model" > /dev/null
   ram_t0=$(date +%s.%N)
-  "$moetier" bench -m "$model" -p 0 -n "$n_gen" -r "$ram_reps" -t "$threads" --moe-storage mmap --json \
-    "${extra[@]}" > "$work/ram.json"
+  "$moetier" bench -m "$model" -p 0 -n "$n_gen" -r "$ram_reps" -t "$threads" \
+    --moe-storage mmap --json "${extra[@]}" > "$work/ram.json"
 fi
 ram_s=$(awk -v a="$ram_t0" -v b="$(date +%s.%N)" 'BEGIN { printf "%d", b - a + 1 }')
-fastest() { /usr/bin/python3 -c 'import json,sys; print(max(json.load(open(sys.argv[1]))[0]["tps"]))' "$1"; }
+fastest() {
+  /usr/bin/python3 -c 'import json,sys; print(max(json.load(open(sys.argv[1]))[0]["tps"]))' "$1"
+}
 ram_tps=$(fastest "$work/ram.json")
 echo "in RAM: $(printf %.2f "$ram_tps") tok/s (the fastest of $ram_reps repetitions)"
 # 2b. The same decode with the disk reading beside it (io_bench's random 1-4 MiB O_DIRECT
 #     reads of the model file, depth 8, for the whole run). The bound takes the stream
 #     tier's reads to cost its compute nothing; on a VM whose host does the guest's I/O on
-#     the vCPUs' time they do not (docs/tiering.md, 2026-12-02 (evening)).
+#     the vCPUs' time they do not (docs/tiering.md, 2026-12-02 (late afternoon)).
 if [ -x "$io_bench" ]; then
   "$io_bench" "$model" --engine io_uring --depth 8 --seconds $((ram_s * 2)) --min-mib 1 \
     --max-mib 4 --direct on > "$work/beside.txt" 2>&1 &
   beside_pid=$!
-  "$moetier" bench -m "$model" -p 0 -n "$n_gen" -r "$ram_reps" -t "$threads" --moe-storage "$ram_storage" \
-    --json "${extra[@]}" > "$work/ram_beside.json"
+  "$moetier" bench -m "$model" -p 0 -n "$n_gen" -r "$ram_reps" -t "$threads" \
+    --moe-storage "$ram_storage" --json "${extra[@]}" > "$work/ram_beside.json"
   wait "$beside_pid"
   beside_gbs=$(sed -n 's/.* \([0-9.]*\) GB\/s.*/\1/p' "$work/beside.txt" | tail -1)
   beside_tps=$(fastest "$work/ram_beside.json")
-  echo "in RAM with the disk reading $beside_gbs GB/s beside it: $(printf %.2f "$beside_tps") tok/s" \
-       "($(awk -v x="$beside_tps" -v y="$ram_tps" 'BEGIN { printf "%.2f", x / y }')x; the bound" \
-       "takes reads to cost compute nothing)"
+  beside_ratio=$(awk -v x="$beside_tps" -v y="$ram_tps" 'BEGIN { printf "%.2f", x / y }')
+  echo "in RAM with the disk reading $beside_gbs GB/s beside it:" \
+       "$(printf %.2f "$beside_tps") tok/s (${beside_ratio}x; the bound takes reads to cost" \
+       "compute nothing)"
 fi
 echo
 # label|model|flags
