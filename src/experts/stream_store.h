@@ -52,10 +52,10 @@ struct StreamOptions {
 // its own layer's size: slots sized for the largest expert left ~7 % of a qwen3-30b-a3b
 // pool as padding.
 struct SlotPlan {
-  std::vector<uint64_t> slot_bytes;  // (n_class) each class's slot size, ascending
-  std::vector<uint32_t> n_slots;     // (n_class) slots of each class
+  std::vector<uint64_t> slot_bytes;   // (n_class) each class's slot size, ascending
+  std::vector<uint32_t> n_slots;      // (n_class) slots of each class
   std::vector<uint32_t> layer_class;  // (n_layer) the class of each layer's experts
-  uint64_t bytes() const;            // the whole pool
+  uint64_t bytes() const;             // the whole pool
   uint32_t total_slots() const;
 };
 
@@ -208,7 +208,7 @@ class StreamStore final : public ExpertStore {
   std::vector<SlotClass> classes_;
   std::vector<uint32_t> layer_class_;  // (n_layer) index into classes_
   std::vector<uint32_t> slot_class_;   // (n_slots) index into classes_
-  std::vector<uint64_t> slot_at_;     // (n_slots) where each slot starts in pool_
+  std::vector<uint64_t> slot_at_;      // (n_slots) where each slot starts in pool_
   std::vector<Slot> slots_;    // (n_slots)
   std::vector<uint8_t> filled_;  // (n_slots) 1 once a read was submitted into the slot
   std::vector<int32_t> slot_of_;  // (n_layer * n_expert) slot index or -1
