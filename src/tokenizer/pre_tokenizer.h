@@ -27,6 +27,10 @@ class PreTokenizer {
   //   llama-bpe (also llama3, llama-v3, dbrx, smaug-bpe): the Llama 3 regex, digits in
   //     runs of up to 3; the BPE ignores merges for whole words found in the vocabulary.
   //   gpt-2 (also olmo, mpt, phi-2, jais): the GPT-2 regex.
+  //   deepseek-v3 (DeepSeek-V3, R1, V3.1): digits in runs of up to 3, then runs of CJK
+  //     ideographs and kana, then DeepSeek-V3's word regex.
+  //   deepseek-llm (deepseek-llm-7b): six passes over explicit script ranges.
+  //   (Kimi-K2's "kimi-k2" is not supported: llama.cpp splits it with hand-written code.)
   //   default or "": llama.cpp's default list for BPE without a named pre-tokenizer.
   // Any other name is an Unimplemented error naming it.
   static Result<PreTokenizer> ForName(std::string_view name);

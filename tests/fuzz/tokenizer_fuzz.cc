@@ -1,6 +1,7 @@
 // Fuzz target: tokenizer encode/decode on arbitrary bytes (invalid UTF-8 included) with the
-// built-in vocabularies (byte-level BPE with the qwen2 and olmo pre-tokenizers,
-// SentencePiece), plus chat-template detection and rendering of the same bytes.
+// built-in vocabularies (byte-level BPE with the qwen2, olmo, deepseek-v3 and deepseek-llm
+// pre-tokenizers, SentencePiece), plus chat-template detection and rendering of the same
+// bytes.
 //
 // Input: byte 0 holds flags (bit 0 parse_special, bit 1 add_bos); the rest is the text.
 // Checks: Encode succeeds and every id is in range; without special parsing or BOS,
@@ -21,6 +22,8 @@ struct Tokenizers {
   mt::Tokenizer qwen =
       Build(mt::BuiltinBpeVocab(4096, "qwen2", {"<|endoftext|>", "<|im_start|>", "<|im_end|>"}));
   mt::Tokenizer olmo = Build(mt::BuiltinBpeVocab(2048, "olmo", {"<|endoftext|>", "<|padding|>"}));
+  mt::Tokenizer deepseek3 = Build(mt::BuiltinBpeVocab(2048, "deepseek-v3", {"<｜User｜>"}));
+  mt::Tokenizer deepseek_llm = Build(mt::BuiltinBpeVocab(2048, "deepseek-llm", {}));
   mt::Tokenizer spm = Build(mt::BuiltinSpmVocab(2048));
 
   static mt::Tokenizer Build(mt::VocabSpec v) {
@@ -60,13 +63,15 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   const std::string_view text(reinterpret_cast<const char*>(data + 1), size - 1);
   Check(tokenizers->qwen, text, parse_special, add_bos);
   Check(tokenizers->olmo, text, parse_special, add_bos);
+  Check(tokenizers->deepseek3, text, parse_special, add_bos);
+  Check(tokenizers->deepseek_llm, text, parse_special, add_bos);
   Check(tokenizers->spm, text, parse_special, add_bos);
 
   // The whole input as a chat template, and as message content.
   const std::string_view all(reinterpret_cast<const char*>(data), size);
   (void)mt::ChatTemplate::Detect(all);
   for (auto kind : {mt::ChatTemplate::Kind::kChatml, mt::ChatTemplate::Kind::kTulu,
-                    mt::ChatTemplate::Kind::kLlama2}) {
+                    mt::ChatTemplate::Kind::kLlama2, mt::ChatTemplate::Kind::kDeepseek3}) {
     mt::ChatTemplate tmpl(kind, "<|endoftext|>", "fuzz");
     const mt::ChatMessage messages[] = {{"system", std::string(text)}, {"user", std::string(text)}};
     mt::Result<mt::ChatPrompt> p = tmpl.Render(messages, true);
