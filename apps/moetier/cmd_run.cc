@@ -498,7 +498,7 @@ CommandMain SetupRun(CLI::App& sub) {
                "Converse: a user turn per line of stdin (until its end or /exit), answers "
                "with the chat template; -p or -f, if given, is the first turn");
   sub.add_option("--chat-template", f->chat_template,
-                 "Built-in template to use with --chat: chatml, tulu, llama2");
+                 "Built-in template to use with --chat: chatml, tulu, llama2, deepseek3");
   sub.add_option("--system-prompt", f->system_prompt, "System message for --chat");
   sub.add_option("--chat-template-kwargs", f->chat_template_kwargs,
                  "Chat template variables for --chat as JSON, e.g. "

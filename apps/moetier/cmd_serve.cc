@@ -164,7 +164,7 @@ CommandMain SetupServe(CLI::App& sub) {
                  "Requests waiting for a slot before new ones get 503")
       ->default_str("64");
   sub.add_option("--chat-template", f->chat_template,
-                 "Built-in chat template instead of the model's: chatml, tulu, llama2");
+                 "Built-in chat template instead of the model's: chatml, tulu, llama2, deepseek3");
   sub.add_option("--reasoning-format", f->reasoning_format,
                  "deepseek: a thinking model's <think> text goes to reasoning_content; none: "
                  "it stays in the content")

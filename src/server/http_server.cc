@@ -782,7 +782,10 @@ std::string HttpServer::chat_template_description() const {
   if (!impl_->chat) return "none: " + impl_->chat_error;
   const ChatThinking& th = impl_->chat->thinking();
   std::string thinking;
-  if (th.history) thinking += ", past reasoning as Qwen3";
+  if (th.history) {
+    thinking += impl_->chat->kind() == ChatTemplate::Kind::kDeepseek3 ? ", past reasoning dropped"
+                                                                      : ", past reasoning as Qwen3";
+  }
   if (th.switchable) thinking += ", enable_thinking";
   if (th.forced_open) thinking += ", always thinks";
   if (!impl_->chat->default_system().empty()) thinking += ", a default system message";

@@ -2,6 +2,8 @@
 
 #include <gtest/gtest.h>
 
+#include "tokenizer/chat_template.h"
+
 namespace mt::server {
 namespace {
 
@@ -30,6 +32,25 @@ TEST(Reasoning, SplitsThinkingFromTheAnswer) {
     EXPECT_EQ(r.reasoning, "") << plain;
     EXPECT_EQ(r.content, plain);
   }
+}
+
+// DeepSeek-R1's template opens the block in the prompt, so its answer is split as an open
+// one; DeepSeek-V3's (the deepseek2 default) does not.
+TEST(Reasoning, DeepseekR1AnswersStartInsideTheBlock) {
+  const ChatMessage hi[] = {{"user", "\u4f60\u597d"}};
+  const ChatTemplate r1 = ChatTemplate::ForModel(DeepseekR1ChatTemplate(), "deepseek2", "").value();
+  const ChatPrompt p = r1.Render(hi, true).value();
+  ASSERT_TRUE(p.thinking_open);
+  ReasoningOutput r =
+      SplitReasoning("\u55ef\uff0c\u7528\u6237\u3002\n</think>\n\nHello!", p.thinking_open);
+  EXPECT_EQ(r.reasoning, "\u55ef\uff0c\u7528\u6237\u3002");
+  EXPECT_EQ(r.content, "Hello!");
+  const ChatTemplate v3 = ChatTemplate::ForModel("", "deepseek2", "").value();
+  const ChatPrompt q = v3.Render(hi, true).value();
+  EXPECT_FALSE(q.thinking_open);
+  r = SplitReasoning("Hello!", q.thinking_open);
+  EXPECT_FALSE(r.thought);
+  EXPECT_EQ(r.content, "Hello!");
 }
 
 // Streamed in pieces of every size, the deltas add up to the whole split.

@@ -262,6 +262,50 @@ ChatPrompt RenderChatml(std::span<const ChatMessage> messages, bool add_generati
   return p;
 }
 
+// DeepSeek's chat markers (fullwidth bars U+FF5C, "▁" U+2581 for spaces).
+constexpr std::string_view kDeepseekUser = "<\uFF5CUser\uFF5C>";
+constexpr std::string_view kDeepseekAssistant = "<\uFF5CAssistant\uFF5C>";
+constexpr std::string_view kDeepseekEos = "<\uFF5Cend\u2581of\u2581sentence\uFF5C>";
+
+// DeepSeek-V3's chat_template (tokenizer_config.json), and R1's <think> handling when
+// `thinking` says the template has it. The template reads no reasoning_content.
+ChatPrompt RenderDeepseek3(std::span<const ChatMessage> messages, bool add_generation_prompt,
+                           const ChatThinking& thinking) {
+  ChatPrompt p{"", /*add_bos=*/true};  // "{{ bos_token }}" first
+  std::string& text = p.text;
+  bool first_system = true;  // the template's ns.is_first_sp
+  for (const ChatMessage& m : messages) {
+    if (m.role != "system") continue;
+    if (!first_system) text += "\n\n";
+    text += m.content;
+    first_system = false;
+  }
+  for (const ChatMessage& m : messages) {
+    if (m.role == "user") {
+      text += kDeepseekUser;
+      text += m.content;
+    } else if (m.role == "assistant") {
+      std::string_view content = m.content;
+      // R1: content.split('</think>')[-1], i.e. what follows the last "</think>".
+      if (const size_t close = content.rfind(kThinkClose);
+          thinking.history && close != std::string_view::npos) {
+        content.remove_prefix(close + kThinkClose.size());
+      }
+      text += kDeepseekAssistant;
+      text += content;
+      text += kDeepseekEos;
+    }
+  }
+  if (add_generation_prompt) {
+    text += kDeepseekAssistant;
+    if (thinking.forced_open) {
+      text += "<think>\n";
+      p.thinking_open = true;
+    }
+  }
+  return p;
+}
+
 }  // namespace
 
 std::string HfToJson(const OrderedJson& value) {
@@ -323,7 +367,12 @@ Result<ChatTemplate::Kind> ChatTemplate::Detect(std::string_view t) {
       !Contains(t, "'<|user|>\\n' + message['content'] + eos_token")) {  // that is Zephyr
     return Kind::kTulu;
   }
-  return Unimplemented("chat template not recognised (known: chatml, tulu, llama2 [INST])");
+  // llama.cpp's LLM_CHAT_TEMPLATE_DEEPSEEK_3 markers (V3, R1 and the R1 distills).
+  if (Contains(t, kDeepseekAssistant) && Contains(t, kDeepseekUser) && Contains(t, kDeepseekEos)) {
+    return Kind::kDeepseek3;
+  }
+  return Unimplemented(
+      "chat template not recognised (known: chatml, tulu, llama2 [INST], deepseek3)");
 }
 
 Result<ChatTemplate::Kind> ChatTemplate::ForArchitecture(std::string_view arch) {
@@ -332,6 +381,7 @@ Result<ChatTemplate::Kind> ChatTemplate::ForArchitecture(std::string_view arch) 
   }
   if (arch == "olmoe") return Kind::kTulu;
   if (arch == "llama") return Kind::kLlama2;
+  if (arch == "deepseek2") return Kind::kDeepseek3;
   return Unimplemented("no built-in chat template for architecture '{}'", arch);
 }
 
@@ -339,7 +389,8 @@ Result<ChatTemplate::Kind> ChatTemplate::ByName(std::string_view name) {
   if (name == "chatml") return Kind::kChatml;
   if (name == "tulu") return Kind::kTulu;
   if (name == "llama2" || name == "mistral" || name == "mixtral") return Kind::kLlama2;
-  return InvalidArgument("unknown chat template '{}' (chatml, tulu, llama2)", name);
+  if (name == "deepseek3") return Kind::kDeepseek3;
+  return InvalidArgument("unknown chat template '{}' (chatml, tulu, llama2, deepseek3)", name);
 }
 
 Result<ChatTemplate> ChatTemplate::ForModel(std::string_view jinja, std::string_view architecture,
@@ -347,8 +398,7 @@ Result<ChatTemplate> ChatTemplate::ForModel(std::string_view jinja, std::string_
   if (!jinja.empty()) {
     if (Result<Kind> k = Detect(jinja); k.ok()) {
       const bool chatml = *k == Kind::kChatml;
-      return ChatTemplate(*k, std::move(eos_text), "tokenizer.chat_template",
-                          chatml ? DetectThinking(jinja) : ChatThinking{},
+      return ChatTemplate(*k, std::move(eos_text), "tokenizer.chat_template", DetectThinking(jinja),
                           chatml ? DetectDefaultSystem(jinja) : "");
     }
   }
@@ -386,11 +436,20 @@ std::string ChatTemplate::DetectDefaultSystem(std::string_view t) {
 }
 
 ChatThinking ChatTemplate::DetectThinking(std::string_view t) {
+  Result<Kind> kind = Detect(t);
   ChatThinking th;
-  th.history = Contains(t, "reasoning_content");
-  th.switchable = Contains(t, "enable_thinking");
-  // The generation prompt as a Jinja string literal (each "\\n" a backslash and an n).
-  th.forced_open = Contains(t, "'<|im_start|>assistant\\n<think>\\n'");
+  if (kind.ok() && *kind == Kind::kChatml) {
+    th.history = Contains(t, "reasoning_content");
+    th.switchable = Contains(t, "enable_thinking");
+    // The generation prompt as a Jinja string literal (each "\\n" a backslash and an n).
+    th.forced_open = Contains(t, "'<|im_start|>assistant\\n<think>\\n'");
+  } else if (kind.ok() && *kind == Kind::kDeepseek3) {
+    // R1: "{% if '</think>' in content %}{% set content = content.split('</think>')[-1] %}"
+    // and "{{'<｜Assistant｜><think>\\n'}}" (as written in Jinja, or with a real newline).
+    th.history = Contains(t, "content.split('</think>')[-1]");
+    const std::string open = std::string(kDeepseekAssistant) + "<think>";
+    th.forced_open = Contains(t, open + "\\n'") || Contains(t, open + "\n'");
+  }
   return th;
 }
 
@@ -402,6 +461,8 @@ std::string_view ChatTemplate::name() const {
       return "tulu";
     case Kind::kLlama2:
       return "llama2";
+    case Kind::kDeepseek3:
+      return "deepseek3";
   }
   return "";
 }
@@ -420,6 +481,7 @@ Result<ChatPrompt> ChatTemplate::Render(std::span<const ChatMessage> messages,
   }
   if (kind_ != Kind::kChatml) {
     constexpr std::string_view kNeedChatml = "tools need a chatml model (Qwen)";
+    // (DeepSeek's own tool format, <｜tool▁calls▁begin｜>..., is not rendered.)
     if (!tools.empty()) {
       return InvalidArgument("chat format {} has no tool calls; {}", name(), kNeedChatml);
     }
@@ -477,6 +539,9 @@ Result<ChatPrompt> ChatTemplate::Render(std::span<const ChatMessage> messages,
       }
       break;
     }
+    case Kind::kDeepseek3:
+      p = RenderDeepseek3(messages, add_generation_prompt, thinking_);
+      break;
   }
   return p;
 }

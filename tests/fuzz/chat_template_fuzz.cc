@@ -3,7 +3,8 @@
 // NUL byte, then a conversation as JSON ({"messages": [{role, content, reasoning_content,
 // tool_calls: [{name, arguments}]}], "tools": [...]}) rendered by every format with and
 // without thinking. Any bytes must give a template or a one-line error, and a rendering or
-// a one-line error, never a crash; chatml renders every user message's content.
+// a one-line error, never a crash; chatml and deepseek3 render every user message's content
+// (deepseek3 every system message's too).
 #include <cstdint>
 #include <string>
 #include <string_view>
@@ -74,6 +75,9 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   templates.emplace_back(mt::ChatTemplate::Kind::kChatml, "", "fuzz",
                          mt::ChatThinking{.history = true, .switchable = true, .forced_open = true},
                          system);
+  // DeepSeek-R1's rules (ForModel gives V3's plain format for deepseek2 without a template).
+  templates.emplace_back(mt::ChatTemplate::Kind::kDeepseek3, "", "fuzz",
+                         mt::ChatThinking{.history = true, .forced_open = true});
 
   const Json body = Json::parse(conversation, nullptr, /*allow_exceptions=*/false);
   const std::vector<mt::ChatMessage> messages = Messages(body);
@@ -85,9 +89,11 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
         CheckError(p.status());
         continue;
       }
-      if (t.kind() != mt::ChatTemplate::Kind::kChatml) continue;
+      const bool deepseek = t.kind() == mt::ChatTemplate::Kind::kDeepseek3;
+      if (t.kind() != mt::ChatTemplate::Kind::kChatml && !deepseek) continue;
       for (const mt::ChatMessage& m : messages) {
-        if (m.role == "user" && p->text.find(m.content) == std::string::npos) __builtin_trap();
+        const bool rendered = m.role == "user" || (deepseek && m.role == "system");
+        if (rendered && p->text.find(m.content) == std::string::npos) __builtin_trap();
       }
     }
   }
