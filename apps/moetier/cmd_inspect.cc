@@ -5,6 +5,7 @@
 #include "base/units.h"
 #include "command.h"
 #include "gguf/gguf.h"
+#include "model/arch.h"
 #include "model/hparams.h"
 #include "model/memory_plan.h"
 #include "model/tensor_names.h"
@@ -122,6 +123,7 @@ void PrintText(const GgufModel& model, const Result<HParams>& hp, const MemoryPl
                h.n_expert, h.n_expert_used, h.n_ff_exp,
                h.n_ff_shexp ? fmt::format("  n_ff_shexp {}", h.n_ff_shexp) : "",
                h.rope_freq_base, h.rms_eps);
+    for (const std::string& line : DescribeParts(DescribeModel(h))) fmt::print("  {}\n", line);
   } else {
     fmt::print("hyperparameters: not runnable by moetier: {}\n", hp.status().message());
   }

@@ -75,7 +75,10 @@ int Run(const ProfileFlags& f) {
   // Summary: how concentrated the routing is.
   const HParams& hp = m.hparams();
   double top10 = 0;
+  uint32_t moe_layers = 0;  // layers with experts (DeepSeek's leading dense ones have none)
   for (uint32_t l = 0; l < hp.n_layer; ++l) {
+    if (!m.parts().layers[l].has_experts()) continue;
+    ++moe_layers;
     std::vector<uint64_t> c(hp.n_expert);
     for (uint32_t e = 0; e < hp.n_expert; ++e) c[e] = rs.count(l, e);
     std::sort(c.begin(), c.end(), std::greater<>());
@@ -86,9 +89,10 @@ int Run(const ProfileFlags& f) {
     }
     top10 += all ? double(top) / all : 0;
   }
-  fmt::print("wrote {}: {} tokens from {} prompts; the top 10% of experts take {:.1f}% of the "
-             "activations (mean over {} layers)\n",
-             f.output, rs.tokens(), prompts.size(), 100 * top10 / hp.n_layer, hp.n_layer);
+  fmt::print(
+      "wrote {}: {} tokens from {} prompts; the top 10% of experts take {:.1f}% of the "
+      "activations (mean over {} layers with experts)\n",
+      f.output, rs.tokens(), prompts.size(), 100 * top10 / std::max(moe_layers, 1u), moe_layers);
   return kExitOk;
 }
 

@@ -1,5 +1,5 @@
 // moetier synth -o OUT.gguf --preset P [--type T] [--seed N] [--tokenizer tokenizer.json]
-//               [--router-skew S] [--split-max-size SIZE]
+//               [--router-skew S] [--split-max-size SIZE] [--layers N] [--legacy-mla]
 #include <unistd.h>
 
 #include <algorithm>
@@ -23,9 +23,12 @@ struct SynthFlags {
 void PrintSynthResult(const SynthResult& r, const SynthOptions& o) {
   fmt::print("wrote {} ({} file{}, {})\n", r.paths.front(), r.paths.size(),
              r.paths.size() == 1 ? "" : "s", HumanBytes(r.bytes));
-  fmt::print("  preset {}: {} layers, n_embd {}, {} experts top-{}, n_ff_exp {}, vocab {}\n",
-             o.preset, r.hp.n_layer, r.hp.n_embd, r.hp.n_expert, r.hp.n_expert_used,
-             r.hp.n_ff_exp, r.hp.n_vocab);
+  fmt::print("  preset {}: {} layers{}, n_embd {}, {} experts top-{}, n_ff_exp {}, vocab {}\n",
+             o.preset, r.hp.n_layer,
+             r.hp.n_layer_dense_lead > 0
+                 ? fmt::format(" ({} without experts)", r.hp.n_layer_dense_lead)
+                 : std::string(),
+             r.hp.n_embd, r.hp.n_expert, r.hp.n_expert_used, r.hp.n_ff_exp, r.hp.n_vocab);
   fmt::print("  type {}, seed {}, tokenizer: {}\n", o.file_type, o.seed, r.tokenizer_source);
   const RoutingReport& rt = r.routing;
   auto [min_used, max_used] = std::minmax_element(rt.experts_used.begin(), rt.experts_used.end());
@@ -58,6 +61,10 @@ CommandMain SetupSynth(CLI::App& sub) {
                  "Routing skew: 0 uniform, 1 like trained MoE models (top 20% of experts take "
                  "about half of the activations)")
       ->default_str("0");
+  sub.add_option("--layers", o.n_layers,
+                 "Write only the first N layers (a slice of a large model)");
+  sub.add_flag("--legacy-mla", o.legacy_mla,
+               "deepseek2: the legacy layout with attn_kv_b instead of attn_k_b/attn_v_b");
   sub.add_option("--split-max-size", flags->split_max_size,
                  "Write a split set with shards of at most SIZE (e.g. 2G)");
   sub.add_option("-t,--threads", o.n_threads, "Threads (default: all cores)");

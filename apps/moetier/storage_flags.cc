@@ -146,8 +146,8 @@ Status ReportTierStats(const StorageFlags& f, Context& ctx, double wall_seconds,
                    (unsigned long long)t.placed);
     }
     if (s.cache_slots > 0) {
-      const uint64_t experts = uint64_t{ctx.model().hparams().n_layer} *
-                               ctx.model().hparams().n_expert;
+      const uint64_t experts = uint64_t{ctx.model().expert_layout().n_expert_layers()} *
+                               ctx.model().expert_layout().n_expert();
       std::fprintf(stderr, "moetier: expert cache: %u slots, %.1f%% of the model's %llu experts\n",
                    s.cache_slots, experts ? 100.0 * s.cache_slots / experts : 0.0,
                    (unsigned long long)experts);

@@ -4,6 +4,8 @@
 #include <cmath>
 #include <numeric>
 
+#include "engine/attention_block.h"
+
 namespace mt {
 namespace {
 
@@ -110,8 +112,7 @@ TokenCost TokenCostOf(const Model& m, KvTypes kv_types) {
   c.bytes += m.token_embd().row_bytes;  // one row of the embedding
   for (uint32_t il = 0; il < hp.n_layer; ++il) {
     const LayerWeights& L = m.layer(il);
-    for (const WeightMatrix* w : {&L.wq, &L.wk, &L.wv, &L.wo, &L.shexp_gate, &L.shexp_up,
-                                  &L.shexp_down}) {
+    for (const WeightMatrix* w : L.matrices()) {
       if (w->data == nullptr) continue;
       c.bytes += bytes(*w);
       c.macs_per_token += macs(*w);
@@ -124,8 +125,7 @@ TokenCost TokenCostOf(const Model& m, KvTypes kv_types) {
   }
   c.bytes += bytes(m.output());
   c.macs_head = macs(m.output());
-  c.kv_bytes_per_position = uint64_t{hp.n_layer} * (KvBytes(kv_types.k, hp.n_embd_k_gqa()) +
-                                                    KvBytes(kv_types.v, hp.n_embd_v_gqa()));
+  c.kv_bytes_per_position = KvBytesPerPosition(m, kv_types);
   return c;
 }
 

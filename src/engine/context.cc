@@ -11,9 +11,11 @@
 
 #include "base/aligned_buffer.h"
 #include "base/thread_pool.h"
+#include "engine/attention_block.h"
 #include "engine/moe_step.h"
 #include "engine/projection.h"
 #include "engine/scratch.h"
+#include "engine/swiglu_ffn.h"
 #include "experts/stream_store.h"
 #include "kernels/attention.h"
 #include "kernels/ops.h"
@@ -34,19 +36,10 @@ struct Context::Impl {
   // Runs a batch of at most n_batch tokens; writes the logits of the tokens that want them,
   // in batch order, to `logits` (n_vocab each).
   Status Forward(std::span<const BatchToken> batch, float* logits);
-  // The q, k, v rows of the batch made ready for attention (bias, q/k norm, rotation), and k
-  // and v stored into the cache; tokens' q and k/v in parallel (each item is independent).
-  void PrepareAttention(int il, std::span<const BatchToken> batch);
-  // Stores one token's projection (n_head_kv heads of head_dim) into a layer's K or V cache.
-  void StoreHeads(const float* row, uint32_t head_dim, KvElemType type, uint8_t* cache,
-                  const BatchToken& token) const;
-  // Splits the batch into Attention's runs (run_start, n_runs): the same for every layer.
-  void FindAttentionRuns(std::span<const BatchToken> batch);
-  void Attention(int il, std::span<const BatchToken> batch);
 
   const Model& model;
   const HParams& hp;
-  const ArchDef& arch;
+  const ModelParts& parts;
   const uint32_t n_ctx;
   const uint32_t n_seq;
   const uint32_t n_batch;
@@ -55,51 +48,64 @@ struct Context::Impl {
   ThreadPool pool;
   StoragePlan plan;
   std::unique_ptr<ExpertStore> store;
-  MoeStep moe;  // the FFN blocks
+  // The blocks a layer is made of, by its parts; a kind no layer uses is absent.
+  std::optional<GqaAttention> gqa;
+  std::optional<MlaAttention> mla;
+  MoeStep moe;                     // routed (and shared) experts
+  std::optional<SwiGluFfn> dense;  // dense FFN layers
 
   // Activations, one row per token of the batch.
   std::vector<float> x;        // (n_batch, n_embd) residual stream
-  std::vector<float> xn;       // (n_batch, n_embd) normed input of a block
-  std::vector<float> q;        // (n_batch, n_head * head_dim_k)
-  std::vector<float> k;        // (n_batch, n_head_kv * head_dim_k)
-  std::vector<float> v;        // (n_batch, n_head_kv * head_dim_v)
-  std::vector<float> attn;     // (n_batch, n_head * head_dim_v) attention output per head
+  std::vector<float> xn;       // (n_batch, n_embd) normed input of a block, then its output
   std::vector<float> rope_cs;  // (n_batch, n_rot) each token's rotation cosines, then sines
-  // Query heads per AttendTokens call, and tokens per run: up to 16 queries take each K/V
-  // tile through L1/L2 together (AVX2: pp512 at 2048 positions 1.4-1.9x faster than one
-  // query's pass over its head's cache at a time); longer runs would unbalance the threads.
-  int attend_heads() const { return std::min<int>(hp.n_head / hp.n_head_kv, kAttendGroupMax); }
-  const int attend_tokens = std::max(1, 16 / attend_heads());
-  // (n_threads, attend_heads(), attend_tokens, kAttendTile) a tile's scores per query
-  std::vector<float> scores;
-  std::vector<int> run_start;  // (n_batch + 1) first token of each run of Attention, then n
-  int n_runs = 0;
   std::vector<float> ffn_out;  // (n_batch, n_embd) the FFN block's output
-  QuantizedInput in_main;      // the current block input (xn, attn) for dense projections
+  QuantizedInput in_head;      // the output head's input
   std::vector<int32_t> logit_rows;  // (n_batch) batch indices of the tokens that want logits
-  // KV cache, per layer, (n_seq, n_head_kv, n_ctx, head_dim), f16 or f32: one head's
-  // positions are contiguous, so attention's prefetch streams them (with position-major rows
-  // a head's next position was a page away: 1.6x slower at 128 positions, 2.8x at 512);
-  // pages are touched as positions fill.
-  std::vector<AlignedBuffer> k_cache, v_cache;  // (n_layer)
 };
+
+namespace {
+
+bool AnyLayer(const ModelParts& parts, bool (*pred)(const LayerParts&)) {
+  return std::any_of(parts.layers.begin(), parts.layers.end(), pred);
+}
+
+int64_t WidestDenseFfn(const ModelParts& parts) {
+  int64_t widest = 0;
+  for (const LayerParts& l : parts.layers) {
+    if (l.ffn.kind == FfnKind::kDense) widest = std::max<int64_t>(widest, l.ffn.n_ff);
+  }
+  return widest;
+}
+
+}  // namespace
 
 Context::Impl::Impl(const Model& m, uint32_t n_ctx_, const ContextOptions& o)
     : model(m),
       hp(m.hparams()),
-      arch(m.arch()),
+      parts(m.parts()),
       n_ctx(n_ctx_),
       n_seq(std::max(o.n_seq_max, 1u)),
       n_batch(std::max(o.n_batch, 1u)),
       kv_types(o.kv_types),
       populate_kv(o.populate_kv),
       pool(o.n_threads, o.pin_threads),
-      moe(m, pool, n_batch) {}
+      moe(m, pool, n_batch) {
+  const AttentionShape shape{n_ctx, n_seq, n_batch, kv_types};
+  if (AnyLayer(parts,
+               [](const LayerParts& l) { return l.attention.kind == AttentionKind::kGqa; })) {
+    gqa.emplace(m, pool, shape);
+  }
+  if (AnyLayer(parts,
+               [](const LayerParts& l) { return l.attention.kind == AttentionKind::kMla; })) {
+    mla.emplace(m, pool, shape);
+  }
+  if (const int64_t widest = WidestDenseFfn(parts); widest > 0) {
+    dense.emplace(pool, n_batch, hp.n_embd, widest);
+  }
+}
 
 uint64_t Context::Impl::kv_bytes() const {
-  const uint64_t positions = uint64_t{hp.n_layer} * n_seq * n_ctx;
-  return positions *
-         (KvBytes(kv_types.k, hp.n_embd_k_gqa()) + KvBytes(kv_types.v, hp.n_embd_v_gqa()));
+  return (gqa ? gqa->kv_bytes() : 0) + (mla ? mla->kv_bytes() : 0);
 }
 
 uint64_t Context::Impl::scratch_bytes() {
@@ -112,149 +118,22 @@ void Context::Impl::SizeScratch(ScratchSizer& sizer) {
   const size_t B = n_batch, D = hp.n_embd;
   sizer.Resize(x, B * D);
   sizer.Resize(xn, B * D);
-  sizer.Resize(q, B * hp.n_embd_q());
-  sizer.Resize(k, B * hp.n_embd_k_gqa());
-  sizer.Resize(v, B * hp.n_embd_v_gqa());
-  sizer.Resize(attn, B * hp.n_head * hp.head_dim_v);
-  sizer.Resize(rope_cs, B * hp.n_rot);
-  sizer.Resize(scores,
-               static_cast<size_t>(pool.size()) * attend_heads() * attend_tokens * kAttendTile);
-  sizer.Resize(run_start, B + 1);
+  sizer.Resize(rope_cs, B * parts.rope.n_rot);
   sizer.Resize(ffn_out, B * D);
   sizer.Reserve(logit_rows, B);
-  const int64_t widest = std::max<int64_t>(static_cast<int64_t>(D),
-                                           int64_t{hp.n_head} * hp.head_dim_v);
-  sizer.Reserve(in_main, static_cast<int64_t>(B), widest);
+  sizer.Reserve(in_head, static_cast<int64_t>(B), static_cast<int64_t>(D));
+  if (gqa) gqa->SizeScratch(sizer);
+  if (mla) mla->SizeScratch(sizer);
+  if (dense) dense->SizeScratch(sizer);
   moe.SizeScratch(sizer);
 }
 
 Status Context::Impl::Allocate() {
   ScratchSizer allocate(ScratchSizer::kAllocate);
   SizeScratch(allocate);
-  for (uint32_t il = 0; il < hp.n_layer; ++il) {
-    const uint64_t positions = uint64_t{n_seq} * n_ctx;
-    Result<AlignedBuffer> kb =
-        AlignedBuffer::Allocate(positions * KvBytes(kv_types.k, hp.n_embd_k_gqa()));
-    Result<AlignedBuffer> vb =
-        AlignedBuffer::Allocate(positions * KvBytes(kv_types.v, hp.n_embd_v_gqa()));
-    if (!kb.ok()) return kb.status().WithContext("KV cache");
-    if (!vb.ok()) return vb.status().WithContext("KV cache");
-    k_cache.push_back(std::move(kb.value()));
-    v_cache.push_back(std::move(vb.value()));
-  }
-  if (populate_kv) {
-    for (std::vector<AlignedBuffer>* cache : {&k_cache, &v_cache}) {
-      for (AlignedBuffer& b : *cache) MT_RETURN_IF_ERROR(b.Populate().WithContext("KV cache"));
-    }
-  }
+  if (gqa) MT_RETURN_IF_ERROR(gqa->AllocateKv(populate_kv));
+  if (mla) MT_RETURN_IF_ERROR(mla->AllocateKv(populate_kv));
   return Status::Ok();
-}
-
-void Context::Impl::StoreHeads(const float* row, uint32_t head_dim, KvElemType type,
-                               uint8_t* cache, const BatchToken& token) const {
-  const int64_t row_bytes = KvBytes(type, head_dim);
-  for (uint32_t h = 0; h < hp.n_head_kv; ++h) {
-    const int64_t cell = (int64_t{token.seq} * hp.n_head_kv + h) * n_ctx + token.pos;
-    StoreKv(row + size_t{h} * head_dim, head_dim, type, cache + cell * row_bytes);
-  }
-}
-
-void Context::Impl::PrepareAttention(int il, std::span<const BatchToken> batch) {
-  const LayerWeights& L = model.layer(il);
-  const int64_t QD = hp.n_embd_q(), KD = hp.n_embd_k_gqa(), VD = hp.n_embd_v_gqa();
-  const RopeMode rope = arch.rope_type == RopeType::kNeox ? RopeMode::kNeox : RopeMode::kNorm;
-  // Bias, then the q/k norm, then the rotation of one projection row of one token.
-  auto finish = [&](float* row, int64_t width, const std::vector<float>& bias,
-                    const std::vector<float>& norm, uint32_t heads, const float* cos_sin) {
-    for (int64_t i = 0; i < width && !bias.empty(); ++i) row[i] += bias[i];
-    if (arch.qk_norm == QkNorm::kPerHead) {
-      for (uint32_t h = 0; h < heads; ++h) {
-        float* rh = row + h * hp.head_dim_k;
-        RmsNorm(rh, norm.data(), hp.head_dim_k, hp.rms_eps, rh);
-      }
-    } else if (arch.qk_norm == QkNorm::kWholeProjection) {
-      RmsNorm(row, norm.data(), width, hp.rms_eps, row);
-    }
-    RopeRotate(row, static_cast<int>(heads), static_cast<int>(hp.head_dim_k),
-               static_cast<int>(hp.n_rot), cos_sin, rope);
-  };
-  // Three items per token: its q; its k, into the cache; its v, into the cache. At one
-  // token with two threads the first item goes to one thread and the other two to the
-  // other: the first is q where q outweighs k and v together (GQA), else k (then q with
-  // v's store balance k with its store).
-  enum Part { kQ, kK, kV };
-  const std::array<Part, 3> parts = QD >= KD + VD ? std::array<Part, 3>{kQ, kK, kV}
-                                                  : std::array<Part, 3>{kK, kQ, kV};
-  const int64_t items = int64_t{3} * static_cast<int64_t>(batch.size());
-  pool.ParallelFor(items, [&](int64_t begin, int64_t end, int) {
-    for (int64_t item = begin; item < end; ++item) {
-      const int64_t t = item / 3;
-      const float* cos_sin = rope_cs.data() + t * hp.n_rot;
-      switch (parts[item % 3]) {
-        case kQ:
-          finish(q.data() + t * QD, QD, L.bq, L.attn_q_norm, hp.n_head, cos_sin);
-          break;
-        case kK: {
-          float* kt = k.data() + t * KD;
-          finish(kt, KD, L.bk, L.attn_k_norm, hp.n_head_kv, cos_sin);
-          StoreHeads(kt, hp.head_dim_k, kv_types.k, k_cache[il].data(), batch[t]);
-          break;
-        }
-        case kV: {
-          float* vt = v.data() + t * VD;
-          for (int64_t i = 0; i < VD && !L.bv.empty(); ++i) vt[i] += L.bv[i];
-          StoreHeads(vt, hp.head_dim_v, kv_types.v, v_cache[il].data(), batch[t]);
-          break;
-        }
-      }
-    }
-  });
-}
-
-void Context::Impl::FindAttentionRuns(std::span<const BatchToken> batch) {
-  n_runs = 0;
-  for (int t = 0; t < static_cast<int>(batch.size()); ++t) {
-    const bool extends = t > 0 && t - run_start[n_runs - 1] < attend_tokens &&
-                         batch[t].seq == batch[t - 1].seq && batch[t].pos == batch[t - 1].pos + 1;
-    if (!extends) run_start[n_runs++] = t;
-  }
-  run_start[n_runs] = static_cast<int>(batch.size());
-}
-
-void Context::Impl::Attention(int il, std::span<const BatchToken> batch) {
-  const int n_head = static_cast<int>(hp.n_head), n_kv = static_cast<int>(hp.n_head_kv);
-  const int dk = static_cast<int>(hp.head_dim_k), dv = static_cast<int>(hp.head_dim_v);
-  const int group = n_head / n_kv;
-  const float scale = 1.0f / std::sqrt(static_cast<float>(dk));
-  const int64_t k_row = KvBytes(kv_types.k, dk), v_row = KvBytes(kv_types.v, dv);  // bytes
-  const uint8_t* kc = k_cache[il].data();
-  const uint8_t* vc = v_cache[il].data();
-  // Items are (kv head, run of tokens), in that order. A run (FindAttentionRuns) is up to
-  // attend_tokens consecutive positions of one sequence (a prompt's), which AttendTokens
-  // runs with the query heads of the group over one read of their shared rows; consecutive
-  // items read the same K/V rows, which later runs then find in L2 (in token order the other
-  // heads' rows went through it in between). Every kv head has the same runs, so the
-  // threads' contiguous ranges are equal work where the kv heads divide among them (16 or 4
-  // on 2).
-  const int runs = n_runs;
-  const int heads = attend_heads();  // per AttendTokens call
-  pool.ParallelFor(int64_t{runs} * n_kv, [&](int64_t begin, int64_t end, int thread) {
-    float* p = scores.data() + static_cast<size_t>(thread) * heads * attend_tokens * kAttendTile;
-    for (int64_t item = begin; item < end; ++item) {
-      const int kvh = static_cast<int>(item / runs), r = static_cast<int>(item % runs);
-      const int t = run_start[r], n_tok = run_start[r + 1] - t;
-      const int h = kvh * group;  // the group's first query head
-      const int64_t head = (int64_t{batch[t].seq} * n_kv + kvh) * n_ctx;  // its first cell
-      for (int g0 = 0; g0 < group; g0 += heads) {
-        const AttendQueries qs{
-            q.data() + int64_t{t} * hp.n_embd_q() + int64_t{h + g0} * dk, hp.n_embd_q(), dk,
-            attn.data() + int64_t{t} * n_head * dv + int64_t{h + g0} * dv, int64_t{n_head} * dv,
-            dv, std::min(heads, group - g0), n_tok,
-            batch[t].pos + 1};  // causal: positions 0..pos of its sequence
-        AttendTokens(qs, kc + head * k_row, vc + head * v_row, kv_types, dk, dv, dk, dv, scale, p);
-      }
-    }
-  });
 }
 
 Status Context::Impl::Forward(std::span<const BatchToken> batch, float* logits) {
@@ -263,35 +142,37 @@ Status Context::Impl::Forward(std::span<const BatchToken> batch, float* logits) 
   const int n = static_cast<int>(batch.size());
   moe.routing().AddTokens(static_cast<uint64_t>(n));
   const int64_t D = hp.n_embd;
-  const int64_t QD = hp.n_embd_q(), KD = hp.n_embd_k_gqa(), VD = hp.n_embd_v_gqa();
-  const int64_t AD = int64_t{hp.n_head} * hp.head_dim_v;
   const WeightMatrix& embd = model.token_embd();
   for (int t = 0; t < n; ++t) {
     DequantizeRow(embd.type, embd.row(batch[t].token), x.data() + t * D, D);
   }
+  const RopeParts& rp = parts.rope;
+  const RopeFreqs freqs{rp.n_rot,       rp.freq_base, rp.freq_scale, rp.ext_factor,
+                        rp.attn_factor, rp.corr_low,  rp.corr_high};
   for (int t = 0; t < n; ++t) {
-    RopeAngles(hp.n_rot, static_cast<int>(batch[t].pos), hp.rope_freq_base, hp.rope_freq_scale,
-               rope_cs.data() + int64_t{t} * hp.n_rot);
+    RopeAngles(freqs, static_cast<int>(batch[t].pos), rope_cs.data() + int64_t{t} * rp.n_rot);
   }
-  FindAttentionRuns(batch);
   for (int il = 0; il < static_cast<int>(hp.n_layer); ++il) {
     const LayerWeights& L = model.layer(il);
+    const LayerParts& lp = parts.layers[il];
     for (int t = 0; t < n; ++t) {
       RmsNorm(x.data() + t * D, L.attn_norm.data(), D, hp.rms_eps, xn.data() + t * D);
     }
-    in_main.Set(xn.data(), D, n, D);
-    ProjectAll(pool, {{&L.wq, q.data(), QD}, {&L.wk, k.data(), KD}, {&L.wv, v.data(), VD}},
-               in_main);
-    PrepareAttention(il, batch);
-    Attention(il, batch);
-    in_main.Set(attn.data(), AD, n, AD);
-    Project(pool, L.wo, in_main, xn.data(), D);
+    if (lp.attention.kind == AttentionKind::kMla) {
+      mla->Run(il, batch, xn.data(), rope_cs.data(), xn.data());
+    } else {
+      gqa->Run(il, batch, xn.data(), rope_cs.data(), xn.data());
+    }
     for (int64_t i = 0; i < int64_t{n} * D; ++i) x[i] += xn[i];
 
     for (int t = 0; t < n; ++t) {
       RmsNorm(x.data() + t * D, L.ffn_norm.data(), D, hp.rms_eps, xn.data() + t * D);
     }
-    MT_RETURN_IF_ERROR(moe.Run(il, n, x.data(), xn.data(), ffn_out.data()));
+    if (lp.has_experts()) {
+      MT_RETURN_IF_ERROR(moe.Run(il, n, x.data(), xn.data(), ffn_out.data()));
+    } else {
+      dense->Run(L.ffn_gate, L.ffn_up, L.ffn_down, xn.data(), n, ffn_out.data());
+    }
     for (int64_t i = 0; i < int64_t{n} * D; ++i) x[i] += ffn_out[i];
   }
   // The head runs only for the tokens that want logits, gathered into consecutive rows.
@@ -304,8 +185,8 @@ Status Context::Impl::Forward(std::span<const BatchToken> batch, float* logits) 
     RmsNorm(x.data() + logit_rows[i] * D, model.output_norm().data(), D, hp.rms_eps,
             xn.data() + i * D);
   }
-  in_main.Set(xn.data(), D, static_cast<int64_t>(logit_rows.size()), D);
-  Project(pool, model.output(), in_main, logits, hp.n_vocab);
+  in_head.Set(xn.data(), D, static_cast<int64_t>(logit_rows.size()), D);
+  Project(pool, model.output(), in_head, logits, hp.n_vocab);
   return Status::Ok();
 }
 
@@ -357,16 +238,24 @@ Result<std::unique_ptr<Context>> Context::Create(const Model& model,
   if (n_ctx < 1) return InvalidArgument("context size must be at least 1");
   if (options.n_seq_max > 1024) return InvalidArgument("at most 1024 sequences per context");
   const HParams& hp = model.hparams();
-  if (options.kv_types.k == KvElemType::kQ8_0 &&
-      (hp.head_dim_k % kKvBlockQ8 != 0 || hp.head_dim_k > kKvMaxDimQ8)) {
-    return InvalidArgument("a q8_0 K cache needs a K head dimension that is a multiple of {} "
-                           "and at most {} (this model's: {}); use f16",
-                           kKvBlockQ8, kKvMaxDimQ8, hp.head_dim_k);
+  // The cache rows: a head's K and V (GQA), or the latent row and its first L values (MLA,
+  // cached in K's type).
+  const AttentionParts& attn0 = model.parts().layers[0].attention;
+  const bool mla = attn0.kind == AttentionKind::kMla;
+  const uint32_t k_row = mla ? attn0.mla.kv_lora_rank + hp.n_rot : hp.head_dim_k;
+  const uint32_t v_row = mla ? attn0.mla.kv_lora_rank : hp.head_dim_v;
+  const KvElemType v_type = mla ? options.kv_types.k : options.kv_types.v;
+  if (options.kv_types.k == KvElemType::kQ8_0 && (k_row % kKvBlockQ8 != 0 || k_row > kKvMaxDimQ8)) {
+    return InvalidArgument(
+        "a q8_0 K cache needs a K head dimension that is a multiple of {} "
+        "and at most {} (this model's: {}); use f16",
+        kKvBlockQ8, kKvMaxDimQ8, k_row);
   }
-  if (options.kv_types.v == KvElemType::kQ8_0 && hp.head_dim_v % kKvBlockQ8 != 0) {
-    return InvalidArgument("a q8_0 V cache needs a V head dimension that is a multiple of {} "
-                           "(this model's: {}); use f16",
-                           kKvBlockQ8, hp.head_dim_v);
+  if (v_type == KvElemType::kQ8_0 && v_row % kKvBlockQ8 != 0) {
+    return InvalidArgument(
+        "a q8_0 V cache needs a V head dimension that is a multiple of {} "
+        "(this model's: {}); use f16",
+        kKvBlockQ8, v_row);
   }
   // Workers spin while they wait for the next region, so a thread without a CPU of its own
   // stalls every region it takes part in (-t 3 on 2 CPUs: prompt 30x slower).
@@ -382,6 +271,10 @@ Result<std::unique_ptr<Context>> Context::Create(const Model& model,
       PlanStorage(model, impl.kv_bytes(), impl.scratch_bytes(), options.storage);
   if (!plan.ok()) return plan.status();
   impl.plan = plan.value();
+  if (mla) {
+    impl.plan.kv_layout = fmt::format("MLA latent: {} values a position and layer, {}", k_row,
+                                      KvTypeName(options.kv_types.k));
+  }
   RoutingStats& routing = impl.moe.routing();
   routing = RoutingStats(model.hparams().arch, model.hparams().n_layer, model.hparams().n_expert);
   if (!options.routing_stats_file.empty()) {

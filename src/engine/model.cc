@@ -65,6 +65,21 @@ std::vector<float> ToFloats(const GgufTensor* t) {
 
 }  // namespace
 
+std::vector<WeightMatrix*> LayerWeights::matrices() {
+  return {&wq,   &wk,       &wv,     &wo,       &wq_a,       &wq_b,     &wkv_a,     &wk_b,
+          &wv_b, &ffn_gate, &ffn_up, &ffn_down, &shexp_gate, &shexp_up, &shexp_down};
+}
+
+std::vector<const WeightMatrix*> LayerWeights::matrices() const {
+  std::vector<WeightMatrix*> m = const_cast<LayerWeights*>(this)->matrices();
+  return {m.begin(), m.end()};
+}
+
+std::vector<const std::vector<float>*> LayerWeights::vectors() const {
+  return {&attn_norm, &bq,        &bk,       &bv,     &attn_q_norm, &attn_k_norm,
+          &q_a_norm,  &kv_a_norm, &ffn_norm, &router, &exp_probs_b, &shexp_gate_inp};
+}
+
 Model::Model(std::string path, GgufModel gguf) : path_(std::move(path)), gguf_(std::move(gguf)) {}
 Model::~Model() = default;
 
@@ -77,12 +92,12 @@ Result<std::unique_ptr<Model>> Model::Load(const std::string& path, const LoadOp
   Result<HParams> hp = ReadHParams(m->gguf_.metadata());
   if (!hp.ok()) return fail(hp.status());
   m->hp_ = hp.value();
-  m->arch_ = FindArch(m->hp_.arch);
   const GgufTensor* embd = m->gguf_.FindTensor("token_embd.weight");
   if (embd == nullptr || embd->shape.size() != 2) {
     return fail(NotFound("missing tensor token_embd.weight"));
   }
   if (m->hp_.n_vocab == 0) m->hp_.n_vocab = static_cast<uint32_t>(embd->shape[1]);
+  m->parts_ = DescribeModel(m->hp_);
 
   const GgufMetadata& md = m->gguf_.metadata();
   if (md.Contains("tokenizer.ggml.tokens")) {
@@ -97,31 +112,70 @@ Result<std::unique_ptr<Model>> Model::Load(const std::string& path, const LoadOp
     return fail(NotFound("the file has no tokenizer (tokenizer.ggml.tokens is missing)"));
   }
 
-  TensorBinder binder(m->gguf_);
-  m->layers_.resize(m->hp_.n_layer);
+  if (Status s = m->BindTensors(); !s.ok()) return fail(s);
+  Result<ExpertLayout> layout = ExpertLayoutFromGguf(m->gguf_, ExpertLayers(m->parts_));
+  if (!layout.ok()) return fail(layout.status());
+  m->expert_layout_ = std::make_unique<ExpertLayout>(std::move(layout.value()));
+  const HParams& want = m->hp_;
+  for (uint32_t il = 0; il < want.n_layer; ++il) {
+    if (!m->parts_.layers[il].has_experts()) continue;
+    const ExpertSpec& s = m->expert_layout_->spec(il);
+    const uint32_t n_ff = m->parts_.layers[il].ffn.n_ff;
+    if (m->expert_layout_->n_expert() != want.n_expert || s.n_embd != want.n_embd ||
+        s.n_ff != n_ff) {
+      return fail(InvalidArgument(
+          "layer {}: {} experts of {}x{}, the hyperparameters say {} of "
+          "{}x{}",
+          il, m->expert_layout_->n_expert(), s.n_embd, s.n_ff, want.n_expert, want.n_embd, n_ff));
+    }
+    for (GgmlType type : {s.gate_type, s.up_type, s.down_type}) {
+      if (!CanDequantize(type)) {
+        return fail(
+            Unimplemented("layer {}: experts of type {}, which moetier cannot compute "
+                          "with yet",
+                          il, TypeName(type)));
+      }
+    }
+  }
+  if (Status s = m->CopyDenseWeights(); !s.ok()) return fail(s);
+  return m;
+}
+
+// Finds every tensor the parts call for, checks its shape and type, and points the weights
+// at it (the routed experts are the ExpertLayout's).
+Status Model::BindTensors() {
+  TensorBinder binder(gguf_);
+  layers_.resize(hp_.n_layer);
   // A pack holds each routed expert as tensors of its own instead of the table's stacked
-  // ones; ExpertLayoutFromGguf finds them and the check after it compares them.
-  const bool pack = IsExpertMajorPack(md);
-  for (const TensorDesc& desc : ArchTensors(*m->arch_, m->hp_)) {
+  // ones; ExpertLayoutFromGguf finds them and Load compares them.
+  const bool pack = IsExpertMajorPack(gguf_.metadata());
+  for (const TensorDesc& desc : ArchTensors(parts_, hp_)) {
     using R = TensorRole;
-    if (pack && (desc.role == R::kFfnGateExps || desc.role == R::kFfnUpExps ||
-                 desc.role == R::kFfnDownExps)) {
-      continue;
+    if (desc.role == R::kFfnGateExps || desc.role == R::kFfnUpExps ||
+        desc.role == R::kFfnDownExps) {
+      if (pack) continue;
+      // Bound by ExpertLayoutFromGguf; checked here for shape and presence.
     }
     Result<const GgufTensor*> found = binder.Find(desc);
-    if (!found.ok()) return fail(found.status());
+    if (!found.ok()) return found.status();
     const GgufTensor* t = found.value();
     const bool bias = desc.suffix == TensorSuffix::kBias;
     if (desc.layer < 0) {
       switch (desc.role) {
-        case R::kTokenEmbd: m->token_embd_ = MatrixOf(*t); break;
-        case R::kOutputNorm: m->output_norm_ = ToFloats(t); break;
-        case R::kOutput: m->output_ = t ? MatrixOf(*t) : m->token_embd_; break;
+        case R::kTokenEmbd:
+          token_embd_ = MatrixOf(*t);
+          break;
+        case R::kOutputNorm:
+          output_norm_ = ToFloats(t);
+          break;
+        case R::kOutput:
+          output_ = t ? MatrixOf(*t) : token_embd_;
+          break;
         default: break;
       }
       continue;
     }
-    LayerWeights& L = m->layers_[desc.layer];
+    LayerWeights& L = layers_[desc.layer];
     switch (desc.role) {
       case R::kAttnNorm: L.attn_norm = ToFloats(t); break;
       case R::kAttnQ: bias ? void(L.bq = ToFloats(t)) : void(L.wq = MatrixOf(*t)); break;
@@ -130,8 +184,46 @@ Result<std::unique_ptr<Model>> Model::Load(const std::string& path, const LoadOp
       case R::kAttnOutput: L.wo = MatrixOf(*t); break;
       case R::kAttnQNorm: L.attn_q_norm = ToFloats(t); break;
       case R::kAttnKNorm: L.attn_k_norm = ToFloats(t); break;
+      case R::kAttnQA:
+        L.wq_a = MatrixOf(*t);
+        break;
+      case R::kAttnQANorm:
+        L.q_a_norm = ToFloats(t);
+        break;
+      case R::kAttnQB:
+        L.wq_b = MatrixOf(*t);
+        break;
+      case R::kAttnKvAMqa:
+        L.wkv_a = MatrixOf(*t);
+        break;
+      case R::kAttnKvANorm:
+        L.kv_a_norm = ToFloats(t);
+        break;
+      // The per-head tensors (N, L, n_head) and (L, V, n_head) read as n_head*L rows of N and
+      // n_head*V rows of L: head h's rows are consecutive.
+      case R::kAttnKB:
+        L.wk_b = MatrixOf(*t);
+        break;
+      case R::kAttnVB:
+        L.wv_b = MatrixOf(*t);
+        break;
+      case R::kAttnKvB:
+        MT_RETURN_IF_ERROR(SplitKvB(desc.layer, *t));
+        break;
       case R::kFfnNorm: L.ffn_norm = ToFloats(t); break;
+      case R::kFfnGate:
+        L.ffn_gate = MatrixOf(*t);
+        break;
+      case R::kFfnUp:
+        L.ffn_up = MatrixOf(*t);
+        break;
+      case R::kFfnDown:
+        L.ffn_down = MatrixOf(*t);
+        break;
       case R::kFfnGateInp: L.router = ToFloats(t); break;
+      case R::kFfnExpProbsB:
+        L.exp_probs_b = ToFloats(t);
+        break;
       case R::kFfnGateInpShexp: L.shexp_gate_inp = ToFloats(t); break;
       case R::kFfnGateShexp: L.shexp_gate = MatrixOf(*t); break;
       case R::kFfnUpShexp: L.shexp_up = MatrixOf(*t); break;
@@ -139,27 +231,39 @@ Result<std::unique_ptr<Model>> Model::Load(const std::string& path, const LoadOp
       default: break;
     }
   }
-  Result<ExpertLayout> layout = ExpertLayoutFromGguf(m->gguf_, m->hp_.n_layer);
-  if (!layout.ok()) return fail(layout.status());
-  m->expert_layout_ = std::make_unique<ExpertLayout>(std::move(layout.value()));
-  const HParams& want = m->hp_;
-  for (uint32_t il = 0; il < want.n_layer; ++il) {
-    const ExpertSpec& s = m->expert_layout_->spec(il);
-    if (m->expert_layout_->n_expert() != want.n_expert || s.n_embd != want.n_embd ||
-        s.n_ff != want.n_ff_exp) {
-      return fail(InvalidArgument("layer {}: {} experts of {}x{}, the hyperparameters say {} of "
-                                  "{}x{}", il, m->expert_layout_->n_expert(), s.n_embd, s.n_ff,
-                                  want.n_expert, want.n_embd, want.n_ff_exp));
+  return Status::Ok();
+}
+
+// attn_kv_b (L, n_head*(N+V)) holds, per head, N rows of k_b then V rows of v_b, each of the
+// L latent dims. The absorbed attention needs k_b transposed (L rows of N per head): it is
+// dequantized exactly into f32 (4 bytes a weight where the file had about 1: on DeepSeek-V3,
+// 61 x 128 x 512 x 128 weights, 2 GiB, still far below what the legacy per-head KV cache
+// llama.cpp computes these files with takes at 4096 positions); v_b's rows are copied as
+// they are.
+Status Model::SplitKvB(int il, const GgufTensor& kv_b) {
+  const MlaParts& mla = parts_.layers[il].attention.mla;
+  const int64_t L = mla.kv_lora_rank, N = mla.head_dim_nope, V = mla.head_dim_v;
+  const int64_t H = hp_.n_head;
+  const WeightMatrix src = MatrixOf(kv_b);
+  Result<AlignedBuffer> kb = AlignedBuffer::Allocate(uint64_t(H * L * N) * sizeof(float));
+  Result<AlignedBuffer> vb = AlignedBuffer::Allocate(uint64_t(H * V) * src.row_bytes);
+  if (!kb.ok()) return kb.status().WithContext("attn_kv_b split");
+  if (!vb.ok()) return vb.status().WithContext("attn_kv_b split");
+  auto* k = reinterpret_cast<float*>(kb->data());
+  std::vector<float> row(L);
+  for (int64_t h = 0; h < H; ++h) {
+    for (int64_t i = 0; i < N; ++i) {  // k_b row i of head h -> column i of its transpose
+      DequantizeRow(src.type, src.row(h * (N + V) + i), row.data(), L);
+      for (int64_t j = 0; j < L; ++j) k[(h * L + j) * N + i] = row[j];
     }
-    for (GgmlType type : {s.gate_type, s.up_type, s.down_type}) {
-      if (!CanDequantize(type)) {
-        return fail(Unimplemented("layer {}: experts of type {}, which moetier cannot compute "
-                                  "with yet", il, TypeName(type)));
-      }
-    }
+    std::memcpy(vb->data() + h * V * src.row_bytes, src.row(h * (N + V) + N), V * src.row_bytes);
   }
-  if (Status s = m->CopyDenseWeights(); !s.ok()) return fail(s);
-  return m;
+  LayerWeights& w = layers_[il];
+  w.wk_b = {GgmlType::kF32, kb->data(), H * L, N, RowBytes(GgmlType::kF32, N)};
+  w.wv_b = {src.type, vb->data(), H * V, L, src.row_bytes};
+  split_.push_back(std::move(kb.value()));  // copied like the others, then freed
+  split_.push_back(std::move(vb.value()));
+  return Status::Ok();
 }
 
 // Moves every dense matrix out of the mapping into its own buffer (vectors are already
@@ -190,17 +294,11 @@ Status Model::CopyDenseWeights() {
     MT_RETURN_IF_ERROR(copy(output_));
   }
   for (LayerWeights& L : layers_) {
-    for (WeightMatrix* w : {&L.wq, &L.wk, &L.wv, &L.wo, &L.shexp_gate, &L.shexp_up,
-                            &L.shexp_down}) {
-      MT_RETURN_IF_ERROR(copy(*w));
-    }
-    for (const std::vector<float>* v : {&L.attn_norm, &L.bq, &L.bk, &L.bv, &L.attn_q_norm,
-                                        &L.attn_k_norm, &L.ffn_norm, &L.router,
-                                        &L.shexp_gate_inp}) {
-      dense_bytes_ += v->size() * sizeof(float);
-    }
+    for (WeightMatrix* w : L.matrices()) MT_RETURN_IF_ERROR(copy(*w));
+    for (const std::vector<float>* v : L.vectors()) dense_bytes_ += v->size() * sizeof(float);
   }
   dense_bytes_ += output_norm_.size() * sizeof(float);
+  split_.clear();
   return Status::Ok();
 }
 

@@ -19,21 +19,43 @@
 
 namespace mt {
 
-
+// The dense weights of one layer. Which fields are set follows the layer's parts
+// (model/layer_parts.h); the others stay empty. Dims: L = kv_lora_rank, Q = q_lora_rank,
+// R = n_rot, N = head_dim_nope, V = MLA head_dim_v, F = n_ff (dense) or shared width.
 struct LayerWeights {
   std::vector<float> attn_norm;       // (n_embd)
+  // GQA; wq also serves MLA without q LoRA: (n_head*(N+R) rows of n_embd).
   WeightMatrix wq;                    // (n_head*head_dim_k rows of n_embd)
   WeightMatrix wk;                    // (n_head_kv*head_dim_k rows of n_embd)
   WeightMatrix wv;                    // (n_head_kv*head_dim_v rows of n_embd)
-  WeightMatrix wo;                    // (n_embd rows of n_head*head_dim_v)
+  WeightMatrix wo;                    // (n_embd rows of n_head*head_dim_v) (MLA: n_head*V)
   std::vector<float> bq, bk, bv;      // (rows of wq/wk/wv) or empty
   std::vector<float> attn_q_norm;     // (head_dim_k) per-head or (n_embd_q) whole, or empty
   std::vector<float> attn_k_norm;     // (head_dim_k) or (n_embd_k_gqa), or empty
+  // MLA
+  WeightMatrix wq_a;                  // (Q rows of n_embd)  attn_q_a
+  std::vector<float> q_a_norm;        // (Q)
+  WeightMatrix wq_b;                  // (n_head*(N+R) rows of Q)
+  WeightMatrix wkv_a;                 // (L+R rows of n_embd)  attn_kv_a_mqa
+  std::vector<float> kv_a_norm;       // (L)
+  WeightMatrix wk_b;                  // (n_head*L rows of N): head h is rows [h*L, (h+1)*L)
+  WeightMatrix wv_b;                  // (n_head*V rows of L): head h is rows [h*V, (h+1)*V)
   std::vector<float> ffn_norm;        // (n_embd)
+  // Dense FFN
+  WeightMatrix ffn_gate, ffn_up;  // (n_ff rows of n_embd)
+  WeightMatrix ffn_down;          // (n_embd rows of n_ff)
+  // Routed experts (the experts themselves are in the ExpertStore) and shared experts
   std::vector<float> router;          // (n_expert, n_embd) ffn_gate_inp, row-major
+  std::vector<float> exp_probs_b;     // (n_expert) selection bias, or empty
   std::vector<float> shexp_gate_inp;  // (n_embd) or empty
-  WeightMatrix shexp_gate, shexp_up;  // (n_ff_shexp rows of n_embd)
-  WeightMatrix shexp_down;            // (n_embd rows of n_ff_shexp)
+  WeightMatrix shexp_gate, shexp_up;  // (F rows of n_embd)
+  WeightMatrix shexp_down;            // (n_embd rows of F)
+
+  // Every matrix field, set or not (for copying and counting).
+  std::vector<WeightMatrix*> matrices();
+  std::vector<const WeightMatrix*> matrices() const;
+  // Every float vector field.
+  std::vector<const std::vector<float>*> vectors() const;
 };
 
 struct LoadOptions {
@@ -58,7 +80,8 @@ class Model {
 
   const std::string& path() const { return path_; }
   const HParams& hparams() const { return hp_; }
-  const ArchDef& arch() const { return *arch_; }
+  // What the forward pass runs, layer by layer.
+  const ModelParts& parts() const { return parts_; }
   const GgufModel& gguf() const { return gguf_; }
   const Tokenizer* tokenizer() const { return tokenizer_.get(); }  // null if absent
 
@@ -72,12 +95,15 @@ class Model {
 
  private:
   Model(std::string path, GgufModel gguf);
+  Status BindTensors();
+  // Legacy MLA files: attn_kv_b split into k_b (transposed, f32) and v_b.
+  Status SplitKvB(int il, const GgufTensor& kv_b);
   Status CopyDenseWeights();
 
   std::string path_;
   GgufModel gguf_;
   HParams hp_;
-  const ArchDef* arch_ = nullptr;
+  ModelParts parts_;
   std::unique_ptr<Tokenizer> tokenizer_;
   WeightMatrix token_embd_;
   std::vector<float> output_norm_;
@@ -85,6 +111,7 @@ class Model {
   std::vector<LayerWeights> layers_;  // (n_layer)
   std::unique_ptr<ExpertLayout> expert_layout_;
   std::vector<AlignedBuffer> dense_copies_;  // owned bytes of the dense matrices
+  std::vector<AlignedBuffer> split_;         // SplitKvB's matrices until they are copied
   uint64_t dense_bytes_ = 0;
 };
 

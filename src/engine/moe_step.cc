@@ -11,13 +11,18 @@
 namespace mt {
 
 MoeStep::MoeStep(const Model& model, ThreadPool& pool, uint32_t n_batch)
-    : model_(model), hp_(model.hparams()), arch_(model.arch()), pool_(pool), n_batch_(n_batch) {}
+    : model_(model),
+      hp_(model.hparams()),
+      parts_(model.parts()),
+      pool_(pool),
+      n_batch_(n_batch),
+      selector_(model.parts().router),
+      shared_(pool, n_batch, model.hparams().n_embd, model.hparams().n_ff_shexp) {}
 
 void MoeStep::SizeScratch(ScratchSizer& sizer) {
   const size_t B = n_batch_, E = hp_.n_expert, K = hp_.n_expert_used, D = hp_.n_embd;
   const size_t F = hp_.n_ff_exp, FS = hp_.n_ff_shexp;
-  sizer.Resize(probs_, B * E);
-  sizer.Resize(order_, E);
+  sizer.Resize(logits_, B * E);
   sizer.Resize(topk_id_, B * K);
   sizer.Resize(topk_weight_, B * K);
   sizer.Resize(expert_rows_, B * K);
@@ -43,12 +48,11 @@ void MoeStep::SizeScratch(ScratchSizer& sizer) {
   sizer.Resize(next_norm_, B * D);
   sizer.Resize(next_logits_, B * E);
   sizer.Reserve(hinted_, E);
-  if (arch_.shared_expert == SharedExpert::kSigmoidGated) {
-    sizer.Resize(sh_gate_, B * FS);
-    sizer.Resize(sh_up_, B * FS);
+  sizer.Resize(pred_id_, K);
+  sizer.Resize(pred_weight_, K);
+  if (FS > 0) {
+    shared_.SizeScratch(sizer);
     sizer.Resize(sh_out_, B * D);
-    sizer.Reserve(sh_in_, static_cast<int64_t>(B), static_cast<int64_t>(D));
-    sizer.Reserve(sh_hid_, static_cast<int64_t>(B), static_cast<int64_t>(FS));
   }
 }
 
@@ -65,7 +69,7 @@ Status MoeStep::Run(int il, int n, const float* x, const float* xn, float* ffn_o
   Route(il, n, xn);
   store_->BeginLayer(static_cast<uint32_t>(il), used_experts_);
   // Demand first, then the hint: the next layer's reads overlap this layer's experts.
-  if (prefetch_depth_ > 0 && il + 1 < static_cast<int>(hp_.n_layer)) PrefetchNextLayer(il, n, x);
+  if (prefetch_depth_ > 0) PrefetchNextLayer(il, n, x);
   while (store_->Pending()) {
     // Everything ready now runs together (all of it, for the in-memory tiers); a stream
     // tier's misses join later groups as their reads complete.
@@ -101,33 +105,17 @@ Status MoeStep::Run(int il, int n, const float* x, const float* xn, float* ffn_o
       for (int64_t d = 0; d < D; ++d) out[d] += src[d];
     }
   }
-  if (arch_.shared_expert == SharedExpert::kSigmoidGated) SharedExpert(il, n, xn, ffn_out);
+  if (parts_.layers[il].ffn.n_ff_shared > 0) SharedExperts(il, n, xn, ffn_out);
   return Status::Ok();
 }
 
 void MoeStep::Route(int il, int n, const float* xn) {
   const LayerWeights& L = model_.layer(il);
   const int E = static_cast<int>(hp_.n_expert), K = static_cast<int>(hp_.n_expert_used);
-  // Router: softmax over all experts, top-k (ties to the lower id), optional renormalise.
-  RouterLogits(L.router.data(), xn, n, probs_.data());
+  RouterLogits(L.router.data(), xn, n, logits_.data());
   for (int t = 0; t < n; ++t) {
-    float* pr = probs_.data() + int64_t{t} * E;
-    SoftmaxInPlace(pr, E);
-    std::iota(order_.begin(), order_.end(), 0);
-    std::partial_sort(order_.begin(), order_.begin() + K, order_.end(), [&](int a, int b) {
-      return pr[a] > pr[b] || (pr[a] == pr[b] && a < b);
-    });
-    int32_t* ids = topk_id_.data() + t * K;
-    float* w = topk_weight_.data() + t * K;
-    float sum = 0;
-    for (int s = 0; s < K; ++s) {
-      ids[s] = order_[s];
-      w[s] = pr[order_[s]];
-      sum += w[s];
-    }
-    if (arch_.norm_topk_prob) {
-      for (int s = 0; s < K; ++s) w[s] /= sum;
-    }
+    selector_.Select(logits_.data() + int64_t{t} * E, L.exp_probs_b.data(), topk_id_.data() + t * K,
+                     topk_weight_.data() + t * K);
   }
   // Routing statistics, and how well the previous layer predicted this one.
   Context::PrefetchCounters& pc = prefetch_counters_[il];
@@ -166,9 +154,13 @@ void MoeStep::RouterLogits(const float* router, const float* in, int n, float* l
 }
 
 void MoeStep::PrefetchNextLayer(int il, int n, const float* x) {
-  prefetch_counters_[il + 1].predicted += PredictExperts(il + 1, n, x, predicted_.data());
-  HintPredicted(il + 1, n, predicted_.data());
-  for (int d = 2; d <= prefetch_depth_ && il + d < static_cast<int>(hp_.n_layer); ++d) {
+  const int n_layer = static_cast<int>(hp_.n_layer);
+  if (il + 1 < n_layer && parts_.layers[il + 1].has_experts()) {
+    prefetch_counters_[il + 1].predicted += PredictExperts(il + 1, n, x, predicted_.data());
+    HintPredicted(il + 1, n, predicted_.data());
+  }
+  for (int d = 2; d <= prefetch_depth_ && il + d < n_layer; ++d) {
+    if (!parts_.layers[il + d].has_experts()) continue;
     PredictExperts(il + d, n, x, predicted_ahead_.data());
     HintPredicted(il + d, n, predicted_ahead_.data());
   }
@@ -185,13 +177,10 @@ uint64_t MoeStep::PredictExperts(int target, int n, const float* x, uint8_t* fla
   RouterLogits(L.router.data(), next_norm_.data(), n, next_logits_.data());
   uint64_t set = 0;
   for (int t = 0; t < n; ++t) {
-    const float* lg = next_logits_.data() + int64_t{t} * E;
-    std::iota(order_.begin(), order_.end(), 0);
-    std::partial_sort(order_.begin(), order_.begin() + K, order_.end(), [&](int a, int b) {
-      return lg[a] > lg[b] || (lg[a] == lg[b] && a < b);
-    });
+    selector_.Select(next_logits_.data() + int64_t{t} * E, L.exp_probs_b.data(), pred_id_.data(),
+                     pred_weight_.data());
     for (int s = 0; s < K; ++s) {
-      uint8_t& p = flags[int64_t{t} * E + order_[s]];
+      uint8_t& p = flags[int64_t{t} * E + pred_id_[s]];
       set += !p;
       p = 1;
     }
@@ -277,17 +266,14 @@ Status MoeStep::RunExperts(std::span<const ReadyExpert> g, const float* xn) {
   return Status::Ok();
 }
 
-void MoeStep::SharedExpert(int il, int n, const float* xn, float* ffn_out) {
+void MoeStep::SharedExperts(int il, int n, const float* xn, float* ffn_out) {
   const LayerWeights& L = model_.layer(il);
-  const int64_t D = hp_.n_embd, F = hp_.n_ff_shexp;
-  sh_in_.Set(xn, D, n, D);
-  ProjectAll(pool_, {{&L.shexp_gate, sh_gate_.data(), F}, {&L.shexp_up, sh_up_.data(), F}},
-             sh_in_);
-  SwiGlu(sh_gate_.data(), sh_up_.data(), int64_t{n} * F, sh_gate_.data());
-  sh_hid_.Set(sh_gate_.data(), F, n, F);
-  Project(pool_, L.shexp_down, sh_hid_, sh_out_.data(), D);
+  const int64_t D = hp_.n_embd;
+  shared_.Run(L.shexp_gate, L.shexp_up, L.shexp_down, xn, n, sh_out_.data());
+  const bool gated = parts_.layers[il].ffn.shared_gate == SharedExpertGate::kSigmoid;
   for (int t = 0; t < n; ++t) {
-    const float g = 1.0f / (1.0f + std::exp(-DotF32(L.shexp_gate_inp.data(), xn + t * D, D)));
+    const float g =
+        gated ? 1.0f / (1.0f + std::exp(-DotF32(L.shexp_gate_inp.data(), xn + t * D, D))) : 1.0f;
     for (int64_t d = 0; d < D; ++d) ffn_out[t * D + d] += g * sh_out_[t * D + d];
   }
 }

@@ -1,7 +1,8 @@
-// The FFN block of an MoE layer: the router picks each token's top-k experts, the tokens are
-// grouped by expert, the expert store hands out each expert as its bytes are ready, and each
-// runs over all the tokens routed to it (gate and up, SwiGLU, down, weighted by the router);
-// then a shared expert where the architecture has one. With prefetch, the next layers'
+// The FFN block of an MoE layer: the router picks each token's top-k experts (the model's
+// RouterPolicy, model/expert_selection.h), the tokens are grouped by expert, the expert store
+// hands out each expert as its bytes are ready, and each runs over all the tokens routed to it
+// (gate and up, SwiGLU, down, weighted by the router); then the shared experts where the
+// layer has them. With prefetch, the next layers'
 // routers are applied to the current residual stream and their predicted experts hinted to
 // the store. Each token's output is the sum of its k slots in slot order, so the result
 // never depends on which expert arrived first or how many threads ran. Not thread-safe; one
@@ -19,7 +20,9 @@
 #include "engine/projection.h"
 #include "engine/routing_stats.h"
 #include "engine/scratch.h"
+#include "engine/swiglu_ffn.h"
 #include "experts/expert_store.h"
+#include "model/expert_selection.h"
 
 namespace mt {
 
@@ -33,9 +36,9 @@ class MoeStep {
   // and hinted to it (0: no prefetch). Before the first Run.
   void Attach(ExpertStore* store, int prefetch_depth);
 
-  // ffn_out (n, n_embd) = layer il's FFN of xn (n, n_embd), the normed FFN inputs. x (n,
-  // n_embd) is the residual stream, which predicts the next layers' routing. Errors: an
-  // expert the store cannot supply (naming file, layer, expert).
+  // ffn_out (n, n_embd) = layer il's FFN of xn (n, n_embd), the normed FFN inputs; the layer
+  // must have experts. x (n, n_embd) is the residual stream, which predicts the next layers'
+  // routing. Errors: an expert the store cannot supply (naming file, layer, expert).
   Status Run(int il, int n, const float* x, const float* xn, float* ffn_out);
 
   RoutingStats& routing() { return routing_; }
@@ -64,10 +67,11 @@ class MoeStep {
   void Route(int il, int n, const float* xn);
   // Applies layer il+1's router to the FFN input of x (the residual stream after layer
   // il's attention) and hints the predicted experts to the store; with prefetch_depth d,
-  // layers il+2..il+d as well (only il+1's prediction is scored for recall).
+  // layers il+2..il+d as well (only il+1's prediction is scored for recall). Layers without
+  // experts are skipped over.
   void PrefetchNextLayer(int il, int n, const float* x);
-  // The top-k of layer `target`'s router applied to x under that layer's FFN norm, per
-  // token, as flags[t * n_expert + e] = 1 (flags cleared first); returns how many were set.
+  // The experts layer `target`'s router picks for x under that layer's FFN norm, per token,
+  // as flags[t * n_expert + e] = 1 (flags cleared first); returns how many were set.
   uint64_t PredictExperts(int target, int n, const float* x, uint8_t* flags);
   // Hints the union over the batch's tokens of `flags` for layer `target`.
   void HintPredicted(int target, int n, const uint8_t* flags);
@@ -79,12 +83,13 @@ class MoeStep {
   Status RunExperts(std::span<const ReadyExpert> group, const float* xn);
   // One expert, on the calling thread (pool null) or with its rows split (pool set).
   void RunExpert(const ReadyExpert& r, const float* xn, ExpertScratch& s, ThreadPool* pool);
-  // qwen2moe: ffn_out += sigmoid(xn . gate_inp_shexp) * down(silu(gate(xn)) * up(xn)).
-  void SharedExpert(int il, int n, const float* xn, float* ffn_out);
+  // ffn_out += down(silu(gate(xn)) * up(xn)) of the shared experts, times sigmoid(xn .
+  // gate_inp_shexp) where the layer gates them (qwen2moe).
+  void SharedExperts(int il, int n, const float* xn, float* ffn_out);
 
   const Model& model_;
   const HParams& hp_;
-  const ArchDef& arch_;
+  const ModelParts& parts_;
   ThreadPool& pool_;
   const uint32_t n_batch_;
   ExpertStore* store_ = nullptr;
@@ -92,8 +97,8 @@ class MoeStep {
   RoutingStats routing_;  // live (layer, expert) counts
   std::vector<Context::PrefetchCounters> prefetch_counters_;  // (n_layer)
 
-  std::vector<float> probs_;          // (n_batch, n_expert) router probabilities
-  std::vector<int32_t> order_;        // (n_expert) router sort scratch
+  ExpertSelector selector_;           // the router policy, with its scratch
+  std::vector<float> logits_;         // (n_batch, n_expert) router logits
   std::vector<int32_t> topk_id_;      // (n_batch, n_expert_used) chosen experts, best first
   std::vector<float> topk_weight_;    // (n_batch, n_expert_used) their weights
   std::vector<int32_t> expert_rows_;  // (n_batch * n_expert_used) token*k+slot by expert
@@ -111,12 +116,11 @@ class MoeStep {
   std::vector<float> next_norm_;    // (n_batch, n_embd) FFN inputs under the next layer's norm
   std::vector<float> next_logits_;  // (n_batch, n_expert) the next layer's router logits
   std::vector<int32_t> hinted_;     // (n_expert) union of the predicted experts
+  std::vector<int32_t> pred_id_;    // (n_expert_used) one token's predicted experts
+  std::vector<float> pred_weight_;  // (n_expert_used) and their weights (unused)
 
-  std::vector<float> sh_gate_;  // (n_batch, n_ff_shexp) shared expert
-  std::vector<float> sh_up_;    // (n_batch, n_ff_shexp)
-  std::vector<float> sh_out_;   // (n_batch, n_embd)
-  QuantizedInput sh_in_;        // xn quantized, for the shared expert
-  QuantizedInput sh_hid_;       // the shared expert's hidden (SwiGLU) output
+  SwiGluFfn shared_;           // the shared experts
+  std::vector<float> sh_out_;  // (n_batch, n_embd) their output
 };
 
 }  // namespace mt

@@ -68,10 +68,11 @@ Status ParseExpertCache(const std::string& s, StorageOptions* options) {
 
 std::string StoragePlan::ToString() const {
   return fmt::format(
-      "memory plan: budget {} ({}), reserve {}, dense weights {}, KV cache {}, scratch {}, "
+      "memory plan: budget {} ({}), reserve {}, dense weights {}, KV cache {}{}, scratch {}, "
       "experts {} in {} mode{}",
       HumanBytes(budget), budget_source, HumanBytes(reserve), HumanBytes(dense),
-      HumanBytes(kv_cache), HumanBytes(scratch), HumanBytes(experts_total), MoeStorageName(mode),
+      HumanBytes(kv_cache), kv_layout.empty() ? "" : " (" + kv_layout + ")", HumanBytes(scratch),
+      HumanBytes(experts_total), MoeStorageName(mode),
       mode == MoeStorage::kStream
           ? fmt::format(" (cache {}, {} experts)", HumanBytes(expert_cache), expert_cache_slots)
       : mode == MoeStorage::kResident ? std::string(" (all in RAM)")

@@ -64,6 +64,8 @@ struct StoragePlan {
   uint64_t reserve = 0;         // kept free for the allocator, stacks, libraries
   uint64_t dense = 0;           // resident dense weights
   uint64_t kv_cache = 0;
+  // What the KV cache holds when it is not per-head K and V (MLA: the latent rows), else "".
+  std::string kv_layout;
   uint64_t scratch = 0;
   uint64_t experts_total = 0;   // all routed experts
   uint64_t expert_cache = 0;    // RAM for experts: all of them (resident), the cache (stream), 0 (mmap)

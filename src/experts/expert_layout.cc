@@ -19,14 +19,30 @@ uint64_t PartBytes(const ExpertSpec& s, ExpertPart part) {
 }  // namespace
 
 void ExpertLayout::AddLayer(const ExpertSpec& spec, const std::array<ExpertPartTensor, 3>& parts) {
-  MT_CHECK(records_.empty());
+  MT_CHECK(kind_ == Kind::kTensorMajor && spec.n_ff > 0);
   specs_.push_back(spec);
   parts_.push_back(parts);
 }
 
+void ExpertLayout::AddEmptyLayer() {
+  specs_.push_back(ExpertSpec{});
+  if (kind_ == Kind::kTensorMajor) {
+    parts_.push_back({});
+  } else {
+    record_shapes_.push_back({});
+    records_.push_back({});
+  }
+}
+
+uint32_t ExpertLayout::n_expert_layers() const {
+  uint32_t n = 0;
+  for (uint32_t il = 0; il < n_layer(); ++il) n += has_experts(il);
+  return n;
+}
+
 void ExpertLayout::AddRecordLayer(const ExpertSpec& spec, const RecordShape& shape,
                                   std::vector<ExpertRecord> records) {
-  MT_CHECK(parts_.empty() && records.size() == n_expert_);
+  MT_CHECK(kind_ == Kind::kRecords && records.size() == n_expert_ && spec.n_ff > 0);
   for (int p = 0; p < kNumExpertParts; ++p) {
     MT_CHECK(shape.part_offset[p] + PartBytes(spec, static_cast<ExpertPart>(p)) <= shape.length);
   }
@@ -86,6 +102,7 @@ uint64_t ExpertLayout::max_record_bytes() const {
 std::vector<std::span<const uint8_t>> ExpertLayout::MappedRanges() const {
   std::vector<std::span<const uint8_t>> ranges;
   for (uint32_t il = 0; il < n_layer(); ++il) {
+    if (!has_experts(il)) continue;
     if (has_records()) {
       for (const ExpertRecord& r : records_[il]) {
         ranges.emplace_back(r.mapped, record_shapes_[il].length);

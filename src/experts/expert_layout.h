@@ -17,10 +17,11 @@
 namespace mt {
 
 // The numerical shape of one layer's experts. Two experts with equal specs run the same
-// kernels. (Types can differ between layers: q4_k_m gives some layers Q6_K ffn_down.)
+// kernels. (Types can differ between layers: q4_k_m gives some layers Q6_K ffn_down.) A
+// layer without experts (DeepSeek's leading dense layers) has the empty spec: 0 bytes.
 struct ExpertSpec {
   uint32_t n_embd = 0;
-  uint32_t n_ff = 0;  // hidden size of one expert
+  uint32_t n_ff = 0;  // hidden size of one expert; 0 in a layer without experts
   GgmlType gate_type = GgmlType::kF32;
   GgmlType up_type = GgmlType::kF32;
   GgmlType down_type = GgmlType::kF32;
@@ -74,20 +75,28 @@ struct ExpertRecord {
 // - tensor-major (a llama.cpp GGUF): expert e's part p is slice e of the stacked part
 //   tensor; the three parts are apart and there are no records;
 // - expert-major (a pack): one record per expert (has_records()).
-// extent(), mapped() and Matrices() work for both. Immutable once built; thread-safe to read.
+// extent(), mapped() and Matrices() work for both. Layers are the model's; a layer without
+// experts has none (has_experts false): nothing may ask for its experts. Immutable once
+// built; thread-safe to read.
 class ExpertLayout {
  public:
-  // The architecture adapter builds the layout (model/expert_layout_gguf.h): files, then one
-  // AddLayer (tensor-major) or AddRecordLayer (pack) per layer in order, all of one kind.
-  ExpertLayout(std::vector<std::string> files, uint32_t n_expert)
-      : n_expert_(n_expert), files_(std::move(files)) {}
+  enum class Kind { kTensorMajor, kRecords };
+  // The architecture adapter builds the layout (model/expert_layout_gguf.h): files, then per
+  // layer in order AddLayer (tensor-major), AddRecordLayer (records) or AddEmptyLayer.
+  ExpertLayout(std::vector<std::string> files, uint32_t n_expert, Kind kind)
+      : n_expert_(n_expert), kind_(kind), files_(std::move(files)) {}
   void AddLayer(const ExpertSpec& spec, const std::array<ExpertPartTensor, 3>& parts);
   // `records` has n_expert() entries; each part fits its record.
   void AddRecordLayer(const ExpertSpec& spec, const RecordShape& shape,
                       std::vector<ExpertRecord> records);
+  // A layer without routed experts.
+  void AddEmptyLayer();
 
   uint32_t n_layer() const { return static_cast<uint32_t>(specs_.size()); }
   uint32_t n_expert() const { return n_expert_; }
+  bool has_experts(uint32_t layer) const { return specs_[layer].n_ff != 0; }
+  // Layers with experts.
+  uint32_t n_expert_layers() const;
   const std::vector<std::string>& files() const { return files_; }
   const ExpertSpec& spec(uint32_t layer) const { return specs_[layer]; }
   // The extent of one part of one expert (inside its record for a pack).
@@ -106,7 +115,7 @@ class ExpertLayout {
   }
 
   // Records (expert-major packs only; the accessors below require has_records()).
-  bool has_records() const { return !records_.empty(); }
+  bool has_records() const { return kind_ == Kind::kRecords; }
   const RecordShape& record_shape(uint32_t layer) const;
   const ExpertRecord& record(uint32_t layer, uint32_t expert) const;
   ByteExtent record_extent(uint32_t layer, uint32_t expert) const;
@@ -132,11 +141,13 @@ class ExpertLayout {
 
  private:
   uint32_t n_expert_ = 0;
+  Kind kind_;
   std::vector<std::string> files_;
   std::vector<ExpertSpec> specs_;                       // (n_layer)
   std::vector<std::array<ExpertPartTensor, 3>> parts_;  // (n_layer) tensor-major only
   std::vector<RecordShape> record_shapes_;              // (n_layer) packs only
-  std::vector<std::vector<ExpertRecord>> records_;      // (n_layer, n_expert) packs only
+  // (n_layer, n_expert) packs only; a layer without experts has none
+  std::vector<std::vector<ExpertRecord>> records_;
   WeightLayout weight_layout_ = WeightLayout::kRows;
 };
 

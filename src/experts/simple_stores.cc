@@ -58,6 +58,7 @@ Result<std::unique_ptr<ResidentStore>> ResidentStore::Create(const ExpertLayout&
   s->copies_.resize(layout.n_layer());
   std::vector<Status> failed(layout.n_expert());  // per expert: no lock between threads
   for (uint32_t il = 0; il < layout.n_layer(); ++il) {
+    if (!layout.has_experts(il)) continue;
     for (int p = 0; p < kNumExpertParts; ++p) {
       Result<AlignedBuffer> buf =
           AlignedBuffer::Allocate(layout.part_tensor_bytes(il, static_cast<ExpertPart>(p)));
@@ -105,6 +106,7 @@ ExpertMatrices ResidentStore::Matrices(uint32_t layer, uint32_t expert) const {
 Result<std::unique_ptr<MmapStore>> MmapStore::Create(const ExpertLayout& layout, bool warm) {
   // The kernels read the mapping as it is: a pack's panels only where they read panels.
   for (uint32_t il = 0; il < layout.n_layer(); ++il) {
+    if (!layout.has_experts(il)) continue;
     const ExpertMatrices m = layout.Matrices(il, nullptr, nullptr, nullptr);
     for (const WeightMatrix* w : {&m.gate, &m.up, &m.down}) {
       if (w->layout == WeightLayout::kPanels && !PanelsPreferred(w->type, w->rows)) {

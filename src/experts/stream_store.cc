@@ -55,28 +55,33 @@ uint32_t SlotPlan::total_slots() const {
 
 Result<SlotPlan> StreamStore::PlanSlots(const ExpertLayout& layout, const StreamOptions& options) {
   SlotPlan plan;
-  std::vector<uint64_t> need(layout.n_layer());  // (n_layer) each layer's slot size
+  std::vector<uint64_t> need(layout.n_layer(), 0);  // (n_layer) each layer's slot size
   for (uint32_t il = 0; il < layout.n_layer(); ++il) {
+    if (!layout.has_experts(il)) continue;
     const ExpertSpec& spec = layout.spec(il);
     // A pack's record starts aligned: it is read whole, rounded up to the alignment.
     need[il] = layout.has_records()
                    ? RoundUp(layout.record_shape(il).length, kAlign)
                    : StagedBytes(spec.gate_bytes()) + StagedBytes(spec.up_bytes()) +
                          StagedBytes(spec.down_bytes());
+    plan.slot_bytes.push_back(need[il]);
   }
-  plan.slot_bytes = need;
   std::sort(plan.slot_bytes.begin(), plan.slot_bytes.end());
   plan.slot_bytes.erase(std::unique(plan.slot_bytes.begin(), plan.slot_bytes.end()),
                         plan.slot_bytes.end());
   const size_t n_class = plan.slot_bytes.size();
   std::vector<uint64_t> experts(n_class, 0);  // (n_class) experts of each class
   for (uint32_t il = 0; il < layout.n_layer(); ++il) {
+    if (!layout.has_experts(il)) {
+      plan.layer_class.push_back(SlotPlan::kNoClass);
+      continue;
+    }
     const auto c = std::lower_bound(plan.slot_bytes.begin(), plan.slot_bytes.end(), need[il]) -
                    plan.slot_bytes.begin();
     plan.layer_class.push_back(static_cast<uint32_t>(c));
     experts[c] += layout.n_expert();
   }
-  const uint64_t all = uint64_t{layout.n_layer()} * layout.n_expert();
+  const uint64_t all = uint64_t{layout.n_expert_layers()} * layout.n_expert();
   const uint32_t k = std::max<uint32_t>(options.min_slots, 1);
   std::vector<uint64_t> least(n_class);  // (n_class) one layer's top-k, or all there are
   uint64_t floor_bytes = 0;               // every class holding its least
@@ -176,8 +181,8 @@ Result<std::unique_ptr<StreamStore>> StreamStore::Create(const ExpertLayout& lay
   const uint32_t n_slots = plan->total_slots();
   s->slots_.resize(n_slots);
   s->filled_.assign(n_slots, 0);
-  const uint32_t n_keys = layout.n_layer() * layout.n_expert();
-  if (n_slots == n_keys) s->repack_after_uses_ = 1;
+  const uint32_t n_keys = layout.n_layer() * layout.n_expert();  // (layer, expert) keys
+  if (n_slots == layout.n_expert_layers() * layout.n_expert()) s->repack_after_uses_ = 1;
   for (uint32_t il = 0; il < layout.n_layer(); ++il) {
     s->in_kernel_layout_.push_back(InKernelLayout(layout, il));
   }
@@ -677,6 +682,7 @@ uint32_t StreamStore::Place(std::span<const std::pair<uint32_t, uint32_t>> exper
   }
   uint32_t n = 0;
   for (auto [layer, expert] : experts) {
+    if (!layout_.has_experts(layer)) continue;  // a profile of another model's layers
     uint32_t& left = room[layer_class_[layer]];
     if (left == 0) continue;
     --left;

@@ -55,6 +55,7 @@ struct SlotPlan {
   std::vector<uint64_t> slot_bytes;   // (n_class) each class's slot size, ascending
   std::vector<uint32_t> n_slots;      // (n_class) slots of each class
   std::vector<uint32_t> layer_class;  // (n_layer) the class of each layer's experts
+  static constexpr uint32_t kNoClass = ~0u;  // a layer without experts
   uint64_t bytes() const;             // the whole pool
   uint32_t total_slots() const;
 };

@@ -56,7 +56,7 @@ struct KvTypes {
   constexpr KvTypes(KvElemType k_type, KvElemType v_type) : k(k_type), v(v_type) {}
   bool operator==(const KvTypes&) const = default;
 };
-inline constexpr int kKvMaxDimQ8 = 512;
+inline constexpr int kKvMaxDimQ8 = 576;  // DeepSeek MLA: a 512 latent + 64 rope dims
 
 // Bytes of n elements of `type` (q8_0: n a multiple of kKvBlockQ8, checked).
 int64_t KvBytes(KvElemType type, int64_t n);

@@ -211,13 +211,25 @@ class AttentionTest : public ::testing::TestWithParam<Isa> {
 
 TEST_P(AttentionTest, MatchesDefinition) {
   const Shape shapes[] = {
-      {1, 128, 128, 1, 0},      {2, 5, 3, 1, 0},          {7, 17, 33, 1, 0},
-      {63, 64, 80, 1, 0},       {64, 128, 128, 1, 0},     {65, 96, 265, 1, 0},
-      {130, 128, 128, 1, 0},    {301, 40, 24, 3, 0},      {200, 128, 128, 8, 0},
-      {257, 64, 64, 1, 0.05f},  {257, 64, 64, 1, -0.05f}, {150, 128, 128, 1, 2.0f},
+      {1, 128, 128, 1, 0},
+      {2, 5, 3, 1, 0},
+      {7, 17, 33, 1, 0},
+      {63, 64, 80, 1, 0},
+      {64, 128, 128, 1, 0},
+      {65, 96, 265, 1, 0},
+      {130, 128, 128, 1, 0},
+      {301, 40, 24, 3, 0},
+      {200, 128, 128, 8, 0},
+      {257, 64, 64, 1, 0.05f},
+      {257, 64, 64, 1, -0.05f},
+      {150, 128, 128, 1, 2.0f},
       {150, 128, 128, 1, -2.0f},
       // q8_0 rows of an odd number of blocks (AVX-512 takes blocks two at a time).
-      {65, 96, 96, 1, 0},       {33, 32, 64, 1, 0}};
+      {65, 96, 96, 1, 0},
+      {33, 32, 64, 1, 0},
+      // DeepSeek's MLA: latent rows of 512 + 64 rope dims, V their first 512.
+      {70, 576, 512, 1, 0},
+      {130, 576, 576, 2, 0}};
   std::mt19937 rng(42);
   std::normal_distribution<float> gauss(0.0f, 1.0f);
   double worst = 0;
@@ -443,6 +455,44 @@ TEST_P(AttentionTest, ConsecutiveTokensGiveEachQueryItsOwnBits) {
             }
           }
         }
+      }
+    }
+  }
+}
+
+TEST_P(AttentionTest, MlaLatentRowsServeAsKAndV) {
+  // MLA's cache: one row of kv_lora_rank + rope dims (576) per position, K the whole row and V
+  // its first 512 values, the same bytes. Four heads of four consecutive tokens at once give
+  // each query AttendHead's bits, and the q8_0 variant takes 576-wide queries (18 blocks).
+  constexpr int kDk = 576, kDv = 512;
+  std::mt19937 rng(576);
+  std::normal_distribution<float> gauss(0.0f, 1.0f);
+  const int64_t n_pos = 100, n_tok = 4, n_head = 4, rows = n_pos + n_tok - 1;
+  std::vector<float> kv(rows * kDk);
+  for (float& x : kv) x = gauss(rng);
+  for (KvElemType type : kAllTypes) {
+    const Cache c = MakeCache(kv, rows, kDk, kDk, type);
+    std::vector<float> q(n_head * n_tok * kDk);
+    for (float& x : q) x = gauss(rng) * 0.1f;
+    std::vector<float> got(n_head * n_tok * kDv, std::nanf("")),
+        scratch(n_head * n_tok * kAttendTile, std::nanf(""));
+    const AttendQueries qs{q.data(),
+                           n_head * kDk,
+                           kDk,
+                           got.data(),
+                           n_head * kDv,
+                           kDv,
+                           static_cast<int>(n_head),
+                           static_cast<int>(n_tok),
+                           n_pos};
+    AttendTokens(isa_, qs, c.data(), c.data(), {type, type}, kDk, kDk, kDk, kDv, 0.07f,
+                 scratch.data());
+    for (int i = 0; i < n_head * n_tok; ++i) {
+      std::vector<float> want(kDv), s(kAttendTile);
+      AttendHead(isa_, q.data() + i * kDk, c.data(), c.data(), {type, type}, kDk, kDk,
+                 n_pos + i / n_head, kDk, kDv, 0.07f, want.data(), s.data());
+      for (int e = 0; e < kDv; ++e) {
+        ASSERT_EQ(Bits(got[i * kDv + e]), Bits(want[e])) << TypeName(type) << " query " << i;
       }
     }
   }

@@ -1,5 +1,6 @@
 #include "kernels/ops.h"
 
+#include <algorithm>
 #include <cmath>
 
 namespace mt {
@@ -11,13 +12,21 @@ void RmsNorm(const float* x, const float* weight, int64_t n, float eps, float* o
   for (int64_t i = 0; i < n; ++i) out[i] = x[i] * scale * (weight ? weight[i] : 1.0f);
 }
 
-void RopeAngles(int n_rot, int pos, float freq_base, float freq_scale, float* cos_sin) {
-  const int half = n_rot / 2;
+void RopeAngles(const RopeFreqs& f, int pos, float* cos_sin) {
+  const int half = f.n_rot / 2;
+  float m = f.attn_factor;
+  if (f.ext_factor != 0) m *= 1.0f + 0.1f * std::log(1.0f / f.freq_scale);
   for (int i = 0; i < half; ++i) {
-    const double theta = pos * static_cast<double>(freq_scale) *
-                         std::pow(static_cast<double>(freq_base), -2.0 * i / n_rot);
-    cos_sin[i] = static_cast<float>(std::cos(theta));
-    cos_sin[half + i] = static_cast<float>(std::sin(theta));
+    const double extrap = pos * std::pow(static_cast<double>(f.freq_base), -2.0 * i / f.n_rot);
+    double theta = static_cast<double>(f.freq_scale) * extrap;
+    if (f.ext_factor != 0) {
+      const double y = (i - f.corr_low) / std::max(0.001f, f.corr_high - f.corr_low);
+      const double mix = (1 - std::min(1.0, std::max(0.0, y))) * f.ext_factor;
+      theta = theta * (1 - mix) + extrap * mix;
+    }
+    // m == 1 (no scaling) keeps the bits of the plain rotation.
+    cos_sin[i] = static_cast<float>(std::cos(theta)) * m;
+    cos_sin[half + i] = static_cast<float>(std::sin(theta)) * m;
   }
 }
 

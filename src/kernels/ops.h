@@ -13,11 +13,25 @@ enum class RopeMode { kNorm, kNeox };
 
 // Rotary position embedding in two steps, because the angles depend on the position only
 // (a forward pass computes them once per token, not per layer and head):
-// RopeAngles writes cos_sin[i] = cos(theta_i) and cos_sin[n_rot / 2 + i] = sin(theta_i),
-// theta_i = pos * freq_scale * base^(-2i / n_rot), for the n_rot / 2 pairs; RopeRotate
-// rotates the first n_rot dims of each of n_heads heads (head_dim apart) in place by them.
-// kNorm pairs (2i, 2i+1); kNeox pairs (i, i + n_rot/2).
-void RopeAngles(int n_rot, int pos, float freq_base, float freq_scale, float* cos_sin);
+// RopeAngles writes cos_sin[i] = m cos(theta_i) and cos_sin[n_rot / 2 + i] = m sin(theta_i)
+// for the n_rot / 2 pairs; RopeRotate rotates the first n_rot dims of each of n_heads heads
+// (head_dim apart) in place by them. kNorm pairs (2i, 2i+1); kNeox pairs (i, i + n_rot/2).
+//
+// The angles are ggml's rope with YaRN: theta_e = pos * base^(-2i / n_rot) and theta_i =
+// freq_scale * theta_e. Without YaRN (ext_factor 0) theta = theta_i and m = attn_factor.
+// With it, ramp = 1 - clamp((i - corr_low) / max(0.001, corr_high - corr_low), 0, 1),
+// r = ramp * ext_factor, theta = theta_i (1 - r) + theta_e r, and m = attn_factor (1 + 0.1
+// ln(1 / freq_scale)).
+struct RopeFreqs {
+  int n_rot = 0;
+  float freq_base = 10000;
+  float freq_scale = 1;
+  float ext_factor = 0;
+  float attn_factor = 1;
+  float corr_low = 0;
+  float corr_high = 0;
+};
+void RopeAngles(const RopeFreqs& f, int pos, float* cos_sin);
 void RopeRotate(float* x, int n_heads, int head_dim, int n_rot, const float* cos_sin,
                 RopeMode mode);
 

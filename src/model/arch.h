@@ -1,39 +1,26 @@
 // Architectures, one file each (arch_<name>.cc), registered in one table (arch.cc).
 //
-// An ArchDef says what differs between MoE transformer families: the tensors a file must
-// have, how their hyperparameters are named, and the few graph choices (RoPE variant,
-// q/k norm, router normalisation, shared expert). The engine's forward pass reads these
-// flags; adding an architecture adds a file and a line in the table.
+// An ArchDef reads its architecture's GGUF keys into HParams and describes the model as
+// composed parts (model/layer_parts.h): per layer an attention kind and an FFN kind, plus
+// the RoPE and the router policy. Everything else follows the parts: the tensor list
+// (ArchTensors), the loader, the forward pass, the memory plan and synth. Adding an
+// architecture adds a file, a line in the table, a synth preset and tests.
 #pragma once
 
 #include <cstdint>
 #include <span>
+#include <string>
 #include <string_view>
 #include <vector>
 
 #include "base/status.h"
 #include "model/hparams.h"
+#include "model/layer_parts.h"
 #include "model/tensor_names.h"
 
 namespace mt {
 
 class GgufMetadata;
-
-enum class RopeType {
-  kNorm,  // rotate adjacent pairs (x[2i], x[2i+1]): llama
-  kNeox,  // rotate halves (x[i], x[i + n_rot/2]): qwen2/3, olmoe
-};
-
-enum class QkNorm {
-  kNone,
-  kPerHead,         // RMSNorm over each head's head_dim before RoPE (qwen3moe)
-  kWholeProjection  // RMSNorm over the whole q / k projection (olmoe)
-};
-
-enum class SharedExpert {
-  kNone,
-  kSigmoidGated  // + sigmoid(x . ffn_gate_inp_shexp) * SwiGLU shared FFN (qwen2moe)
-};
 
 // One tensor a model of this architecture has.
 struct TensorDesc {
@@ -46,27 +33,47 @@ struct TensorDesc {
 
 struct ArchDef {
   std::string_view name;  // general.architecture
-  RopeType rope_type;
-  QkNorm qk_norm;
-  // Router: softmax over all experts' logits, top-k; then, if true, the k weights are
-  // renormalised to sum to 1 (equivalently: softmax over the chosen k logits).
-  bool norm_topk_prob;
-  SharedExpert shared_expert;
-  // True if the routed experts' hidden size is {arch}.expert_feed_forward_length (falling
-  // back to feed_forward_length / n_expert_used as llama.cpp does); false if it is
-  // feed_forward_length itself (olmoe, llama/Mixtral).
-  bool expert_ff_key;
-  // Optional q/k/v projection biases (qwen2moe checkpoints have them).
-  bool qkv_bias;
-  // True if output.weight may be absent, the head then being tied to token_embd.
-  bool output_optional;
 
-  // Writes keys beyond the common ones (see WriteHParams), as llama.cpp's converter does.
-  void (*write_extra_keys)(const HParams& hp, GgufMetadata& metadata);
+  // Reads the keys beyond the common ones (hparams.cc) into `hp` and checks them: the
+  // experts' and shared experts' widths, the router, MLA ranks. Errors are one line naming
+  // the key or the inconsistency.
+  Status (*read_keys)(const HParamsKeys& keys, HParams& hp);
+  // The model as parts. `hp` is valid: read by ReadHParams or a synth preset.
+  ModelParts (*describe)(const HParams& hp);
+  // Writes the keys beyond the common ones (WriteHParams), as llama.cpp's converter does.
+  void (*write_keys)(const HParams& hp, GgufMetadata& metadata);
 };
 
-// Every tensor of a model of `arch` with hyperparameters `hp`, in file order.
-std::vector<TensorDesc> ArchTensors(const ArchDef& arch, const HParams& hp);
+// The parts of a model with hyperparameters `hp` (its architecture must be registered).
+ModelParts DescribeModel(const HParams& hp);
+
+// Per layer, whether it has routed experts (ExpertLayoutFromGguf's argument).
+std::vector<bool> ExpertLayers(const ModelParts& parts);
+
+// Every tensor of a model with these parts, in file order, as llama.cpp names and shapes
+// them.
+std::vector<TensorDesc> ArchTensors(const ModelParts& parts, const HParams& hp);
+
+// The RoPE of a model whose heads rotate `n_rot` dims, from the rope.* keys as llama.cpp's
+// context computes it (llama_context's YaRN attn_factor and ggml's correction dims).
+// `mscale_from_log_mul`: deepseek2's special case, where YaRN's mscale is the
+// yarn_log_multiplier too (llama.cpp [TAG_DEEPSEEK2_YARN_LOG_MUL_FIX]).
+RopeParts RopeFromHParams(const HParams& hp, RopeType type, int n_rot, bool mscale_from_log_mul);
+
+// The parts of a model whose every layer is GQA attention with routed experts (the
+// architectures before deepseek2): `hp`'s router and RoPE, kq_scale 1/sqrt(head_dim_k), and
+// shared experts of width hp.n_ff_shexp (none if 0).
+ModelParts UniformGqaMoeModel(const HParams& hp, RopeType rope, GqaParts gqa,
+                              SharedExpertGate shared_gate, bool output_optional);
+
+// The RouterPolicy of hp's router keys.
+RouterPolicy RouterFromHParams(const HParams& hp, bool selection_bias);
+
+// One line per run of layers with the same parts, then the router and the RoPE, e.g.
+//   "layers 0-1: MLA (q rank 128, kv rank 128, rope 32), dense FFN 768"
+//   "router: sigmoid + bias, 4 groups (2 used), top-4, renormalised, x2.5"
+// (moetier inspect).
+std::vector<std::string> DescribeParts(const ModelParts& parts);
 
 // The registered architectures.
 std::span<const ArchDef* const> Architectures();
@@ -74,7 +81,7 @@ std::span<const ArchDef* const> Architectures();
 // The definition for general.architecture == name, or nullptr.
 const ArchDef* FindArch(std::string_view name);
 
-// "qwen3moe, olmoe, llama, qwen2moe", for error messages.
+// "qwen3moe, olmoe, llama, qwen2moe, deepseek2", for error messages.
 std::string SupportedArchNames();
 
 }  // namespace mt

@@ -4,23 +4,32 @@
 #include "model/arch.h"
 
 namespace mt {
+namespace {
+
+Status ReadLlamaKeys(const HParamsKeys&, HParams& hp) {
+  hp.n_ff_exp = hp.n_ff;
+  hp.expert_weights_norm = true;
+  return Status::Ok();
+}
+
+ModelParts DescribeLlama(const HParams& hp) {
+  return UniformGqaMoeModel(hp, RopeType::kNorm, {}, SharedExpertGate::kNone,
+                            /*output_optional=*/true);
+}
 
 // llama.cpp's converter for LlamaModel also writes the vocab size and RoPE dimensions.
-static void WriteLlamaKeys(const HParams& hp, GgufMetadata& md) {
+void WriteLlamaKeys(const HParams& hp, GgufMetadata& md) {
   md.Set("llama.vocab_size", GgufValue::Uint32(hp.n_vocab));
   md.Set("llama.rope.dimension_count", GgufValue::Uint32(hp.n_rot));
 }
 
+}  // namespace
+
 extern const ArchDef kArchLlama = {
     .name = "llama",
-    .rope_type = RopeType::kNorm,
-    .qk_norm = QkNorm::kNone,
-    .norm_topk_prob = true,
-    .shared_expert = SharedExpert::kNone,
-    .expert_ff_key = false,
-    .qkv_bias = false,
-    .output_optional = true,
-    .write_extra_keys = WriteLlamaKeys,
+    .read_keys = ReadLlamaKeys,
+    .describe = DescribeLlama,
+    .write_keys = WriteLlamaKeys,
 };
 
 }  // namespace mt

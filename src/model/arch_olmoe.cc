@@ -4,19 +4,27 @@
 #include "model/arch.h"
 
 namespace mt {
+namespace {
 
-static void WriteOlmoeKeys(const HParams&, GgufMetadata&) {}
+Status ReadOlmoeKeys(const HParamsKeys&, HParams& hp) {
+  hp.n_ff_exp = hp.n_ff;
+  return Status::Ok();
+}
+
+ModelParts DescribeOlmoe(const HParams& hp) {
+  return UniformGqaMoeModel(hp, RopeType::kNeox, {.qk_norm = QkNorm::kWholeProjection},
+                            SharedExpertGate::kNone, /*output_optional=*/false);
+}
+
+void WriteOlmoeKeys(const HParams&, GgufMetadata&) {}
+
+}  // namespace
 
 extern const ArchDef kArchOlmoe = {
     .name = "olmoe",
-    .rope_type = RopeType::kNeox,
-    .qk_norm = QkNorm::kWholeProjection,
-    .norm_topk_prob = false,
-    .shared_expert = SharedExpert::kNone,
-    .expert_ff_key = false,
-    .qkv_bias = false,
-    .output_optional = false,
-    .write_extra_keys = WriteOlmoeKeys,
+    .read_keys = ReadOlmoeKeys,
+    .describe = DescribeOlmoe,
+    .write_keys = WriteOlmoeKeys,
 };
 
 }  // namespace mt

@@ -18,9 +18,29 @@ std::vector<std::string> FilesOf(const GgufModel& model) {
   return files;
 }
 
-Result<ExpertLayout> TensorMajorLayout(const GgufModel& model, uint32_t n_layer) {
-  std::optional<ExpertLayout> layout;
-  for (uint32_t il = 0; il < n_layer; ++il) {
+// The experts' count: the stacked tensors' third dimension in the first layer that has them.
+Result<uint32_t> StackedExpertCount(const GgufModel& model, const std::vector<bool>& has_experts) {
+  for (uint32_t il = 0; il < has_experts.size(); ++il) {
+    if (!has_experts[il]) continue;
+    std::string name = TensorName(kStacked[kGate], static_cast<int>(il));
+    const GgufTensor* t = model.FindTensor(name);
+    if (t == nullptr) return NotFound("missing tensor {}", name);
+    if (t->shape.size() != 3) return InvalidArgument("tensor {} is not 3-D", name);
+    return static_cast<uint32_t>(t->shape[2]);
+  }
+  return InvalidArgument("the model has no layer with experts");
+}
+
+Result<ExpertLayout> TensorMajorLayout(const GgufModel& model,
+                                       const std::vector<bool>& has_experts) {
+  Result<uint32_t> count = StackedExpertCount(model, has_experts);
+  if (!count.ok()) return count.status();
+  ExpertLayout layout(FilesOf(model), count.value(), ExpertLayout::Kind::kTensorMajor);
+  for (uint32_t il = 0; il < has_experts.size(); ++il) {
+    if (!has_experts[il]) {
+      layout.AddEmptyLayer();
+      continue;
+    }
     const GgufTensor* t[3];
     for (int p = 0; p < 3; ++p) {
       std::string name = TensorName(kStacked[p], static_cast<int>(il));
@@ -34,10 +54,11 @@ Result<ExpertLayout> TensorMajorLayout(const GgufModel& model, uint32_t n_layer)
         t[kDown]->shape != std::vector<uint64_t>{n_ff, n_embd, n_expert}) {
       return InvalidArgument("layer {}: expert tensors have inconsistent shapes", il);
     }
-    if (!layout) layout.emplace(FilesOf(model), static_cast<uint32_t>(n_expert));
-    if (n_expert != layout->n_expert()) {
-      return InvalidArgument("layer {} has {} experts, layer 0 has {}", il, n_expert,
-                             layout->n_expert());
+    if (n_expert != layout.n_expert() || n_expert == 0 || n_ff == 0 ||
+        n_ff > std::numeric_limits<uint32_t>::max() ||
+        n_embd > std::numeric_limits<uint32_t>::max()) {
+      return InvalidArgument("layer {} has {} experts of {}x{}, the first layer with experts {}",
+                             il, n_expert, n_embd, n_ff, layout.n_expert());
     }
     ExpertSpec spec;
     spec.n_embd = static_cast<uint32_t>(n_embd);
@@ -49,10 +70,9 @@ Result<ExpertLayout> TensorMajorLayout(const GgufModel& model, uint32_t n_layer)
     for (int p = 0; p < 3; ++p) {
       parts[p] = {t[p]->shard, t[p]->file_offset, t[p]->n_bytes / n_expert, t[p]->data};
     }
-    layout->AddLayer(spec, parts);
+    layout.AddLayer(spec, parts);
   }
-  if (!layout) return InvalidArgument("the model has no layers");
-  return std::move(*layout);
+  return layout;
 }
 
 // The checksum array of a pack, checked against n_layer; n_expert is its length / n_layer.
@@ -72,7 +92,8 @@ Result<const GgufArray*> PackChecksums(const GgufMetadata& md, uint32_t n_layer)
   return a;
 }
 
-Result<ExpertLayout> PackLayout(const GgufModel& model, uint32_t n_layer) {
+Result<ExpertLayout> PackLayout(const GgufModel& model, const std::vector<bool>& has_experts) {
+  const uint32_t n_layer = static_cast<uint32_t>(has_experts.size());
   const GgufMetadata& md = model.metadata();
   const GgufValue* kind = md.Find(kKeyExpertLayout);
   const std::string* s = kind->AsString();
@@ -84,7 +105,7 @@ Result<ExpertLayout> PackLayout(const GgufModel& model, uint32_t n_layer) {
   Result<const GgufArray*> sums = PackChecksums(md, n_layer);
   if (!sums.ok()) return sums.status();
   const uint32_t n_expert = static_cast<uint32_t>(sums.value()->items.size() / n_layer);
-  ExpertLayout layout(FilesOf(model), n_expert);
+  ExpertLayout layout(FilesOf(model), n_expert, ExpertLayout::Kind::kRecords);
   if (const GgufValue* w = md.Find(kKeyExpertWeights); w != nullptr) {
     const std::string* form = w->AsString();
     if (form != nullptr && *form == kWeightsPanels) {
@@ -95,6 +116,10 @@ Result<ExpertLayout> PackLayout(const GgufModel& model, uint32_t n_layer) {
     }
   }
   for (uint32_t il = 0; il < n_layer; ++il) {
+    if (!has_experts[il]) {
+      layout.AddEmptyLayer();
+      continue;
+    }
     ExpertSpec spec;
     RecordShape shape;
     std::vector<ExpertRecord> records(n_expert);
@@ -162,9 +187,10 @@ bool IsExpertMajorPack(const GgufMetadata& metadata) {
   return metadata.Contains(kKeyExpertLayout);
 }
 
-Result<ExpertLayout> ExpertLayoutFromGguf(const GgufModel& model, uint32_t n_layer) {
-  if (IsExpertMajorPack(model.metadata())) return PackLayout(model, n_layer);
-  return TensorMajorLayout(model, n_layer);
+Result<ExpertLayout> ExpertLayoutFromGguf(const GgufModel& model,
+                                          const std::vector<bool>& has_experts) {
+  if (IsExpertMajorPack(model.metadata())) return PackLayout(model, has_experts);
+  return TensorMajorLayout(model, has_experts);
 }
 
 }  // namespace mt

@@ -12,7 +12,7 @@
 //     moetier.expert_layout     string    "expert-major"
 //     moetier.expert_checksums  [uint64]  n_layer * n_expert, index layer * n_expert + expert
 //     moetier.expert_weights    string    "panels16" or "rows" (absent: "rows")
-//   n_expert is the checksum count / n_layer.
+//   n_expert is the checksum count / n_layer; a layer without experts has zeros there.
 // - Tensors: the dense ones first, unchanged (names, types, shapes, bytes, order); then for
 //   each layer l, for each expert e, three tensors, with llama.cpp's per-expert names:
 //     blk.l.ffn_gate.e.weight  (n_embd, n_ff)   slice e of blk.l.ffn_gate_exps
@@ -37,6 +37,7 @@
 
 #include <cstdint>
 #include <string_view>
+#include <vector>
 
 #include "base/status.h"
 #include "experts/expert_layout.h"
@@ -58,11 +59,13 @@ inline constexpr uint32_t kPackAlignment = 4096;
 // the routed experts are per-expert tensors, not the stacked ones.
 bool IsExpertMajorPack(const GgufMetadata& metadata);
 
-// The layout of either kind, chosen by IsExpertMajorPack. Errors name the tensor that is
+// The layout of either kind, chosen by IsExpertMajorPack, for a model whose layer l has routed
+// experts when has_experts[l] (n_layer entries). Errors name the tensor that is
 // missing or malformed, the key that is missing or wrong (an unknown layout, a checksum
 // array of the wrong type or length), or the layer and expert whose record is misaligned,
 // split across files or shaped unlike the layer's expert 0. Checksums are not verified here
 // (that reads every byte): see pack/pack.h VerifyPack.
-Result<ExpertLayout> ExpertLayoutFromGguf(const GgufModel& model, uint32_t n_layer);
+Result<ExpertLayout> ExpertLayoutFromGguf(const GgufModel& model,
+                                          const std::vector<bool>& has_experts);
 
 }  // namespace mt

@@ -1,10 +1,11 @@
 // Tests of the architecture table, tensor names and hyperparameter keys.
+#include <gtest/gtest.h>
+
+#include <algorithm>
 #include <cmath>
 #include <string>
 #include <utility>
 #include <vector>
-
-#include <gtest/gtest.h>
 
 #include "gguf/gguf.h"
 #include "model/arch.h"
@@ -52,21 +53,48 @@ TEST(TensorNamesTest, ClassifiesRoutedExperts) {
   EXPECT_EQ(LayerOfTensorName("blk.3"), -1);
 }
 
-TEST(ArchTest, TableHasTheFourFamilies) {
-  EXPECT_EQ(SupportedArchNames(), "qwen3moe, olmoe, llama, qwen2moe");
-  ASSERT_NE(FindArch("olmoe"), nullptr);
-  EXPECT_EQ(FindArch("olmoe")->qk_norm, QkNorm::kWholeProjection);
-  EXPECT_EQ(FindArch("llama")->rope_type, RopeType::kNorm);
-  EXPECT_EQ(FindArch("qwen3moe")->rope_type, RopeType::kNeox);
-  EXPECT_TRUE(FindArch("qwen3moe")->norm_topk_prob);
-  EXPECT_FALSE(FindArch("olmoe")->norm_topk_prob);
-  EXPECT_EQ(FindArch("qwen2moe")->shared_expert, SharedExpert::kSigmoidGated);
+// The parts a family's file describes, read back from the keys WriteHParams writes.
+ModelParts PartsOf(std::string arch) {
+  HParams hp = Qwen3Like();
+  hp.arch = std::move(arch);
+  hp.n_ff_shexp = 768;
+  GgufMetadata md;
+  WriteHParams(hp, md);
+  Result<HParams> back = ReadHParams(md);
+  EXPECT_TRUE(back.ok()) << back.status().message();
+  return back.ok() ? DescribeModel(back.value()) : ModelParts{};
+}
+
+TEST(ArchTest, TableHasTheFamiliesAndTheirParts) {
+  EXPECT_EQ(SupportedArchNames(), "qwen3moe, olmoe, llama, qwen2moe, deepseek2");
   EXPECT_EQ(FindArch("gpt2"), nullptr);
+  const ModelParts olmoe = PartsOf("olmoe"), llama = PartsOf("llama");
+  const ModelParts qwen3 = PartsOf("qwen3moe"), qwen2 = PartsOf("qwen2moe");
+  EXPECT_EQ(olmoe.layers[0].attention.gqa.qk_norm, QkNorm::kWholeProjection);
+  EXPECT_EQ(qwen3.layers[2].attention.gqa.qk_norm, QkNorm::kPerHead);
+  EXPECT_EQ(llama.rope.type, RopeType::kNorm);
+  EXPECT_EQ(qwen3.rope.type, RopeType::kNeox);
+  EXPECT_TRUE(qwen3.router.normalize);
+  EXPECT_TRUE(llama.router.normalize);
+  EXPECT_FALSE(olmoe.router.normalize);
+  EXPECT_EQ(qwen2.layers[0].ffn.shared_gate, SharedExpertGate::kSigmoid);
+  EXPECT_EQ(qwen2.layers[0].ffn.n_ff_shared, 768u);
+  EXPECT_TRUE(qwen2.layers[0].attention.gqa.qkv_bias);
+  for (const ModelParts* p : {&olmoe, &llama, &qwen3, &qwen2}) {
+    ASSERT_EQ(p->layers.size(), 3u);
+    for (const LayerParts& l : p->layers) {
+      EXPECT_EQ(l.attention.kind, AttentionKind::kGqa);
+      EXPECT_TRUE(l.has_experts());
+      EXPECT_FLOAT_EQ(l.attention.kq_scale, 1.0f / std::sqrt(128.0f));
+    }
+    EXPECT_EQ(p->router.scoring, ExpertScoring::kSoftmax);
+    EXPECT_EQ(p->rope.ext_factor, 0.0f);
+  }
 }
 
 TEST(ArchTest, Qwen3MoeTensorsHaveLlamaCppShapes) {
   HParams hp = Qwen3Like();
-  std::vector<TensorDesc> t = ArchTensors(*FindArch("qwen3moe"), hp);
+  std::vector<TensorDesc> t = ArchTensors(DescribeModel(hp), hp);
   // token_embd + 12 per layer + output_norm + output
   ASSERT_EQ(t.size(), 1 + 12 * hp.n_layer + 2);
   auto find = [&](TensorRole role, int layer) -> const TensorDesc& {
@@ -89,14 +117,14 @@ TEST(ArchTest, OlmoeNormsCoverWholeProjectionAndQwen2MoeHasSharedExpert) {
   HParams hp = Qwen3Like();
   hp.arch = "olmoe";
   hp.head_dim_k = hp.head_dim_v = hp.n_rot = 64;
-  for (const TensorDesc& d : ArchTensors(*FindArch("olmoe"), hp)) {
+  for (const TensorDesc& d : ArchTensors(DescribeModel(hp), hp)) {
     if (d.role == TensorRole::kAttnQNorm) EXPECT_EQ(d.shape, std::vector<uint64_t>{256});
     if (d.role == TensorRole::kAttnKNorm) EXPECT_EQ(d.shape, std::vector<uint64_t>{128});
   }
   hp.arch = "qwen2moe";
   hp.n_ff_shexp = 768;
   int shexp = 0, bias = 0;
-  for (const TensorDesc& d : ArchTensors(*FindArch("qwen2moe"), hp)) {
+  for (const TensorDesc& d : ArchTensors(DescribeModel(hp), hp)) {
     if (d.role == TensorRole::kFfnDownShexp) {
       ++shexp;
       EXPECT_EQ(d.shape, (std::vector<uint64_t>{768, 256}));
@@ -149,8 +177,9 @@ TEST(HParamsTest, ErrorsNameTheKey) {
   GgufMetadata md;
   EXPECT_EQ(ReadHParams(md).status().message(), "missing key general.architecture");
   md.Set("general.architecture", GgufValue::String("gpt2"));
-  EXPECT_EQ(ReadHParams(md).status().message(),
-            "unsupported architecture 'gpt2' (supported: qwen3moe, olmoe, llama, qwen2moe)");
+  EXPECT_EQ(
+      ReadHParams(md).status().message(),
+      "unsupported architecture 'gpt2' (supported: qwen3moe, olmoe, llama, qwen2moe, deepseek2)");
   GgufMetadata good;
   WriteHParams(Qwen3Like(), good);
   GgufMetadata missing = good;
@@ -187,6 +216,154 @@ TEST(HParamsTest, ErrorsNameTheKey) {
     const std::string& m = hp.status().message();
     EXPECT_NE(m.find(key), std::string::npos) << m;
     EXPECT_NE(m.find("finite number"), std::string::npos) << m;
+  }
+}
+
+}  // namespace
+}  // namespace mt
+
+namespace mt {
+namespace {
+
+// DeepSeek-V2-Lite's keys as llama.cpp's converter writes them (no q LoRA rank: attn_q).
+GgufMetadata V2LiteKeys() {
+  GgufMetadata md;
+  auto u = [&](const char* k, uint32_t v) {
+    md.Set(std::string("deepseek2.") + k, GgufValue::Uint32(v));
+  };
+  auto f = [&](const char* k, float v) {
+    md.Set(std::string("deepseek2.") + k, GgufValue::Float32(v));
+  };
+  md.Set("general.architecture", GgufValue::String("deepseek2"));
+  u("block_count", 27);
+  u("context_length", 163840);
+  u("embedding_length", 2048);
+  u("feed_forward_length", 10944);
+  u("attention.head_count", 16);
+  u("attention.head_count_kv", 1);
+  f("rope.freq_base", 10000);
+  f("attention.layer_norm_rms_epsilon", 1e-6f);
+  u("expert_used_count", 6);
+  u("expert_count", 64);
+  u("expert_group_count", 1);
+  u("expert_group_used_count", 1);
+  u("expert_gating_func", 1);
+  u("leading_dense_block_count", 1);
+  u("vocab_size", 102400);
+  u("attention.kv_lora_rank", 512);
+  u("attention.key_length", 576);
+  u("attention.value_length", 512);
+  u("attention.key_length_mla", 192);
+  u("attention.value_length_mla", 128);
+  u("expert_feed_forward_length", 1408);
+  u("expert_shared_count", 2);
+  f("expert_weights_scale", 1.0f);
+  u("rope.dimension_count", 64);
+  md.Set("deepseek2.rope.scaling.type", GgufValue::String("yarn"));
+  f("rope.scaling.factor", 40);
+  u("rope.scaling.original_context_length", 4096);
+  f("rope.scaling.yarn_log_multiplier", 0.0707f);
+  return md;
+}
+
+TEST(Deepseek2HParamsTest, V2LiteKeysGiveItsParts) {
+  Result<HParams> hp = ReadHParams(V2LiteKeys());
+  ASSERT_TRUE(hp.ok()) << hp.status().message();
+  EXPECT_EQ(hp->n_lora_q, 0u);  // absent: attn_q
+  EXPECT_EQ(hp->n_ff_shexp, 2u * 1408);
+  EXPECT_NEAR(hp->rope_yarn_log_mul, 0.707f, 1e-6f);  // llama.cpp cancels the converter's 0.1
+  const ModelParts parts = DescribeModel(hp.value());
+  ASSERT_EQ(parts.layers.size(), 27u);
+  EXPECT_FALSE(parts.layers[0].has_experts());
+  EXPECT_EQ(parts.layers[0].ffn.n_ff, 10944u);
+  EXPECT_TRUE(parts.layers[26].has_experts());
+  const MlaParts& mla = parts.layers[5].attention.mla;
+  EXPECT_EQ(mla.kv_lora_rank, 512u);
+  EXPECT_EQ(mla.head_dim_nope, 128u);
+  EXPECT_EQ(mla.head_dim_v, 128u);
+  EXPECT_FALSE(mla.legacy_kv_b);
+  EXPECT_EQ(parts.router.n_group, 1u);  // one group: no group limit
+  EXPECT_FALSE(parts.router.normalize);
+  // YaRN: mscale = mscale_all_dim (0.707, deepseek2's special case), so the rotation's own
+  // magnitude is 1 and kq_scale carries (1 + 0.1 * 0.707 * ln 40)^2 / sqrt(192).
+  const RopeParts& r = parts.rope;
+  EXPECT_EQ(r.type, RopeType::kNorm);
+  EXPECT_EQ(r.ext_factor, 1.0f);
+  EXPECT_FLOAT_EQ(r.freq_scale, 1.0f / 40);
+  EXPECT_NEAR(r.attn_factor * (1 + 0.1 * std::log(40.0)), 1.0, 1e-6);
+  const double m = 1 + 0.1 * 0.707 * std::log(40.0);
+  EXPECT_NEAR(parts.layers[5].attention.kq_scale, m * m / std::sqrt(192.0), 1e-6);
+  // ggml_rope_yarn_corr_dims(64, 4096, 10000, 32, 1): floor(10.35..), ceil(22.7..)
+  EXPECT_EQ(r.corr_low, 10.0f);
+  EXPECT_EQ(r.corr_high, 23.0f);
+
+  std::vector<TensorDesc> t = ArchTensors(parts, hp.value());
+  auto shape = [&](TensorRole role, int layer, TensorSuffix s = TensorSuffix::kWeight) {
+    for (const TensorDesc& d : t) {
+      if (d.role == role && d.layer == layer && d.suffix == s) return d.shape;
+    }
+    return std::vector<uint64_t>{};
+  };
+  // llama.cpp's deepseek2 loader's shapes.
+  EXPECT_EQ(shape(TensorRole::kAttnQ, 3), (std::vector<uint64_t>{2048, 16 * 192}));
+  EXPECT_EQ(shape(TensorRole::kAttnKvAMqa, 3), (std::vector<uint64_t>{2048, 576}));
+  EXPECT_EQ(shape(TensorRole::kAttnKvANorm, 3), (std::vector<uint64_t>{512}));
+  EXPECT_EQ(shape(TensorRole::kAttnKB, 3), (std::vector<uint64_t>{128, 512, 16}));
+  EXPECT_EQ(shape(TensorRole::kAttnVB, 3), (std::vector<uint64_t>{512, 128, 16}));
+  EXPECT_EQ(shape(TensorRole::kAttnOutput, 3), (std::vector<uint64_t>{16 * 128, 2048}));
+  EXPECT_EQ(shape(TensorRole::kFfnGate, 0), (std::vector<uint64_t>{2048, 10944}));
+  EXPECT_EQ(shape(TensorRole::kFfnDown, 0), (std::vector<uint64_t>{10944, 2048}));
+  EXPECT_TRUE(shape(TensorRole::kFfnGateExps, 0).empty());
+  EXPECT_EQ(shape(TensorRole::kFfnGateExps, 1), (std::vector<uint64_t>{2048, 1408, 64}));
+  EXPECT_EQ(shape(TensorRole::kFfnUpShexp, 1), (std::vector<uint64_t>{2048, 2816}));
+  EXPECT_TRUE(shape(TensorRole::kAttnQA, 3).empty());
+  EXPECT_TRUE(shape(TensorRole::kFfnExpProbsB, 3, TensorSuffix::kBias).empty());
+}
+
+TEST(Deepseek2HParamsTest, V3AndLegacyLayouts) {
+  GgufMetadata md = V2LiteKeys();
+  md.Set("deepseek2.attention.q_lora_rank", GgufValue::Uint32(1536));
+  md.Set("deepseek2.expert_gating_func", GgufValue::Uint32(2));
+  md.Set("deepseek2.expert_count", GgufValue::Uint32(256));
+  md.Set("deepseek2.expert_group_count", GgufValue::Uint32(8));
+  md.Set("deepseek2.expert_group_used_count", GgufValue::Uint32(4));
+  md.Set("deepseek2.expert_weights_norm", GgufValue::Bool(true));
+  md.Set("deepseek2.expert_weights_scale", GgufValue::Float32(2.5f));
+  Result<HParams> hp = ReadHParams(md);
+  ASSERT_TRUE(hp.ok()) << hp.status().message();
+  ModelParts parts = DescribeModel(hp.value());
+  EXPECT_EQ(parts.router.scoring, ExpertScoring::kSigmoid);
+  EXPECT_TRUE(parts.router.selection_bias);
+  EXPECT_EQ(parts.router.n_group, 8u);
+  EXPECT_TRUE(parts.router.normalize);
+  EXPECT_FLOAT_EQ(parts.router.scale, 2.5f);
+  std::vector<TensorDesc> t = ArchTensors(parts, hp.value());
+  auto has = [&](TensorRole role, int layer) {
+    return std::any_of(t.begin(), t.end(),
+                       [&](const TensorDesc& d) { return d.role == role && d.layer == layer; });
+  };
+  EXPECT_TRUE(has(TensorRole::kAttnQA, 1) && has(TensorRole::kAttnQANorm, 1) &&
+              has(TensorRole::kAttnQB, 1));
+  EXPECT_FALSE(has(TensorRole::kAttnQ, 1));
+  EXPECT_TRUE(has(TensorRole::kFfnExpProbsB, 1));
+  EXPECT_FALSE(has(TensorRole::kFfnExpProbsB, 0));  // the dense layer has no router
+
+  // The legacy layout: no *_mla keys, key/value lengths are a head's.
+  md.Erase("deepseek2.attention.key_length_mla");
+  md.Erase("deepseek2.attention.value_length_mla");
+  md.Set("deepseek2.attention.key_length", GgufValue::Uint32(192));
+  md.Set("deepseek2.attention.value_length", GgufValue::Uint32(128));
+  hp = ReadHParams(md);
+  ASSERT_TRUE(hp.ok()) << hp.status().message();
+  parts = DescribeModel(hp.value());
+  EXPECT_TRUE(parts.layers[3].attention.mla.legacy_kv_b);
+  EXPECT_EQ(parts.layers[3].attention.mla.head_dim_nope, 128u);
+  t = ArchTensors(parts, hp.value());
+  EXPECT_TRUE(has(TensorRole::kAttnKvB, 3));
+  EXPECT_FALSE(has(TensorRole::kAttnKB, 3));
+  for (const TensorDesc& d : t) {
+    if (d.role == TensorRole::kAttnKvB)
+      EXPECT_EQ(d.shape, (std::vector<uint64_t>{512, 16 * (128 + 128)}));
   }
 }
 

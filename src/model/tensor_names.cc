@@ -16,7 +16,7 @@ struct NameEntry {
   bool per_layer;
 };
 
-constexpr std::array<NameEntry, 19> kNames = {{
+constexpr std::array<NameEntry, 31> kNames = {{
     {TensorRole::kTokenEmbd, "token_embd", false},
     {TensorRole::kOutputNorm, "output_norm", false},
     {TensorRole::kOutput, "output", false},
@@ -27,8 +27,20 @@ constexpr std::array<NameEntry, 19> kNames = {{
     {TensorRole::kAttnOutput, "attn_output", true},
     {TensorRole::kAttnQNorm, "attn_q_norm", true},
     {TensorRole::kAttnKNorm, "attn_k_norm", true},
+    {TensorRole::kAttnQA, "attn_q_a", true},
+    {TensorRole::kAttnQANorm, "attn_q_a_norm", true},
+    {TensorRole::kAttnQB, "attn_q_b", true},
+    {TensorRole::kAttnKvAMqa, "attn_kv_a_mqa", true},
+    {TensorRole::kAttnKvANorm, "attn_kv_a_norm", true},
+    {TensorRole::kAttnKB, "attn_k_b", true},
+    {TensorRole::kAttnVB, "attn_v_b", true},
+    {TensorRole::kAttnKvB, "attn_kv_b", true},
     {TensorRole::kFfnNorm, "ffn_norm", true},
+    {TensorRole::kFfnGate, "ffn_gate", true},
+    {TensorRole::kFfnUp, "ffn_up", true},
+    {TensorRole::kFfnDown, "ffn_down", true},
     {TensorRole::kFfnGateInp, "ffn_gate_inp", true},
+    {TensorRole::kFfnExpProbsB, "exp_probs_b", true},
     {TensorRole::kFfnGateExps, "ffn_gate_exps", true},
     {TensorRole::kFfnUpExps, "ffn_up_exps", true},
     {TensorRole::kFfnDownExps, "ffn_down_exps", true},

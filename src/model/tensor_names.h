@@ -10,18 +10,32 @@ namespace mt {
 
 // What a tensor is, independent of architecture.
 enum class TensorRole {
-  kTokenEmbd,        // token_embd            (n_embd, n_vocab)
-  kOutputNorm,       // output_norm           (n_embd)
-  kOutput,           // output                (n_embd, n_vocab)
-  kAttnNorm,         // blk.N.attn_norm       (n_embd)
-  kAttnQ,            // blk.N.attn_q          (n_embd, n_head*head_dim_k)
-  kAttnK,            // blk.N.attn_k          (n_embd, n_head_kv*head_dim_k)
-  kAttnV,            // blk.N.attn_v          (n_embd, n_head_kv*head_dim_v)
-  kAttnOutput,       // blk.N.attn_output     (n_head*head_dim_v, n_embd)
-  kAttnQNorm,        // blk.N.attn_q_norm     (head_dim_k) or (n_embd)
-  kAttnKNorm,        // blk.N.attn_k_norm     (head_dim_k) or (n_kv)
+  kTokenEmbd,   // token_embd            (n_embd, n_vocab)
+  kOutputNorm,  // output_norm           (n_embd)
+  kOutput,      // output                (n_embd, n_vocab)
+  kAttnNorm,    // blk.N.attn_norm       (n_embd)
+  kAttnQ,       // blk.N.attn_q          (n_embd, n_head*head_dim_k)
+  kAttnK,       // blk.N.attn_k          (n_embd, n_head_kv*head_dim_k)
+  kAttnV,       // blk.N.attn_v          (n_embd, n_head_kv*head_dim_v)
+  kAttnOutput,  // blk.N.attn_output     (n_head*head_dim_v, n_embd)
+  kAttnQNorm,   // blk.N.attn_q_norm     (head_dim_k) or (n_embd)
+  kAttnKNorm,   // blk.N.attn_k_norm     (head_dim_k) or (n_kv)
+  // MLA (deepseek2); dims: L = kv_lora_rank, Q = q_lora_rank, R = n_rot, N = head_dim_nope,
+  // V = head_dim_v.
+  kAttnQA,           // blk.N.attn_q_a        (n_embd, Q)
+  kAttnQANorm,       // blk.N.attn_q_a_norm   (Q)
+  kAttnQB,           // blk.N.attn_q_b        (Q, n_head*(N+R))
+  kAttnKvAMqa,       // blk.N.attn_kv_a_mqa   (n_embd, L+R)
+  kAttnKvANorm,      // blk.N.attn_kv_a_norm  (L)
+  kAttnKB,           // blk.N.attn_k_b        (N, L, n_head)  k_b per head, transposed
+  kAttnVB,           // blk.N.attn_v_b        (L, V, n_head)
+  kAttnKvB,          // blk.N.attn_kv_b       (L, n_head*(N+V))  legacy files only
   kFfnNorm,          // blk.N.ffn_norm        (n_embd)
+  kFfnGate,          // blk.N.ffn_gate        (n_embd, n_ff)  dense layers
+  kFfnUp,            // blk.N.ffn_up          (n_embd, n_ff)
+  kFfnDown,          // blk.N.ffn_down        (n_ff, n_embd)
   kFfnGateInp,       // blk.N.ffn_gate_inp    (n_embd, n_expert)  the router
+  kFfnExpProbsB,     // blk.N.exp_probs_b.bias (n_expert)  selection-only router bias
   kFfnGateExps,      // blk.N.ffn_gate_exps   (n_embd, n_ff_exp, n_expert)
   kFfnUpExps,        // blk.N.ffn_up_exps     (n_embd, n_ff_exp, n_expert)
   kFfnDownExps,      // blk.N.ffn_down_exps   (n_ff_exp, n_embd, n_expert)

@@ -9,6 +9,7 @@
 #include "experts/record_checksum.h"
 #include "gguf/gguf.h"
 #include "kernels/panel_layout.h"
+#include "model/arch.h"
 #include "model/expert_layout_gguf.h"
 #include "model/hparams.h"
 #include "model/tensor_names.h"
@@ -95,6 +96,7 @@ Result<uint64_t> EmitRecord(const ExpertLayout& in, uint32_t il, uint32_t e,
 std::unordered_set<std::string> ExpertTensorNames(const ExpertLayout& layout) {
   std::unordered_set<std::string> names;
   for (uint32_t il = 0; il < layout.n_layer(); ++il) {
+    if (!layout.has_experts(il)) continue;
     for (int p = 0; p < kNumExpertParts; ++p) {
       if (!layout.has_records()) {
         names.insert(TensorName(kStacked[p], static_cast<int>(il)));
@@ -123,7 +125,8 @@ Result<OpenedModel> OpenModel(const std::string& path, bool require_pack) {
   }
   Result<HParams> hp = ReadHParams(gguf->metadata());
   if (!hp.ok()) return hp.status().WithContext(path);
-  Result<ExpertLayout> layout = ExpertLayoutFromGguf(gguf.value(), hp->n_layer);
+  Result<ExpertLayout> layout =
+      ExpertLayoutFromGguf(gguf.value(), ExpertLayers(DescribeModel(hp.value())));
   if (!layout.ok()) return layout.status().WithContext(path);
   return OpenedModel{std::move(gguf.value()), std::move(layout.value())};
 }
@@ -185,6 +188,10 @@ Result<PackResult> PackModel(const std::string& input, const std::string& output
     ProgressLine progress(options.show_progress, "pack: checksums", result.expert_bytes);
     for (uint32_t il = 0; il < n_layer; ++il) {
       for (uint32_t e = 0; e < n_expert; ++e) {
+        if (!layout.has_experts(il)) {
+          sums.push_back(GgufValue::Uint64(0));  // a layer without experts has no records
+          continue;
+        }
         Result<uint64_t> sum = EmitRecord(layout, il, e, shapes[il], options.weights, hasher,
                                           part_buffer, nullptr);
         if (!sum.ok()) return sum.status();
@@ -221,6 +228,7 @@ Result<PackResult> PackModel(const std::string& input, const std::string& output
   }
   result.n_dense_tensors = dense.size();
   for (uint32_t il = 0; il < n_layer; ++il) {
+    if (!layout.has_experts(il)) continue;
     const ExpertSpec& s = layout.spec(il);
     const std::vector<uint64_t> shape[3] = {
         {s.n_embd, s.n_ff}, {s.n_embd, s.n_ff}, {s.n_ff, s.n_embd}};
@@ -250,7 +258,7 @@ Result<PackResult> PackModel(const std::string& input, const std::string& output
   }
   const GgufArray& written_sums = *md.FindArray(kKeyExpertChecksums);
   for (uint32_t il = 0; il < n_layer; ++il) {
-    for (uint32_t e = 0; e < n_expert; ++e) {
+    for (uint32_t e = 0; e < n_expert && layout.has_experts(il); ++e) {
       Result<uint64_t> sum = EmitRecord(layout, il, e, shapes[il], options.weights, hasher,
                                         part_buffer, &writer);
       if (!sum.ok()) return sum.status();
@@ -285,12 +293,12 @@ Result<VerifyResult> VerifyPack(const std::string& path, bool show_progress) {
   result.n_expert = layout.n_expert();
   uint64_t total = 0;
   for (uint32_t il = 0; il < layout.n_layer(); ++il) {
-    total += layout.record_shape(il).length * layout.n_expert();
+    total += layout.record_shape(il).length * layout.n_expert();  // 0 without experts
   }
   ProgressLine progress(show_progress, "verify", total);
   result.records.reserve(uint64_t{layout.n_layer()} * layout.n_expert());
   for (uint32_t il = 0; il < layout.n_layer(); ++il) {
-    for (uint32_t e = 0; e < layout.n_expert(); ++e) {
+    for (uint32_t e = 0; e < layout.n_expert() && layout.has_experts(il); ++e) {
       const ExpertRecord& rec = layout.record(il, e);
       const uint64_t length = layout.record_shape(il).length;
       result.records.push_back({il, e, layout.files()[rec.file], rec.offset, length, rec.checksum,

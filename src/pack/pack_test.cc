@@ -363,6 +363,41 @@ TEST_F(PackTest, APackGivesBitIdenticalLogitsInEveryStorageMode) {
   }
 }
 
+// DeepSeek's leading dense layers have no records: zeros in the checksum array, no tensors,
+// and the pack computes the same bits as the original in every mode.
+TEST_F(PackTest, LayersWithoutExpertsHaveNoRecords) {
+  for (const char* preset : {"deepseek2-tiny", "deepseek3-tiny"}) {
+    SCOPED_TRACE(preset);
+    const std::string orig = Synth(preset, "q4_k_m");
+    const std::string pack = Pack(orig, std::string(preset) + ".pack.gguf");
+    auto p = GgufModel::Open(pack);
+    ASSERT_TRUE(p.ok());
+    Result<HParams> hp = ReadHParams(p->metadata());
+    ASSERT_TRUE(hp.ok());
+    const uint32_t L = hp->n_layer, E = hp->n_expert, dense = hp->n_layer_dense_lead;
+    ASSERT_GT(dense, 0u);
+    const GgufArray* sums = p->metadata().FindArray("moetier.expert_checksums");
+    ASSERT_NE(sums, nullptr);
+    ASSERT_EQ(sums->items.size(), uint64_t{L} * E);
+    for (uint32_t l = 0; l < L; ++l) {
+      for (uint32_t e = 0; e < E; ++e) {
+        EXPECT_EQ(*sums->items[uint64_t{l} * E + e].AsUint() == 0, l < dense) << l << " " << e;
+        EXPECT_EQ(p->FindTensor(PerExpertTensorName(TensorRole::kFfnGateExps, l, e)) == nullptr,
+                  l < dense);
+      }
+    }
+    Result<VerifyResult> v = VerifyPack(pack, false);
+    ASSERT_TRUE(v.ok()) << v.status().message();
+    EXPECT_EQ(v->records.size(), uint64_t{L - dense} * E);
+    EXPECT_TRUE(v->Mismatches().empty());
+    const std::vector<float> want = Logits(orig, MoeStorage::kResident);
+    ASSERT_FALSE(want.empty());
+    EXPECT_TRUE(Logits(pack, MoeStorage::kResident) == want);
+    ExpectMmapOfPanels(pack, want);
+    EXPECT_TRUE(Logits(pack, MoeStorage::kStream) == want);
+  }
+}
+
 TEST_F(PackTest, PrefetchLooksTwoLayersAheadOnAPackByDefault) {
   const std::string orig = Synth("olmoe-tiny", "q4_k_m");
   const std::string pack = Pack(orig, "depth.pack.gguf");

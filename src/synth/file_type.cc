@@ -40,6 +40,23 @@ std::optional<GgmlType> Fallback(GgmlType t) {
   }
 }
 
+// llama-quantize's tensor categories (tensor_get_category), by name.
+enum class Category { kOutput, kTokenEmbd, kAttnV, kAttnK, kAttnOutput, kFfnDown, kOther };
+
+Category CategoryOf(const std::string& name) {
+  auto has = [&](std::string_view part) { return name.find(part) != std::string::npos; };
+  if (name == "output.weight") return Category::kOutput;
+  if (name == "token_embd.weight") return Category::kTokenEmbd;
+  if (has("attn_qkv.weight") || has("attn_kv_b.weight") || has("attn_v.weight")) {
+    return Category::kAttnV;
+  }
+  if (has("attn_k.weight")) return Category::kAttnK;
+  if (has("attn_output.weight")) return Category::kAttnOutput;
+  if (has("ffn_up") || has("ffn_gate")) return Category::kOther;  // no rule for our types
+  if (has("ffn_down")) return Category::kFfnDown;
+  return Category::kOther;
+}
+
 }  // namespace
 
 const FileType* FindFileType(std::string_view name) {
@@ -58,8 +75,11 @@ std::string FileTypeNames() {
   return out;
 }
 
-TensorTypeMixer::TensorTypeMixer(const FileType& file_type, const HParams& hp)
-    : ft_(file_type), hp_(hp) {}
+TensorTypeMixer::TensorTypeMixer(const FileType& file_type, const HParams& hp,
+                                 const std::vector<std::string>& names)
+    : ft_(file_type), hp_(hp) {
+  for (const std::string& name : names) n_attention_wv_ += CategoryOf(name) == Category::kAttnV;
+}
 
 std::optional<GgmlType> TensorTypeMixer::Next(const TensorDesc& desc, const std::string& name,
                                               std::string* error) {
@@ -70,7 +90,7 @@ std::optional<GgmlType> TensorTypeMixer::Next(const TensorDesc& desc, const std:
   if (keep_f32 || ft_.base == GgmlType::kF32) return GgmlType::kF32;
   if (IsFloatType(ft_.base)) return ft_.base;
 
-  GgmlType t = QuantizedType(desc);
+  GgmlType t = QuantizedType(desc, name);
   uint64_t ncols = desc.shape[0];
   if (ncols % TraitsOf(t).block_size == 0) return t;
   std::optional<GgmlType> fb = Fallback(t);
@@ -83,36 +103,32 @@ std::optional<GgmlType> TensorTypeMixer::Next(const TensorDesc& desc, const std:
   return GgmlType::kF16;  // llama.cpp's last resort for rows that are not a multiple of 32
 }
 
-GgmlType TensorTypeMixer::QuantizedType(const TensorDesc& desc) {
+GgmlType TensorTypeMixer::QuantizedType(const TensorDesc& desc, const std::string& name) {
   GgmlType t = ft_.base;
   const bool q4_k_m = ft_.llama_ftype == kFtypeQ4KM;
   const bool eight_experts = hp_.n_expert == 8;
-  switch (desc.role) {
-    case TensorRole::kOutput:
-      if (ft_.llama_ftype == kFtypeMxfp4Moe || desc.shape[0] % TraitsOf(t).block_size != 0) {
-        return GgmlType::kQ8_0;
-      }
-      return t == GgmlType::kQ8_0 ? t : GgmlType::kQ6_K;
-    default:
-      break;
+  const Category category = CategoryOf(name);
+  if (category == Category::kOutput) {
+    if (ft_.llama_ftype == kFtypeMxfp4Moe || desc.shape[0] % TraitsOf(t).block_size != 0) {
+      return GgmlType::kQ8_0;
+    }
+    return t == GgmlType::kQ8_0 ? t : GgmlType::kQ6_K;
   }
   if (ft_.llama_ftype == kFtypeMxfp4Moe) {
+    // Every 3-D tensor, as llama-quantize decides it: MLA's per-head attn_k_b and attn_v_b too.
     return desc.shape.size() > 2 && desc.shape[2] > 1 ? GgmlType::kMXFP4 : GgmlType::kQ8_0;
   }
-  switch (desc.role) {
-    case TensorRole::kTokenEmbd:
-      return t;
-    case TensorRole::kAttnV:
-      if (q4_k_m && UseMoreBits(i_attention_wv_, static_cast<int>(hp_.n_layer))) t = GgmlType::kQ6_K;
+  switch (category) {
+    case Category::kAttnV:
+      if (q4_k_m && UseMoreBits(i_attention_wv_, n_attention_wv_)) t = GgmlType::kQ6_K;
       if (eight_experts) t = GgmlType::kQ8_0;  // llama.cpp: cheap for 8-expert models
       ++i_attention_wv_;
       return t;
-    case TensorRole::kAttnK:
+    case Category::kAttnK:
       return eight_experts ? GgmlType::kQ8_0 : t;
-    case TensorRole::kAttnOutput:
+    case Category::kAttnOutput:
       return eight_experts && q4_k_m ? GgmlType::kQ5_K : t;
-    case TensorRole::kFfnDownExps:
-    case TensorRole::kFfnDownShexp:
+    case Category::kFfnDown:
       if (q4_k_m && UseMoreBits(desc.layer, static_cast<int>(hp_.n_layer))) return GgmlType::kQ6_K;
       return t;
     default:

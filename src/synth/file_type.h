@@ -7,6 +7,7 @@
 #include <optional>
 #include <string>
 #include <string_view>
+#include <vector>
 
 #include "model/arch.h"
 #include "quant/ggml_type.h"
@@ -22,22 +23,27 @@ struct FileType {
 const FileType* FindFileType(std::string_view name);
 std::string FileTypeNames();
 
-// Picks tensor types in file order. Stateful because llama.cpp's mix counts attn_v
-// tensors as it goes; create one per file and call Next for every tensor in order.
+// Picks tensor types in file order, as llama-quantize does: by the tensor's category from
+// its name (attn_v-like: attn_v, attn_qkv and MLA's legacy attn_kv_b; ffn_down: every
+// tensor whose name has it, dense, routed and shared), the layer from its name, and a count
+// of the attn_v-like tensors seen so far. Create one per file with every tensor's name, and
+// call Next for every tensor in order.
 class TensorTypeMixer {
  public:
-  TensorTypeMixer(const FileType& file_type, const HParams& hp);
+  TensorTypeMixer(const FileType& file_type, const HParams& hp,
+                  const std::vector<std::string>& names);
 
   // The type for `desc` (named `name`), or nullopt with `error` set if no type fits its
   // row length (llama.cpp refuses such tensors too).
   std::optional<GgmlType> Next(const TensorDesc& desc, const std::string& name, std::string* error);
 
  private:
-  GgmlType QuantizedType(const TensorDesc& desc);
+  GgmlType QuantizedType(const TensorDesc& desc, const std::string& name);
 
   const FileType& ft_;
   const HParams& hp_;
-  int i_attention_wv_ = 0;
+  int n_attention_wv_ = 0;  // attn_v-like tensors in the file
+  int i_attention_wv_ = 0;  // ... seen so far
 };
 
 }  // namespace mt

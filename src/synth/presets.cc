@@ -28,8 +28,61 @@ HParams Make(std::string arch, uint32_t n_layer, uint32_t n_embd, uint32_t n_hea
   return hp;
 }
 
+// A deepseek2 model with MLA in the current layout (legacy: synth --legacy-mla). `rope` dims
+// of each head rotate; YaRN as in the real configs (factor, original context, mscale_all_dim).
+struct DeepseekShape {
+  uint32_t n_layer, n_embd, n_head, q_lora, kv_lora, nope, rope, v_head;
+  uint32_t n_ff, n_ff_exp, n_expert, n_expert_used, n_shared, n_dense_lead;
+  uint32_t n_group, n_group_used;
+  ExpertScoring gating;
+  bool norm;
+  float scale;
+  uint32_t n_ctx, n_ctx_orig;
+  float rope_base, yarn_factor, mscale_all_dim;
+};
+
+HParams Deepseek(const DeepseekShape& d) {
+  HParams hp;
+  hp.arch = "deepseek2";
+  hp.n_layer = d.n_layer;
+  hp.n_embd = d.n_embd;
+  hp.n_head = d.n_head;
+  hp.n_head_kv = 1;  // the converter writes MLA as MQA over the latent
+  hp.n_lora_q = d.q_lora;
+  hp.n_lora_kv = d.kv_lora;
+  hp.n_rot = d.rope;
+  hp.head_dim_k = d.kv_lora + d.rope;
+  hp.head_dim_v = d.kv_lora;
+  hp.head_dim_k_mla = d.nope + d.rope;
+  hp.head_dim_v_mla = d.v_head;
+  hp.n_ff = d.n_ff;
+  hp.n_ff_exp = d.n_ff_exp;
+  hp.n_expert = d.n_expert;
+  hp.n_expert_used = d.n_expert_used;
+  hp.n_expert_shared = d.n_shared;
+  hp.n_ff_shexp = d.n_ff_exp * d.n_shared;
+  hp.n_layer_dense_lead = d.n_dense_lead;
+  hp.n_expert_groups = d.n_group;
+  hp.n_group_used = d.n_group_used;
+  hp.expert_gating = d.gating;
+  hp.expert_weights_norm = d.norm;
+  hp.expert_weights_scale = d.scale;
+  hp.n_vocab = 129280;  // DeepSeek-V3's tokenizer (padded as the V3 checkpoints are)
+  hp.n_ctx_train = d.n_ctx;
+  hp.rope_freq_base = d.rope_base;
+  hp.rope_scaling = RopeScalingType::kYarn;
+  hp.rope_freq_scale = 1.0f / d.yarn_factor;
+  hp.n_ctx_orig_yarn = d.n_ctx_orig;
+  hp.rope_yarn_log_mul = d.mscale_all_dim;
+  hp.rms_eps = 1e-6f;
+  return hp;
+}
+
+constexpr ExpertScoring kSoftmax = ExpertScoring::kSoftmax;
+constexpr ExpertScoring kSigmoid = ExpertScoring::kSigmoid;
+
 // Shapes of the real models come from their Hugging Face config.json files.
-const std::array<SynthPreset, 7> kPresets = {{
+const std::array<SynthPreset, 12> kPresets = {{
     {"tiny", "qwen3moe, 4 layers, n_embd 256, 8 experts top-2 (tests)",
      Make("qwen3moe", 4, 256, 4, 2, 64, 8, 2, 512, 1024, 151936, 40960, 1e6f, 1e-6f),
      PresetTokenizer::kQwen3, "qwen2"},
@@ -45,13 +98,48 @@ const std::array<SynthPreset, 7> kPresets = {{
     {"olmoe-1b-7b", "OLMoE-1B-7B shape: 16 layers, n_embd 2048, 64 experts top-8, n_ff_exp 1024",
      Make("olmoe", 16, 2048, 16, 16, 128, 64, 8, 1024, 1024, 50304, 4096, 10000.0f, 1e-5f),
      PresetTokenizer::kBuiltinBpe, "olmo"},
-    {"qwen3-30b-a3b", "Qwen3-30B-A3B shape: 48 layers, n_embd 2048, 128 experts top-8, n_ff_exp 768",
+    {"qwen3-30b-a3b",
+     "Qwen3-30B-A3B shape: 48 layers, n_embd 2048, 128 experts top-8, n_ff_exp 768",
      Make("qwen3moe", 48, 2048, 32, 4, 128, 128, 8, 768, 6144, 151936, 40960, 1e6f, 1e-6f),
      PresetTokenizer::kQwen3, "qwen2"},
     {"qwen3-235b-a22b",
      "Qwen3-235B-A22B shape: 94 layers, n_embd 4096, 128 experts top-8, n_ff_exp 1536",
      Make("qwen3moe", 94, 4096, 64, 4, 128, 128, 8, 1536, 12288, 151936, 40960, 1e6f, 1e-6f),
      PresetTokenizer::kQwen3, "qwen2"},
+    // V2-Lite's layout: no q LoRA, softmax router, 2 shared experts, one dense layer; 352-wide
+    // experts (not a multiple of 256: llama.cpp's quant fallbacks apply, as to V2-Lite's 1408).
+    {"deepseek2-tiny",
+     "deepseek2 in DeepSeek-V2-Lite's layout: 4 layers (1 dense), n_embd 256, MLA (kv rank 128), "
+     "16 experts top-4 + 2 shared, n_ff_exp 352 (tests)",
+     Deepseek({4, 256, 4, 0, 128,      64,    32,   64,     1024, 352,   16, 4,
+               2, 1,   1, 1, kSoftmax, false, 1.0f, 163840, 4096, 10000, 40, 0.707f}),
+     PresetTokenizer::kDeepseekV3, "deepseek-v3"},
+    // V3's layout: q LoRA, sigmoid router with exp_probs_b, 4 groups of which 2 are used,
+    // renormalised and scaled by 2.5, one shared expert, two dense layers.
+    {"deepseek3-tiny",
+     "deepseek2 in DeepSeek-V3's layout: 6 layers (2 dense), n_embd 256, MLA (q rank 128, kv rank "
+     "128), 16 experts in 4 groups (2 used) top-4 + 1 shared, sigmoid router (tests)",
+     Deepseek({6, 256, 4, 128, 128,      64,   32,   64,     768,  256,   16, 4,
+               1, 2,   4, 2,   kSigmoid, true, 2.5f, 163840, 4096, 10000, 40, 1.0f}),
+     PresetTokenizer::kDeepseekV3, "deepseek-v3"},
+    {"deepseek-v2-lite",
+     "DeepSeek-V2-Lite shape: 27 layers (1 dense), n_embd 2048, 16 heads, MLA kv rank 512, 64 "
+     "experts top-6 + 2 shared, n_ff_exp 1408 (DeepSeek-V3's tokenizer)",
+     Deepseek({27, 2048, 16, 0, 512,      128,   64,   128,    10944, 1408,  64, 6,
+               2,  1,    1,  1, kSoftmax, false, 1.0f, 163840, 4096,  10000, 40, 0.707f}),
+     PresetTokenizer::kDeepseekV3, "deepseek-v3"},
+    {"deepseek-v3",
+     "DeepSeek-V3/R1 shape: 61 layers (3 dense), n_embd 7168, 128 heads, MLA, 256 experts in 8 "
+     "groups (4 used) top-8 + 1 shared, n_ff_exp 2048 (--layers N for a slice)",
+     Deepseek({61, 7168, 128, 1536, 512,      128,  64,   128,    18432, 2048,  256, 8,
+               1,  3,    8,   4,    kSigmoid, true, 2.5f, 163840, 4096,  10000, 40,  1.0f}),
+     PresetTokenizer::kDeepseekV3, "deepseek-v3"},
+    {"kimi-k2",
+     "Kimi-K2 shape: 61 layers (1 dense), n_embd 7168, 64 heads, MLA, 384 experts top-8 + 1 "
+     "shared, n_ff_exp 2048 (DeepSeek-V3's tokenizer; --layers N for a slice)",
+     Deepseek({61, 7168, 64, 1536, 512,      128,  64,     128,    18432, 2048,  384, 8,
+               1,  1,    1,  1,    kSigmoid, true, 2.827f, 131072, 4096,  50000, 32,  1.0f}),
+     PresetTokenizer::kDeepseekV3, "deepseek-v3"},
 }};
 
 }  // namespace

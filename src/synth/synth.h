@@ -14,6 +14,8 @@ namespace mt {
 struct SynthOptions {
   std::string output_path;     // "model.gguf"; split sets become model-0000K-of-0000N.gguf
   std::string preset;          // see SynthPresets()
+  uint32_t n_layers = 0;       // write only the first N layers (0: all of the preset's)
+  bool legacy_mla = false;     // deepseek2: the legacy attn_kv_b layout
   std::string file_type = "q4_k_m";
   uint64_t seed = 1;
   std::string tokenizer_json;  // a Hugging Face tokenizer.json; empty: the preset's default
@@ -23,15 +25,15 @@ struct SynthOptions {
   bool show_progress = false;    // a progress line on stderr (for terminals)
 };
 
-// Routing measured on the written file: each layer's router applied to RMS-normalised
+// Routing measured on the written file: each MoE layer's router applied to RMS-normalised
 // token embeddings of a seeded token sequence. It approximates the forward pass, where
 // the residual stream is the embedding plus small branch outputs.
 struct RoutingReport {
   uint32_t n_tokens = 0;
-  std::vector<uint32_t> experts_used;  // (n_layer) experts chosen at least once
-  std::vector<double> top10_share;     // (n_layer) share of activations of the top 10 %
-  std::vector<double> top20_share;     // (n_layer) same for the top 20 %
-  std::vector<double> reuse;           // (n_layer) mean |S_t ∩ S_t-1| / k
+  std::vector<uint32_t> experts_used;  // (MoE layers) experts chosen at least once
+  std::vector<double> top10_share;     // (MoE layers) share of activations of the top 10 %
+  std::vector<double> top20_share;     // (MoE layers) same for the top 20 %
+  std::vector<double> reuse;           // (MoE layers) mean |S_t ∩ S_t-1| / k
 };
 
 struct SynthResult {

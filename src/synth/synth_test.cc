@@ -14,14 +14,16 @@
 namespace mt {
 namespace {
 
-// Types chosen for every tensor of a preset, by tensor name.
-std::map<std::string, GgmlType> Mix(std::string_view preset, std::string_view type) {
-  const SynthPreset* p = FindSynthPreset(preset);
+// Types chosen for every tensor of a model, by tensor name.
+std::map<std::string, GgmlType> MixOf(const HParams& hp, std::string_view type) {
   const FileType* ft = FindFileType(type);
-  EXPECT_TRUE(p && ft);
-  TensorTypeMixer mixer(*ft, p->hp);
+  EXPECT_TRUE(ft);
+  const std::vector<TensorDesc> descs = ArchTensors(DescribeModel(hp), hp);
+  std::vector<std::string> names;
+  for (const TensorDesc& d : descs) names.push_back(TensorName(d.role, d.layer, d.suffix));
+  TensorTypeMixer mixer(*ft, hp, names);
   std::map<std::string, GgmlType> out;
-  for (const TensorDesc& d : ArchTensors(*FindArch(p->hp.arch), p->hp)) {
+  for (const TensorDesc& d : descs) {
     std::string name = TensorName(d.role, d.layer, d.suffix);
     std::string error;
     std::optional<GgmlType> t = mixer.Next(d, name, &error);
@@ -29,6 +31,12 @@ std::map<std::string, GgmlType> Mix(std::string_view preset, std::string_view ty
     out[name] = t.value_or(GgmlType::kF32);
   }
   return out;
+}
+
+std::map<std::string, GgmlType> Mix(std::string_view preset, std::string_view type) {
+  const SynthPreset* p = FindSynthPreset(preset);
+  EXPECT_TRUE(p);
+  return MixOf(p->hp, type);
 }
 
 TEST(FileTypeTest, Q4KMOnQwen3_30B_FollowsLlamaCppRules) {
@@ -92,18 +100,16 @@ TEST(FileTypeTest, FloatTypesKeepRoutersAndNormsInF32) {
 TEST(FileTypeTest, RowsNotMultipleOf256FallBackLikeLlamaCpp) {
   HParams hp = FindSynthPreset("tiny")->hp;
   hp.n_ff_exp = 96;  // ffn_down rows of 96: Q4_K -> Q5_0, Q6_K -> Q8_0
-  TensorTypeMixer mixer(*FindFileType("q4_k_m"), hp);
-  std::string err;
-  for (const TensorDesc& d : ArchTensors(*FindArch("qwen3moe"), hp)) {
-    std::optional<GgmlType> t = mixer.Next(d, "x", &err);
-    if (d.role != TensorRole::kFfnDownExps) continue;
-    EXPECT_EQ(*t, d.layer >= 2 ? GgmlType::kQ8_0 : GgmlType::kQ5_0) << d.layer;
+  auto m = MixOf(hp, "q4_k_m");
+  for (int il = 0; il < 4; ++il) {
+    EXPECT_EQ(m[TensorName(TensorRole::kFfnDownExps, il)],
+              il >= 2 ? GgmlType::kQ8_0 : GgmlType::kQ5_0)
+        << il;
   }
   hp.n_ff_exp = 48;  // not a multiple of 32 either: f16
-  TensorTypeMixer mixer2(*FindFileType("q4_k_m"), hp);
-  for (const TensorDesc& d : ArchTensors(*FindArch("qwen3moe"), hp)) {
-    std::optional<GgmlType> t = mixer2.Next(d, "x", &err);
-    if (d.role == TensorRole::kFfnDownExps) EXPECT_EQ(*t, GgmlType::kF16);
+  m = MixOf(hp, "q4_k_m");
+  for (int il = 0; il < 4; ++il) {
+    EXPECT_EQ(m[TensorName(TensorRole::kFfnDownExps, il)], GgmlType::kF16) << il;
   }
 }
 

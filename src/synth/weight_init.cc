@@ -72,6 +72,7 @@ WeightInit InitFor(const TensorDesc& desc, const InitContext& ctx) {
   const HParams& hp = ctx.hp;
   const float residual = 1.0f / std::sqrt(2.0f * static_cast<float>(hp.n_layer));
   auto inv_sqrt = [](uint64_t n) { return 1.0f / std::sqrt(static_cast<float>(n)); };
+  const uint64_t fan_in = desc.shape[0];  // a projection's input width: its row length
   WeightInit w;
   if (desc.suffix == TensorSuffix::kBias) {
     w.stddev = 0.02f;
@@ -91,6 +92,8 @@ WeightInit InitFor(const TensorDesc& desc, const InitContext& ctx) {
     case R::kFfnNorm:
     case R::kAttnQNorm:
     case R::kAttnKNorm:
+    case R::kAttnQANorm:
+    case R::kAttnKvANorm:
       w.mean = 1.0f;
       w.stddev = 0.02f;
       break;
@@ -106,21 +109,43 @@ WeightInit InitFor(const TensorDesc& desc, const InitContext& ctx) {
     case R::kAttnQ:
     case R::kAttnK:
     case R::kAttnV:
+    case R::kAttnQA:
+    case R::kAttnQB:
+    case R::kAttnKvAMqa:
+    case R::kAttnVB:
+    case R::kFfnGate:
+    case R::kFfnUp:
     case R::kFfnGateExps:
     case R::kFfnUpExps:
     case R::kFfnGateShexp:
     case R::kFfnUpShexp:
     case R::kFfnGateInpShexp:
-      w.stddev = inv_sqrt(hp.n_embd);
+      w.stddev = inv_sqrt(fan_in);
       break;
+    case R::kAttnKB:
+      // (N, L, n_head): stored transposed, its input is the latent of shape[1] values.
+      w.stddev = inv_sqrt(desc.shape[1]);
+      break;
+    case R::kAttnKvB: {
+      // (L, n_head*(N+V)): the k_b and v_b of the current layout, rearranged.
+      const MlaParts& mla = ctx.parts->layers[desc.layer].attention.mla;
+      WeightInit::SplitKvB split;
+      split.rank = mla.kv_lora_rank;
+      split.nope = mla.head_dim_nope;
+      split.v = mla.head_dim_v;
+      split.k_b_stddev = split.v_b_stddev = inv_sqrt(mla.kv_lora_rank);
+      split.k_b_seed = TensorSeed(ctx.seed, TensorName(R::kAttnKB, desc.layer));
+      split.v_b_seed = TensorSeed(ctx.seed, TensorName(R::kAttnVB, desc.layer));
+      w.kv_b_from_split = split;
+      break;
+    }
     case R::kAttnOutput:
-      w.stddev = inv_sqrt(uint64_t{hp.n_head} * hp.head_dim_v) * residual;
-      break;
+    case R::kFfnDown:
     case R::kFfnDownExps:
-      w.stddev = inv_sqrt(hp.n_ff_exp) * residual;
-      break;
     case R::kFfnDownShexp:
-      w.stddev = inv_sqrt(hp.n_ff_shexp) * residual;
+      w.stddev = inv_sqrt(fan_in) * residual;
+      break;
+    case R::kFfnExpProbsB:  // a bias (handled above)
       break;
     case R::kFfnGateInp: {
       // Router logits with std ~1.5 per expert over normalised hidden states.
@@ -146,16 +171,35 @@ WeightInit InitFor(const TensorDesc& desc, const InitContext& ctx) {
   return w;
 }
 
+namespace {
+
+// Element (row, col) of a tensor whose rows are row_len long: a pure function of its place.
+float Element(float mean, float stddev, uint64_t tensor_seed, uint64_t row, uint64_t row_len,
+              uint64_t col) {
+  const uint64_t base = tensor_seed + row * row_len * 0x9E3779B97F4A7C15ull;
+  return mean + stddev * NormalFromHash(SplitMix64(base + col));
+}
+
+}  // namespace
+
 void GenerateRows(const WeightInit& init, uint64_t tensor_seed, uint64_t first_row,
                   uint64_t n_rows, uint64_t row_len, float* out) {
   for (uint64_t r = 0; r < n_rows; ++r) {
-    uint64_t row = first_row + r;
-    float sd = init.stddev * (init.row_scale.empty() ? 1.0f : init.row_scale[row]);
-    uint64_t base = tensor_seed + row * row_len * 0x9E3779B97F4A7C15ull;
+    const uint64_t row = first_row + r;
     float* dst = out + r * row_len;
-    for (uint64_t c = 0; c < row_len; ++c) {
-      dst[c] = init.mean + sd * NormalFromHash(SplitMix64(base + c));
+    if (init.kv_b_from_split) {
+      const WeightInit::SplitKvB& s = *init.kv_b_from_split;
+      const uint64_t h = row / (s.nope + s.v), i = row % (s.nope + s.v);
+      for (uint64_t c = 0; c < row_len; ++c) {
+        dst[c] = i < s.nope
+                     ? Element(0, s.k_b_stddev, s.k_b_seed, h * s.rank + c, s.nope, i)
+                     : Element(0, s.v_b_stddev, s.v_b_seed, h * s.v + (i - s.nope), s.rank, c);
+      }
+      continue;
     }
+    const float sd = init.stddev * (init.row_scale.empty() ? 1.0f : init.row_scale[row]);
+    for (uint64_t c = 0; c < row_len; ++c)
+      dst[c] = Element(init.mean, sd, tensor_seed, row, row_len, c);
     if (!init.direction_coef.empty()) {
       const float a = init.direction_coef[row];
       for (uint64_t c = 0; c < row_len; ++c) dst[c] += a * init.direction[c];

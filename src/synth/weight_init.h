@@ -9,6 +9,7 @@
 #pragma once
 
 #include <cstdint>
+#include <optional>
 #include <span>
 #include <string>
 #include <vector>
@@ -33,6 +34,15 @@ struct WeightInit {
   // Row r gets direction_coef[r] * direction added (both empty for none).
   std::vector<float> direction;       // (row_len) unit vector shared by embeddings and routers
   std::vector<float> direction_coef;  // (rows)
+  // Legacy MLA files: attn_kv_b's rows hold, per head, attn_k_b's N columns transposed, then
+  // attn_v_b's V rows, element for element as the current layout's tensors of the same seed
+  // have them, so both layouts of one model hold the same weights.
+  struct SplitKvB {
+    uint64_t k_b_seed = 0, v_b_seed = 0;  // TensorSeed of the current layout's tensors
+    float k_b_stddev = 0, v_b_stddev = 0;
+    uint64_t rank = 0, nope = 0, v = 0;  // L, N, V
+  };
+  std::optional<SplitKvB> kv_b_from_split;
 };
 
 struct InitContext {
@@ -42,6 +52,7 @@ struct InitContext {
   // (n_vocab) tokenizer.ggml.token_type; unused (padding) tokens get near-zero output rows,
   // as untrained rows of real checkpoints do, so sampling never lands on them. May be empty.
   std::span<const int32_t> token_types;
+  const ModelParts* parts = nullptr;  // the model's layers (for MLA's legacy attn_kv_b)
 };
 
 WeightInit InitFor(const TensorDesc& desc, const InitContext& ctx);

@@ -33,14 +33,20 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   static const std::string kName = "fuzz.gguf";
   mt::Result<mt::GgufModel> m = mt::GgufModel::Parse(std::span<const uint8_t>(data, size), kName);
   if (!m.ok()) return 0;  // the reader's own target covers this
-  // The layer count the hyperparameters would give: one past the highest blk.N.
+  // The layer count the hyperparameters would give: one past the highest blk.N; a layer has
+  // experts when some tensor of it is named as a routed expert's (so layers without any,
+  // as DeepSeek's leading dense ones, are covered too).
   int n_layer = 0;
   for (const mt::GgufTensor& t : m->tensors()) {
     n_layer = std::max(n_layer, mt::LayerOfTensorName(t.name) + 1);
   }
   if (n_layer > 4096) return 0;
-  mt::Result<mt::ExpertLayout> layout =
-      mt::ExpertLayoutFromGguf(m.value(), static_cast<uint32_t>(n_layer));
+  std::vector<bool> has_experts(static_cast<size_t>(n_layer), false);
+  for (const mt::GgufTensor& t : m->tensors()) {
+    const int il = mt::LayerOfTensorName(t.name);
+    if (il >= 0 && mt::IsRoutedExpertTensorName(t.name)) has_experts[il] = true;
+  }
+  mt::Result<mt::ExpertLayout> layout = mt::ExpertLayoutFromGguf(m.value(), has_experts);
   if (!layout.ok()) {
     const std::string& msg = layout.status().message();
     if (msg.empty() || msg.find('\n') != std::string::npos) Fail("error is not one line");
@@ -50,7 +56,8 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   if (l.n_layer() != static_cast<uint32_t>(n_layer) || l.files().size() != 1) Fail("shape");
   uint64_t sum = 0;
   for (uint32_t il = 0; il < l.n_layer(); ++il) {
-    for (uint32_t e = 0; e < l.n_expert(); ++e) {
+    if (l.has_experts(il) != has_experts[il]) Fail("layers with experts");
+    for (uint32_t e = 0; e < l.n_expert() && l.has_experts(il); ++e) {
       for (int p = 0; p < mt::kNumExpertParts; ++p) {
         const auto part = static_cast<mt::ExpertPart>(p);
         const mt::ByteExtent x = l.extent(il, e, part);
@@ -67,6 +74,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   // A panels pack's parts turn back into rows within their own bytes (ASan checks it).
   if (l.weight_layout() == mt::WeightLayout::kPanels && l.n_expert() > 0) {
     for (uint32_t il = 0; il < l.n_layer(); ++il) {
+      if (!l.has_experts(il)) continue;
       const mt::ExpertMatrices m =
           l.Matrices(il, l.mapped(il, 0, mt::kGate), l.mapped(il, 0, mt::kUp),
                      l.mapped(il, 0, mt::kDown));

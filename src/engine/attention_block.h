@@ -1,0 +1,140 @@
+// The attention blocks of the forward pass, one class per attention kind
+// (model/layer_parts.h): each owns the KV cache of the layers of its kind and the scratch it
+// needs, and turns a layer's normed input into the block's output. Context picks the block
+// by the layer's parts. Not thread-safe (one Context's), bit-identical for any thread count
+// and batch composition.
+#pragma once
+
+#include <cstdint>
+#include <span>
+#include <vector>
+
+#include "base/aligned_buffer.h"
+#include "base/status.h"
+#include "base/thread_pool.h"
+#include "engine/context.h"
+#include "engine/model.h"
+#include "engine/projection.h"
+#include "engine/scratch.h"
+#include "kernels/attention.h"
+
+namespace mt {
+
+// What every attention block shares: the context's shape.
+struct AttentionShape {
+  uint32_t n_ctx = 0;    // positions per sequence
+  uint32_t n_seq = 0;    // sequences with their own cache
+  uint32_t n_batch = 0;  // most tokens per forward pass
+  KvTypes kv_types;      // the cache's element types
+};
+
+// The KV cache bytes of one position of one sequence in layer il (either kind).
+uint64_t KvBytesPerPosition(const Model& model, int il, KvTypes kv_types);
+// ... summed over the layers.
+uint64_t KvBytesPerPosition(const Model& model, KvTypes kv_types);
+
+// Grouped-query attention: q/k/v projections (+ biases, q/k norm, RoPE), a K and a V cache per
+// kv head, (n_seq, n_head_kv, n_ctx, head_dim) per layer so one head's positions are
+// contiguous, causal attention of each query head over its group's kv head.
+class GqaAttention {
+ public:
+  GqaAttention(const Model& model, ThreadPool& pool, const AttentionShape& shape);
+
+  // Counts (the memory plan) or allocates the scratch.
+  void SizeScratch(ScratchSizer& sizer);
+  uint64_t kv_bytes() const;
+  // Allocates the caches of the GQA layers (pages touched as positions fill, or at once).
+  Status AllocateKv(bool populate);
+
+  // out (n, n_embd) = layer il's attention of xn (n, n_embd; normed), storing the batch's
+  // K and V. rope_cs: (n, n_rot) each token's angles (RopeAngles). out may be xn.
+  void Run(int il, std::span<const BatchToken> batch, const float* xn, const float* rope_cs,
+           float* out);
+
+ private:
+  // Query heads per AttendTokens call, and tokens per run: up to 16 queries take each K/V
+  // tile through L1/L2 together (AVX2: pp512 at 2048 positions 1.4-1.9x faster than one
+  // query's pass over its head's cache at a time); longer runs would unbalance the threads.
+  int attend_heads() const;
+  // The q, k, v rows of the batch made ready for attention (bias, q/k norm, rotation), and k
+  // and v stored into the cache; tokens' q and k/v in parallel (each item is independent).
+  void Prepare(int il, std::span<const BatchToken> batch, const float* rope_cs);
+  // Stores one token's projection (n_head_kv heads of head_dim) into a layer's K or V cache.
+  void StoreHeads(const float* row, uint32_t head_dim, KvElemType type, uint8_t* cache,
+                  const BatchToken& token) const;
+  // Splits the batch into Attend's runs (run_start_, n_runs_).
+  void FindRuns(std::span<const BatchToken> batch);
+  void Attend(int il, std::span<const BatchToken> batch);
+
+  const Model& model_;
+  const HParams& hp_;
+  ThreadPool& pool_;
+  const AttentionShape shape_;
+  const int attend_tokens_;
+
+  std::vector<float> q_;     // (n_batch, n_head * head_dim_k)
+  std::vector<float> k_;     // (n_batch, n_head_kv * head_dim_k)
+  std::vector<float> v_;     // (n_batch, n_head_kv * head_dim_v)
+  std::vector<float> attn_;  // (n_batch, n_head * head_dim_v) attention output per head
+  // (n_threads, attend_heads(), attend_tokens_, kAttendTile) a tile's scores per query
+  std::vector<float> scores_;
+  std::vector<int> run_start_;  // (n_batch + 1) first token of each run of Attend, then n
+  int n_runs_ = 0;
+  QuantizedInput in_;  // the block's input (xn, then attn_)
+  // KV cache per layer (empty for other kinds' layers): (n_seq, n_head_kv, n_ctx, head_dim),
+  // f16, f32 or q8_0 (KvTypes). One head's positions are contiguous, so attention's prefetch
+  // streams them (with position-major rows a head's next position was a page away: 1.6x
+  // slower at 128 positions, 2.8x at 512).
+  std::vector<AlignedBuffer> k_cache_, v_cache_;  // (n_layer)
+};
+
+// DeepSeek's multi-head latent attention in the absorbed form. Per position and layer the
+// cache holds one row [c | k_pe] (kv_lora_rank + n_rot values, K's type): c the normed latent,
+// k_pe the rotated shared key part. A head's query becomes [k_b_h^T q_nope_h | q_pe_h], the
+// head attends over the rows (V = their first kv_lora_rank values, c), and its output is
+// v_b_h times that latent sum: the same numbers as decompressing per-head K and V, without
+// ever storing them.
+class MlaAttention {
+ public:
+  MlaAttention(const Model& model, ThreadPool& pool, const AttentionShape& shape);
+
+  void SizeScratch(ScratchSizer& sizer);
+  uint64_t kv_bytes() const;
+  Status AllocateKv(bool populate);
+  // As GqaAttention::Run, for an MLA layer.
+  void Run(int il, std::span<const BatchToken> batch, const float* xn, const float* rope_cs,
+           float* out);
+
+ private:
+  // The projections of one head for every token: out rows [h*rows, (h+1)*rows) of w applied
+  // to each token's `cols` inputs at in + t * in_stride, written at y + t * y_stride (the
+  // head's first output at y). On the calling thread, with its own QuantizedInput.
+  void HeadProduct(const WeightMatrix& w, int h, int64_t rows, const float* in, int64_t in_stride,
+                   int64_t cols, int n, float* y, int64_t y_stride, QuantizedInput& acts);
+  void FindRuns(std::span<const BatchToken> batch);
+
+  const Model& model_;
+  const HParams& hp_;
+  ThreadPool& pool_;
+  const AttentionShape shape_;
+  const MlaParts mla_;  // every MLA layer's (one model has one shape)
+  // Sizes: L latent, R rope dims, N nope dims, V value dims, H heads, Q q LoRA rank.
+  const int64_t L_, R_, N_, V_, H_, Q_;
+
+  std::vector<float> qa_;       // (n_batch, Q) q LoRA down-projection, then normed
+  std::vector<float> q_;        // (n_batch, H, N + R) the heads' [q_nope | q_pe]
+  std::vector<float> kva_;      // (n_batch, L + R) [c | k_pe], normed and rotated in place
+  std::vector<float> q_abs_;    // (n_batch, H, L + R) absorbed queries [k_b^T q_nope | q_pe]
+  std::vector<float> latent_;   // (n_batch, H, L) each head's attention over the rows' c
+  std::vector<float> attn_;     // (n_batch, H, V) each head's output after v_b
+  std::vector<float> scores_;   // (n_threads, heads per call, tokens per run, kAttendTile)
+  std::vector<int> run_start_;  // (n_batch + 1)
+  int n_runs_ = 0;
+  QuantizedInput in_;                    // the block's input (xn, then attn_)
+  QuantizedInput in_qa_;                 // the normed q LoRA
+  std::vector<QuantizedInput> head_in_;  // (n_threads) per-head inputs of k_b and v_b
+  // (n_layer) per MLA layer (n_seq, n_ctx, L + R), K's type; empty for other layers
+  std::vector<AlignedBuffer> cache_;
+};
+
+}  // namespace mt

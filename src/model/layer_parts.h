@@ -1,0 +1,103 @@
+// What the engine runs, described without naming an architecture. An architecture file
+// (arch_<name>.cc) reads a model's GGUF keys into HParams and describes each layer as parts:
+// an attention kind with its options and an FFN kind, plus the model-wide RoPE and router
+// policy. The tensor list (ArchTensors), the loader, the forward pass, the memory plan and
+// synth all follow these parts, so adding an architecture adds no branch anywhere else.
+#pragma once
+
+#include <cstdint>
+#include <vector>
+
+#include "model/expert_selection.h"
+
+namespace mt {
+
+enum class RopeType {
+  kNorm,  // rotate adjacent pairs (x[2i], x[2i+1]): llama, deepseek2
+  kNeox,  // rotate halves (x[i], x[i + n_rot/2]): qwen2/3, olmoe
+};
+
+// Rotary embedding of the model, as llama.cpp's rope with YaRN computes it. Angles:
+// theta_i = pos * base^(-2i / n_rot); with ext_factor != 0 (YaRN) each is mixed between
+// its interpolated (freq_scale * theta) and extrapolated value by a ramp over the
+// correction dims [corr_low, corr_high], and cos/sin are scaled by
+// attn_factor * (1 + 0.1 ln(1 / freq_scale)).
+struct RopeParts {
+  RopeType type = RopeType::kNeox;
+  int n_rot = 0;            // rotated dims of a head (its last n_rot dims for MLA)
+  float freq_base = 10000;  // {arch}.rope.freq_base
+  float freq_scale = 1;     // 1 / rope.scaling.factor (1: no scaling)
+  float ext_factor = 0;     // 1 for YaRN, else 0
+  float attn_factor = 1;    // cos/sin magnitude before YaRN's own correction
+  float corr_low = 0;       // YaRN correction dims (ggml_rope_yarn_corr_dims)
+  float corr_high = 0;
+};
+
+enum class AttentionKind {
+  kGqa,  // grouped-query attention: q, k, v projections, a K and a V cache per kv head
+  kMla,  // multi-head latent attention: one compressed latent + rotated key per position
+};
+
+enum class QkNorm {
+  kNone,
+  kPerHead,         // RMSNorm over each head's head_dim before RoPE (qwen3moe)
+  kWholeProjection  // RMSNorm over the whole q / k projection (olmoe)
+};
+
+struct GqaParts {
+  QkNorm qk_norm = QkNorm::kNone;
+  bool qkv_bias = false;  // optional attn_{q,k,v}.bias (qwen2moe checkpoints have them)
+};
+
+// DeepSeek's MLA. A head's query is [q_nope (head_dim_nope) | q_pe (n_rot)]; the cache holds
+// per position c = rms_norm(kv_a[:kv_lora_rank]) and the rotated k_pe (n_rot): one
+// (kv_lora_rank + n_rot) row shared by all heads. Attention runs in the latent space: the
+// query is absorbed as [k_b_h^T q_nope | q_pe] and V is c, so out_h = v_b_h (c-weighted sum).
+struct MlaParts {
+  uint32_t q_lora_rank = 0;    // 0: attn_q straight from the input (DeepSeek-V2-Lite)
+  uint32_t kv_lora_rank = 0;   // latent width (512)
+  uint32_t head_dim_nope = 0;  // q/k dims without rotation (128)
+  uint32_t head_dim_v = 0;     // a head's value width after v_b (128)
+  // Legacy files have attn_kv_b (both up-projections in one) instead of attn_k_b/attn_v_b;
+  // the loader splits it.
+  bool legacy_kv_b = false;
+};
+
+struct AttentionParts {
+  AttentionKind kind = AttentionKind::kGqa;
+  GqaParts gqa;
+  MlaParts mla;
+  float kq_scale = 1;  // scores = kq_scale * q . k
+};
+
+enum class FfnKind {
+  kDense,  // SwiGLU: down(silu(gate x) * up x)
+  kMoe,    // routed experts (+ shared experts)
+};
+
+enum class SharedExpertGate {
+  kNone,     // the shared experts' output is added as is (deepseek2)
+  kSigmoid,  // scaled by sigmoid(x . ffn_gate_inp_shexp) (qwen2moe)
+};
+
+struct FfnParts {
+  FfnKind kind = FfnKind::kMoe;
+  uint32_t n_ff = 0;         // dense: the hidden width; moe: each routed expert's
+  uint32_t n_ff_shared = 0;  // moe: the shared experts' hidden width (0: none)
+  SharedExpertGate shared_gate = SharedExpertGate::kNone;
+};
+
+struct LayerParts {
+  AttentionParts attention;
+  FfnParts ffn;
+  bool has_experts() const { return ffn.kind == FfnKind::kMoe; }
+};
+
+struct ModelParts {
+  RopeParts rope;
+  RouterPolicy router;             // every MoE layer's
+  std::vector<LayerParts> layers;  // (n_layer)
+  bool output_optional = false;    // output.weight may be absent (tied to token_embd)
+};
+
+}  // namespace mt
