@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # moetier's logits against the independent numpy reference (tests/reference/forward.py), for
-# qwen3moe (tiny) and llama-with-experts (mixtral-tiny) at f32 and at quantized types, with an
-# f32 KV cache and with the default f16 KV cache. Each run is compared tightly with the
+# qwen3moe (tiny), llama-with-experts (mixtral-tiny) and deepseek2 in V2-Lite's and V3's layouts
+# (deepseek2-tiny, deepseek3-tiny) at f32 and at quantized types, with an f32 KV cache and with
+# the default f16 KV cache. Each run is compared tightly with the
 # reference of the engine's numerical method (int8 activations for quantized weights, f16 K/V
 # for an f16 cache; rounding near-ties resolved and listed) and loosely with the exact float64
 # model. The tolerances and the measurements behind them are in
@@ -10,18 +11,24 @@ source "$(dirname "$0")/common.bash"
 export PYTHONDONTWRITEBYTECODE=1  # keep the source tree clean
 REF="${MT_SOURCE_DIR:-$(dirname "$0")/../..}/tests/reference"
 # A prompt whose top-k router choices are all clear (relative gap >= 1.6e-3 in every layer and
-# position of the four models below, >= 16x min_router_gap), so that no float error can flip an
-# expert.
+# position of the first four models below, >= 16x min_router_gap; deepseek2-tiny f32 2.4e-4,
+# deepseek3-tiny q4_0 2.1e-3), so that no float error can flip an expert.
 PROMPT="My grandmother grew tomatoes, beans and sunflowers behind the red barn."
 
-# The reference's own dequantizers and roundings first: hand-built blocks, hand-derived values.
+# The reference's own dequantizers and roundings first: hand-built blocks, hand-derived values;
+# then its deepseek2 parts (YaRN, routing, the MLA forms and layouts; logits recorded from
+# llama.cpp), tests/reference/deepseek2_test.py.
 if $PY "$REF/dequant_test.py" > "$WORK/dq.txt"; then pass "reference dequantizers"
 else fail "reference dequantizers: $(cat "$WORK/dq.txt")"; fi
-if $PY "$REF/numerics_test.py" > "$WORK/nt.txt"; then pass "reference activation/KV roundings"
-else fail "reference activation/KV roundings: $(cat "$WORK/nt.txt")"; fi
+if $PY "$REF/numerics_test.py" > "$WORK/nt.txt"; then
+  pass "reference activation/KV roundings and deepseek2 cases"
+else fail "reference activation/KV roundings and deepseek2 cases: $(cat "$WORK/nt.txt")"; fi
 
-# preset:type pairs; the quantized types cover Q8_0 and the K-quant mix (Q4_K, Q5_K, Q6_K).
-for case in tiny:f32 tiny:q8_0 mixtral-tiny:f32 mixtral-tiny:q4_k_m; do
+# preset:type pairs; the quantized types cover Q8_0, Q4_0 and the K-quant mix (Q4_K, Q5_K,
+# Q6_K). deepseek2-tiny's 27 layers hold more rounding near-ties per position than the sync
+# resolves (one or two each) at quantized types, so it runs at f32.
+for case in tiny:f32 tiny:q8_0 mixtral-tiny:f32 mixtral-tiny:q4_k_m deepseek2-tiny:f32 \
+            deepseek3-tiny:q4_0; do
   preset=${case%%:*} type=${case##*:}
   model="$WORK/$preset-$type.gguf"
   if ! "$MOETIER" synth --preset "$preset" --type "$type" --seed 1 -q -o "$model" > /dev/null; then

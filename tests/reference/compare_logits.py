@@ -10,7 +10,8 @@ Each FILE is compared with two references:
 
 1. The engine's numerical method (tight, TOLERANCES). forward.py with act_quant (the inputs
    of quantized-weight products quantized to int8 blocks, in float32, as kernels/matmul.h
-   does) and, for KV f16, K and V rounded to float16 as the cache stores them. What remains
+   does) and, for KV f16, K and V rounded to float16 as the cache stores them (deepseek2:
+   the latent and k_pe of its MLA cache). What remains
    is float32 arithmetic, except at roundings: an activation x * 127 / amax within the
    engine's float error (seen up to 2.3e-5, in units of q; 1e-4 downstream of an f16 cache)
    of a half-integer, or a K/V value that close (seen up to 1.4e-3 of the f16 spacing) to

@@ -21,6 +21,9 @@ Written from the model definitions, independent of moetier's C++ engine:
         x += moe
     logits = (rms_norm(x) * output_norm) W_out^T   (W_out = token_embd when `output` is absent)
 rms_norm(x) = x / sqrt(mean(x^2) + eps), eps = {arch}.attention.layer_norm_rms_epsilon.
+deepseek2 has the same residual stream, output and numerical method, with its own attention
+(multi-head latent attention, YaRN) and FFN (dense leading layers; sigmoid or softmax routing
+with selection bias and expert groups; shared experts): deepseek2.py.
 
 Weights are dequantized exactly (dequant.py); all arithmetic runs in `dtype` (float64 by default).
 float64 matters: a float32 run of this same code differs from the float64 one by max|d|/std
@@ -33,16 +36,17 @@ first replaces each token's input x by x_q = q * d, blockwise along the row:
     d = amax / 127, q = round_half_even(x * (127 / amax)), q in [-127, 127]; q = d = 0 if
     amax = 0, computed in float32 as the engine does
 (the rest of the product stays exact). F32/F16/BF16 weights read x unchanged, as do the
-router, the shared-expert gate vector, the
-norms and the embedding lookup. The products concerned: attention q/k/v/output, expert and
-shared-expert gate/up/down, and the output head, each by its own tensor's type (attn_k may be
-Q8_0 while attn_q is Q4_K: the same x is then quantized twice, differently).
-kv_f16=True rounds K (after RoPE) and V to float16 as the engine's f16 KV cache stores them.
+router, the shared-expert gate vector, the norms and the embedding lookup. The products
+concerned: attention q/k/v/output (deepseek2: its MLA projections, deepseek2.py), dense,
+expert and shared-expert gate/up/down, and the output head, each by its own tensor's type
+(attn_k may be Q8_0 while attn_q is Q4_K: the same x is then quantized twice, differently).
+kv_f16=True rounds K (after RoPE) and V to float16 as the engine's f16 KV cache stores them
+(deepseek2: the latent and k_pe of each token, its cache's contents).
 Both are roundings, so a value within float error of a rounding boundary may round the other
 way in the engine; Pass names such elements and can flip them (compare_logits.py uses this).
 
 Command line: forward.py MODEL.gguf TOKEN_ID... [--out logits.npy] [--f32] [--act-quant]
-              [--kv-f16]
+              [--kv-f16] [--mla mha|absorbed]
 """
 
 import argparse
@@ -54,8 +58,9 @@ import numpy as np
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from dequant import dequantize, tensor_f32, tensor_rows_f32  # noqa: E402
 from gguf_reader import GGUFFile  # noqa: E402
+import deepseek2  # noqa: E402  (imports this module back; uses it only at call time)
 
-ARCHS = ("qwen3moe", "olmoe", "llama", "qwen2moe")
+ARCHS = ("qwen3moe", "olmoe", "llama", "qwen2moe", "deepseek2")
 NEOX = {"qwen3moe": True, "olmoe": True, "qwen2moe": True, "llama": False}
 RENORM = {"qwen3moe": True, "olmoe": False, "qwen2moe": False, "llama": True}
 
@@ -81,15 +86,18 @@ class HParams:
         self.head_dim_v = int(key("attention.value_length", self.n_embd // self.n_head))
         self.n_rot = int(key("rope.dimension_count", self.head_dim))
         self.rope_base = float(key("rope.freq_base", 10000.0))
+        self.eps = float(key("attention.layer_norm_rms_epsilon"))
+        self.n_expert = int(key("expert_count"))
+        self.n_expert_used = int(key("expert_used_count"))
+        if arch == "deepseek2":
+            deepseek2.read_hparams(self, g, key)
+            return
         scaling_type = g.get(f"{arch}.rope.scaling.type", "linear")
         if scaling_type not in ("linear", "none"):
             raise ValueError(f"rope scaling {scaling_type!r} not in the reference")
         factor = float(g.get(f"{arch}.rope.scaling.factor",
                              g.get(f"{arch}.rope.scale_linear", 0.0)))
         self.rope_freq_scale = 1.0 if factor == 0.0 else 1.0 / factor
-        self.eps = float(key("attention.layer_norm_rms_epsilon"))
-        self.n_expert = int(key("expert_count"))
-        self.n_expert_used = int(key("expert_used_count"))
         # Always 1/sqrt(head_dim): llama.cpp reads {arch}.attention.scale only for granite.
         self.kq_scale = 1.0 / np.sqrt(self.head_dim)
         if self.n_rot != self.head_dim:
@@ -148,7 +156,9 @@ class Pass:
     """The numerical method of one forward pass, and what it records on the way.
 
     act_quant: quantize the inputs of quantized-weight products (module docstring).
-    kv_f16:    round K (after RoPE) and V to float16, as a KV cache of type f16 stores them.
+    kv_f16:    round K (after RoPE) and V to float16, as a KV cache of type f16 stores them
+               (deepseek2: the latent and k_pe, deepseek2.py).
+    mla:       deepseek2's attention form, "mha", "absorbed" or None (deepseek2.attention).
     Both round, and a value within the float error of a float32 engine of a rounding
     boundary can round either way there. Such an element is named by a key
     (src, kind, position, column) and its distance to the boundary is its margin:
@@ -157,8 +167,9 @@ class Pass:
                    kind is the block size (32, 256); margin: the distance of x * 127 / amax
                    to a half-integer, in units of q
       f16 K / V:   src "blk.N.k" / "blk.N.v", kind "f16", column the element in the row of
-                   n_head_kv * head_dim; margin: the distance to the midpoint of the two
-                   neighbouring f16 values, in units of their spacing
+                   n_head_kv * head_dim (deepseek2: "blk.N.kv_cmpr" / "blk.N.k_pe", the latent
+                   and the rotated k_pe of a token); margin: the distance to the midpoint of
+                   the two neighbouring f16 values, in units of their spacing
     flips:     keys that round to the other neighbour
     ambiguous: (activation margin, f16 margin): record the keys with a smaller margin in
                `candidates`
@@ -170,10 +181,11 @@ class Pass:
     """
 
     def __init__(self, model, n_tokens, act_quant=False, kv_f16=False, flips=(),
-                 ambiguous=(0.0, 0.0)):
+                 ambiguous=(0.0, 0.0), mla=None):
         self.m = model
         self.act_quant = act_quant
         self.kv_f16 = kv_f16
+        self.mla = mla
         self.flips = {}                     # (src, kind, position) -> [column]
         for src, kind, t, c in flips:
             self.flips.setdefault((src, kind, t), []).append(c)
@@ -216,8 +228,8 @@ class Pass:
         return y if b is None else y + b
 
     def kv(self, x, src):
-        """K or V [T, n_head_kv, head_dim] as the attention reads them back from the cache
-        (engine: float32 -> f16)."""
+        """K or V [T, n_head_kv, head_dim] (deepseek2: the latent or k_pe [T, n]) as the
+        attention reads them back from the cache (engine: float32 -> f16)."""
         if not self.kv_f16:
             return x
         flat = x.reshape(x.shape[0], -1)
@@ -363,12 +375,13 @@ def route(ps, il, h):
     return ids, w
 
 
-def moe(ps, il, h):
+def routed_experts(ps, il, h, ids, w):
+    """sum over slots s, in order, of w[:, s] * down_e(silu(gate_e h) * up_e h), e = ids[:, s]:
+    h [T, n_embd], ids and w [T, n_expert_used]."""
     m = ps.m
     hp = m.hp
     T = h.shape[0]
     p = f"blk.{il}."
-    ids, w = route(ps, il, h)
     gate_name, up_name, down_name = (p + f"ffn_{n}_exps.weight" for n in ("gate", "up", "down"))
     gate = m.w(gate_name)   # [n_expert, n_ff_exp, n_embd]
     up = m.w(up_name)       # [n_expert, n_ff_exp, n_embd]
@@ -384,6 +397,15 @@ def moe(ps, il, h):
     out = slot_out[:, 0]
     for s in range(1, hp.n_expert_used):     # add the slots in order
         out = out + slot_out[:, s]
+    return out
+
+
+def moe(ps, il, h):
+    m = ps.m
+    hp = m.hp
+    p = f"blk.{il}."
+    ids, w = route(ps, il, h)
+    out = routed_experts(ps, il, h, ids, w)
     if hp.arch == "qwen2moe":
         # the gate vector is read as floats by the engine (as the router): never quantized
         g = h @ m.w(p + "ffn_gate_inp_shexp.weight").reshape(-1)   # [T]
@@ -395,21 +417,24 @@ def moe(ps, il, h):
 
 
 def forward(model, tokens, act_quant=False, kv_f16=False, flips=(), ambiguous=(0.0, 0.0),
-            last_only=False, stats=None):
+            last_only=False, stats=None, mla=None):
     """Logits [len(tokens), n_vocab] (model.dtype) for tokens at positions 0..T-1, causally.
     act_quant, kv_f16, flips, ambiguous: the numerical method (Pass); last_only: only the last
     position's logits ([1, n_vocab]); stats: a dict that receives the Pass's router_gap,
-    act_margin and candidates."""
+    act_margin and candidates; mla: deepseek2's attention form, "mha" or "absorbed" (default:
+    the engine's under act_quant, else "mha"; deepseek2.py)."""
     if isinstance(model, str):
         model = Model(model)
     hp = model.hp
     tokens = np.asarray(tokens, dtype=np.int64)
-    ps = Pass(model, len(tokens), act_quant, kv_f16, flips, ambiguous)
+    ps = Pass(model, len(tokens), act_quant, kv_f16, flips, ambiguous, mla)
+    attn, ffn = ((deepseek2.attention, deepseek2.ffn) if hp.arch == "deepseek2" else
+                 (attention, moe))
     x = model.embed(tokens)
     for il in range(hp.n_layer):
         p = f"blk.{il}."
-        x = x + attention(ps, il, rms_norm(x, model.w(p + "attn_norm.weight"), hp.eps))
-        x = x + moe(ps, il, rms_norm(x, model.w(p + "ffn_norm.weight"), hp.eps))
+        x = x + attn(ps, il, rms_norm(x, model.w(p + "attn_norm.weight"), hp.eps))
+        x = x + ffn(ps, il, rms_norm(x, model.w(p + "ffn_norm.weight"), hp.eps))
     x = rms_norm(x, model.w("output_norm.weight"), hp.eps)
     if last_only:
         logits = model.output_logits(x[-1:], ps, np.array([len(tokens) - 1]))
@@ -430,9 +455,10 @@ def main():
     ap.add_argument("--act-quant", action="store_true",
                     help="quantize the inputs of quantized-weight products as the engine does")
     ap.add_argument("--kv-f16", action="store_true", help="round K and V to float16")
+    ap.add_argument("--mla", choices=("mha", "absorbed"), help="deepseek2 attention form")
     a = ap.parse_args()
     logits = forward(Model(a.model, np.float32 if a.f32 else np.float64), a.tokens,
-                     act_quant=a.act_quant, kv_f16=a.kv_f16)
+                     act_quant=a.act_quant, kv_f16=a.kv_f16, mla=a.mla)
     if a.out:
         np.save(a.out, logits)
     print("argmax per position:", np.argmax(logits, axis=-1).tolist())
