@@ -1,5 +1,7 @@
 // moetier inspect FILE [--json]: architecture, hyperparameters, tokenizer, tensor table and
 // the memory plan (dense vs routed-expert bytes, bytes touched per decoded token).
+#include <algorithm>
+
 #include <nlohmann/json.hpp>
 
 #include "base/units.h"
@@ -163,9 +165,12 @@ void PrintText(const GgufModel& model, const Result<HParams>& hp, const MemoryPl
     fmt::print("  {:>7} {:>12} {:>12} {:>8} {:>14}\n", i, HumanBytes(l.dense_bytes),
                HumanBytes(l.expert_bytes), l.n_expert, l.bytes_per_expert);
   }
-  fmt::print("  per decoded token: {} = dense {} + experts {} (top-{} in each of {} layers)\n",
+  const auto moe_layers = std::count_if(plan.layers.begin(), plan.layers.end(),
+                                        [](const LayerMemory& l) { return l.n_expert > 0; });
+  fmt::print("  per decoded token: {} = dense {} + experts {} (top-{} in each of {} layers{})\n",
              HumanBytes(plan.bytes_per_token()), HumanBytes(plan.dense_bytes_per_token),
-             HumanBytes(plan.expert_bytes_per_token), plan.n_expert_used, plan.layers.size());
+             HumanBytes(plan.expert_bytes_per_token), plan.n_expert_used, moe_layers,
+             moe_layers < static_cast<long>(plan.layers.size()) ? " with experts" : "");
 }
 
 }  // namespace
