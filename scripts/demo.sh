@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # Installs dependencies, builds, then shows the newest capability on a synthesized model:
-# generation with a qwen3moe model in Qwen3-30B-A3B's layout (tiny size, real tokenizer),
-# with its routed experts streamed from the file into a cache a quarter of their size, and
-# output held to a JSON schema.
+# generation with a deepseek2 model in DeepSeek-V3's layout (tiny size, DeepSeek's real
+# tokenizer): multi-head latent attention with its compressed KV cache, two dense layers,
+# sigmoid routing over expert groups, its routed experts streamed from the file into a cache
+# a quarter of their size, and output held to a JSON schema.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 scripts/setup.sh
@@ -10,17 +11,19 @@ scripts/build.sh
 bin=build/bin/moetier
 work=${MT_DEMO_DIR:-build/demo}
 mkdir -p "$work"
-model="$work/tiny-q4_k_m.gguf"
+model="$work/deepseek3-tiny-q4_k_m.gguf"
 
-echo "== moetier synth: a tiny qwen3moe model, exactly as llama.cpp lays it out"
-"$bin" synth --preset tiny --type q4_k_m --seed 1 --router-skew 1 -o "$model"
+echo "== moetier synth: a tiny DeepSeek-V3-layout model (deepseek2), exactly as llama.cpp lays it out"
+"$bin" synth --preset deepseek3-tiny --type q4_k_m --seed 1 --router-skew 1 -o "$model"
 
 echo
-echo "== moetier inspect: where the bytes are (dense vs routed experts)"
+echo "== moetier inspect: the layers' parts, and where the bytes are (dense vs routed experts)"
+"$bin" inspect "$model" | grep -E '^  (layers? |router|rope)'
 "$bin" inspect "$model" | sed -n '/^memory plan:/,$p' | grep -v '^  \+[0-9]' 
 
 echo
-echo "== moetier run: greedy generation (random weights, so the text is noise)"
+echo "== moetier run: greedy generation (random weights, so the text is noise); the KV cache"
+echo "   holds one compressed latent row per position and layer (see the memory plan line)"
 "$bin" run -m "$model" -p "The quick brown fox" -n 24 --temp 0
 
 echo
@@ -35,7 +38,8 @@ echo "   with next-layer prefetch and the profile's hottest experts pinned; same
   --expert-cache 25% --placement "$work/routing.json" --stats
 
 echo
-echo "== moetier run --chat: sampled, with the model's chat template"
+echo "== moetier run --chat: sampled, with the model's chat template (DeepSeek-R1's: the answer"
+echo "   opens in <think>)"
 "$bin" run -m "$model" -p "Tell me about experts." --chat -n 24 --seed 42 --no-display-prompt
 
 echo
