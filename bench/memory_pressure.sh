@@ -4,7 +4,8 @@
 # same run. Needs root (it creates the cgroups and drops the page cache).
 #
 #   bench/memory_pressure.sh MODEL [-n TOKENS] [-l "50 25"] [-t THREADS] [-R ROUNDS] [--no-mmap]
-#                            [--pack PACK.gguf] [--profile routing.json] [-- extra moetier flags]
+#                            [--pack PACK.gguf] [--profile routing.json]
+#                            [--llama path/to/llama-batched-bench] [-- extra moetier flags]
 #
 # Configurations: mmap; stream without prefetch; stream with next-layer prefetch (the
 # default); with --profile, stream with that placement profile; with --pack, stream on the
@@ -34,6 +35,9 @@
 # slower, so the VM's noise does not matter there), alternating the order, and the
 # comparisons quote the median of the rounds' ratios with each round's; one row prints per
 # round. --no-mmap leaves the mmap row out (minutes per limit on a large model).
+# --llama BIN: at each limit, llama.cpp's decode of the same file in the same cgroup after a
+# page cache drop (BIN is a llama-batched-bench: -npp 8 -ntg TOKENS -npl 1, --no-repack so
+# that the weights stay in the file mapping), and each stream round's prefetch row against it.
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 moetier=${MOETIER:-$here/../build/bin/moetier}
@@ -47,6 +51,7 @@ with_mmap=1
 extra=()
 pack=""
 profile=""
+llama=""
 while [ $# -gt 0 ]; do
   case "$1" in
     --pack) pack=$2; shift 2 ;;
@@ -56,6 +61,7 @@ while [ $# -gt 0 ]; do
     -t) threads=$2; shift 2 ;;
     -R) rounds=$2; shift 2 ;;
     --no-mmap) with_mmap=0; shift ;;
+    --llama) llama=$2; shift 2 ;;
     --) shift; extra=("$@"); break ;;
     *) echo "memory_pressure.sh: unknown argument $1" >&2; exit 2 ;;
   esac
@@ -290,6 +296,24 @@ PY
     done
   done
   summary_line "$pct"
+  if [ -n "$llama" ]; then
+    set_limit "$limit"
+    drop_caches
+    llama_tps=$(run_limited "$llama" -m "$model" -npp 8 -ntg "$n_gen" -npl 1 -t "$threads" \
+                  --no-repack -c 512 2> /dev/null |
+                awk -F'|' '$2 ~ /^ *8 *$/ { gsub(/ /, "", $9); print $9 }')
+    if [ -n "$llama_tps" ]; then
+      ratios=()
+      for round in $(seq "$rounds"); do
+        t=${tps_of["stream, prefetch#$round"]:-}
+        [ -n "$t" ] && ratios+=("$(awk -v x="$t" -v y="$llama_tps" 'BEGIN { printf "%.2f", x / y }')x")
+      done
+      echo "at $pct %: llama.cpp mmap (llama-batched-bench --no-repack, peak $(( $(peak) / 1048576 )) MiB):" \
+           "$llama_tps tok/s; stream, prefetch against it: ${ratios[*]}"
+    else
+      echo "at $pct %: llama.cpp ($llama) gave no decode line"
+    fi
+  fi
   # What the limit left the expert cache (the budget also holds the dense weights, the KV
   # cache and a reserve), from the tensor-major stream row's plan in the first round.
   for i in $(seq 0 $((n_cfg - 1))); do
