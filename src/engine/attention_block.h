@@ -1,11 +1,12 @@
 // The attention blocks of the forward pass, one class per attention kind
 // (model/layer_parts.h): each owns the KV cache of the layers of its kind and the scratch it
-// needs, and turns a layer's normed input into the block's output. Context picks the block
-// by the layer's parts. Not thread-safe (one Context's), bit-identical for any thread count
-// and batch composition.
+// needs, and turns a layer's normed input into the block's output. Context makes one block
+// per kind its layers use (MakeAttentionBlock) and runs each layer's. Not thread-safe (one
+// Context's), bit-identical for any thread count and batch composition.
 #pragma once
 
 #include <cstdint>
+#include <memory>
 #include <span>
 #include <vector>
 
@@ -33,23 +34,38 @@ uint64_t KvBytesPerPosition(const Model& model, int il, KvTypes kv_types);
 // ... summed over the layers.
 uint64_t KvBytesPerPosition(const Model& model, KvTypes kv_types);
 
+class AttentionBlock {
+ public:
+  virtual ~AttentionBlock() = default;
+  // Counts (the memory plan) or allocates the scratch.
+  virtual void SizeScratch(ScratchSizer& sizer) = 0;
+  // The bytes AllocateKv takes: the caches of the layers of this block's kind.
+  virtual uint64_t kv_bytes() const = 0;
+  // Allocates those caches (pages touched as positions fill, or at once with `populate`).
+  virtual Status AllocateKv(bool populate) = 0;
+  // out (n, n_embd) = layer il's attention of xn (n, n_embd; normed), storing the batch's
+  // positions in the cache. rope_cs: (n, n_rot) each token's angles (RopeAngles). out may
+  // be xn. The layer must be of this block's kind.
+  virtual void Run(int il, std::span<const BatchToken> batch, const float* xn, const float* rope_cs,
+                   float* out) = 0;
+};
+
+// The block of `kind` for `model`'s layers of that kind.
+std::unique_ptr<AttentionBlock> MakeAttentionBlock(AttentionKind kind, const Model& model,
+                                                   ThreadPool& pool, const AttentionShape& shape);
+
 // Grouped-query attention: q/k/v projections (+ biases, q/k norm, RoPE), a K and a V cache per
 // kv head, (n_seq, n_head_kv, n_ctx, head_dim) per layer so one head's positions are
 // contiguous, causal attention of each query head over its group's kv head.
-class GqaAttention {
+class GqaAttention final : public AttentionBlock {
  public:
   GqaAttention(const Model& model, ThreadPool& pool, const AttentionShape& shape);
 
-  // Counts (the memory plan) or allocates the scratch.
-  void SizeScratch(ScratchSizer& sizer);
-  uint64_t kv_bytes() const;
-  // Allocates the caches of the GQA layers (pages touched as positions fill, or at once).
-  Status AllocateKv(bool populate);
-
-  // out (n, n_embd) = layer il's attention of xn (n, n_embd; normed), storing the batch's
-  // K and V. rope_cs: (n, n_rot) each token's angles (RopeAngles). out may be xn.
+  void SizeScratch(ScratchSizer& sizer) override;
+  uint64_t kv_bytes() const override;
+  Status AllocateKv(bool populate) override;
   void Run(int il, std::span<const BatchToken> batch, const float* xn, const float* rope_cs,
-           float* out);
+           float* out) override;
 
  private:
   // Query heads per AttendTokens call, and tokens per run: up to 16 queries take each K/V
@@ -94,16 +110,15 @@ class GqaAttention {
 // head attends over the rows (V = their first kv_lora_rank values, c), and its output is
 // v_b_h times that latent sum: the same numbers as decompressing per-head K and V, without
 // ever storing them.
-class MlaAttention {
+class MlaAttention final : public AttentionBlock {
  public:
   MlaAttention(const Model& model, ThreadPool& pool, const AttentionShape& shape);
 
-  void SizeScratch(ScratchSizer& sizer);
-  uint64_t kv_bytes() const;
-  Status AllocateKv(bool populate);
-  // As GqaAttention::Run, for an MLA layer.
+  void SizeScratch(ScratchSizer& sizer) override;
+  uint64_t kv_bytes() const override;
+  Status AllocateKv(bool populate) override;
   void Run(int il, std::span<const BatchToken> batch, const float* xn, const float* rope_cs,
-           float* out);
+           float* out) override;
 
  private:
   // The projections of one head for every token: out rows [h*rows, (h+1)*rows) of w applied

@@ -3,6 +3,7 @@
 #include <array>
 #include <cmath>
 
+#include "base/check.h"
 #include "engine/attention_block.h"
 #include "kernels/ops.h"
 
@@ -23,6 +24,17 @@ uint64_t KvBytesPerPosition(const Model& model, KvTypes kv_types) {
     total += KvBytesPerPosition(model, static_cast<int>(il), kv_types);
   }
   return total;
+}
+
+std::unique_ptr<AttentionBlock> MakeAttentionBlock(AttentionKind kind, const Model& model,
+                                                   ThreadPool& pool, const AttentionShape& shape) {
+  switch (kind) {
+    case AttentionKind::kGqa:
+      return std::make_unique<GqaAttention>(model, pool, shape);
+    case AttentionKind::kMla:
+      return std::make_unique<MlaAttention>(model, pool, shape);
+  }
+  MT_CHECK_MSG(false, "MakeAttentionBlock: unknown attention kind");
 }
 
 namespace {

@@ -48,9 +48,8 @@ struct Context::Impl {
   ThreadPool pool;
   StoragePlan plan;
   std::unique_ptr<ExpertStore> store;
-  // The blocks a layer is made of, by its parts; a kind no layer uses is absent.
-  std::optional<GqaAttention> gqa;
-  std::optional<MlaAttention> mla;
+  // The blocks a layer is made of, by its parts; a kind no layer uses has none.
+  std::array<std::unique_ptr<AttentionBlock>, kAttentionKinds> attention;  // by AttentionKind
   MoeStep moe;                     // routed (and shared) experts
   std::optional<SwiGluFfn> dense;  // dense FFN layers
 
@@ -64,10 +63,6 @@ struct Context::Impl {
 };
 
 namespace {
-
-bool AnyLayer(const ModelParts& parts, bool (*pred)(const LayerParts&)) {
-  return std::any_of(parts.layers.begin(), parts.layers.end(), pred);
-}
 
 int64_t WidestDenseFfn(const ModelParts& parts) {
   int64_t widest = 0;
@@ -91,13 +86,9 @@ Context::Impl::Impl(const Model& m, uint32_t n_ctx_, const ContextOptions& o)
       pool(o.n_threads, o.pin_threads),
       moe(m, pool, n_batch) {
   const AttentionShape shape{n_ctx, n_seq, n_batch, kv_types};
-  if (AnyLayer(parts,
-               [](const LayerParts& l) { return l.attention.kind == AttentionKind::kGqa; })) {
-    gqa.emplace(m, pool, shape);
-  }
-  if (AnyLayer(parts,
-               [](const LayerParts& l) { return l.attention.kind == AttentionKind::kMla; })) {
-    mla.emplace(m, pool, shape);
+  for (const LayerParts& l : parts.layers) {
+    std::unique_ptr<AttentionBlock>& block = attention[static_cast<int>(l.attention.kind)];
+    if (!block) block = MakeAttentionBlock(l.attention.kind, m, pool, shape);
   }
   if (const int64_t widest = WidestDenseFfn(parts); widest > 0) {
     dense.emplace(pool, n_batch, hp.n_embd, widest);
@@ -105,7 +96,9 @@ Context::Impl::Impl(const Model& m, uint32_t n_ctx_, const ContextOptions& o)
 }
 
 uint64_t Context::Impl::kv_bytes() const {
-  return (gqa ? gqa->kv_bytes() : 0) + (mla ? mla->kv_bytes() : 0);
+  uint64_t bytes = 0;
+  for (const auto& block : attention) bytes += block ? block->kv_bytes() : 0;
+  return bytes;
 }
 
 uint64_t Context::Impl::scratch_bytes() {
@@ -122,8 +115,9 @@ void Context::Impl::SizeScratch(ScratchSizer& sizer) {
   sizer.Resize(ffn_out, B * D);
   sizer.Reserve(logit_rows, B);
   sizer.Reserve(in_head, static_cast<int64_t>(B), static_cast<int64_t>(D));
-  if (gqa) gqa->SizeScratch(sizer);
-  if (mla) mla->SizeScratch(sizer);
+  for (const auto& block : attention) {
+    if (block) block->SizeScratch(sizer);
+  }
   if (dense) dense->SizeScratch(sizer);
   moe.SizeScratch(sizer);
 }
@@ -131,8 +125,9 @@ void Context::Impl::SizeScratch(ScratchSizer& sizer) {
 Status Context::Impl::Allocate() {
   ScratchSizer allocate(ScratchSizer::kAllocate);
   SizeScratch(allocate);
-  if (gqa) MT_RETURN_IF_ERROR(gqa->AllocateKv(populate_kv));
-  if (mla) MT_RETURN_IF_ERROR(mla->AllocateKv(populate_kv));
+  for (const auto& block : attention) {
+    if (block) MT_RETURN_IF_ERROR(block->AllocateKv(populate_kv));
+  }
   return Status::Ok();
 }
 
@@ -158,11 +153,8 @@ Status Context::Impl::Forward(std::span<const BatchToken> batch, float* logits) 
     for (int t = 0; t < n; ++t) {
       RmsNorm(x.data() + t * D, L.attn_norm.data(), D, hp.rms_eps, xn.data() + t * D);
     }
-    if (lp.attention.kind == AttentionKind::kMla) {
-      mla->Run(il, batch, xn.data(), rope_cs.data(), xn.data());
-    } else {
-      gqa->Run(il, batch, xn.data(), rope_cs.data(), xn.data());
-    }
+    attention[static_cast<int>(lp.attention.kind)]->Run(il, batch, xn.data(), rope_cs.data(),
+                                                        xn.data());
     for (int64_t i = 0; i < int64_t{n} * D; ++i) x[i] += xn[i];
 
     for (int t = 0; t < n; ++t) {

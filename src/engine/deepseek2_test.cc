@@ -1,7 +1,8 @@
 // deepseek2 on the engine: MLA's compressed cache and absorbed attention, leading dense
 // layers, group-limited sigmoid routing. The same invariants as every architecture (bits do
-// not depend on threads, batching, sequences or the expert tier), plus what is MLA's own: the
-// cache's size, the legacy attn_kv_b layout, and one-line errors for malformed files.
+// not depend on threads, batching or the expert tier; sequences batched together: in
+// engine_test.cc), plus what is MLA's own: the cache's size, the legacy attn_kv_b layout, and
+// one-line errors for malformed files.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -160,41 +161,6 @@ TEST_F(Deepseek2Test, Q8LatentCacheIsDeterministicAndCloseToF16) {
     scale = std::max(scale, double(std::fabs(f16[i])));
   }
   EXPECT_LT(max_diff, 0.05 * scale);
-}
-
-TEST_F(Deepseek2Test, SequencesBatchedTogetherGetTheirOwnLogits) {
-  auto m = Load("deepseek3-tiny", "q8_0");
-  ASSERT_TRUE(m);
-  const uint32_t V = m->hparams().n_vocab;
-  ContextOptions o;
-  o.n_ctx = 32;
-  o.n_seq_max = 2;
-  auto ctx = Context::Create(*m, o);
-  ASSERT_TRUE(ctx.ok());
-  const std::vector<std::vector<int32_t>> seqs = {{1, 2, 3, 4}, {900, 800, 700}};
-  std::vector<std::vector<float>> alone;
-  for (const auto& seq : seqs) {
-    (*ctx)->ClearKv();
-    std::vector<BatchToken> b;
-    for (uint32_t i = 0; i < seq.size(); ++i) b.push_back({seq[i], 0, i, true});
-    std::vector<float> l;
-    ASSERT_TRUE((*ctx)->Decode(b, &l).ok());
-    alone.push_back(l);
-  }
-  std::vector<BatchToken> mixed;
-  for (uint32_t i = 0; i < 4; ++i) {
-    for (uint32_t s = 0; s < seqs.size(); ++s) {
-      if (i < seqs[s].size()) mixed.push_back({seqs[s][i], s, i, true});
-    }
-  }
-  std::vector<float> l;
-  ASSERT_TRUE((*ctx)->Decode(mixed, &l).ok());
-  std::vector<size_t> seen(seqs.size(), 0);
-  for (size_t j = 0; j < mixed.size(); ++j) {
-    const float* got = l.data() + j * V;
-    const float* want = alone[mixed[j].seq].data() + seen[mixed[j].seq]++ * V;
-    ASSERT_TRUE(std::equal(got, got + V, want)) << j;
-  }
 }
 
 // The cache holds one latent row per position and layer: n_layer * (kv_lora_rank + rope dims)

@@ -125,57 +125,60 @@ TEST_F(EngineTest, Q8KvCacheIsDeterministicAndCloseToF16) {
 // What continuous batching relies on: a sequence decoded together with others gets exactly
 // the logits it gets alone (with each KV cache type: the slots' rows sit apart by their bytes).
 TEST_F(EngineTest, SequencesBatchedTogetherGetTheirOwnLogits) {
-  for (KvTypes kv : {KvTypes{KvElemType::kF16}, KvTypes{KvElemType::kQ8_0},
-                     KvTypes{KvElemType::kQ8_0, KvElemType::kF16}}) {
-    SCOPED_TRACE(KvTypesName(kv));
-    auto m = Model::Load(Synth("qwen2moe-tiny", "q4_k_m"), LoadOptions{});
-    ASSERT_TRUE(m.ok()) << m.status().message();
-    const uint32_t V = m.value()->hparams().n_vocab;
-    ContextOptions o;
-    o.n_ctx = 32;
-    o.n_seq_max = 3;
-    o.kv_types = kv;
-    auto ctx = Context::Create(*m.value(), o);
-    ASSERT_TRUE(ctx.ok());
-    const std::vector<std::vector<int32_t>> seqs = {{1, 2, 3, 4, 5}, {900, 800, 700}, {42}};
-    // Alone: each sequence in slot 0 of an empty cache, one after the other (so a slot that
-    // read another slot's cells below would differ).
-    std::vector<std::vector<float>> alone;
-    for (uint32_t s = 0; s < seqs.size(); ++s) {
-      (*ctx)->ClearKv();
-      std::vector<BatchToken> b;
-      for (uint32_t i = 0; i < seqs[s].size(); ++i) b.push_back({seqs[s][i], 0, i, true});
-      std::vector<float> l;
-      ASSERT_TRUE((*ctx)->Decode(b, &l).ok());
-      alone.push_back(l);
-    }
-    // Together: all three prefills in one batch, interleaved.
-    std::vector<BatchToken> mixed;
-    for (uint32_t i = 0; i < 5; ++i) {
+  // Both attention kinds: per-head K/V caches (qwen2moe) and MLA's latent rows (deepseek2).
+  for (const char* preset : {"qwen2moe-tiny", "deepseek3-tiny"}) {
+    for (KvTypes kv : {KvTypes{KvElemType::kF16}, KvTypes{KvElemType::kQ8_0},
+                       KvTypes{KvElemType::kQ8_0, KvElemType::kF16}}) {
+      SCOPED_TRACE(std::string(preset) + " " + KvTypesName(kv));
+      auto m = Model::Load(Synth(preset, "q4_k_m"), LoadOptions{});
+      ASSERT_TRUE(m.ok()) << m.status().message();
+      const uint32_t V = m.value()->hparams().n_vocab;
+      ContextOptions o;
+      o.n_ctx = 32;
+      o.n_seq_max = 3;
+      o.kv_types = kv;
+      auto ctx = Context::Create(*m.value(), o);
+      ASSERT_TRUE(ctx.ok());
+      const std::vector<std::vector<int32_t>> seqs = {{1, 2, 3, 4, 5}, {900, 800, 700}, {42}};
+      // Alone: each sequence in slot 0 of an empty cache, one after the other (so a slot that
+      // read another slot's cells below would differ).
+      std::vector<std::vector<float>> alone;
       for (uint32_t s = 0; s < seqs.size(); ++s) {
-        if (i < seqs[s].size()) mixed.push_back({seqs[s][i], s, i, true});
+        (*ctx)->ClearKv();
+        std::vector<BatchToken> b;
+        for (uint32_t i = 0; i < seqs[s].size(); ++i) b.push_back({seqs[s][i], 0, i, true});
+        std::vector<float> l;
+        ASSERT_TRUE((*ctx)->Decode(b, &l).ok());
+        alone.push_back(l);
       }
+      // Together: all three prefills in one batch, interleaved.
+      std::vector<BatchToken> mixed;
+      for (uint32_t i = 0; i < 5; ++i) {
+        for (uint32_t s = 0; s < seqs.size(); ++s) {
+          if (i < seqs[s].size()) mixed.push_back({seqs[s][i], s, i, true});
+        }
+      }
+      std::vector<float> l;
+      ASSERT_TRUE((*ctx)->Decode(mixed, &l).ok());
+      std::vector<size_t> seen(seqs.size(), 0);
+      for (size_t j = 0; j < mixed.size(); ++j) {
+        const uint32_t s = mixed[j].seq;
+        const float* got = l.data() + j * V;
+        const float* want = alone[s].data() + seen[s]++ * V;
+        ASSERT_TRUE(std::equal(got, got + V, want)) << "seq " << s << " pos " << mixed[j].pos;
+      }
+      // Decoding one more token of each together equals decoding each alone.
+      std::vector<BatchToken> step = {{7, 0, 5, true}, {8, 1, 3, true}, {9, 2, 1, true}};
+      std::vector<float> together;
+      ASSERT_TRUE((*ctx)->Decode(step, &together).ok());
+      for (size_t j = 0; j < step.size(); ++j) {
+        std::vector<float> one;
+        ASSERT_TRUE((*ctx)->Decode(std::span(step).subspan(j, 1), &one).ok());
+        EXPECT_TRUE(std::equal(one.begin(), one.end(), together.begin() + j * V)) << j;
+      }
+      std::vector<BatchToken> bad = {{1, 3, 0, true}};
+      EXPECT_EQ((*ctx)->Decode(bad, &l).code(), StatusCode::kInvalidArgument);
     }
-    std::vector<float> l;
-    ASSERT_TRUE((*ctx)->Decode(mixed, &l).ok());
-    std::vector<size_t> seen(seqs.size(), 0);
-    for (size_t j = 0; j < mixed.size(); ++j) {
-      const uint32_t s = mixed[j].seq;
-      const float* got = l.data() + j * V;
-      const float* want = alone[s].data() + seen[s]++ * V;
-      ASSERT_TRUE(std::equal(got, got + V, want)) << "seq " << s << " pos " << mixed[j].pos;
-    }
-    // Decoding one more token of each together equals decoding each alone.
-    std::vector<BatchToken> step = {{7, 0, 5, true}, {8, 1, 3, true}, {9, 2, 1, true}};
-    std::vector<float> together;
-    ASSERT_TRUE((*ctx)->Decode(step, &together).ok());
-    for (size_t j = 0; j < step.size(); ++j) {
-      std::vector<float> one;
-      ASSERT_TRUE((*ctx)->Decode(std::span(step).subspan(j, 1), &one).ok());
-      EXPECT_TRUE(std::equal(one.begin(), one.end(), together.begin() + j * V)) << j;
-    }
-    std::vector<BatchToken> bad = {{1, 3, 0, true}};
-    EXPECT_EQ((*ctx)->Decode(bad, &l).code(), StatusCode::kInvalidArgument);
   }
 }
 

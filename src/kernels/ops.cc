@@ -46,18 +46,6 @@ void RopeRotate(float* x, int n_heads, int head_dim, int n_rot, const float* cos
   }
 }
 
-void SoftmaxInPlace(float* x, int64_t n) {
-  float mx = x[0];
-  for (int64_t i = 1; i < n; ++i) mx = x[i] > mx ? x[i] : mx;
-  double sum = 0;
-  for (int64_t i = 0; i < n; ++i) {
-    x[i] = std::exp(x[i] - mx);
-    sum += x[i];
-  }
-  const float inv = static_cast<float>(1.0 / sum);
-  for (int64_t i = 0; i < n; ++i) x[i] *= inv;
-}
-
 static float Silu(float x) { return x / (1.0f + std::exp(-x)); }
 
 void SwiGlu(const float* gate, const float* up, int64_t n, float* out) {

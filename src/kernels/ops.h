@@ -35,9 +35,6 @@ void RopeAngles(const RopeFreqs& f, int pos, float* cos_sin);
 void RopeRotate(float* x, int n_heads, int head_dim, int n_rot, const float* cos_sin,
                 RopeMode mode);
 
-// In place softmax over n values (max-subtracted).
-void SoftmaxInPlace(float* x, int64_t n);
-
 // out[i] = silu(gate[i]) * up[i]
 void SwiGlu(const float* gate, const float* up, int64_t n, float* out);
 

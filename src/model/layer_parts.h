@@ -37,6 +37,7 @@ enum class AttentionKind {
   kGqa,  // grouped-query attention: q, k, v projections, a K and a V cache per kv head
   kMla,  // multi-head latent attention: one compressed latent + rotated key per position
 };
+inline constexpr int kAttentionKinds = 2;
 
 enum class QkNorm {
   kNone,
