@@ -2,6 +2,15 @@
 
 namespace mt {
 
+std::string Printable(std::string_view s) {
+  std::string out;
+  for (char c : s.substr(0, 80)) {
+    out += (static_cast<unsigned char>(c) < 0x20 || c == 0x7f) ? '?' : c;
+  }
+  if (s.size() > 80) out += "...";
+  return out;
+}
+
 const char* StatusCodeName(StatusCode code) {
   switch (code) {
     case StatusCode::kOk: return "ok";

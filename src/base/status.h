@@ -5,6 +5,7 @@
 
 #include <cstdlib>
 #include <string>
+#include <string_view>
 #include <utility>
 #include <variant>
 
@@ -25,6 +26,10 @@ enum class StatusCode {
 };
 
 const char* StatusCodeName(StatusCode code);
+
+// A string from the outside world made fit for a one-line message: control characters
+// become '?', and more than 80 bytes end in "...".
+std::string Printable(std::string_view s);
 
 // Cheap when ok (no allocation). The message is one line, context first.
 class [[nodiscard]] Status {

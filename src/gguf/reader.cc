@@ -100,15 +100,6 @@ class Cursor {
 };
 
 // Renders a string from a file for an error message: at most 80 bytes, no control bytes.
-std::string Printable(std::string_view s) {
-  std::string out;
-  for (char c : s.substr(0, 80)) {
-    out += (static_cast<unsigned char>(c) < 0x20 || c == 0x7f) ? '?' : c;
-  }
-  if (s.size() > 80) out += "...";
-  return out;
-}
-
 class Parser {
  public:
   Parser(std::span<const uint8_t> bytes, const std::string& name) : c_(bytes, name), name_(name) {}

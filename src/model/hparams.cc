@@ -100,7 +100,7 @@ Status ReadRopeScaling(const HParamsKeys& r, HParams& hp) {
     hp.rope_scaling = RopeScalingType::kYarn;
   } else {
     return Unimplemented("{} '{}' is not supported (moetier computes none, linear and yarn)",
-                         r.Key("rope.scaling.type"), type);
+                         r.Key("rope.scaling.type"), Printable(type));
   }
   float factor = 0;
   if (r.Has("rope.scaling.factor")) {
@@ -130,7 +130,7 @@ Result<HParams> ReadHParams(const GgufMetadata& md) {
   if (arch_name == nullptr) return NotFound("missing key general.architecture");
   const ArchDef* arch = FindArch(*arch_name);
   if (arch == nullptr) {
-    return Unimplemented("unsupported architecture '{}' (supported: {})", *arch_name,
+    return Unimplemented("unsupported architecture '{}' (supported: {})", Printable(*arch_name),
                          SupportedArchNames());
   }
   HParams hp;
