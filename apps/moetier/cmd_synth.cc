@@ -69,6 +69,8 @@ CommandMain SetupSynth(CLI::App& sub) {
                  "Write a split set with shards of at most SIZE (e.g. 2G)");
   sub.add_option("-t,--threads", o.n_threads, "Threads (default: all cores)");
   sub.add_flag("-q,--quiet", flags->quiet, "No progress line");
+  sub.add_flag("--dry-run", o.dry_run,
+               "Print each tensor's type as the file type's mix chooses it; write nothing");
   return [flags]() {
     SynthOptions o = flags->options;
     if (!flags->split_max_size.empty()) {
@@ -79,6 +81,10 @@ CommandMain SetupSynth(CLI::App& sub) {
     o.show_progress = !flags->quiet && isatty(STDERR_FILENO);
     Result<SynthResult> r = Synthesize(o);
     if (!r.ok()) return ReportError(r.status());
+    if (o.dry_run) {
+      for (const auto& [name, type] : r->tensor_types) fmt::print("{} {}\n", name, TypeName(type));
+      return kExitOk;
+    }
     PrintSynthResult(r.value(), o);
     return kExitOk;
   };

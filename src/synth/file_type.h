@@ -15,9 +15,13 @@
 namespace mt {
 
 struct FileType {
+  // kLlamaQuantize: llama-quantize's per-tensor rules for the file type; kDynamic: the
+  // low-bit releases' mixes (routed experts low, the rest 4-6 bits: file_type.cc).
+  enum class Mix { kLlamaQuantize, kDynamic };
   std::string_view name;  // "q4_k_m"
   uint32_t llama_ftype;   // general.file_type (enum llama_ftype)
   GgmlType base;          // the default type of quantizable tensors
+  Mix mix = Mix::kLlamaQuantize;
 };
 
 const FileType* FindFileType(std::string_view name);
@@ -39,11 +43,14 @@ class TensorTypeMixer {
 
  private:
   GgmlType QuantizedType(const TensorDesc& desc, const std::string& name);
+  GgmlType DynamicType(const TensorDesc& desc, const std::string& name);
 
   const FileType& ft_;
   const HParams& hp_;
-  int n_attention_wv_ = 0;  // attn_v-like tensors in the file
-  int i_attention_wv_ = 0;  // ... seen so far
+  int n_attention_wv_ = 0;       // attn_v-like tensors in the file
+  int i_attention_wv_ = 0;       // ... seen so far
+  int i_ffn_down_ = 0;           // ffn_down tensors seen so far
+  bool tied_embeddings_ = true;  // no output.weight: token_embd takes the head's rules
 };
 
 }  // namespace mt

@@ -378,13 +378,19 @@ Result<SynthResult> Synthesize(const SynthOptions& opt) {
     std::string error;
     std::optional<GgmlType> type = mixer.Next(desc, p.name, &error);
     if (!type) return InvalidArgument("{}", error);
+    if (!opt.dry_run && !CanQuantize(*type)) {
+      return Unimplemented("--type {}: tensor {} would be {}, which synth cannot write yet",
+                           opt.file_type, p.name, TypeName(*type));
+    }
     p.type = *type;
     MT_RETURN_IF_ERROR(writer.AddTensor(p.name, p.type, desc.shape));
     uint64_t n = 1;
     for (uint64_t d : desc.shape) n *= d;
     total_bytes += RowBytes(p.type, n);
+    result.tensor_types.emplace_back(p.name, p.type);
     planned.push_back(std::move(p));
   }
+  if (opt.dry_run) return result;  // nothing written (the writer leaves no file)
   MT_RETURN_IF_ERROR(writer.Begin());
   int n_threads = opt.n_threads > 0 ? opt.n_threads
                                     : std::max(1u, std::thread::hardware_concurrency());

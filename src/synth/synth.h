@@ -4,10 +4,12 @@
 
 #include <cstdint>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "base/status.h"
 #include "model/hparams.h"
+#include "quant/ggml_type.h"
 
 namespace mt {
 
@@ -23,6 +25,7 @@ struct SynthOptions {
   uint64_t split_max_bytes = 0;  // 0: one file
   int n_threads = 0;             // 0: all cores
   bool show_progress = false;    // a progress line on stderr (for terminals)
+  bool dry_run = false;          // plan the tensors' types, write nothing (llama-quantize's)
 };
 
 // Routing measured on the written file: each MoE layer's router applied to RMS-normalised
@@ -42,7 +45,8 @@ struct SynthResult {
   uint64_t bytes = 0;              // total file bytes
   std::string tokenizer_source;    // "tokenizer.json path" or "built-in BPE (pre qwen2)"
   float router_offset_scale = 0;   // see CalibrateRouterOffsets
-  RoutingReport routing;
+  RoutingReport routing;           // (empty with dry_run)
+  std::vector<std::pair<std::string, GgmlType>> tensor_types;  // every tensor's, in file order
 };
 
 // Errors: unknown preset or type (naming the choices), unreadable tokenizer, I/O failures

@@ -1,10 +1,15 @@
 // Tests of the synth building blocks: llama.cpp's q4_k_m type mix, weight generation and
 // the router skew calibration.
+#include "synth/synth.h"
+
 #include <gtest/gtest.h>
 
-#include <cmath>
 #include <algorithm>
+#include <cmath>
+#include <fstream>
 #include <map>
+#include <nlohmann/json.hpp>
+#include <sstream>
 
 #include "model/arch.h"
 #include "synth/file_type.h"
@@ -111,6 +116,60 @@ TEST(FileTypeTest, RowsNotMultipleOf256FallBackLikeLlamaCpp) {
   for (int il = 0; il < 4; ++il) {
     EXPECT_EQ(m[TensorName(TensorRole::kFfnDownExps, il)], GgmlType::kF16) << il;
   }
+}
+
+// llama-quantize's own choices, recorded by tests/golden/make_quant_mix.py from
+// `llama-quantize --dry-run` on each preset at f16: every quantized tensor's type, for the
+// low-bit file types and the others.
+TEST(FileTypeTest, MixesMatchLlamaQuantizesDryRun) {
+  std::ifstream in(std::string(MT_SOURCE_DIR) + "/tests/golden/quant_mix.json");
+  ASSERT_TRUE(in) << "tests/golden/quant_mix.json";
+  const nlohmann::json golden = nlohmann::json::parse(in);
+  int compared = 0;
+  for (const auto& [key, by_type] : golden.items()) {
+    SynthOptions o;
+    o.preset = key.substr(0, key.find('-', key.find("tiny")));
+    o.legacy_mla = key.ends_with("--legacy-mla");
+    o.file_type = "f16";
+    o.output_path = "unused.gguf";
+    o.dry_run = true;
+    Result<SynthResult> r = Synthesize(o);  // the hyperparameters a loader reads back
+    ASSERT_TRUE(r.ok()) << key << ": " << r.status().message();
+    for (const auto& [type, expected] : by_type.items()) {
+      std::map<std::string, std::string> want;
+      std::istringstream pairs(expected.get<std::string>());
+      for (std::string pair; pairs >> pair;) {
+        want[pair.substr(0, pair.find('='))] = pair.substr(pair.find('=') + 1);
+      }
+      for (const auto& [name, got] : MixOf(r->hp, type)) {
+        const auto it = want.find(name);
+        const std::string w = it == want.end() ? "f32" : it->second;  // left unquantized
+        EXPECT_EQ(TypeName(got), w) << key << " " << type << " " << name;
+        ++compared;
+      }
+    }
+  }
+  EXPECT_GT(compared, 4000);
+}
+
+TEST(FileTypeTest, DynamicMixesKeepTheDenseParts) {
+  auto iq1 = Mix("deepseek3-tiny", "ud-iq1_s");
+  EXPECT_EQ(iq1["blk.2.ffn_gate_exps.weight"], GgmlType::kIQ1_S);
+  EXPECT_EQ(iq1["blk.2.ffn_up_exps.weight"], GgmlType::kIQ1_S);
+  EXPECT_EQ(iq1["blk.5.ffn_down_exps.weight"], GgmlType::kIQ2_XXS);  // the last layer: more bits
+  EXPECT_EQ(iq1["blk.3.ffn_down_exps.weight"], GgmlType::kIQ1_S);
+  EXPECT_EQ(iq1["blk.2.ffn_up_shexp.weight"], GgmlType::kQ4_K);
+  EXPECT_EQ(iq1["blk.2.ffn_down_shexp.weight"], GgmlType::kQ6_K);
+  EXPECT_EQ(iq1["blk.0.ffn_gate.weight"], GgmlType::kQ4_K);
+  EXPECT_EQ(iq1["blk.0.attn_output.weight"], GgmlType::kQ5_K);
+  EXPECT_EQ(iq1["blk.0.attn_q_a.weight"], GgmlType::kQ4_K);
+  EXPECT_EQ(iq1["blk.0.attn_k_b.weight"], GgmlType::kQ5_0);  // rows of 64: Q4_K's fallback
+  EXPECT_EQ(iq1["output.weight"], GgmlType::kQ6_K);
+  auto q2 = Mix("deepseek3-tiny", "ud-q2_k_xl");
+  EXPECT_EQ(q2["blk.2.ffn_gate_exps.weight"], GgmlType::kQ2_K);
+  EXPECT_EQ(q2["blk.5.ffn_down_exps.weight"], GgmlType::kQ3_K);
+  EXPECT_EQ(q2["blk.3.ffn_down_exps.weight"], GgmlType::kQ2_K);
+  EXPECT_EQ(q2["blk.2.ffn_gate_shexp.weight"], GgmlType::kQ4_K);
 }
 
 TEST(WeightInitTest, RowsDoNotDependOnChunking) {
