@@ -119,4 +119,61 @@ struct BlockQ6_K {
 static_assert(sizeof(BlockQ6_K) == 210);
 static_assert(offsetof(BlockQ6_K, scales) == 192 && offsetof(BlockQ6_K, d) == 208);
 
+// ---- The low-bit K-quants and the non-linear 4-bit types (Q2_K, Q3_K, IQ4_NL, IQ4_XS) ----
+
+// ggml block_q2_K: 16 sub-blocks of 16 elements; sub-block j (element e is in j = e / 16) has
+// a 4-bit scale sc[j] and a 4-bit min m[j]; q in 0..3; x = (d * sc[j]) * q - (dmin * m[j]).
+// Codes: two halves of 128 elements; element 128n + 32k + l (k = 0..3, l = 0..31) has
+// q = (qs[32n + l] >> 2k) & 3.
+struct BlockQ2_K {
+  uint8_t scales[kQK_K / 16];  // (16) scales[j] = sc[j] | m[j] << 4
+  uint8_t qs[kQK_K / 4];       // (256 x 2 bits) codes, see above
+  uint16_t d;                  // f16 super-scale of the sub-block scales
+  uint16_t dmin;               // f16 super-scale of the sub-block mins
+};
+static_assert(sizeof(BlockQ2_K) == 84);
+static_assert(offsetof(BlockQ2_K, qs) == 16 && offsetof(BlockQ2_K, d) == 80);
+
+// ggml block_q3_K: 16 sub-blocks of 16 elements with signed 6-bit scales sc[j] in -32..31;
+// q in 0..7 stands for q - 4; x = (d * sc[j]) * (q - 4), j = e / 16. q = low | high << 2:
+// element e = 128n + 32k + l (k = 0..3, l = 0..31) has low = (qs[32n + l] >> 2k) & 3 (as in
+// Q2_K) and high = bit e / 32 of hmask[e % 32]. scales[12] packs sc[j] + 32 (0..63): its low
+// 4 bits are scales[j] & 15 for j < 8 and scales[j - 8] >> 4 for j >= 8, its high 2 bits
+// (scales[8 + j % 4] >> 2 (j / 4)) & 3.
+struct BlockQ3_K {
+  uint8_t hmask[kQK_K / 8];  // (256 x 1 bit) high bits of q, see above
+  uint8_t qs[kQK_K / 4];     // (256 x 2 bits) low bits of q, see above
+  uint8_t scales[12];        // (16 x 6 bits) sc[j] + 32, packed as above
+  uint16_t d;                // f16 super-scale
+};
+static_assert(sizeof(BlockQ3_K) == 110);
+static_assert(offsetof(BlockQ3_K, qs) == 32 && offsetof(BlockQ3_K, scales) == 96 &&
+              offsetof(BlockQ3_K, d) == 108);
+
+// The 16 values of IQ4_NL / IQ4_XS codes (ggml's kvalues_iq4nl): a non-linear grid, denser
+// near zero.
+inline constexpr int8_t kIq4nlValues[16] = {-127, -104, -83, -65, -49, -35, -22, -10,
+                                            1,    13,   25,  38,  53,  69,  89,  113};
+
+// ggml block_iq4_nl: x = d * kIq4nlValues[q], q in 0..15.
+struct BlockIQ4_NL {
+  uint16_t d;           // f16 scale
+  uint8_t qs[kQK / 2];  // (16) low nibble of qs[j] = element j, high nibble = element j+16
+};
+static_assert(sizeof(BlockIQ4_NL) == 18);
+
+// ggml block_iq4_xs: 8 sub-blocks of 32 elements with 6-bit scales ls[j] standing for
+// ls[j] - 32; x = (d * (ls[j] - 32)) * kIq4nlValues[q], j = e / 32.
+// ls[j] = ((scales_l[j / 2] >> 4 (j % 2)) & 15) | ((scales_h >> 2j) & 3) << 4.
+// Sub-block j's codes are qs[16j .. 16j + 15]: low nibble of qs[16j + l] = element 32j + l,
+// high nibble = element 32j + 16 + l.
+struct BlockIQ4_XS {
+  uint16_t d;                    // f16 super-scale
+  uint16_t scales_h;             // (8 x 2 bits) high bits of ls[j], bits 2j, 2j + 1
+  uint8_t scales_l[kQK_K / 64];  // (8 x 4 bits) low bits of ls[j]: nibble j % 2 of byte j / 2
+  uint8_t qs[kQK_K / 2];         // (256 x 4 bits) codes, see above
+};
+static_assert(sizeof(BlockIQ4_XS) == 136);
+static_assert(offsetof(BlockIQ4_XS, scales_l) == 4 && offsetof(BlockIQ4_XS, qs) == 8);
+
 }  // namespace mt

@@ -5,7 +5,9 @@
 
 #include "base/check.h"
 #include "quant/blocks.h"
+#include "quant/dequant_iq.h"
 #include "quant/float16.h"
+#include "quant/lowbit.h"
 
 namespace mt {
 namespace {
@@ -209,6 +211,17 @@ bool CanDequantize(GgmlType type) {
     case GgmlType::kQ5_K:
     case GgmlType::kQ6_K:
     case GgmlType::kMXFP4:
+    case GgmlType::kQ2_K:
+    case GgmlType::kQ3_K:
+    case GgmlType::kIQ4_NL:
+    case GgmlType::kIQ4_XS:
+    case GgmlType::kIQ2_XXS:  // the IQ lattice types: quant/dequant_iq.h
+    case GgmlType::kIQ2_XS:
+    case GgmlType::kIQ2_S:
+    case GgmlType::kIQ3_XXS:
+    case GgmlType::kIQ3_S:
+    case GgmlType::kIQ1_S:
+    case GgmlType::kIQ1_M:
       return true;
     default:
       return false;
@@ -246,6 +259,28 @@ void DequantizeRow(GgmlType type, const void* src, float* dst, int64_t n) {
       return DequantQ6_K(bytes, dst, n);
     case GgmlType::kMXFP4:
       return DequantMxfp4(bytes, dst, n);
+    case GgmlType::kQ2_K:
+      return lowbit::DequantQ2_K(bytes, dst, n);
+    case GgmlType::kQ3_K:
+      return lowbit::DequantQ3_K(bytes, dst, n);
+    case GgmlType::kIQ4_NL:
+      return lowbit::DequantIQ4_NL(bytes, dst, n);
+    case GgmlType::kIQ4_XS:
+      return lowbit::DequantIQ4_XS(bytes, dst, n);
+    case GgmlType::kIQ2_XXS:
+      return DequantIq2Xxs(bytes, dst, n);
+    case GgmlType::kIQ2_XS:
+      return DequantIq2Xs(bytes, dst, n);
+    case GgmlType::kIQ2_S:
+      return DequantIq2S(bytes, dst, n);
+    case GgmlType::kIQ3_XXS:
+      return DequantIq3Xxs(bytes, dst, n);
+    case GgmlType::kIQ3_S:
+      return DequantIq3S(bytes, dst, n);
+    case GgmlType::kIQ1_S:
+      return DequantIq1S(bytes, dst, n);
+    case GgmlType::kIQ1_M:
+      return DequantIq1M(bytes, dst, n);
     default:
       MT_CHECK_MSG(false, "DequantizeRow: unreachable");
   }

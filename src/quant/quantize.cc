@@ -8,6 +8,8 @@
 #include "base/check.h"
 #include "quant/blocks.h"
 #include "quant/float16.h"
+#include "quant/lowbit.h"
+#include "quant/quantize_iq.h"
 
 namespace mt {
 namespace {
@@ -707,6 +709,18 @@ bool CanQuantize(GgmlType type) {
     case GgmlType::kQ5_K:
     case GgmlType::kQ6_K:
     case GgmlType::kMXFP4:
+    case GgmlType::kQ2_K:
+    case GgmlType::kQ3_K:
+    case GgmlType::kIQ4_NL:
+    case GgmlType::kIQ4_XS:
+      return true;
+    case GgmlType::kIQ2_XXS:  // the IQ lattice types: quant/quantize_iq.h
+    case GgmlType::kIQ2_XS:
+    case GgmlType::kIQ2_S:
+    case GgmlType::kIQ3_XXS:
+    case GgmlType::kIQ3_S:
+    case GgmlType::kIQ1_S:
+    case GgmlType::kIQ1_M:
       return true;
     default:
       return false;
@@ -745,6 +759,22 @@ void QuantizeRow(GgmlType type, const float* src, void* dst, int64_t n, QuantEff
     case GgmlType::kMXFP4:
       return effort == QuantEffort::kFast ? QuantizeMxfp4Fast(src, bytes, n)
                                           : QuantizeMxfp4(src, bytes, n);
+    case GgmlType::kQ2_K:  // llama.cpp's algorithms, in both efforts (quant/lowbit.h)
+      return lowbit::QuantizeQ2_K(src, bytes, n);
+    case GgmlType::kQ3_K:
+      return lowbit::QuantizeQ3_K(src, bytes, n);
+    case GgmlType::kIQ4_NL:
+      return lowbit::QuantizeIQ4_NL(src, bytes, n);
+    case GgmlType::kIQ4_XS:
+      return lowbit::QuantizeIQ4_XS(src, bytes, n);
+    case GgmlType::kIQ2_XXS:
+    case GgmlType::kIQ2_XS:
+    case GgmlType::kIQ2_S:
+    case GgmlType::kIQ3_XXS:
+    case GgmlType::kIQ3_S:
+    case GgmlType::kIQ1_S:
+    case GgmlType::kIQ1_M:
+      return QuantizeIqRow(type, src, bytes, n, effort);
     default:
       MT_CHECK_MSG(false, "QuantizeRow: unreachable");
   }

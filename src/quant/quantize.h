@@ -1,6 +1,8 @@
 // Quantizers: floats -> ggml blocks. Deterministic (same input, same bytes) and thread-safe.
 // They aim at low error, not at matching llama.cpp's quantizer bit for bit; what must match
-// ggml exactly is the block layout (checked by the dequantizers' tests).
+// ggml exactly is the block layout (checked by the dequantizers' tests). The exceptions are
+// Q2_K, Q3_K, IQ4_NL and IQ4_XS, which run llama.cpp's own algorithms (as llama-quantize does
+// without an importance matrix) and give its bytes, in both efforts (quant/lowbit.h).
 #pragma once
 
 #include <cstdint>
@@ -10,7 +12,9 @@
 namespace mt {
 
 // True for types that QuantizeRow supports: F32, F16, BF16, Q8_0, Q4_0, Q4_1, Q5_0, Q5_1,
-// Q4_K, Q5_K, Q6_K, MXFP4.
+// Q4_K, Q5_K, Q6_K, MXFP4, Q2_K, Q3_K, IQ4_NL, IQ4_XS, and the IQ lattice types IQ2_XXS,
+// IQ2_XS, IQ2_S, IQ3_XXS, IQ3_S, IQ1_S, IQ1_M (quant/quantize_iq.h: a simpler search than
+// llama.cpp's, which needs an importance matrix).
 bool CanQuantize(GgmlType type);
 
 // How hard QuantizeRow works for a low error. Both give blocks the dequantizers read the same

@@ -25,14 +25,32 @@ Block layouts (little-endian, QK_K = 256):
   MXFP4 (17 B / 32):  u8 e (E8M0) | u8 qs[16]               x[j] = K[qs[j] & 15] * 2^(e-128),
         x[j+16] = K[qs[j] >> 4] * 2^(e-128), K = 2 * E2M1 = {0,1,2,3,4,6,8,12, -0,-1,...,-12}.
         (2^(e-127) is the E8M0 scale; the halving compensates for the doubled table.)
+  Q2_K  (84 B / 256):  u8 scales[16] | u8 qs[64] | f16 d | f16 dmin
+        16 sub-blocks of 16 (j = e // 16), scales[j] = sc | m << 4; element 128n + 32k + l
+        (k < 4, l < 32) has q = (qs[32n + l] >> 2k) & 3; x = (d*sc) * q - (dmin*m).
+  Q3_K  (110 B / 256): u8 hmask[32] | u8 qs[64] | u8 scales[12] | f16 d
+        q = low 2 bits as Q2_K's | (bit e // 32 of hmask[e % 32]) << 2; 6-bit sc + 32: low 4 bits
+        scales[j] & 15 (j < 8) or scales[j-8] >> 4, high 2 bits scales[8 + j%4] >> 2(j//4);
+        x = (d * (sc - 32)) * (q - 4).
+  IQ4_NL (18 B / 32):  f16 d | u8 qs[16]                    x = d * V[q], nibbles as Q4_0,
+        V = kvalues_iq4nl = {-127, -104, -83, -65, -49, -35, -22, -10, 1, 13, ..., 89, 113}.
+  IQ4_XS (136 B / 256): f16 d | u16 scales_h | u8 scales_l[4] | u8 qs[128]
+        8 sub-blocks of 32: ls = ((scales_l[j//2] >> 4(j%2)) & 15) | ((scales_h >> 2j) & 3) << 4;
+        qs[16j:16j+16] as one IQ4_NL block's nibbles; x = (d * (ls - 32)) * V[q].
 """
 
 import numpy as np
+
+from dequant_iq import DEQUANT_IQ  # same folder (callers put it on sys.path)
 
 QK_K = 256
 
 # 2 * (the E2M1 values), indexed by the 4-bit code (sign bit 3).
 _MXFP4_TABLE = np.array([0, 1, 2, 3, 4, 6, 8, 12, 0, -1, -2, -3, -4, -6, -8, -12],
+                        dtype=np.float32)
+
+# kvalues_iq4nl: the 16 values of the IQ4_NL / IQ4_XS codes.
+_IQ4NL_TABLE = np.array([-127, -104, -83, -65, -49, -35, -22, -10, 1, 13, 25, 38, 53, 69, 89, 113],
                         dtype=np.float32)
 
 
@@ -184,11 +202,63 @@ def deq_mxfp4(raw):
     return _finish(_MXFP4_TABLE[codes] * scale, lead, nb, 32)
 
 
+def _low2(qs):
+    """64 bytes -> (n, 256) 2-bit fields of Q2_K / Q3_K: element 128n + 32k + l is
+    (qs[32n + l] >> 2k) & 3."""
+    q = qs.reshape(-1, 2, 1, 32).astype(np.int32)               # (n, half, 1, l)
+    shifts = (2 * np.arange(4)).reshape(1, 1, 4, 1)             # k
+    return ((q >> shifts) & 3).reshape(-1, QK_K)
+
+
+def deq_q2_k(raw):
+    b, lead, nb = _blocks(raw, 84)
+    sc = (b[:, 0:16] & 0x0F).astype(np.float32)
+    m = (b[:, 0:16] >> 4).astype(np.float32)
+    d, dmin = _f16(b, 80), _f16(b, 82)
+    q = _low2(b[:, 16:80]).reshape(-1, 16, 16).astype(np.float32)  # (n, sub-block, 16)
+    y = (d * sc)[:, :, None] * q - (dmin * m)[:, :, None]
+    return _finish(y, lead, nb, QK_K)
+
+
+def deq_q3_k(raw):
+    b, lead, nb = _blocks(raw, 110)
+    hmask = b[:, 0:32]
+    high = np.unpackbits(hmask[:, None, :], axis=1, bitorder="little")  # (n, bit e//32, e%32)
+    q = _low2(b[:, 32:96]) | (high.reshape(-1, QK_K).astype(np.int32) << 2)
+    s = b[:, 96:108].astype(np.int32)
+    j = np.arange(16)
+    low = np.where(j < 8, s[:, j % 8] & 0x0F, s[:, j % 8] >> 4)
+    sc = (low | (((s[:, 8 + j % 4] >> (2 * (j // 4))) & 3) << 4)) - 32
+    d = _f16(b, 108)
+    y = (d * sc.astype(np.float32))[:, :, None] * (q - 4).reshape(-1, 16, 16).astype(np.float32)
+    return _finish(y, lead, nb, QK_K)
+
+
+def deq_iq4_nl(raw):
+    b, lead, nb = _blocks(raw, 18)
+    d = _f16(b, 0)
+    return _finish(_IQ4NL_TABLE[_nibbles32(b[:, 2:18])] * d, lead, nb, 32)
+
+
+def deq_iq4_xs(raw):
+    b, lead, nb = _blocks(raw, 136)
+    d = _f16(b, 0)
+    sh = b[:, 2:4].copy().view("<u2").astype(np.int32)          # (n, 1)
+    sl = b[:, 4:8].astype(np.int32)
+    j = np.arange(8)
+    ls = ((sl[:, j // 2] >> (4 * (j % 2))) & 0x0F) | (((sh >> (2 * j)) & 3) << 4)
+    codes = _nibbles32(b[:, 8:136].reshape(-1, 16)).reshape(-1, 8, 32)
+    y = (d * (ls - 32).astype(np.float32))[:, :, None] * _IQ4NL_TABLE[codes]
+    return _finish(y, lead, nb, QK_K)
+
+
 DEQUANT = {
     "F32": deq_f32, "F16": deq_f16, "BF16": deq_bf16, "Q8_0": deq_q8_0, "Q4_0": deq_q4_0,
     "Q4_1": deq_q4_1, "Q5_0": deq_q5_0, "Q5_1": deq_q5_1, "Q4_K": deq_q4_k,
-    "Q5_K": deq_q5_k, "Q6_K": deq_q6_k, "MXFP4": deq_mxfp4,
+    "Q5_K": deq_q5_k, "Q6_K": deq_q6_k, "MXFP4": deq_mxfp4, "Q2_K": deq_q2_k,
+    "Q3_K": deq_q3_k, "IQ4_NL": deq_iq4_nl, "IQ4_XS": deq_iq4_xs,
 }
+DEQUANT.update(DEQUANT_IQ)  # IQ2_XXS ... IQ1_M: dequant_iq.py
 
 
 def dequantize(type_name, raw):

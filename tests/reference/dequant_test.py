@@ -13,6 +13,7 @@ import numpy as np
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from dequant import dequantize  # noqa: E402
+from dequant_iq_test import cases as iq_cases  # noqa: E402
 
 F16_ONE, F16_HALF, F16_TWO, F16_MINUS3 = 0x3C00, 0x3800, 0x4000, 0xC200
 
@@ -25,6 +26,10 @@ def block(n, **fields):
             val = np.array([val], "<u2").view(np.uint8)
         b[off:off + len(val)] = val
     return b
+
+
+def u8_(*v):
+    return np.array(v, np.uint8)
 
 
 def cases():
@@ -103,6 +108,47 @@ def cases():
     yield "MXFP4", block(17, e=(0, u8(128)), qs=(1, u8(0xF5))), {0: 6.0, 16: -12.0, 1: 0.0}
     yield "MXFP4", block(17, e=(0, u8(130)), qs=(1, u8(0, 0x21))), {1: 4.0, 17: 8.0}
 
+    # Q2_K: scales at 0, qs at 16, d = 1 (80), dmin = 0.5 (82). qs[0] = 0xE4 -> element 0
+    # q = 0, element 32 (shift 2) q = 1, element 96 (shift 6) q = 3. scales[0] = 0x21 (sc 1,
+    # m 2): x0 = 0 - 1 = -1; scales[2] = 0x12: x32 = 2 * 1 - 0.5 = 1.5; scales[6] = 0x37:
+    # x96 = 7 * 3 - 1.5 = 19.5. Element 161 = half 1, shift 2, l = 1: qs[33] = 0x08 -> q 2,
+    # scales[10] = 0xF1 (sc 1, m 15): 2 - 7.5 = -5.5.
+    sc = np.zeros(16, np.uint8)
+    sc[[0, 2, 6, 10]] = [0x21, 0x12, 0x37, 0xF1]
+    qs = np.zeros(64, np.uint8)
+    qs[[0, 33]] = [0xE4, 0x08]
+    yield "Q2_K", block(84, sc=(0, sc), qs=(16, qs), d=(80, F16_ONE), dmin=(82, F16_HALF)), \
+        {0: -1.0, 32: 1.5, 96: 19.5, 161: -5.5, 64: 0.0}
+
+    # Q3_K: hmask at 0, qs at 32, scales at 96, d = 0.5 (108). sc0 = 35 - 32 = 3 (scales[0]
+    # low nibble 3, bits 0-1 of scales[8] = 2); zero scale bytes are sc = -32.
+    # Element 0: qs[0] & 3 = 1, bit 0 of hmask[0] = 1 -> q 5 -> 0.5 * 3 * 1 = 1.5.
+    # Element 1: q 0 -> 0.5 * 3 * -4 = -6. Element 144 (sub-block 9, sc -32): qs[48] & 3 = 3,
+    # bit 4 of hmask[16] = 1 -> q 7 -> 0.5 * -32 * 3 = -48.
+    hm = np.zeros(32, np.uint8)
+    hm[[0, 16]] = [0x01, 0x10]
+    qs = np.zeros(64, np.uint8)
+    qs[[0, 48]] = [0x01, 0x03]
+    sc = np.zeros(12, np.uint8)
+    sc[[0, 8]] = [0x03, 0x02]
+    yield "Q3_K", block(110, hm=(0, hm), qs=(32, qs), sc=(96, sc), d=(108, F16_HALF)), \
+        {0: 1.5, 1: -6.0, 144: -48.0}
+
+    # IQ4_NL: d = 2, qs[0] = 0xF0 -> x0 = 2 * V[0] = -254, x16 = 2 * V[15] = 226;
+    # qs[3] = 0x78 -> x3 = 2 * V[8] = 2, x19 = 2 * V[7] = -20.
+    yield "IQ4_NL", block(18, d=(0, F16_TWO), qs=(2, u8_(0xF0, 0, 0, 0x78))), \
+        {0: -254.0, 16: 226.0, 3: 2.0, 19: -20.0}
+
+    # IQ4_XS: d = 0.5 (0), scales_h = 0xC002 (2), scales_l[0] = 0x04, scales_l[3] = 0xF0:
+    # ls0 = 4 | 2 << 4 = 36 (sc 4), ls7 = 15 | 3 << 4 = 63 (sc 31), ls5 = 0 (sc -32).
+    # qs[0] = 0x9F: x0 = 0.5 * 4 * V[15] = 226, x16 = 0.5 * 4 * 13 = 26. qs[81] = 0x30:
+    # x161 = 0.5 * -32 * V[0] = 2032, x177 = 0.5 * -32 * V[3] = 1040. qs[127] = 0x80:
+    # x255 = 0.5 * 31 * V[8] = 15.5.
+    qs = np.zeros(128, np.uint8)
+    qs[[0, 81, 127]] = [0x9F, 0x30, 0x80]
+    yield "IQ4_XS", block(136, d=(0, F16_HALF), sh=(2, 0xC002), sl=(4, u8_(0x04, 0, 0, 0xF0)),
+                          qs=(8, qs)), {0: 226.0, 16: 26.0, 161: 2032.0, 177: 1040.0, 255: 15.5}
+
     # F16 / BF16 / F32
     yield "F16", np.array([0x3C00, 0xC000, 0x3555], "<u2").view(np.uint8), \
         {0: 1.0, 1: -2.0, 2: float(np.float16(1 / 3))}
@@ -112,7 +158,7 @@ def cases():
 
 def main():
     bad = 0
-    for name, raw, want in cases():
+    for name, raw, want in list(cases()) + list(iq_cases()):
         got = dequantize(name, raw[None, :])[0]
         for i, v in want.items():
             if got[i] != np.float32(v):
