@@ -51,9 +51,14 @@ namespace {
 
 constexpr uint64_t kWorkingSet = 256ull << 20;
 
-const GgmlType kTypes[] = {GgmlType::kQ4_K, GgmlType::kQ5_K,  GgmlType::kQ6_K, GgmlType::kQ8_0,
-                           GgmlType::kQ4_0, GgmlType::kMXFP4, GgmlType::kF16,  GgmlType::kBF16,
-                           GgmlType::kF32,  GgmlType::kQ4_1,  GgmlType::kQ5_0, GgmlType::kQ5_1};
+const GgmlType kTypes[] = {GgmlType::kQ4_K, GgmlType::kQ5_K, GgmlType::kQ6_K, GgmlType::kQ8_0,
+                           GgmlType::kQ4_0, GgmlType::kMXFP4, GgmlType::kF16, GgmlType::kBF16,
+                           GgmlType::kF32, GgmlType::kQ4_1, GgmlType::kQ5_0, GgmlType::kQ5_1,
+                           GgmlType::kQ2_K, GgmlType::kQ3_K, GgmlType::kIQ4_XS, GgmlType::kIQ4_NL,
+                           // The IQ lattice types.
+                           GgmlType::kIQ2_XXS, GgmlType::kIQ2_XS, GgmlType::kIQ2_S,
+                           GgmlType::kIQ3_XXS, GgmlType::kIQ3_S, GgmlType::kIQ1_S,
+                           GgmlType::kIQ1_M};
 
 const std::pair<int64_t, int64_t> kShapes[] = {{768, 2048},  {1024, 2048}, {1536, 4096},
                                                {2048, 7168}, {2048, 768},  {2048, 1024},

@@ -109,6 +109,16 @@ ActFormat ActFormatFor(GgmlType weight_type) {
     case GgmlType::kQ4_K:
     case GgmlType::kQ5_K:
     case GgmlType::kQ6_K:
+    case GgmlType::kQ2_K:
+    case GgmlType::kQ3_K:
+    case GgmlType::kIQ4_XS:
+    case GgmlType::kIQ2_XXS:  // the IQ lattice types: llama.cpp's vec_dot type for them too
+    case GgmlType::kIQ2_XS:
+    case GgmlType::kIQ2_S:
+    case GgmlType::kIQ3_XXS:
+    case GgmlType::kIQ3_S:
+    case GgmlType::kIQ1_S:
+    case GgmlType::kIQ1_M:
       return ActFormat::kQ8_K;
     case GgmlType::kQ8_0:
     case GgmlType::kQ4_0:
@@ -116,6 +126,7 @@ ActFormat ActFormatFor(GgmlType weight_type) {
     case GgmlType::kQ5_0:
     case GgmlType::kQ5_1:
     case GgmlType::kMXFP4:
+    case GgmlType::kIQ4_NL:
       return ActFormat::kQ8_0;
     case GgmlType::kF32:
     case GgmlType::kF16:
@@ -296,13 +307,16 @@ float Activations::Value(int64_t t, int64_t c) const {
 
 namespace {
 
-// The K-quant matrices that a variant's kernels read as 16-row panels: Q4_K, Q5_K and Q6_K on
-// AVX-512; Q4_K and Q5_K on AVX2 (matmul_avx2.cc: 1.4-2x its row kernel's products). AVX2
+// The K-quant matrices that a variant's kernels read as 16-row panels: Q4_K, Q5_K, Q6_K, Q2_K,
+// Q3_K and IQ4_XS on AVX-512 (matmul_kquant_avx512.cc, matmul_lowbit_avx512.cc); Q4_K and
+// Q5_K on AVX2 (matmul_avx2.cc: 1.4-2x its row kernel's products). AVX2
 // keeps Q6_K in rows: a panel kernel for it ran at twice its row kernel's speed from cache
 // but at ~0.6x from DRAM, and olmoe q4_k_m lost ~25 % in pp128 and tg32 with it.
 bool PanelsReadable(Isa isa, GgmlType type) {
   const bool k4 = type == GgmlType::kQ4_K || type == GgmlType::kQ5_K;
-  return (isa == Isa::kAvx512 && (k4 || type == GgmlType::kQ6_K)) || (isa == Isa::kAvx2 && k4);
+  const bool low = type == GgmlType::kQ2_K || type == GgmlType::kQ3_K || type == GgmlType::kIQ4_XS;
+  return (isa == Isa::kAvx512 && (k4 || low || type == GgmlType::kQ6_K)) ||
+         (isa == Isa::kAvx2 && k4);
 }
 
 void CheckedMatMul(const kernels::KernelTable& table, Isa isa, const WeightMatrix& w,

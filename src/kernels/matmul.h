@@ -8,11 +8,12 @@
 //  - MatMulRows: the float reference (dequantize a row, float dot). Slow; kept for the engine
 //    until it switches, and as a second opinion.
 //  - MatMul: the fast kernels. The input is first put into an Activations object (once per
-//    input, reused by every weight that reads it). For K-quant weights the activations are
-//    quantized to int8 per block of 256 (Q8_K-like), for Q8_0/Q4_0/Q4_1/Q5_0/Q5_1/MXFP4 per
-//    block of 32 (Q8_0-like); the weight x activation products are then exact integer sums,
-//    scaled in float per block, as llama.cpp does. F32/F16/BF16 weights read float
-//    activations (weights converted to f32 exactly, f32 FMA).
+//    input, reused by every weight that reads it). For K-quant and IQ lattice weights (IQ2_XXS
+//    ... IQ1_M) and IQ4_XS the activations are quantized to int8 per block of 256 (Q8_K-like),
+//    for Q8_0/Q4_0/Q4_1/Q5_0/Q5_1/MXFP4/IQ4_NL per block of 32 (Q8_0-like); the weight x
+//    activation products are then exact integer sums, scaled in float per block, as llama.cpp
+//    does. F32/F16/BF16 weights read float activations (weights converted to f32 exactly, f32
+//    FMA).
 //
 // Batch invariance: for a given ISA variant (kernels/isa.h) the value of y for (row r,
 // token t) depends only on row r of W and on token t of the input: it is bit-identical
@@ -59,7 +60,8 @@ struct WeightMatrix {
 };
 
 // True if the ActiveIsa() kernels read a `type` matrix of `rows` rows faster as kPanels: the
-// AVX-512 Q4_K / Q5_K / Q6_K kernels, rows a multiple of 16. The numbers are the same either
+// AVX-512 Q4_K / Q5_K / Q6_K / Q2_K / Q3_K / IQ4_XS kernels and the AVX2 Q4_K / Q5_K ones,
+// rows a multiple of 16. The numbers are the same either
 // way (bit for bit): only where the bytes come from differs.
 bool PanelsPreferred(GgmlType type, int64_t rows);
 
@@ -77,7 +79,9 @@ void RepackToPanels(GgmlType type, int64_t rows, int64_t cols, const uint8_t* sr
 WeightLayout CopyForKernels(const WeightMatrix& w, uint8_t* dst);
 
 // True if MatMulRows and MatMul can read `type`: F32, F16, BF16, Q8_0, Q4_0, Q4_1, Q5_0,
-// Q5_1, Q4_K, Q5_K, Q6_K, MXFP4.
+// Q5_1, Q4_K, Q5_K, Q6_K, MXFP4, Q2_K, Q3_K, IQ4_NL, IQ4_XS, the IQ lattice types IQ2_XXS,
+// IQ2_XS, IQ2_S, IQ3_XXS, IQ3_S, IQ1_S, IQ1_M (exactly what quant/dequant.h's CanDequantize
+// accepts).
 bool MatMulSupports(GgmlType type);
 
 // ---------------------------------------------------------------------------------------

@@ -371,13 +371,13 @@ struct Q6KTraits : Acc256 {
 };
 
 // The 32-block formats, one block per step. Codes w (signed: Q8_0 [-128, 127], Q4_0 [-8, 7],
-// Q5_0 [-16, 15], MXFP4 [-12, 12]; unsigned: Q4_1 [0, 15], Q5_1 [0, 31]) times dw, plus m per
-// block for Q4_1/Q5_1. vpmaddubsw needs an unsigned side: the unsigned codes themselves, or
-// |w| times a with w's sign (|w| <= 128, |a| <= 127: pairs stay within int16).
+// Q5_0 [-16, 15], MXFP4 [-12, 12], IQ4_NL [-127, 113]; unsigned: Q4_1 [0, 15], Q5_1 [0, 31]) times
+// dw, plus m per block for Q4_1/Q5_1. vpmaddubsw needs an unsigned side: the unsigned codes
+// themselves, or |w| times a with w's sign (|w| <= 128, |a| <= 127: pairs stay within int16).
 //   S (8 x int32, exact) = madd(maddubs(w, a), 1)  or  madd(maddubs(|w|, sign(a, w)), 1)
 //   f = fma(float(S), set1(dw * da), f)
 //   Q4_1/Q5_1: f = fma(mw, set1(sa), f)   (mw = m in lane 0, else 0; sa = da * sum(a))
-enum class Kind32 { kQ8_0, kQ4_0, kQ4_1, kQ5_0, kQ5_1, kMxfp4 };
+enum class Kind32 { kQ8_0, kQ4_0, kQ4_1, kQ5_0, kQ5_1, kMxfp4, kIq4nl };
 
 constexpr bool HasMin(Kind32 k) { return k == Kind32::kQ4_1 || k == Kind32::kQ5_1; }
 
@@ -424,18 +424,20 @@ struct Traits32 : Acc256 {
   using Unpacked = Unpacked32;
 
   // Block bytes and the offset of qs in a block (qh sits just before qs; d at 0, m at 2).
-  static constexpr int64_t kBytes = kKind == Kind32::kQ8_0   ? 34
-                                    : kKind == Kind32::kQ4_0 ? 18
-                                    : kKind == Kind32::kQ4_1 ? 20
-                                    : kKind == Kind32::kQ5_0 ? 22
-                                    : kKind == Kind32::kQ5_1 ? 24
-                                                             : 17;
-  static constexpr int kQs = kKind == Kind32::kQ8_0   ? 2
-                             : kKind == Kind32::kQ4_0 ? 2
-                             : kKind == Kind32::kQ4_1 ? 4
-                             : kKind == Kind32::kQ5_0 ? 6
-                             : kKind == Kind32::kQ5_1 ? 8
-                                                      : 1;
+  static constexpr int64_t kBytes = kKind == Kind32::kQ8_0    ? 34
+                                    : kKind == Kind32::kQ4_0  ? 18
+                                    : kKind == Kind32::kQ4_1  ? 20
+                                    : kKind == Kind32::kQ5_0  ? 22
+                                    : kKind == Kind32::kQ5_1  ? 24
+                                    : kKind == Kind32::kIq4nl ? 18
+                                                              : 17;
+  static constexpr int kQs = kKind == Kind32::kQ8_0    ? 2
+                             : kKind == Kind32::kQ4_0  ? 2
+                             : kKind == Kind32::kQ4_1  ? 4
+                             : kKind == Kind32::kQ5_0  ? 6
+                             : kKind == Kind32::kQ5_1  ? 8
+                             : kKind == Kind32::kIq4nl ? 2
+                                                       : 1;
 
   static void Unpack(const RowRef& rr, int64_t s, Unpacked* u) {
     const uint8_t* b = rr.row + s * kBytes;
@@ -451,6 +453,11 @@ struct Traits32 : Acc256 {
       if (kKind == Kind32::kMxfp4) {
         const __m256i table = _mm256_broadcastsi128_si256(
             _mm_setr_epi8(0, 1, 2, 3, 4, 6, 8, 12, 0, -1, -2, -3, -4, -6, -8, -12));
+        w = _mm256_shuffle_epi8(table, w);
+      }
+      if (kKind == Kind32::kIq4nl) {  // kIq4nlValues
+        const __m256i table = _mm256_broadcastsi128_si256(_mm_setr_epi8(
+            -127, -104, -83, -65, -49, -35, -22, -10, 1, 13, 25, 38, 53, 69, 89, 113));
         w = _mm256_shuffle_epi8(table, w);
       }
       u->w = w;
@@ -735,6 +742,8 @@ void MatMulPanels(const WeightView& w, const ActView& a, float* y, int64_t y_str
 
 void MatMulAvx2(const WeightView& w, const ActView& a, float* y, int64_t y_stride, int64_t r0,
                 int64_t r1) {
+  if (MatMulLowBitAvx2(w, a, y, y_stride, r0, r1)) return;  // Q2_K, Q3_K, IQ4_XS
+  if (MatMulIqAvx2(w, a, y, y_stride, r0, r1)) return;      // IQ2_XXS ... IQ1_M
   if (w.panels) return MatMulPanels(w, a, y, y_stride, r0, r1);
   switch (w.type) {
     case GgmlType::kQ4_K:
@@ -755,6 +764,8 @@ void MatMulAvx2(const WeightView& w, const ActView& a, float* y, int64_t y_strid
       return Run<Traits32<Kind32::kQ5_1>>(w, a, y, y_stride, r0, r1);
     case GgmlType::kMXFP4:
       return Run<Traits32<Kind32::kMxfp4>>(w, a, y, y_stride, r0, r1);
+    case GgmlType::kIQ4_NL:
+      return Run<Traits32<Kind32::kIq4nl>>(w, a, y, y_stride, r0, r1);
     case GgmlType::kF32:
       return Run<FloatTraits<GgmlType::kF32>>(w, a, y, y_stride, r0, r1);
     case GgmlType::kF16:

@@ -96,15 +96,15 @@ void QuantizeQ8_K(const float* x, int64_t cols, uint8_t* dst) {
 // ---- Format traits (the interface is described in matmul_driver.h) ----------------------
 
 // The 32-block formats. A step is two blocks. Codes w (signed: Q8_0 [-128, 127], Q4_0
-// [-8, 7], Q5_0 [-16, 15], MXFP4 [-12, 12]; unsigned: Q4_1 [0, 15], Q5_1 [0, 31]) times dw,
-// plus m per block for Q4_1/Q5_1. The activation codes a are made unsigned (a + 128, i.e.
-// a xor 0x80) for vpdpbusd, and corr = -128 * (sum of w per 4 lanes) is taken off in the
+// [-8, 7], Q5_0 [-16, 15], MXFP4 [-12, 12], IQ4_NL [-127, 113]; unsigned: Q4_1 [0, 15], Q5_1 [0,
+// 31]) times dw, plus m per block for Q4_1/Q5_1. The activation codes a are made unsigned (a + 128,
+// i.e. a xor 0x80) for vpdpbusd, and corr = -128 * (sum of w per 4 lanes) is taken off in the
 // accumulator's start value:
 //   S (16 x int32, exact; lanes 0..7 block 2s, 8..15 block 2s + 1) = dpbusd(corr, a+128, w)
 //   f = fma(float(S), dw * da, f)    (dw, da: per-lane block scales)
 //   Q4_1/Q5_1: f = fma(mw, sa, f)    (mw: m of block 2s in lane 0, of 2s + 1 in lane 8, else
 //                                     0; sa: the token's d * sum(a) of those blocks)
-enum class Kind32 { kQ8_0, kQ4_0, kQ4_1, kQ5_0, kQ5_1, kMxfp4 };
+enum class Kind32 { kQ8_0, kQ4_0, kQ4_1, kQ5_0, kQ5_1, kMxfp4, kIq4nl };
 
 constexpr bool HasMin(Kind32 k) { return k == Kind32::kQ4_1 || k == Kind32::kQ5_1; }
 
@@ -150,18 +150,20 @@ struct Traits32 : Acc512 {
   using Unpacked = std::conditional_t<kMin, Unpacked32Min, Unpacked32>;
 
   // Block bytes and the offsets of d, m, qh, qs in a block (-1: absent).
-  static constexpr int64_t kBytes = kKind == Kind32::kQ8_0   ? 34
-                                    : kKind == Kind32::kQ4_0 ? 18
-                                    : kKind == Kind32::kQ4_1 ? 20
-                                    : kKind == Kind32::kQ5_0 ? 22
-                                    : kKind == Kind32::kQ5_1 ? 24
-                                                             : 17;
-  static constexpr int kQs = kKind == Kind32::kQ8_0   ? 2
-                             : kKind == Kind32::kQ4_0 ? 2
-                             : kKind == Kind32::kQ4_1 ? 4
-                             : kKind == Kind32::kQ5_0 ? 6
-                             : kKind == Kind32::kQ5_1 ? 8
-                                                      : 1;
+  static constexpr int64_t kBytes = kKind == Kind32::kQ8_0    ? 34
+                                    : kKind == Kind32::kQ4_0  ? 18
+                                    : kKind == Kind32::kQ4_1  ? 20
+                                    : kKind == Kind32::kQ5_0  ? 22
+                                    : kKind == Kind32::kQ5_1  ? 24
+                                    : kKind == Kind32::kIq4nl ? 18
+                                                              : 17;
+  static constexpr int kQs = kKind == Kind32::kQ8_0    ? 2
+                             : kKind == Kind32::kQ4_0  ? 2
+                             : kKind == Kind32::kQ4_1  ? 4
+                             : kKind == Kind32::kQ5_0  ? 6
+                             : kKind == Kind32::kQ5_1  ? 8
+                             : kKind == Kind32::kIq4nl ? 2
+                                                       : 1;
 
   static void Unpack(const RowRef& rr, int64_t s, Unpacked* u) {
     const uint8_t* b0 = rr.row + 2 * s * kBytes;
@@ -187,6 +189,11 @@ struct Traits32 : Acc512 {
       if (kKind == Kind32::kMxfp4) {
         const __m512i table = _mm512_broadcast_i32x4(
             _mm_setr_epi8(0, 1, 2, 3, 4, 6, 8, 12, 0, -1, -2, -3, -4, -6, -8, -12));
+        w = _mm512_shuffle_epi8(table, w);
+      }
+      if (kKind == Kind32::kIq4nl) {  // kIq4nlValues
+        const __m512i table = _mm512_broadcast_i32x4(_mm_setr_epi8(
+            -127, -104, -83, -65, -49, -35, -22, -10, 1, 13, 25, 38, 53, 69, 89, 113));
         w = _mm512_shuffle_epi8(table, w);
       }
       // An absent second block contributes nothing (its scale is 0 too).
@@ -281,6 +288,8 @@ void MatMulAvx512(const WeightView& w, const ActView& a, float* y, int64_t y_str
                   int64_t r1) {
   // The K-quants have their own panel kernels (matmul_kquant_avx512.cc).
   if (MatMulKQuantAvx512(w, a, y, y_stride, r0, r1)) return;
+  if (MatMulLowBitAvx512(w, a, y, y_stride, r0, r1)) return;  // Q2_K, Q3_K, IQ4_XS
+  if (MatMulIqAvx512(w, a, y, y_stride, r0, r1)) return;      // IQ2_XXS ... IQ1_M
   switch (w.type) {
     case GgmlType::kQ8_0:
       return Run<Traits32<Kind32::kQ8_0>>(w, a, y, y_stride, r0, r1);
@@ -294,6 +303,8 @@ void MatMulAvx512(const WeightView& w, const ActView& a, float* y, int64_t y_str
       return Run<Traits32<Kind32::kQ5_1>>(w, a, y, y_stride, r0, r1);
     case GgmlType::kMXFP4:
       return Run<Traits32<Kind32::kMxfp4>>(w, a, y, y_stride, r0, r1);
+    case GgmlType::kIQ4_NL:
+      return Run<Traits32<Kind32::kIq4nl>>(w, a, y, y_stride, r0, r1);
     case GgmlType::kF32:
       return Run<FloatTraits<GgmlType::kF32>>(w, a, y, y_stride, r0, r1);
     case GgmlType::kF16:

@@ -1,8 +1,9 @@
 // The blocking driver shared by the per-ISA matmul files (all formats on AVX2; all but the
 // K-quants on AVX-512, see matmul_kquant_avx512.cc). Include it ONLY from a per-ISA
-// file (matmul_avx2.cc, matmul_avx512.cc), after <immintrin.h>: everything here is in an
-// anonymous namespace, so each file gets its own copy compiled with its own flags (see the
-// ODR note in matmul_internal.h).
+// file (matmul_avx2.cc, matmul_avx512.cc, matmul_iq_avx2.cc, matmul_iq_avx512.cc,
+// matmul_lowbit_avx2.cc), after
+// <immintrin.h>: everything here is in an anonymous namespace, so each file gets its own copy
+// compiled with its own flags (see the ODR note in matmul_internal.h).
 //
 // A format's traits class F provides:
 //   using Acc = the vector type of one float accumulator (__m256 / __m512);

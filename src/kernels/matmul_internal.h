@@ -81,6 +81,24 @@ struct KernelTable {
 // with the KernelTable::matmul contract; false (nothing done) for other weight types.
 bool MatMulKQuantAvx512(const WeightView& w, const ActView& a, float* y, int64_t y_stride,
                         int64_t r0, int64_t r1);
+// Q2_K, Q3_K and IQ4_XS products, one entry per variant (matmul_lowbit_scalar.cc,
+// matmul_lowbit_avx2.cc, matmul_lowbit_avx512.cc), with the KernelTable::matmul contract;
+// false (nothing done) for other weight types. The AVX-512 one also reads kPanels matrices.
+bool MatMulLowBitScalar(const WeightView& w, const ActView& a, float* y, int64_t y_stride,
+                        int64_t r0, int64_t r1);
+bool MatMulLowBitAvx2(const WeightView& w, const ActView& a, float* y, int64_t y_stride, int64_t r0,
+                      int64_t r1);
+bool MatMulLowBitAvx512(const WeightView& w, const ActView& a, float* y, int64_t y_stride,
+                        int64_t r0, int64_t r1);
+// IQ2_XXS, IQ2_XS, IQ2_S, IQ3_XXS, IQ3_S, IQ1_S and IQ1_M products, one entry per variant
+// (matmul_iq_scalar.cc, matmul_iq_avx2.cc, matmul_iq_avx512.cc), with the KernelTable::matmul
+// contract; false (nothing done) for other weight types. GGUF rows only.
+bool MatMulIqScalar(const WeightView& w, const ActView& a, float* y, int64_t y_stride, int64_t r0,
+                    int64_t r1);
+bool MatMulIqAvx2(const WeightView& w, const ActView& a, float* y, int64_t y_stride, int64_t r0,
+                  int64_t r1);
+bool MatMulIqAvx512(const WeightView& w, const ActView& a, float* y, int64_t y_stride, int64_t r0,
+                    int64_t r1);
 // AVX-512 BF16 (vdpbf16ps) products of BF16 weights (matmul_bf16_avx512.cc), with the
 // KernelTable::matmul contract; only for CPUs with AVX512_BF16 (the caller checks).
 void MatMulBf16Avx512(const WeightView& w, const ActView& a, float* y, int64_t y_stride,
@@ -88,8 +106,9 @@ void MatMulBf16Avx512(const WeightView& w, const ActView& a, float* y, int64_t y
 // True if this CPU has AVX512_BF16 and MOETIER_BF16_DOT is not "0" (the AVX-512 variant
 // then runs BF16 weights through MatMulBf16Avx512). Resolved once.
 bool UseBf16Dot();
-// Rewrites a Q4_K / Q5_K / Q6_K matrix of `rows` (a multiple of 16) GGUF rows from src into
-// the kPanels layout at dst (dst may be src); scratch: 16 * row_bytes bytes.
+// Rewrites a matrix with a panel form (kernels/panel_layout.h: Q4_K, Q5_K, Q6_K, Q2_K, Q3_K,
+// IQ4_XS) of `rows` (a multiple of 16) GGUF rows from src into the kPanels layout at dst (dst
+// may be src); scratch: 16 * row_bytes bytes.
 void RepackKQuantAvx512(GgmlType type, int64_t rows, int64_t cols, uint64_t row_bytes,
                         const uint8_t* src, uint8_t* dst, uint8_t* scratch);
 

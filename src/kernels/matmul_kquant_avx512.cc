@@ -41,102 +41,12 @@
 #include <cstring>
 
 #include "kernels/matmul_internal.h"
+#include "kernels/panel_source_avx512.h"
 
 namespace mt::kernels {
 namespace {
 
-constexpr int kPanelRows = 16;    // one row per 32-bit lane
-constexpr int kMaxToks = 8;       // tokens of a register tile
-
-// ---- Reading a panel ----------------------------------------------------------------------
-
-// The rows of a panel: row i at base + i * row_bytes for i < n. A partial panel's lanes
-// n .. 15 repeat row n - 1; they are never stored.
-struct Panel {
-  const uint8_t* base;
-  int64_t row_bytes;
-  int n;
-  __mmask16 mask;  // lanes 0 .. n - 1
-  const uint8_t* Row(int i) const { return base + (i < n ? i : n - 1) * row_bytes; }
-};
-
-Panel MakePanel(const WeightView& w, int64_t r, int64_t r1) {
-  const int n = static_cast<int>(r1 - r < kPanelRows ? r1 - r : kPanelRows);
-  return Panel{w.data + r * static_cast<int64_t>(w.row_bytes), static_cast<int64_t>(w.row_bytes),
-               n, static_cast<__mmask16>((1u << n) - 1)};
-}
-
-// out[k] lane i = dword k (k < 4) of the 16 bytes at offset `off` of row i. Four rows go to
-// each 128-bit lane by broadcast loads merged under masks; a 4 x 4 transposition inside the
-// 128-bit lanes finishes the job, with no cross-lane shuffle.
-[[gnu::always_inline]] inline void LoadChunk(const Panel& p, int64_t off, __m512i* out) {
-  __m512i x[4];
-#pragma unroll
-  for (int rs = 0; rs < 4; ++rs) {
-    auto row = [&](int i) { return _mm_loadu_si128((const __m128i*)(p.Row(i) + off)); };
-    __m512i v = _mm512_broadcast_i32x4(row(rs));
-    v = _mm512_mask_broadcast_i32x4(v, 0x00F0, row(4 + rs));
-    v = _mm512_mask_broadcast_i32x4(v, 0x0F00, row(8 + rs));
-    x[rs] = _mm512_mask_broadcast_i32x4(v, 0xF000, row(12 + rs));  // lane L: row 4L + rs
-  }
-  const __m512i t0 = _mm512_unpacklo_epi32(x[0], x[1]), t1 = _mm512_unpackhi_epi32(x[0], x[1]);
-  const __m512i t2 = _mm512_unpacklo_epi32(x[2], x[3]), t3 = _mm512_unpackhi_epi32(x[2], x[3]);
-  out[0] = _mm512_unpacklo_epi64(t0, t2);
-  out[1] = _mm512_unpackhi_epi64(t0, t2);
-  out[2] = _mm512_unpacklo_epi64(t1, t3);
-  out[3] = _mm512_unpackhi_epi64(t1, t3);
-}
-
-// Prefetches (into L2) part s of n_parts of panel p's bytes (its rows are contiguous), in
-// address order. Issued for the next panel one part per super-block, so the requests spread
-// over this panel's work.
-void PrefetchPart(const Panel& p, int64_t s, int64_t n_parts) {
-  const int64_t bytes = p.n * p.row_bytes;
-  const int64_t part = (bytes / n_parts + 63) & ~int64_t{63};
-  const int64_t end = (s + 1) * part < bytes ? (s + 1) * part : bytes;
-  for (int64_t o = s * part; o < end; o += 64) {
-    _mm_prefetch(reinterpret_cast<const char*>(p.base + o), _MM_HINT_T1);
-  }
-}
-
-// Two f16 halves of each lane to float.
-__m512 HalfLow(__m512i v) { return _mm512_cvtph_ps(_mm512_cvtepi32_epi16(v)); }
-__m512 HalfHigh(__m512i v) {
-  return _mm512_cvtph_ps(_mm512_cvtepi32_epi16(_mm512_srli_epi32(v, 16)));
-}
-
-// Where a panel's chunks come from. Chunk(s, off, out): out[k] lane i = dword k of the 16
-// bytes at offset `off` of row i's super-block s (off a multiple of 16).
-//  - RowSource: GGUF rows, transposed as they are read (LoadChunk).
-//  - PackedSource: a panel repacked by RepackKQuantAvx512: per super-block, each 16-byte
-//    chunk's 4 vectors in order (so byte offset off lands at 16 * off), then for Q6_K the 16
-//    rows' f16 d (32 bytes). The same bytes as the 16 rows, in the same place.
-struct RowSource {
-  Panel p;
-  int64_t block_bytes;
-  [[gnu::always_inline]] void Chunk(int64_t s, int64_t off, __m512i* out) const {
-    LoadChunk(p, s * block_bytes + off, out);
-  }
-  // Q6_K's d of super-block s (bytes 208, 209) as 16 f16: the high half of bytes 206..209.
-  [[gnu::always_inline]] __m256i Q6KD(int64_t s) const {
-    __m512i tail[4];
-    LoadChunk(p, s * block_bytes + 194, tail);
-    return _mm512_cvtepi32_epi16(_mm512_srli_epi32(tail[3], 16));
-  }
-};
-
-struct PackedSource {
-  const uint8_t* base;  // the panel's first byte
-  int64_t block_bytes;
-  [[gnu::always_inline]] void Chunk(int64_t s, int64_t off, __m512i* out) const {
-    const uint8_t* q = base + 16 * (s * block_bytes + off);
-#pragma unroll
-    for (int k = 0; k < 4; ++k) out[k] = _mm512_loadu_si512(q + 64 * k);
-  }
-  [[gnu::always_inline]] __m256i Q6KD(int64_t s) const {
-    return _mm256_loadu_si256((const __m256i*)(base + 16 * (s * block_bytes + 208)));
-  }
-};
+constexpr int kMaxToks = 8;  // tokens of a register tile
 
 // ---- Formats ------------------------------------------------------------------------------
 //
@@ -144,9 +54,9 @@ struct PackedSource {
 // for each of its code vectors (lane i: the codes of row i for elements G .. G + 3 of the
 // super-block, one byte each, G = kSub * j + 4 g; sub-blocks j of kSub elements) and
 // done(j, scales) once all of sub-block j's are out, for j = 0, 1, ... in order; it returns
-// the scales, from which Scale(j) and (K4 only) MinPairs are made. kChunkBytes: the bytes of
-// a block that are read as 16-byte chunks. kFusedMaxToks: the most tokens the fused schedule
-// takes (its live sums grow with the sub-blocks a format has open at once).
+// the scales, from which Scale(j) and (K4 only) MinPairs are made. kFusedMaxToks: the most
+// tokens the fused schedule takes (its live sums grow with the sub-blocks a format has open at
+// once). Panels come from kernels/panel_source_avx512.h.
 
 // Q4_K (kFifthBit false, 144 bytes) and Q5_K (true, 176 bytes): d, dmin (f16), 12 bytes of
 // 6-bit scales and mins, [Q5_K: qh[32]], qs[128]. The 32 bytes of qs chunk c hold elements
@@ -156,7 +66,6 @@ template <bool kFifthBit>
 struct K4 {
   static constexpr int64_t kBytes = kFifthBit ? 176 : 144;
   static constexpr int kSub = 32, kNumSub = 8;
-  static constexpr int64_t kChunkBytes = kBytes;
   static constexpr int kFusedMaxToks = 4;  // two sub-blocks open at a time
   // Up to 8 tokens go as two fused passes: ~15-20 % faster than the buffered schedule
   // (kernels_bench gemm8 against gemm4, alternated).
@@ -246,7 +155,6 @@ struct K4 {
 struct Q6K {
   static constexpr int64_t kBytes = 210;
   static constexpr int kSub = 16, kNumSub = 16;
-  static constexpr int64_t kChunkBytes = 208;  // then d, read apart (Q6KD)
   static constexpr int kFusedMaxToks = 2;       // all 16 sub-blocks open until the end
   static constexpr int kFusedPasses = 1;  // two passes for 3-4 tokens measured no faster
 
@@ -264,7 +172,7 @@ struct Q6K {
     const __m512i low4 = _mm512_set1_epi8(0x0F), three = _mm512_set1_epi8(3);
     Scales sc;
     src.Chunk(s, 192, sc.sc4);
-    sc.d = _mm512_cvtph_ps(src.Q6KD(s));
+    sc.d = _mm512_cvtph_ps(src.Last2(s));
 #pragma unroll
     for (int h = 0; h < 2; ++h) {
       __m512i qh[8];  // qh dwords 8h .. 8h + 7
@@ -499,35 +407,6 @@ void RunPanels(const WeightView& w, const ActView& a, float* y, int64_t y_stride
   }
 }
 
-// Writes panel p (GGUF rows) to dst in the PackedSource layout.
-template <class F>
-void RepackPanel(const Panel& p, int64_t n_sb, uint8_t* dst) {
-  const RowSource src{p, F::kBytes};
-  for (int64_t s = 0; s < n_sb; ++s) {
-    uint8_t* out = dst + 16 * s * F::kBytes;
-    for (int64_t off = 0; off < F::kChunkBytes; off += 16) {
-      __m512i v[4];
-      src.Chunk(s, off, v);
-      for (int k = 0; k < 4; ++k) _mm512_storeu_si512(out + 16 * off + 64 * k, v[k]);
-    }
-    if constexpr (F::kChunkBytes != F::kBytes) {
-      _mm256_storeu_si256((__m256i*)(out + 16 * F::kChunkBytes), src.Q6KD(s));
-    }
-  }
-}
-
-template <class F>
-void Repack(int64_t rows, int64_t cols, uint64_t row_bytes, const uint8_t* src, uint8_t* dst,
-            uint8_t* scratch) {
-  const int64_t panel_bytes = kPanelRows * static_cast<int64_t>(row_bytes);
-  for (int64_t r = 0; r < rows; r += kPanelRows) {
-    // Through the scratch copy, so that dst may be src.
-    std::memcpy(scratch, src + r * static_cast<int64_t>(row_bytes), static_cast<size_t>(panel_bytes));
-    const Panel p{scratch, static_cast<int64_t>(row_bytes), kPanelRows, 0xFFFF};
-    RepackPanel<F>(p, cols / 256, dst + r * static_cast<int64_t>(row_bytes));
-  }
-}
-
 }  // namespace
 
 bool MatMulKQuantAvx512(const WeightView& w, const ActView& a, float* y, int64_t y_stride,
@@ -549,13 +428,15 @@ bool MatMulKQuantAvx512(const WeightView& w, const ActView& a, float* y, int64_t
 
 void RepackKQuantAvx512(GgmlType type, int64_t rows, int64_t cols, uint64_t row_bytes,
                         const uint8_t* src, uint8_t* dst, uint8_t* scratch) {
-  switch (type) {
-    case GgmlType::kQ4_K:
-      return Repack<K4<false>>(rows, cols, row_bytes, src, dst, scratch);
-    case GgmlType::kQ5_K:
-      return Repack<K4<true>>(rows, cols, row_bytes, src, dst, scratch);
-    default:  // Q6_K (checked by the caller)
-      return Repack<Q6K>(rows, cols, row_bytes, src, dst, scratch);
+  // Every panel type has 256-element blocks; the layout depends only on their bytes.
+  const int64_t n_sb = cols / 256, block_bytes = static_cast<int64_t>(row_bytes) / n_sb;
+  const int64_t panel_bytes = kPanelRows * static_cast<int64_t>(row_bytes);
+  for (int64_t r = 0; r < rows; r += kPanelRows) {
+    // Through the scratch copy, so that dst may be src.
+    std::memcpy(scratch, src + r * static_cast<int64_t>(row_bytes),
+                static_cast<size_t>(panel_bytes));
+    const Panel p{scratch, static_cast<int64_t>(row_bytes), kPanelRows, 0xFFFF};
+    RepackPanel(p, block_bytes, n_sb, dst + r * static_cast<int64_t>(row_bytes));
   }
 }
 

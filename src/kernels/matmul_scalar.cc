@@ -212,6 +212,15 @@ void DecodeMxfp4(const uint8_t* row, int64_t b, Decoded32* o) {
   }
 }
 
+void DecodeIQ4_NL(const uint8_t* row, int64_t b, Decoded32* o) {
+  const auto blk = LoadBlock<BlockIQ4_NL>(row, b);
+  o->d = Fp16ToFp32(blk.d);
+  for (int j = 0; j < 16; ++j) {
+    o->w[j] = kIq4nlValues[blk.qs[j] & 15];
+    o->w[j + 16] = kIq4nlValues[blk.qs[j] >> 4];
+  }
+}
+
 // ---- Products ---------------------------------------------------------------------------
 
 constexpr int kTokGroup = 8;  // tokens sharing one decode of a weight block
@@ -342,6 +351,8 @@ void RowF32(const WeightView& w, const ActView& a, int64_t r, float* y, int64_t 
 
 void MatMulScalar(const WeightView& w, const ActView& a, float* y, int64_t y_stride, int64_t r0,
                   int64_t r1) {
+  if (MatMulLowBitScalar(w, a, y, y_stride, r0, r1)) return;  // Q2_K, Q3_K, IQ4_XS
+  if (MatMulIqScalar(w, a, y, y_stride, r0, r1)) return;      // IQ2_XXS ... IQ1_M
   for (int64_t r = r0; r < r1; ++r) {
     switch (w.type) {
       case GgmlType::kQ4_K:
@@ -370,6 +381,9 @@ void MatMulScalar(const WeightView& w, const ActView& a, float* y, int64_t y_str
         break;
       case GgmlType::kMXFP4:
         Row32(w, a, r, y, y_stride, DecodeMxfp4, false);
+        break;
+      case GgmlType::kIQ4_NL:
+        Row32(w, a, r, y, y_stride, DecodeIQ4_NL, false);
         break;
       default:  // F32, F16, BF16
         RowF32(w, a, r, y, y_stride);

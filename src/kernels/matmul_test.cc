@@ -46,9 +46,14 @@ namespace {
 
 constexpr double kTightRel = 1e-5;
 
-const GgmlType kAllTypes[] = {GgmlType::kQ4_K, GgmlType::kQ5_K,  GgmlType::kQ6_K, GgmlType::kQ8_0,
-                              GgmlType::kQ4_0, GgmlType::kMXFP4, GgmlType::kF32,  GgmlType::kF16,
-                              GgmlType::kBF16, GgmlType::kQ4_1,  GgmlType::kQ5_0, GgmlType::kQ5_1};
+const GgmlType kAllTypes[] = {
+    GgmlType::kQ4_K, GgmlType::kQ5_K, GgmlType::kQ6_K, GgmlType::kQ8_0, GgmlType::kQ4_0,
+    GgmlType::kMXFP4, GgmlType::kF32, GgmlType::kF16, GgmlType::kBF16, GgmlType::kQ4_1,
+    GgmlType::kQ5_0, GgmlType::kQ5_1, GgmlType::kQ2_K, GgmlType::kQ3_K, GgmlType::kIQ4_NL,
+    GgmlType::kIQ4_XS,
+    // The IQ lattice types (matmul_iq_*.cc).
+    GgmlType::kIQ2_XXS, GgmlType::kIQ2_XS, GgmlType::kIQ2_S, GgmlType::kIQ3_XXS, GgmlType::kIQ3_S,
+    GgmlType::kIQ1_S, GgmlType::kIQ1_M};
 
 // Columns for a type: several blocks, odd counts where the format allows.
 int64_t TestCols(GgmlType type) {
@@ -56,6 +61,16 @@ int64_t TestCols(GgmlType type) {
     case GgmlType::kQ4_K:
     case GgmlType::kQ5_K:
     case GgmlType::kQ6_K:
+    case GgmlType::kQ2_K:
+    case GgmlType::kQ3_K:
+    case GgmlType::kIQ4_XS:
+    case GgmlType::kIQ2_XXS:
+    case GgmlType::kIQ2_XS:
+    case GgmlType::kIQ2_S:
+    case GgmlType::kIQ3_XXS:
+    case GgmlType::kIQ3_S:
+    case GgmlType::kIQ1_S:
+    case GgmlType::kIQ1_M:
       return 5 * 256;
     case GgmlType::kF32:
       return 100;  // not a multiple of 16: masked tail
@@ -119,7 +134,25 @@ TestMatrix MakeMatrix(GgmlType type, int64_t rows, int64_t cols, uint32_t seed, 
         case GgmlType::kMXFP4:
           blk[0] = static_cast<uint8_t>(118 + rng() % 12);
           break;
-        default:  // Q8_0, Q4_0, Q5_0
+        case GgmlType::kQ2_K:
+          PutF16(blk + 80, d);
+          PutF16(blk + 82, 0.5f * d);
+          break;
+        case GgmlType::kQ3_K:
+          PutF16(blk + 108, 0.1f * d);
+          break;
+        case GgmlType::kIQ4_XS:
+          PutF16(blk, 0.01f * d);
+          break;
+        case GgmlType::kIQ1_M: {  // d's four nibbles top the four scale words (bytes 48..55)
+          const uint16_t h = Fp32ToFp16(d);
+          for (int k = 0; k < 4; ++k) {
+            blk[49 + 2 * k] =
+                static_cast<uint8_t>((blk[49 + 2 * k] & 0x0F) | ((h >> (4 * k)) & 0xF) << 4);
+          }
+          break;
+        }
+        default:  // Q8_0, Q4_0, Q5_0, IQ4_NL, the IQ lattice types but IQ1_M
           PutF16(blk, d);
           break;
       }
@@ -344,8 +377,12 @@ TEST(ActQuant, FormatsOfWeightTypes) {
   EXPECT_EQ(ActFormatFor(GgmlType::kQ5_1), ActFormat::kQ8_0);
   EXPECT_EQ(ActFormatFor(GgmlType::kQ4_1), ActFormat::kQ8_0);
   for (GgmlType t : kAllTypes) EXPECT_TRUE(MatMulSupports(t)) << TypeName(t);
-  EXPECT_FALSE(MatMulSupports(GgmlType::kQ2_K));
-  EXPECT_FALSE(MatMulSupports(GgmlType::kIQ4_NL));
+  EXPECT_EQ(ActFormatFor(GgmlType::kQ2_K), ActFormat::kQ8_K);
+  EXPECT_EQ(ActFormatFor(GgmlType::kQ3_K), ActFormat::kQ8_K);
+  EXPECT_EQ(ActFormatFor(GgmlType::kIQ4_XS), ActFormat::kQ8_K);
+  EXPECT_EQ(ActFormatFor(GgmlType::kIQ4_NL), ActFormat::kQ8_0);
+  EXPECT_FALSE(MatMulSupports(GgmlType::kQ8_1));
+  EXPECT_FALSE(MatMulSupports(GgmlType::kTQ2_0));
 }
 
 // ---------------------------------------------------------------------------------------

@@ -45,12 +45,15 @@ TEST_P(PanelLayoutTest, FollowsTheDefinition) {
   const std::vector<uint8_t> orig = RandomBytes(rows * row_bytes, 11);
   std::vector<uint8_t> panels(orig.size());
   RowsToPanels(type, rows, cols, orig.data(), panels.data());
-  // Byte 4 k + b of chunk `off` of row i, and Q6_K's d.
+  // Byte b of word o of row i (o = 4, 44, the block's last whole word), and the 2-byte
+  // tail (Q6_K's and Q3_K's d).
+  const uint64_t last = row_bytes / 4 * 4 - 4;
   for (int i = 0; i < 16; ++i) {
     EXPECT_EQ(panels[64 * 1 + 4 * i + 2], orig[i * row_bytes + 4 * 1 + 2]);
     EXPECT_EQ(panels[16 * 32 + 64 * 3 + 4 * i + 0], orig[i * row_bytes + 32 + 12]);
-    if (type == GgmlType::kQ6_K) {
-      EXPECT_EQ(panels[16 * 208 + 2 * i + 1], orig[i * row_bytes + 209]);
+    EXPECT_EQ(panels[16 * last + 4 * i + 3], orig[i * row_bytes + last + 3]);
+    if (row_bytes % 4 == 2) {
+      EXPECT_EQ(panels[16 * (row_bytes - 2) + 2 * i + 1], orig[i * row_bytes + row_bytes - 1]);
     }
   }
 }
@@ -71,11 +74,16 @@ TEST(PanelLayout, OnlySixteenRowKQuants) {
   EXPECT_TRUE(HasPanelForm(GgmlType::kQ6_K, 2048));
   EXPECT_FALSE(HasPanelForm(GgmlType::kQ4_K, 24));
   EXPECT_FALSE(HasPanelForm(GgmlType::kQ4_K, 0));
+  EXPECT_TRUE(HasPanelForm(GgmlType::kQ2_K, 32));
+  EXPECT_TRUE(HasPanelForm(GgmlType::kQ3_K, 16));
+  EXPECT_TRUE(HasPanelForm(GgmlType::kIQ4_XS, 16));
   EXPECT_FALSE(HasPanelForm(GgmlType::kQ8_0, 16));
+  EXPECT_FALSE(HasPanelForm(GgmlType::kIQ4_NL, 16));
 }
 
 INSTANTIATE_TEST_SUITE_P(KQuants, PanelLayoutTest,
-                         testing::Values(GgmlType::kQ4_K, GgmlType::kQ5_K, GgmlType::kQ6_K),
+                         testing::Values(GgmlType::kQ4_K, GgmlType::kQ5_K, GgmlType::kQ6_K,
+                                         GgmlType::kQ2_K, GgmlType::kQ3_K, GgmlType::kIQ4_XS),
                          [](const testing::TestParamInfo<GgmlType>& p) {
                            return std::string(TypeName(p.param));
                          });
