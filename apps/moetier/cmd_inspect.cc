@@ -1,7 +1,6 @@
 // moetier inspect FILE [--json]: architecture, hyperparameters, tokenizer, tensor table and
 // the memory plan (dense vs routed-expert bytes, bytes touched per decoded token).
 #include <algorithm>
-
 #include <nlohmann/json.hpp>
 
 #include "base/units.h"
@@ -11,6 +10,7 @@
 #include "model/hparams.h"
 #include "model/memory_plan.h"
 #include "model/tensor_names.h"
+#include "synth/file_type.h"
 
 namespace mt::cli {
 namespace {
@@ -106,6 +106,34 @@ json MetadataJson(const GgufMetadata& md) {
 
 double Pct(uint64_t part, uint64_t whole) { return whole ? 100.0 * part / whole : 0.0; }
 
+// Bytes and tensors per weight type, most bytes first: what a low-bit mix is made of.
+struct TypeShare {
+  GgmlType type;
+  uint64_t bytes = 0;
+  int tensors = 0;
+};
+std::vector<TypeShare> TypeShares(const GgufModel& model) {
+  std::vector<TypeShare> shares;
+  for (const GgufTensor& t : model.tensors()) {
+    auto it = std::find_if(shares.begin(), shares.end(),
+                           [&](const TypeShare& s) { return s.type == t.type; });
+    if (it == shares.end()) it = shares.insert(shares.end(), TypeShare{t.type});
+    it->bytes += t.n_bytes;
+    ++it->tensors;
+  }
+  std::stable_sort(shares.begin(), shares.end(),
+                   [](const TypeShare& a, const TypeShare& b) { return a.bytes > b.bytes; });
+  return shares;
+}
+
+// general.file_type with the name synth gives it ("31 (iq1_m)"), or "" if absent.
+std::string FileTypeLabel(const GgufMetadata& md) {
+  const std::optional<uint64_t> id = md.FindUint("general.file_type");
+  if (!id) return "";
+  const FileType* ft = *id <= UINT32_MAX ? FindFileTypeById(static_cast<uint32_t>(*id)) : nullptr;
+  return ft ? fmt::format("{} ({})", *id, ft->name) : std::to_string(*id);
+}
+
 void PrintText(const GgufModel& model, const Result<HParams>& hp, const MemoryPlan& plan) {
   const GgufMetadata& md = model.metadata();
   const auto& shards = model.shards();
@@ -137,6 +165,16 @@ void PrintText(const GgufModel& model, const Result<HParams>& hp, const MemoryPl
     for (auto& [k, v] : tok.items()) s += fmt::format("{}{}={}", s.empty() ? "" : " ", k, v.dump());
     fmt::print("tokenizer:     {}\n", s);
   }
+  std::string weights;
+  for (const TypeShare& s : TypeShares(model)) {
+    weights +=
+        fmt::format("{}{} {} ({:.1f}%, {} tensor{})", weights.empty() ? "" : ", ", TypeName(s.type),
+                    HumanBytes(s.bytes), Pct(s.bytes, model.total_file_bytes()), s.tensors,
+                    s.tensors == 1 ? "" : "s");
+  }
+  const std::string file_type = FileTypeLabel(md);
+  fmt::print("weights:       {}{}\n", weights,
+             file_type.empty() ? "" : fmt::format("; file type {}", file_type));
   fmt::print("metadata:      {} keys\n", md.entries().size());
   for (const auto& e : md.entries()) {
     if (e.key.starts_with("tokenizer.")) continue;
@@ -202,6 +240,12 @@ CommandMain SetupInspect(CLI::App& sub) {
     else j["hparams_error"] = hp.status().message();
     j["tokenizer"] = TokenizerJson(model->metadata());
     j["metadata"] = MetadataJson(model->metadata());
+    j["weight_types"] = json::array();
+    for (const TypeShare& s : TypeShares(model.value())) {
+      j["weight_types"].push_back(
+          {{"type", TypeName(s.type)}, {"bytes", s.bytes}, {"tensors", s.tensors}});
+    }
+    j["file_type"] = FileTypeLabel(model->metadata());
     j["tensors"] = json::array();
     for (const GgufTensor& t : model->tensors()) {
       j["tensors"].push_back({{"name", t.name}, {"type", TypeName(t.type)}, {"shape", t.shape},

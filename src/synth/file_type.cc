@@ -141,6 +141,13 @@ const FileType* FindFileType(std::string_view name) {
   return nullptr;
 }
 
+const FileType* FindFileTypeById(uint32_t llama_ftype) {
+  for (const FileType& f : kFileTypes) {
+    if (f.llama_ftype == llama_ftype && f.mix == FileType::Mix::kLlamaQuantize) return &f;
+  }
+  return nullptr;
+}
+
 std::string FileTypeNames() {
   std::string out;
   for (const FileType& f : kFileTypes) {

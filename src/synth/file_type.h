@@ -25,6 +25,9 @@ struct FileType {
 };
 
 const FileType* FindFileType(std::string_view name);
+// The file type with llama.cpp's ftype id `llama_ftype` (its llama-quantize mix, not a
+// dynamic one sharing the id), or nullptr if synth does not write it.
+const FileType* FindFileTypeById(uint32_t llama_ftype);
 std::string FileTypeNames();
 
 // Picks tensor types in file order, as llama-quantize does: by the tensor's category from

@@ -207,7 +207,7 @@ TEST(WeightInitTest, ResidualBranchesAreScaledDown) {
   TensorDesc down{TensorRole::kFfnDownExps, 0, TensorSuffix::kWeight, {768, 2048, 128}, true};
   TensorDesc up{TensorRole::kFfnUpExps, 0, TensorSuffix::kWeight, {2048, 768, 128}, true};
   TensorDesc embd{TensorRole::kTokenEmbd, -1, TensorSuffix::kWeight, {2048, 151936}, true};
-  InitContext ctx{hp};
+  InitContext ctx{.hp = hp};
   EXPECT_FLOAT_EQ(InitFor(embd, ctx).stddev, 1.0f);
   EXPECT_FLOAT_EQ(InitFor(up, ctx).stddev, 1.0f / std::sqrt(2048.0f));
   EXPECT_FLOAT_EQ(InitFor(down, ctx).stddev,
@@ -244,8 +244,8 @@ TEST(WeightInitTest, SkewCalibration) {
 
 TEST(WeightInitTest, SkewAddsTheSharedDirectionToEmbeddingsAndRouters) {
   HParams hp = FindSynthPreset("olmoe-tiny")->hp;
-  InitContext flat{hp, 3, 0};
-  InitContext skewed{hp, 3, 1.0f};
+  InitContext flat{.hp = hp, .seed = 3, .router_offset_scale = 0};
+  InitContext skewed{.hp = hp, .seed = 3, .router_offset_scale = 1.0f};
   TensorDesc embd{TensorRole::kTokenEmbd, -1, TensorSuffix::kWeight, {256, hp.n_vocab}, true};
   TensorDesc router{TensorRole::kFfnGateInp, 1, TensorSuffix::kWeight, {256, 16}, true};
   EXPECT_TRUE(InitFor(embd, flat).direction.empty());
