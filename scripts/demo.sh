@@ -1,9 +1,11 @@
 #!/usr/bin/env bash
 # Installs dependencies, builds, then shows the newest capability on a synthesized model:
 # generation with a deepseek2 model in DeepSeek-V3's layout (tiny size, DeepSeek's real
-# tokenizer): multi-head latent attention with its compressed KV cache, two dense layers,
-# sigmoid routing over expert groups, its routed experts streamed from the file into a cache
-# a quarter of their size, and output held to a JSON schema.
+# tokenizer) in the low-bit mix of the widely used DeepSeek-R1 "Q2_K_XL" release (routed
+# experts Q2_K, a few Q3_K, the rest Q4_K-Q6_K): multi-head latent attention with its
+# compressed KV cache, two dense layers, sigmoid routing over expert groups, its routed
+# experts streamed from the file into a cache a quarter of their size, and output held to a
+# JSON schema.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 scripts/setup.sh
@@ -11,14 +13,16 @@ scripts/build.sh
 bin=build/bin/moetier
 work=${MT_DEMO_DIR:-build/demo}
 mkdir -p "$work"
-model="$work/deepseek3-tiny-q4_k_m.gguf"
+model="$work/deepseek3-tiny-ud-q2_k_xl.gguf"
 
-echo "== moetier synth: a tiny DeepSeek-V3-layout model (deepseek2), exactly as llama.cpp lays it out"
-"$bin" synth --preset deepseek3-tiny --type q4_k_m --seed 1 --router-skew 1 -o "$model"
+echo "== moetier synth: a tiny DeepSeek-V3-layout model (deepseek2), exactly as llama.cpp lays it"
+echo "   out, in the dynamic Q2_K_XL mix (routed experts 2-bit Q2_K, some ffn_down Q3_K)"
+"$bin" synth --preset deepseek3-tiny --type ud-q2_k_xl --seed 1 --router-skew 1 -o "$model"
 
 echo
-echo "== moetier inspect: the layers' parts, and where the bytes are (dense vs routed experts)"
-"$bin" inspect "$model" | grep -E '^  (layers? |router|rope)'
+echo "== moetier inspect: the layers' parts, the weight types, and where the bytes are (dense vs"
+echo "   routed experts)"
+"$bin" inspect "$model" | grep -E '^  (layers? |router|rope)|^weights:'
 "$bin" inspect "$model" | sed -n '/^memory plan:/,$p' | grep -v '^  \+[0-9]' 
 
 echo
