@@ -72,6 +72,7 @@ json PlanJson(const MemoryPlan& p) {
                       {"bytes_per_expert", l.bytes_per_expert}});
   }
   return {{"total_bytes", p.total_bytes},
+          {"unused_bytes", p.unused_bytes},
           {"dense_bytes", p.dense_bytes},
           {"expert_bytes", p.expert_bytes},
           {"global_dense_bytes", p.global_dense_bytes},
@@ -196,6 +197,10 @@ void PrintText(const GgufModel& model, const Result<HParams>& hp, const MemoryPl
              HumanBytes(plan.dense_bytes), Pct(plan.dense_bytes, plan.total_bytes));
   fmt::print("  routed experts  {:>12}  {:5.1f}%  (tiered)\n", HumanBytes(plan.expert_bytes),
              Pct(plan.expert_bytes, plan.total_bytes));
+  if (plan.unused_bytes > 0) {
+    fmt::print("  unused          {:>12}          (NextN/MTP layers: never loaded or streamed)\n",
+               HumanBytes(plan.unused_bytes));
+  }
   fmt::print("  per layer:\n  {:>7} {:>12} {:>12} {:>8} {:>14}\n", "layer", "dense", "experts",
              "n_expert", "bytes/expert");
   for (size_t i = 0; i < plan.layers.size(); ++i) {

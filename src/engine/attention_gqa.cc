@@ -137,7 +137,9 @@ void GqaAttention::Prepare(int il, std::span<const BatchToken> batch, const floa
   auto finish = [&](float* row, int64_t width, const std::vector<float>& bias,
                     const std::vector<float>& norm, uint32_t heads, const float* cos_sin) {
     for (int64_t i = 0; i < width && !bias.empty(); ++i) row[i] += bias[i];
-    if (gqa.qk_norm == QkNorm::kPerHead) {
+    if (norm.empty()) {
+      // no q/k norm, or an optional one this file does not have (qk_norm_optional)
+    } else if (gqa.qk_norm == QkNorm::kPerHead) {
       for (uint32_t h = 0; h < heads; ++h) {
         float* rh = row + h * hp_.head_dim_k;
         RmsNorm(rh, norm.data(), hp_.head_dim_k, hp_.rms_eps, rh);

@@ -49,7 +49,7 @@ class EngineTest : public ::testing::Test {
 const std::vector<int32_t> kTokens = {1, 17, 300, 2, 45, 999, 5, 60, 61, 62, 700, 3};
 
 TEST_F(EngineTest, LogitsAreIdenticalForOneAndTwoThreads) {
-  for (const char* preset : {"olmoe-tiny", "mixtral-tiny", "qwen2moe-tiny"}) {
+  for (const char* preset : {"olmoe-tiny", "mixtral-tiny", "qwen2moe-tiny", "glm4moe-tiny"}) {
     auto m = Model::Load(Synth(preset, "q8_0"), LoadOptions{});
     ASSERT_TRUE(m.ok()) << m.status().message();
     std::vector<float> one = Logits(*m.value(), kTokens, 1, 512);
@@ -60,13 +60,15 @@ TEST_F(EngineTest, LogitsAreIdenticalForOneAndTwoThreads) {
 }
 
 TEST_F(EngineTest, LogitsDoNotDependOnBatching) {
-  auto m = Model::Load(Synth("olmoe-tiny", "q4_k_m"), LoadOptions{});
-  ASSERT_TRUE(m.ok()) << m.status().message();
-  std::vector<float> whole = Logits(*m.value(), kTokens, 2, 512);
-  std::vector<float> by3 = Logits(*m.value(), kTokens, 2, 3);
-  std::vector<float> by1 = Logits(*m.value(), kTokens, 2, 1);
-  EXPECT_TRUE(whole == by3);
-  EXPECT_TRUE(whole == by1);
+  for (const char* preset : {"olmoe-tiny", "glm4moe-tiny"}) {
+    auto m = Model::Load(Synth(preset, "q4_k_m"), LoadOptions{});
+    ASSERT_TRUE(m.ok()) << m.status().message();
+    std::vector<float> whole = Logits(*m.value(), kTokens, 2, 512);
+    std::vector<float> by3 = Logits(*m.value(), kTokens, 2, 3);
+    std::vector<float> by1 = Logits(*m.value(), kTokens, 2, 1);
+    EXPECT_TRUE(whole == by3) << preset;
+    EXPECT_TRUE(whole == by1) << preset;
+  }
 }
 
 // A q8_0 KV cache (half f16's memory): logits bit-identical for any thread count and batch

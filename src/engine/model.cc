@@ -210,7 +210,10 @@ Status Model::BindTensors() {
       case R::kAttnKvB:
         MT_RETURN_IF_ERROR(SplitKvB(desc.layer, *t));
         break;
-      case R::kFfnNorm: L.ffn_norm = ToFloats(t); break;
+      case R::kFfnNorm:
+      case R::kAttnPostNorm:
+        L.ffn_norm = ToFloats(t);
+        break;
       case R::kFfnGate:
         L.ffn_gate = MatrixOf(*t);
         break;

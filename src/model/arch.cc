@@ -16,10 +16,11 @@ extern const ArchDef kArchOlmoe;
 extern const ArchDef kArchLlama;
 extern const ArchDef kArchQwen2Moe;
 extern const ArchDef kArchDeepseek2;
+extern const ArchDef kArchGlm4Moe;
 
 namespace {
-constexpr std::array<const ArchDef*, 5> kArchs = {&kArchQwen3Moe, &kArchOlmoe, &kArchLlama,
-                                                  &kArchQwen2Moe, &kArchDeepseek2};
+constexpr std::array<const ArchDef*, 6> kArchs = {&kArchQwen3Moe, &kArchOlmoe,     &kArchLlama,
+                                                  &kArchQwen2Moe, &kArchDeepseek2, &kArchGlm4Moe};
 
 // ggml_rope_yarn_corr_dim: the dim whose wavelength spins n_rot_turns times over n_ctx_orig.
 float YarnCorrDim(int n_dims, uint32_t n_ctx_orig, float n_rot_turns, float base) {
@@ -107,6 +108,10 @@ RouterPolicy RouterFromHParams(const HParams& hp, bool selection_bias) {
   p.normalize = hp.expert_weights_norm;
   p.scale = hp.expert_weights_scale;
   return p;
+}
+
+TensorRole FfnNormRole(const FfnParts& ffn) {
+  return ffn.norm_named_post_attention ? TensorRole::kAttnPostNorm : TensorRole::kFfnNorm;
 }
 
 ModelParts UniformGqaMoeModel(const HParams& hp, RopeType rope, GqaParts gqa,
@@ -231,8 +236,8 @@ void AddAttentionTensors(const AttentionParts& a, const HParams& hp, int il,
   }
   t.push_back({R::kAttnOutput, il, kW, {uint64_t{hp.n_head} * hp.head_dim_v, n_embd}, true});
   if (a.gqa.qk_norm == QkNorm::kPerHead) {
-    t.push_back({R::kAttnQNorm, il, kW, {hp.head_dim_k}, true});
-    t.push_back({R::kAttnKNorm, il, kW, {hp.head_dim_k}, true});
+    t.push_back({R::kAttnQNorm, il, kW, {hp.head_dim_k}, !a.gqa.qk_norm_optional});
+    t.push_back({R::kAttnKNorm, il, kW, {hp.head_dim_k}, !a.gqa.qk_norm_optional});
   } else if (a.gqa.qk_norm == QkNorm::kWholeProjection) {
     t.push_back({R::kAttnQNorm, il, kW, {hp.n_embd_q()}, true});
     t.push_back({R::kAttnKNorm, il, kW, {hp.n_embd_k_gqa()}, true});
@@ -279,7 +284,7 @@ std::vector<TensorDesc> ArchTensors(const ModelParts& parts, const HParams& hp) 
     const LayerParts& layer = parts.layers[il];
     t.push_back({R::kAttnNorm, il, kW, {n_embd}, true});
     AddAttentionTensors(layer.attention, hp, il, t);
-    t.push_back({R::kFfnNorm, il, kW, {n_embd}, true});
+    t.push_back({FfnNormRole(layer.ffn), il, kW, {n_embd}, true});
     AddFfnTensors(layer.ffn, parts.router, hp, il, t);
   }
   t.push_back({R::kOutputNorm, -1, kW, {n_embd}, true});

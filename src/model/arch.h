@@ -60,6 +60,9 @@ std::vector<TensorDesc> ArchTensors(const ModelParts& parts, const HParams& hp);
 // yarn_log_multiplier too (llama.cpp [TAG_DEEPSEEK2_YARN_LOG_MUL_FIX]).
 RopeParts RopeFromHParams(const HParams& hp, RopeType type, int n_rot, bool mscale_from_log_mul);
 
+// The tensor that holds a layer's FFN norm: ffn_norm, or post_attention_norm (glm4moe).
+TensorRole FfnNormRole(const FfnParts& ffn);
+
 // The parts of a model whose every layer is GQA attention with routed experts (the
 // architectures before deepseek2): `hp`'s router and RoPE, kq_scale 1/sqrt(head_dim_k), and
 // shared experts of width hp.n_ff_shexp (none if 0).

@@ -47,6 +47,7 @@ enum class QkNorm {
 
 struct GqaParts {
   QkNorm qk_norm = QkNorm::kNone;
+  bool qk_norm_optional = false;  // the norms may be absent (glm4moe: GLM-4.5 has them, Air not)
   bool qkv_bias = false;  // optional attn_{q,k,v}.bias (qwen2moe checkpoints have them)
 };
 
@@ -83,6 +84,8 @@ enum class SharedExpertGate {
 
 struct FfnParts {
   FfnKind kind = FfnKind::kMoe;
+  // The norm before the FFN is stored as ffn_norm, or as post_attention_norm (glm4moe).
+  bool norm_named_post_attention = false;
   uint32_t n_ff = 0;         // dense: the hidden width; moe: each routed expert's
   uint32_t n_ff_shared = 0;  // moe: the shared experts' hidden width (0: none)
   SharedExpertGate shared_gate = SharedExpertGate::kNone;

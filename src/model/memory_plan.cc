@@ -1,8 +1,10 @@
 #include "model/memory_plan.h"
 
 #include <algorithm>
+#include <limits>
 
 #include "gguf/gguf.h"
+#include "model/hparams.h"
 #include "model/tensor_names.h"
 
 namespace mt {
@@ -18,10 +20,18 @@ Result<MemoryPlan> ComputeMemoryPlan(const GgufModel& model) {
     if (static_cast<size_t>(il) >= plan.layers.size()) plan.layers.resize(il + 1);
     return plan.layers[il];
   };
+  // The trunk's layers; the NextN/MTP layers after them are not part of the model we run.
+  // (Metadata moetier cannot run still gets a plan, of every layer.)
+  const Result<HParams> hp = ReadHParams(md);
+  const int n_layer = hp.ok() ? static_cast<int>(hp->n_layer) : std::numeric_limits<int>::max();
   bool has_output = model.FindTensor("output.weight") != nullptr;
   for (const GgufTensor& t : model.tensors()) {
-    plan.total_bytes += t.n_bytes;
     int il = LayerOfTensorName(t.name);
+    if (il >= n_layer) {
+      plan.unused_bytes += t.n_bytes;
+      continue;
+    }
+    plan.total_bytes += t.n_bytes;
     if (std::optional<PerExpertName> pe = ParsePerExpertTensorName(t.name)) {
       // A pack's expert slice (2-D); expert 0's slices give the bytes of one expert.
       LayerMemory& lm = layer(il);

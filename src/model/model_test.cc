@@ -8,8 +8,10 @@
 #include <vector>
 
 #include "gguf/gguf.h"
+#include "gguf/gguf_test_util.h"
 #include "model/arch.h"
 #include "model/hparams.h"
+#include "model/memory_plan.h"
 #include "model/tensor_names.h"
 
 namespace mt {
@@ -365,6 +367,128 @@ TEST(Deepseek2HParamsTest, V3AndLegacyLayouts) {
     if (d.role == TensorRole::kAttnKvB)
       EXPECT_EQ(d.shape, (std::vector<uint64_t>{512, 16 * (128 + 128)}));
   }
+}
+
+// GLM-4.5-Air's keys as llama.cpp's converter writes them: 47 blocks, the last a NextN layer.
+GgufMetadata Glm45AirKeys() {
+  GgufMetadata md;
+  auto u = [&](const char* k, uint32_t v) {
+    md.Set(std::string("glm4moe.") + k, GgufValue::Uint32(v));
+  };
+  md.Set("general.architecture", GgufValue::String("glm4moe"));
+  u("block_count", 47);
+  u("context_length", 131072);
+  u("embedding_length", 4096);
+  u("feed_forward_length", 10944);
+  u("attention.head_count", 96);
+  u("attention.head_count_kv", 8);
+  u("attention.key_length", 128);
+  u("attention.value_length", 128);
+  u("rope.dimension_count", 64);
+  md.Set("glm4moe.rope.freq_base", GgufValue::Float32(1e6f));
+  md.Set("glm4moe.attention.layer_norm_rms_epsilon", GgufValue::Float32(1e-5f));
+  u("expert_count", 128);
+  u("expert_used_count", 8);
+  u("expert_shared_count", 1);
+  u("expert_feed_forward_length", 1408);
+  u("leading_dense_block_count", 1);
+  md.Set("glm4moe.expert_weights_norm", GgufValue::Bool(true));
+  md.Set("glm4moe.expert_weights_scale", GgufValue::Float32(1.0f));
+  u("nextn_predict_layers", 1);
+  return md;
+}
+
+TEST(Glm4MoeHParamsTest, AirKeysGiveItsParts) {
+  Result<HParams> hp = ReadHParams(Glm45AirKeys());
+  ASSERT_TRUE(hp.ok()) << hp.status().message();
+  EXPECT_EQ(hp->n_layer, 46u);  // the NextN layer is not part of the trunk
+  EXPECT_EQ(hp->n_ff_shexp, 1408u);
+  EXPECT_EQ(hp->expert_gating, ExpertScoring::kSigmoid);  // absent: sigmoid, as llama.cpp
+  const ModelParts parts = DescribeModel(hp.value());
+  ASSERT_EQ(parts.layers.size(), 46u);
+  EXPECT_FALSE(parts.layers[0].has_experts());
+  EXPECT_TRUE(parts.layers[45].has_experts());
+  EXPECT_TRUE(parts.router.selection_bias);
+  EXPECT_TRUE(parts.router.normalize);
+  EXPECT_EQ(parts.rope.type, RopeType::kNeox);
+  EXPECT_EQ(parts.rope.n_rot, 64);  // half of each 128-wide head
+  EXPECT_FLOAT_EQ(parts.layers[1].attention.kq_scale, 1.0f / std::sqrt(128.0f));
+
+  std::vector<TensorDesc> t = ArchTensors(parts, hp.value());
+  auto find = [&](TensorRole role, int layer, TensorSuffix s = TensorSuffix::kWeight) {
+    for (const TensorDesc& d : t) {
+      if (d.role == role && d.layer == layer && d.suffix == s) return &d;
+    }
+    return static_cast<const TensorDesc*>(nullptr);
+  };
+  // llama.cpp's glm4moe loader: biases, optional per-head q/k norms, post_attention_norm as
+  // the FFN's norm, exp_probs_b, one shared expert; nothing of layer 46 (NextN).
+  ASSERT_NE(find(TensorRole::kAttnQ, 1, TensorSuffix::kBias), nullptr);
+  ASSERT_NE(find(TensorRole::kAttnQNorm, 1), nullptr);
+  EXPECT_FALSE(find(TensorRole::kAttnQNorm, 1)->required);
+  EXPECT_EQ(find(TensorRole::kAttnQNorm, 1)->shape, (std::vector<uint64_t>{128}));
+  ASSERT_NE(find(TensorRole::kAttnPostNorm, 1), nullptr);
+  EXPECT_EQ(find(TensorRole::kFfnNorm, 1), nullptr);
+  EXPECT_EQ(TensorName(TensorRole::kAttnPostNorm, 1), "blk.1.post_attention_norm.weight");
+  ASSERT_NE(find(TensorRole::kFfnExpProbsB, 1, TensorSuffix::kBias), nullptr);
+  EXPECT_EQ(find(TensorRole::kFfnUpShexp, 1)->shape, (std::vector<uint64_t>{4096, 1408}));
+  EXPECT_EQ(find(TensorRole::kFfnGate, 0)->shape, (std::vector<uint64_t>{4096, 10944}));
+  EXPECT_EQ(find(TensorRole::kAttnNorm, 46), nullptr);
+}
+
+TEST(Glm4MoeHParamsTest, BadKeysAreOneLineErrors) {
+  GgufMetadata md = Glm45AirKeys();
+  md.Set("glm4moe.nextn_predict_layers", GgufValue::Uint32(47));
+  Result<HParams> hp = ReadHParams(md);
+  ASSERT_FALSE(hp.ok());
+  EXPECT_NE(hp.status().message().find("nextn_predict_layers 47 leaves no layer"),
+            std::string::npos)
+      << hp.status().message();
+  md = Glm45AirKeys();
+  md.Set("glm4moe.rope.dimension_sections", GgufValue::Int32Array({8, 12, 12, 0}));
+  hp = ReadHParams(md);
+  ASSERT_FALSE(hp.ok());
+  EXPECT_NE(hp.status().message().find("multimodal RoPE"), std::string::npos)
+      << hp.status().message();
+}
+
+// A glm4moe file whose last block is a NextN layer: its tensors are in no part of the plan.
+TEST(Glm4MoeHParamsTest, NextnLayersAreNotInTheMemoryPlan) {
+  testing_gguf::TempDir dir;
+  const std::string path = dir.File("nextn.gguf");
+  GgufWriter w(path);
+  w.metadata() = Glm45AirKeys();
+  w.metadata().Set("glm4moe.block_count", GgufValue::Uint32(3));  // 2 trunk layers + NextN
+  w.metadata().Set("glm4moe.embedding_length", GgufValue::Uint32(32));
+  const std::vector<std::pair<std::string, std::vector<uint64_t>>> tensors = {
+      {"blk.0.attn_norm.weight", {32}},
+      {"blk.1.ffn_gate_exps.weight", {32, 8, 4}},
+      {"blk.2.attn_norm.weight", {32}},  // the NextN layer: a whole block ...
+      {"blk.2.ffn_gate_exps.weight", {32, 8, 4}},
+      {"blk.2.nextn.eh_proj.weight", {64, 32}},  // ... and its own projections
+  };
+  uint64_t bytes = 0;
+  for (const auto& [name, shape] : tensors) {
+    ASSERT_TRUE(w.AddTensor(name, GgmlType::kF32, shape).ok());
+  }
+  ASSERT_TRUE(w.Begin().ok());
+  for (const auto& [name, shape] : tensors) {
+    uint64_t n = 4;
+    for (uint64_t d : shape) n *= d;
+    ASSERT_TRUE(w.Write(std::vector<uint8_t>(n, 0)).ok());
+    bytes += n;
+  }
+  ASSERT_TRUE(w.Finish().ok());
+  Result<GgufModel> model = GgufModel::Open(path);
+  ASSERT_TRUE(model.ok()) << model.status().message();
+  Result<MemoryPlan> plan = ComputeMemoryPlan(model.value());
+  ASSERT_TRUE(plan.ok()) << plan.status().message();
+  EXPECT_EQ(plan->layers.size(), 2u);
+  EXPECT_EQ(plan->dense_bytes, 32u * 4);
+  EXPECT_EQ(plan->expert_bytes, 32u * 8 * 4 * 4);
+  EXPECT_EQ(plan->total_bytes, plan->dense_bytes + plan->expert_bytes);
+  EXPECT_EQ(plan->unused_bytes, 32u * 4 + 32 * 8 * 4 * 4 + 64 * 32 * 4);
+  EXPECT_EQ(plan->total_bytes + plan->unused_bytes, bytes);
 }
 
 }  // namespace

@@ -16,7 +16,7 @@ struct NameEntry {
   bool per_layer;
 };
 
-constexpr std::array<NameEntry, 31> kNames = {{
+constexpr std::array<NameEntry, 32> kNames = {{
     {TensorRole::kTokenEmbd, "token_embd", false},
     {TensorRole::kOutputNorm, "output_norm", false},
     {TensorRole::kOutput, "output", false},
@@ -36,6 +36,7 @@ constexpr std::array<NameEntry, 31> kNames = {{
     {TensorRole::kAttnVB, "attn_v_b", true},
     {TensorRole::kAttnKvB, "attn_kv_b", true},
     {TensorRole::kFfnNorm, "ffn_norm", true},
+    {TensorRole::kAttnPostNorm, "post_attention_norm", true},
     {TensorRole::kFfnGate, "ffn_gate", true},
     {TensorRole::kFfnUp, "ffn_up", true},
     {TensorRole::kFfnDown, "ffn_down", true},

@@ -31,6 +31,7 @@ enum class TensorRole {
   kAttnVB,           // blk.N.attn_v_b        (L, V, n_head)
   kAttnKvB,          // blk.N.attn_kv_b       (L, n_head*(N+V))  legacy files only
   kFfnNorm,          // blk.N.ffn_norm        (n_embd)
+  kAttnPostNorm,     // blk.N.post_attention_norm (n_embd)  the FFN's norm, as glm4moe names it
   kFfnGate,          // blk.N.ffn_gate        (n_embd, n_ff)  dense layers
   kFfnUp,            // blk.N.ffn_up          (n_embd, n_ff)
   kFfnDown,          // blk.N.ffn_down        (n_ff, n_embd)

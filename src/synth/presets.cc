@@ -78,11 +78,32 @@ HParams Deepseek(const DeepseekShape& d) {
   return hp;
 }
 
+// A glm4moe model: GQA with biases, NEOX RoPE over half of each head, sigmoid router with a
+// selection bias, renormalised and scaled, one shared expert, leading dense layers.
+struct GlmShape {
+  uint32_t n_layer, n_embd, n_head, n_head_kv, head_dim, n_ff, n_ff_exp, n_expert, n_expert_used,
+      n_dense_lead, n_vocab;
+  float scale;
+};
+
+HParams Glm4Moe(const GlmShape& g) {
+  HParams hp =
+      Make("glm4moe", g.n_layer, g.n_embd, g.n_head, g.n_head_kv, g.head_dim, g.n_expert,
+           g.n_expert_used, g.n_ff_exp, g.n_ff, g.n_vocab, 131072, 1e6f, 1e-5f, g.n_ff_exp);
+  hp.n_rot = g.head_dim / 2;  // partial_rotary_factor 0.5
+  hp.n_expert_shared = 1;
+  hp.n_layer_dense_lead = g.n_dense_lead;
+  hp.expert_gating = ExpertScoring::kSigmoid;
+  hp.expert_weights_norm = true;
+  hp.expert_weights_scale = g.scale;
+  return hp;
+}
+
 constexpr ExpertScoring kSoftmax = ExpertScoring::kSoftmax;
 constexpr ExpertScoring kSigmoid = ExpertScoring::kSigmoid;
 
 // Shapes of the real models come from their Hugging Face config.json files.
-const std::array<SynthPreset, 12> kPresets = {{
+const std::array<SynthPreset, 14> kPresets = {{
     {"tiny", "qwen3moe, 4 layers, n_embd 256, 8 experts top-2 (tests)",
      Make("qwen3moe", 4, 256, 4, 2, 64, 8, 2, 512, 1024, 151936, 40960, 1e6f, 1e-6f),
      PresetTokenizer::kQwen3, "qwen2"},
@@ -140,6 +161,18 @@ const std::array<SynthPreset, 12> kPresets = {{
      Deepseek({61, 7168, 64, 1536, 512,      128,  64,     128,    18432, 2048,  384, 8,
                1,  1,    1,  1,    kSigmoid, true, 2.827f, 131072, 4096,  50000, 32,  1.0f}),
      PresetTokenizer::kDeepseekV3, "deepseek-v3"},
+    // GLM-4.5's layout at test size (with its per-head q/k norms, which Air lacks); Qwen3's
+    // tokenizer stands in for GLM's (no package ships it).
+    {"glm4moe-tiny",
+     "glm4moe in GLM-4.5's layout: 4 layers (1 dense), n_embd 256, GQA with biases and q/k "
+     "norms, rope over half of each head, 16 experts top-4 + 1 shared, sigmoid router (tests)",
+     Glm4Moe({4, 256, 4, 2, 64, 768, 256, 16, 4, 1, 151936, 2.5f}), PresetTokenizer::kQwen3,
+     "qwen2"},
+    {"glm-4.5-air",
+     "GLM-4.5-Air shape: 46 layers (1 dense), n_embd 4096, 96 heads (8 kv), 128 experts top-8 "
+     "+ 1 shared, n_ff_exp 1408 (Qwen3's tokenizer; --layers N for a slice)",
+     Glm4Moe({46, 4096, 96, 8, 128, 10944, 1408, 128, 8, 1, 151936, 1.0f}), PresetTokenizer::kQwen3,
+     "qwen2"},
 }};
 
 }  // namespace

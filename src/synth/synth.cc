@@ -240,7 +240,7 @@ Result<RoutingReport> MeasureRouting(const std::string& path, const HParams& hp,
   for (uint32_t il = 0; il < hp.n_layer; ++il) {
     if (!parts.layers[il].has_experts()) continue;
     const float* w = f32(TensorName(TensorRole::kFfnGateInp, il));  // (n_expert, n_embd)
-    const float* norm = f32(TensorName(TensorRole::kFfnNorm, il));
+    const float* norm = f32(TensorName(FfnNormRole(parts.layers[il].ffn), il));
     const float* bias = parts.router.selection_bias
                             ? f32(TensorName(TensorRole::kFfnExpProbsB, il, TensorSuffix::kBias))
                             : nullptr;

@@ -90,6 +90,7 @@ WeightInit InitFor(const TensorDesc& desc, const InitContext& ctx) {
     case R::kOutputNorm:
     case R::kAttnNorm:
     case R::kFfnNorm:
+    case R::kAttnPostNorm:
     case R::kAttnQNorm:
     case R::kAttnKNorm:
     case R::kAttnQANorm:

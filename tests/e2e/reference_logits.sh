@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # moetier's logits against the independent numpy reference (tests/reference/forward.py), for
 # qwen3moe (tiny), llama-with-experts (mixtral-tiny) and deepseek2 in V2-Lite's and V3's layouts
-# (deepseek2-tiny, deepseek3-tiny) at f32 and at quantized types, with an f32 KV cache and with
+# (deepseek2-tiny, deepseek3-tiny) and glm4moe (glm4moe-tiny) at f32 and at quantized types, with an f32 KV cache and with
 # the default f16 KV cache. Each run is compared tightly with the
 # reference of the engine's numerical method (int8 activations for quantized weights, f16 K/V
 # for an f16 cache; rounding near-ties resolved and listed) and loosely with the exact float64
@@ -27,7 +27,7 @@ else fail "reference activation/KV roundings and deepseek2 cases: $(cat "$WORK/n
 # preset:type pairs; the quantized types cover Q8_0, Q4_0 and the K-quant mix (Q4_K, Q5_K,
 # Q6_K). deepseek2-tiny's 27 layers hold more rounding near-ties per position than the sync
 # resolves (one or two each) at quantized types, so it runs at f32.
-for case in tiny:f32 tiny:q8_0 mixtral-tiny:f32 mixtral-tiny:q4_k_m deepseek2-tiny:f32 \
+for case in tiny:f32 tiny:q8_0 mixtral-tiny:f32 mixtral-tiny:q4_k_m deepseek2-tiny:f32 glm4moe-tiny:f32 \
             deepseek3-tiny:q4_0; do
   preset=${case%%:*} type=${case##*:}
   model="$WORK/$preset-$type.gguf"

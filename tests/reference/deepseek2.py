@@ -82,15 +82,15 @@ YARN_BETA_SLOW = 1.0
 WEIGHTS_SUM_MIN = 6.103515625e-5                       # llama.cpp clamps sum(w) below here
 
 
-def read_hparams(hp, g, key):
-    """Fills the deepseek2 fields of F.HParams hp from GGUF g; key(name, default) reads
-    {arch}.name (no default: required)."""
+def read_ffn_hparams(hp, key):
+    """The FFN and router fields (shared with glm4moe); key as in read_hparams."""
     hp.n_layer_dense_lead = int(key("leading_dense_block_count", 0))
     hp.n_expert_shared = int(key("expert_shared_count"))
     hp.n_ff_exp = int(key("expert_feed_forward_length"))
     hp.expert_weights_scale = float(key("expert_weights_scale", 0.0))
     hp.expert_weights_norm = bool(key("expert_weights_norm", False))
-    gating = int(key("expert_gating_func", 0))
+    # absent: softmax for deepseek2 (V2 files predate the key), sigmoid for glm4moe
+    gating = int(key("expert_gating_func", 2 if hp.arch == "glm4moe" else 0))
     if gating not in GATING:
         raise ValueError(f"expert_gating_func {gating} not in the reference")
     hp.gating = GATING[gating]
@@ -102,6 +102,12 @@ def read_hparams(hp, g, key):
                              f"{hp.n_group_used} used: not a valid grouping")
         if hp.n_expert_used > hp.n_group_used * (hp.n_expert // hp.n_group):
             raise ValueError("more experts used than the used groups hold")
+
+
+def read_hparams(hp, g, key):
+    """Fills the deepseek2 fields of F.HParams hp from GGUF g; key(name, default) reads
+    {arch}.name (no default: required)."""
+    read_ffn_hparams(hp, key)
     hp.q_lora = "blk.0.attn_q_a.weight" in g.tensors
     hp.kv_lora_rank = int(key("attention.kv_lora_rank"))
     # current files: attn_k_b/attn_v_b and the per-head sizes in *_mla; legacy: attn_kv_b

@@ -60,8 +60,8 @@ from dequant import dequantize, tensor_f32, tensor_rows_f32  # noqa: E402
 from gguf_reader import GGUFFile  # noqa: E402
 import deepseek2  # noqa: E402  (imports this module back; uses it only at call time)
 
-ARCHS = ("qwen3moe", "olmoe", "llama", "qwen2moe", "deepseek2")
-NEOX = {"qwen3moe": True, "olmoe": True, "qwen2moe": True, "llama": False}
+ARCHS = ("qwen3moe", "olmoe", "llama", "qwen2moe", "deepseek2", "glm4moe")
+NEOX = {"qwen3moe": True, "olmoe": True, "qwen2moe": True, "llama": False, "glm4moe": True}
 RENORM = {"qwen3moe": True, "olmoe": False, "qwen2moe": False, "llama": True}
 
 
@@ -92,6 +92,9 @@ class HParams:
         if arch == "deepseek2":
             deepseek2.read_hparams(self, g, key)
             return
+        if arch == "glm4moe":  # deepseek2's FFN and router fields (no groups), GQA attention
+            self.n_layer -= int(key("nextn_predict_layers", 0))
+            deepseek2.read_ffn_hparams(self, key)
         scaling_type = g.get(f"{arch}.rope.scaling.type", "linear")
         if scaling_type not in ("linear", "none"):
             raise ValueError(f"rope scaling {scaling_type!r} not in the reference")
@@ -100,7 +103,7 @@ class HParams:
         self.rope_freq_scale = 1.0 if factor == 0.0 else 1.0 / factor
         # Always 1/sqrt(head_dim): llama.cpp reads {arch}.attention.scale only for granite.
         self.kq_scale = 1.0 / np.sqrt(self.head_dim)
-        if self.n_rot != self.head_dim:
+        if self.n_rot != self.head_dim and arch != "glm4moe":
             raise ValueError("partial rotary embeddings are not in the reference")
         if self.head_dim != self.head_dim_v:
             raise ValueError("key_length != value_length is not in the reference")
@@ -335,7 +338,8 @@ def attention(ps, il, h):
     q = q.reshape(T, hp.n_head, hp.head_dim)
     k = k.reshape(T, hp.n_head_kv, hp.head_dim)
     v = v.reshape(T, hp.n_head_kv, hp.head_dim)
-    if hp.arch == "qwen3moe":  # RMSNorm of each head's vector
+    if hp.arch == "qwen3moe" or (hp.arch == "glm4moe" and m.has(p + "attn_q_norm.weight")):
+        # RMSNorm of each head's vector (optional in glm4moe: GLM-4.5 has it, Air not)
         q = rms_norm(q, m.w(p + "attn_q_norm.weight"), hp.eps)
         k = rms_norm(k, m.w(p + "attn_k_norm.weight"), hp.eps)
     ff = m.opt("rope_freqs.weight") if hp.arch == "llama" else None
@@ -428,13 +432,15 @@ def forward(model, tokens, act_quant=False, kv_f16=False, flips=(), ambiguous=(0
     hp = model.hp
     tokens = np.asarray(tokens, dtype=np.int64)
     ps = Pass(model, len(tokens), act_quant, kv_f16, flips, ambiguous, mla)
-    attn, ffn = ((deepseek2.attention, deepseek2.ffn) if hp.arch == "deepseek2" else
-                 (attention, moe))
+    attn, ffn = {"deepseek2": (deepseek2.attention, deepseek2.ffn),
+                 "glm4moe": (attention, deepseek2.ffn)}.get(hp.arch, (attention, moe))
+    # glm4moe stores the FFN's norm as post_attention_norm
+    ffn_norm = "post_attention_norm" if hp.arch == "glm4moe" else "ffn_norm"
     x = model.embed(tokens)
     for il in range(hp.n_layer):
         p = f"blk.{il}."
         x = x + attn(ps, il, rms_norm(x, model.w(p + "attn_norm.weight"), hp.eps))
-        x = x + ffn(ps, il, rms_norm(x, model.w(p + "ffn_norm.weight"), hp.eps))
+        x = x + ffn(ps, il, rms_norm(x, model.w(p + f"{ffn_norm}.weight"), hp.eps))
     x = rms_norm(x, model.w("output_norm.weight"), hp.eps)
     if last_only:
         logits = model.output_logits(x[-1:], ps, np.array([len(tokens) - 1]))
