@@ -274,6 +274,27 @@ void AddFfnTensors(const FfnParts& f, const RouterPolicy& router, const HParams&
 
 }  // namespace
 
+std::vector<TensorDesc> NextnTensors(const ModelParts& parts, const HParams& hp) {
+  using R = TensorRole;
+  constexpr TensorSuffix kW = TensorSuffix::kWeight;
+  const uint64_t n_embd = hp.n_embd;
+  std::vector<TensorDesc> t;
+  if (parts.layers.empty()) return t;
+  const LayerParts& last = parts.layers.back();
+  for (uint32_t i = 0; i < hp.n_layer_nextn; ++i) {
+    const int il = static_cast<int>(hp.n_layer + i);
+    t.push_back({R::kAttnNorm, il, kW, {n_embd}, true});
+    AddAttentionTensors(last.attention, hp, il, t);
+    t.push_back({FfnNormRole(last.ffn), il, kW, {n_embd}, true});
+    AddFfnTensors(last.ffn, parts.router, hp, il, t);
+    t.push_back({R::kNextnEhProj, il, kW, {2 * n_embd, n_embd}, true});
+    t.push_back({R::kNextnEnorm, il, kW, {n_embd}, true});
+    t.push_back({R::kNextnHnorm, il, kW, {n_embd}, true});
+    t.push_back({R::kNextnSharedHeadNorm, il, kW, {n_embd}, true});
+  }
+  return t;
+}
+
 std::vector<TensorDesc> ArchTensors(const ModelParts& parts, const HParams& hp) {
   using R = TensorRole;
   constexpr TensorSuffix kW = TensorSuffix::kWeight;

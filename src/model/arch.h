@@ -60,6 +60,11 @@ std::vector<TensorDesc> ArchTensors(const ModelParts& parts, const HParams& hp);
 // yarn_log_multiplier too (llama.cpp [TAG_DEEPSEEK2_YARN_LOG_MUL_FIX]).
 RopeParts RopeFromHParams(const HParams& hp, RopeType type, int n_rot, bool mscale_from_log_mul);
 
+// The tensors of the NextN/MTP blocks after the trunk (layers n_layer .. + n_layer_nextn):
+// each a whole layer like the trunk's last, plus its own projection and norms, as llama.cpp's
+// converter writes them. Only synth writes them; nothing loads them.
+std::vector<TensorDesc> NextnTensors(const ModelParts& parts, const HParams& hp);
+
 // The tensor that holds a layer's FFN norm: ffn_norm, or post_attention_norm (glm4moe).
 TensorRole FfnNormRole(const FfnParts& ffn);
 

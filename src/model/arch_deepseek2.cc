@@ -55,6 +55,7 @@ Status ReadDeepseek2Keys(const HParamsKeys& keys, HParams& hp) {
                            hp.n_layer);
   }
   hp.n_layer -= nextn;  // the NextN/MTP layers come last and are not part of the trunk
+  hp.n_layer_nextn = nextn;
 
   // Consistency of the ranks: a bad file must not index past a tensor.
   if (hp.n_lora_kv == 0) return InvalidArgument("{} is 0", keys.Key("attention.kv_lora_rank"));
@@ -149,6 +150,9 @@ void WriteDeepseek2Keys(const HParams& hp, GgufMetadata& md) {
   md.Set(key("expert_gating_func"),
          GgufValue::Uint32(hp.expert_gating == ExpertScoring::kSigmoid ? 2 : 1));
   md.Set(key("rope.dimension_count"), GgufValue::Uint32(hp.n_rot));
+  if (hp.n_layer_nextn > 0) {
+    md.Set(key("nextn_predict_layers"), GgufValue::Uint32(hp.n_layer_nextn));
+  }
   if (hp.rope_yarn_log_mul != 0) {
     md.Set(key("rope.scaling.yarn_log_multiplier"),
            GgufValue::Float32(0.1f * hp.rope_yarn_log_mul));

@@ -40,6 +40,7 @@ Status ReadGlm4MoeKeys(const HParamsKeys& keys, HParams& hp) {
                            hp.n_layer);
   }
   hp.n_layer -= nextn;  // the NextN/MTP layers come last and are not part of the trunk
+  hp.n_layer_nextn = nextn;
   if (hp.n_layer_dense_lead > hp.n_layer) {
     return InvalidArgument("{} {} exceeds the {} layers", keys.Key("leading_dense_block_count"),
                            hp.n_layer_dense_lead, hp.n_layer);
@@ -76,7 +77,7 @@ void WriteGlm4MoeKeys(const HParams& hp, GgufMetadata& md) {
   md.Set(key("expert_gating_func"),
          GgufValue::Uint32(hp.expert_gating == ExpertScoring::kSigmoid ? 2 : 1));
   md.Set(key("rope.dimension_count"), GgufValue::Uint32(hp.n_rot));
-  md.Set(key("nextn_predict_layers"), GgufValue::Uint32(0));
+  md.Set(key("nextn_predict_layers"), GgufValue::Uint32(hp.n_layer_nextn));
 }
 
 }  // namespace

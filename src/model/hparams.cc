@@ -211,7 +211,7 @@ void WriteHParams(const HParams& hp, GgufMetadata& md) {
   const ArchDef* arch = FindArch(hp.arch);
   auto key = [&](std::string_view suffix) { return fmt::format("{}.{}", hp.arch, suffix); };
   md.Set("general.architecture", GgufValue::String(hp.arch));
-  md.Set(key("block_count"), GgufValue::Uint32(hp.n_layer));
+  md.Set(key("block_count"), GgufValue::Uint32(hp.n_layer + hp.n_layer_nextn));
   md.Set(key("context_length"), GgufValue::Uint32(hp.n_ctx_train));
   md.Set(key("embedding_length"), GgufValue::Uint32(hp.n_embd));
   md.Set(key("feed_forward_length"), GgufValue::Uint32(hp.n_ff));

@@ -46,6 +46,9 @@ struct HParams {
 
   // deepseek2 (DeepSeek-V2/V3/R1, Kimi-K2).
   uint32_t n_layer_dense_lead = 0;  // {arch}.leading_dense_block_count: layers without experts
+  // {arch}.nextn_predict_layers: NextN/MTP blocks stored after the n_layer trunk blocks
+  // (block_count = n_layer + n_layer_nextn); never run, loaded or streamed.
+  uint32_t n_layer_nextn = 0;
   uint32_t n_expert_shared = 0;     // {arch}.expert_shared_count
   uint32_t n_lora_q = 0;            // {arch}.attention.q_lora_rank (0: attn_q, no q LoRA)
   uint32_t n_lora_kv = 0;           // {arch}.attention.kv_lora_rank

@@ -68,7 +68,7 @@ ModelParts PartsOf(std::string arch) {
 }
 
 TEST(ArchTest, TableHasTheFamiliesAndTheirParts) {
-  EXPECT_EQ(SupportedArchNames(), "qwen3moe, olmoe, llama, qwen2moe, deepseek2");
+  EXPECT_EQ(SupportedArchNames(), "qwen3moe, olmoe, llama, qwen2moe, deepseek2, glm4moe");
   EXPECT_EQ(FindArch("gpt2"), nullptr);
   const ModelParts olmoe = PartsOf("olmoe"), llama = PartsOf("llama");
   const ModelParts qwen3 = PartsOf("qwen3moe"), qwen2 = PartsOf("qwen2moe");
@@ -179,9 +179,9 @@ TEST(HParamsTest, ErrorsNameTheKey) {
   GgufMetadata md;
   EXPECT_EQ(ReadHParams(md).status().message(), "missing key general.architecture");
   md.Set("general.architecture", GgufValue::String("gpt2"));
-  EXPECT_EQ(
-      ReadHParams(md).status().message(),
-      "unsupported architecture 'gpt2' (supported: qwen3moe, olmoe, llama, qwen2moe, deepseek2)");
+  EXPECT_EQ(ReadHParams(md).status().message(),
+            "unsupported architecture 'gpt2' (supported: qwen3moe, olmoe, llama, qwen2moe, "
+            "deepseek2, glm4moe)");
   GgufMetadata good;
   WriteHParams(Qwen3Like(), good);
   GgufMetadata missing = good;

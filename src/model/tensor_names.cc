@@ -16,7 +16,7 @@ struct NameEntry {
   bool per_layer;
 };
 
-constexpr std::array<NameEntry, 32> kNames = {{
+constexpr std::array<NameEntry, 36> kNames = {{
     {TensorRole::kTokenEmbd, "token_embd", false},
     {TensorRole::kOutputNorm, "output_norm", false},
     {TensorRole::kOutput, "output", false},
@@ -49,6 +49,10 @@ constexpr std::array<NameEntry, 32> kNames = {{
     {TensorRole::kFfnGateShexp, "ffn_gate_shexp", true},
     {TensorRole::kFfnUpShexp, "ffn_up_shexp", true},
     {TensorRole::kFfnDownShexp, "ffn_down_shexp", true},
+    {TensorRole::kNextnEhProj, "nextn.eh_proj", true},
+    {TensorRole::kNextnEnorm, "nextn.enorm", true},
+    {TensorRole::kNextnHnorm, "nextn.hnorm", true},
+    {TensorRole::kNextnSharedHeadNorm, "nextn.shared_head_norm", true},
 }};
 
 }  // namespace

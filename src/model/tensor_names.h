@@ -44,6 +44,11 @@ enum class TensorRole {
   kFfnGateShexp,     // blk.N.ffn_gate_shexp  (n_embd, n_ff_shexp)
   kFfnUpShexp,       // blk.N.ffn_up_shexp    (n_embd, n_ff_shexp)
   kFfnDownShexp,     // blk.N.ffn_down_shexp  (n_ff_shexp, n_embd)
+  // A NextN/MTP block's own tensors (besides a whole layer's), never loaded:
+  kNextnEhProj,          // blk.N.nextn.eh_proj          (2*n_embd, n_embd)
+  kNextnEnorm,           // blk.N.nextn.enorm            (n_embd)
+  kNextnHnorm,           // blk.N.nextn.hnorm            (n_embd)
+  kNextnSharedHeadNorm,  // blk.N.nextn.shared_head_norm (n_embd)
 };
 
 enum class TensorSuffix { kWeight, kBias };

@@ -84,6 +84,7 @@ struct GlmShape {
   uint32_t n_layer, n_embd, n_head, n_head_kv, head_dim, n_ff, n_ff_exp, n_expert, n_expert_used,
       n_dense_lead, n_vocab;
   float scale;
+  uint32_t n_nextn;  // NextN/MTP blocks after the trunk (GLM-4.5's: 1)
 };
 
 HParams Glm4Moe(const GlmShape& g) {
@@ -96,6 +97,7 @@ HParams Glm4Moe(const GlmShape& g) {
   hp.expert_gating = ExpertScoring::kSigmoid;
   hp.expert_weights_norm = true;
   hp.expert_weights_scale = g.scale;
+  hp.n_layer_nextn = g.n_nextn;
   return hp;
 }
 
@@ -164,15 +166,17 @@ const std::array<SynthPreset, 14> kPresets = {{
     // GLM-4.5's layout at test size (with its per-head q/k norms, which Air lacks); Qwen3's
     // tokenizer stands in for GLM's (no package ships it).
     {"glm4moe-tiny",
-     "glm4moe in GLM-4.5's layout: 4 layers (1 dense), n_embd 256, GQA with biases and q/k "
-     "norms, rope over half of each head, 16 experts top-4 + 1 shared, sigmoid router (tests)",
-     Glm4Moe({4, 256, 4, 2, 64, 768, 256, 16, 4, 1, 151936, 2.5f}), PresetTokenizer::kQwen3,
+     "glm4moe in GLM-4.5's layout: 4 layers (1 dense) + a NextN block, n_embd 256, GQA with "
+     "biases and q/k norms, rope over half of each head, 16 experts top-4 + 1 shared, sigmoid "
+     "router (tests)",
+     Glm4Moe({4, 256, 4, 2, 64, 768, 256, 16, 4, 1, 151936, 2.5f, 1}), PresetTokenizer::kQwen3,
      "qwen2"},
     {"glm-4.5-air",
-     "GLM-4.5-Air shape: 46 layers (1 dense), n_embd 4096, 96 heads (8 kv), 128 experts top-8 "
+     "GLM-4.5-Air shape: 46 layers (1 dense) + a NextN block, n_embd 4096, 96 heads (8 kv), 128 "
+     "experts top-8 "
      "+ 1 shared, n_ff_exp 1408 (Qwen3's tokenizer; --layers N for a slice)",
-     Glm4Moe({46, 4096, 96, 8, 128, 10944, 1408, 128, 8, 1, 151936, 1.0f}), PresetTokenizer::kQwen3,
-     "qwen2"},
+     Glm4Moe({46, 4096, 96, 8, 128, 10944, 1408, 128, 8, 1, 151936, 1.0f, 1}),
+     PresetTokenizer::kQwen3, "qwen2"},
 }};
 
 }  // namespace

@@ -367,7 +367,8 @@ Result<SynthResult> Synthesize(const SynthOptions& opt) {
 
   result.router_offset_scale =
       CalibrateRouterOffsets(opt.router_skew, hp.n_expert, hp.n_expert_used);
-  const std::vector<TensorDesc> descs = ArchTensors(parts, hp);
+  std::vector<TensorDesc> descs = ArchTensors(parts, hp);
+  for (TensorDesc& d : NextnTensors(parts, hp)) descs.push_back(std::move(d));
   std::vector<std::string> names;
   for (const TensorDesc& d : descs) names.push_back(TensorName(d.role, d.layer, d.suffix));
   TensorTypeMixer mixer(*ft, hp, names);

@@ -91,6 +91,9 @@ WeightInit InitFor(const TensorDesc& desc, const InitContext& ctx) {
     case R::kAttnNorm:
     case R::kFfnNorm:
     case R::kAttnPostNorm:
+    case R::kNextnEnorm:
+    case R::kNextnHnorm:
+    case R::kNextnSharedHeadNorm:
     case R::kAttnQNorm:
     case R::kAttnKNorm:
     case R::kAttnQANorm:
@@ -121,6 +124,7 @@ WeightInit InitFor(const TensorDesc& desc, const InitContext& ctx) {
     case R::kFfnGateShexp:
     case R::kFfnUpShexp:
     case R::kFfnGateInpShexp:
+    case R::kNextnEhProj:
       w.stddev = inv_sqrt(fan_in);
       break;
     case R::kAttnKB:

@@ -65,6 +65,29 @@ mv "$last" "$WORK/moved.gguf"
 expect_error 1 "missing shard" -- "$MOETIER" inspect "$first"
 mv "$WORK/moved.gguf" "$last"
 
+# A NextN/MTP block (glm4moe-tiny has one, as GLM-4.5's files do): written after the trunk,
+# counted as unused, never run: the text is the same in every tier and from a pack, whose
+# records hold only the trunk's experts.
+glm="$WORK/glm.gguf"
+"$MOETIER" synth --preset glm4moe-tiny --type q4_k_m -q -o "$glm" > /dev/null || fail "synth glm4moe"
+"$MOETIER" inspect "$glm" > "$WORK/out" 2>&1 &&
+  grep -q 'glm4moe.block_count  *5$' "$WORK/out" && grep -q 'nextn_predict_layers  *1$' "$WORK/out" &&
+  grep -q '^  blk.4.nextn.eh_proj.weight' "$WORK/out" && grep -q '^  unused .*NextN' "$WORK/out" &&
+  ! grep -q '^ *4 .*16 ' "$WORK/out" &&
+  pass "glm4moe: the NextN block is written and counted as unused" ||
+  fail "glm4moe NextN: $(grep -E 'block_count|nextn|unused' "$WORK/out")"
+"$MOETIER" pack "$glm" -o "$WORK/glm.pack.gguf" > "$WORK/out" 2>&1 &&
+  grep -q "4 layers x 16 experts" "$WORK/out" && pass "glm4moe: the pack holds the trunk's experts" ||
+  fail "glm4moe pack: $(cat "$WORK/out")"
+glm_text() { "$MOETIER" run -m "$1" -p "The tiers must agree" -n 8 --temp 0 --ignore-eos \
+  --moe-storage "$2" --expert-cache 25% 2> /dev/null; }
+ref=$(glm_text "$glm" resident)
+same=1
+for mode in mmap stream; do [ "$(glm_text "$glm" $mode)" = "$ref" ] || same=0; done
+for mode in resident stream; do [ "$(glm_text "$WORK/glm.pack.gguf" $mode)" = "$ref" ] || same=0; done
+[ -n "$ref" ] && [ "$same" = 1 ] && pass "glm4moe: the same text in every tier and from its pack" ||
+  fail "glm4moe: texts differ across tiers"
+
 # Broken files: one line, exit 1, never a crash.
 good="$WORK/tiny.gguf"
 head -c 100000 "$good" > "$WORK/trunc.gguf"
