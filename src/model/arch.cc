@@ -110,6 +110,47 @@ RouterPolicy RouterFromHParams(const HParams& hp, bool selection_bias) {
   return p;
 }
 
+Status ReadDeepseekStyleMoeKeys(const HParamsKeys& keys, ExpertScoring absent_gating, HParams& hp) {
+  MT_RETURN_IF_ERROR(keys.Uint("leading_dense_block_count", hp.n_layer_dense_lead, 0));
+  MT_RETURN_IF_ERROR(keys.Uint("expert_feed_forward_length", hp.n_ff_exp, std::nullopt));
+  MT_RETURN_IF_ERROR(keys.Uint("expert_shared_count", hp.n_expert_shared, std::nullopt, 64));
+  MT_RETURN_IF_ERROR(keys.Float("expert_weights_scale", hp.expert_weights_scale, 0.0f));
+  MT_RETURN_IF_ERROR(keys.Bool("expert_weights_norm", hp.expert_weights_norm, false));
+  uint32_t gating = 0;
+  MT_RETURN_IF_ERROR(keys.Uint("expert_gating_func", gating, 0));
+  switch (gating) {
+    case 0:
+      hp.expert_gating = absent_gating;
+      break;
+    case 1:
+      hp.expert_gating = ExpertScoring::kSoftmax;
+      break;
+    case 2:
+      hp.expert_gating = ExpertScoring::kSigmoid;
+      break;
+    default:
+      return Unimplemented("{} {} is not supported (1 softmax, 2 sigmoid)",
+                           keys.Key("expert_gating_func"), gating);
+  }
+  uint32_t nextn = 0;
+  MT_RETURN_IF_ERROR(keys.Uint("nextn_predict_layers", nextn, 0));
+  if (nextn >= hp.n_layer) {
+    return InvalidArgument("{} {} leaves no layer of {}", keys.Key("nextn_predict_layers"), nextn,
+                           hp.n_layer);
+  }
+  hp.n_layer -= nextn;  // the NextN/MTP layers come last and are not part of the trunk
+  hp.n_layer_nextn = nextn;
+  if (hp.n_layer_dense_lead > hp.n_layer) {
+    return InvalidArgument("{} {} exceeds the {} layers", keys.Key("leading_dense_block_count"),
+                           hp.n_layer_dense_lead, hp.n_layer);
+  }
+  if (hp.n_layer_dense_lead > 0 && hp.n_ff == 0) {
+    return InvalidArgument("{}: the dense layers' feed_forward_length is 0", hp.arch);
+  }
+  hp.n_ff_shexp = hp.n_ff_exp * hp.n_expert_shared;
+  return Status::Ok();
+}
+
 TensorRole FfnNormRole(const FfnParts& ffn) {
   return ffn.norm_named_post_attention ? TensorRole::kAttnPostNorm : TensorRole::kFfnNorm;
 }

@@ -77,6 +77,12 @@ ModelParts UniformGqaMoeModel(const HParams& hp, RopeType rope, GqaParts gqa,
 // The RouterPolicy of hp's router keys.
 RouterPolicy RouterFromHParams(const HParams& hp, bool selection_bias);
 
+// The keys of DeepSeek-style MoE models (deepseek2, glm4moe): leading dense layers, routed
+// and shared experts, the gating function (`absent_gating` where the key is missing: files
+// older than it), the weights' norm and scale, and the NextN/MTP layers after the trunk
+// (subtracted from n_layer into n_layer_nextn); each checked against the others.
+Status ReadDeepseekStyleMoeKeys(const HParamsKeys& keys, ExpertScoring absent_gating, HParams& hp);
+
 // One line per run of layers with the same parts, then the router and the RoPE, e.g.
 //   "layers 0-1: MLA (q rank 128, kv rank 128, rope 32), dense FFN 768"
 //   "router: sigmoid + bias, 4 groups (2 used), top-4, renormalised, x2.5"

@@ -20,42 +20,17 @@ uint32_t HeadDimK(const HParams& hp) { return IsMla(hp) ? hp.head_dim_k_mla : hp
 uint32_t HeadDimV(const HParams& hp) { return IsMla(hp) ? hp.head_dim_v_mla : hp.head_dim_v; }
 
 Status ReadDeepseek2Keys(const HParamsKeys& keys, HParams& hp) {
-  MT_RETURN_IF_ERROR(keys.Uint("leading_dense_block_count", hp.n_layer_dense_lead, 0));
+  // expert_gating_func absent: DeepSeek-V2 and V2.5 files written before the key (softmax)
+  MT_RETURN_IF_ERROR(ReadDeepseekStyleMoeKeys(keys, ExpertScoring::kSoftmax, hp));
   MT_RETURN_IF_ERROR(keys.Uint("attention.q_lora_rank", hp.n_lora_q, 0));
   MT_RETURN_IF_ERROR(keys.Uint("attention.kv_lora_rank", hp.n_lora_kv, std::nullopt));
   MT_RETURN_IF_ERROR(keys.Uint("attention.key_length_mla", hp.head_dim_k_mla, 0));
   MT_RETURN_IF_ERROR(keys.Uint("attention.value_length_mla", hp.head_dim_v_mla, 0));
-  MT_RETURN_IF_ERROR(keys.Uint("expert_feed_forward_length", hp.n_ff_exp, std::nullopt));
-  MT_RETURN_IF_ERROR(keys.Uint("expert_shared_count", hp.n_expert_shared, std::nullopt, 64));
-  MT_RETURN_IF_ERROR(keys.Float("expert_weights_scale", hp.expert_weights_scale, 0.0f));
-  MT_RETURN_IF_ERROR(keys.Bool("expert_weights_norm", hp.expert_weights_norm, false));
-  uint32_t gating = 0;
-  MT_RETURN_IF_ERROR(keys.Uint("expert_gating_func", gating, 0));
-  switch (gating) {
-    case 0:  // absent: DeepSeek-V2 and V2.5 files written before the key existed
-    case 1:
-      hp.expert_gating = ExpertScoring::kSoftmax;
-      break;
-    case 2:
-      hp.expert_gating = ExpertScoring::kSigmoid;
-      break;
-    default:
-      return Unimplemented("{} {} is not supported (1 softmax, 2 sigmoid)",
-                           keys.Key("expert_gating_func"), gating);
-  }
   if (keys.Has("rope.scaling.yarn_log_multiplier")) {
     // The converter stores 0.1 * mscale_all_dim; llama.cpp cancels the 0.1.
     MT_RETURN_IF_ERROR(keys.Float("rope.scaling.yarn_log_multiplier", hp.rope_yarn_log_mul, 0.0f));
     hp.rope_yarn_log_mul /= 0.1f;
   }
-  uint32_t nextn = 0;
-  MT_RETURN_IF_ERROR(keys.Uint("nextn_predict_layers", nextn, 0));
-  if (nextn >= hp.n_layer) {
-    return InvalidArgument("{} {} leaves no layer of {}", keys.Key("nextn_predict_layers"), nextn,
-                           hp.n_layer);
-  }
-  hp.n_layer -= nextn;  // the NextN/MTP layers come last and are not part of the trunk
-  hp.n_layer_nextn = nextn;
 
   // Consistency of the ranks: a bad file must not index past a tensor.
   if (hp.n_lora_kv == 0) return InvalidArgument("{} is 0", keys.Key("attention.kv_lora_rank"));
@@ -79,14 +54,6 @@ Status ReadDeepseek2Keys(const HParamsKeys& keys, HParams& hp) {
     return InvalidArgument("{}: a head's key length {} must exceed its rope dims {}", hp.arch,
                            HeadDimK(hp), hp.n_rot);
   }
-  if (hp.n_layer_dense_lead > hp.n_layer) {
-    return InvalidArgument("{} {} exceeds the {} layers", keys.Key("leading_dense_block_count"),
-                           hp.n_layer_dense_lead, hp.n_layer);
-  }
-  if (hp.n_layer_dense_lead > 0 && hp.n_ff == 0) {
-    return InvalidArgument("{}: the dense layers' feed_forward_length is 0", hp.arch);
-  }
-  hp.n_ff_shexp = hp.n_ff_exp * hp.n_expert_shared;
   return Status::Ok();
 }
 

@@ -11,45 +11,11 @@ namespace mt {
 namespace {
 
 Status ReadGlm4MoeKeys(const HParamsKeys& keys, HParams& hp) {
-  MT_RETURN_IF_ERROR(keys.Uint("leading_dense_block_count", hp.n_layer_dense_lead, 0));
-  MT_RETURN_IF_ERROR(keys.Uint("expert_feed_forward_length", hp.n_ff_exp, std::nullopt));
-  MT_RETURN_IF_ERROR(keys.Uint("expert_shared_count", hp.n_expert_shared, std::nullopt, 64));
-  MT_RETURN_IF_ERROR(keys.Float("expert_weights_scale", hp.expert_weights_scale, 0.0f));
-  MT_RETURN_IF_ERROR(keys.Bool("expert_weights_norm", hp.expert_weights_norm, false));
-  uint32_t gating = 0;
-  MT_RETURN_IF_ERROR(keys.Uint("expert_gating_func", gating, 0));
-  switch (gating) {
-    case 0:  // absent: sigmoid, as llama.cpp assumes for GLM-4.5
-    case 2:
-      hp.expert_gating = ExpertScoring::kSigmoid;
-      break;
-    case 1:
-      hp.expert_gating = ExpertScoring::kSoftmax;
-      break;
-    default:
-      return Unimplemented("{} {} is not supported (1 softmax, 2 sigmoid)",
-                           keys.Key("expert_gating_func"), gating);
-  }
   if (keys.Has("rope.dimension_sections")) {
     return Unimplemented("{}: multimodal RoPE sections (GLM-4.5V) are not supported", hp.arch);
   }
-  uint32_t nextn = 0;
-  MT_RETURN_IF_ERROR(keys.Uint("nextn_predict_layers", nextn, 0));
-  if (nextn >= hp.n_layer) {
-    return InvalidArgument("{} {} leaves no layer of {}", keys.Key("nextn_predict_layers"), nextn,
-                           hp.n_layer);
-  }
-  hp.n_layer -= nextn;  // the NextN/MTP layers come last and are not part of the trunk
-  hp.n_layer_nextn = nextn;
-  if (hp.n_layer_dense_lead > hp.n_layer) {
-    return InvalidArgument("{} {} exceeds the {} layers", keys.Key("leading_dense_block_count"),
-                           hp.n_layer_dense_lead, hp.n_layer);
-  }
-  if (hp.n_layer_dense_lead > 0 && hp.n_ff == 0) {
-    return InvalidArgument("{}: the dense layers' feed_forward_length is 0", hp.arch);
-  }
-  hp.n_ff_shexp = hp.n_ff_exp * hp.n_expert_shared;
-  return Status::Ok();
+  // expert_gating_func absent: sigmoid, as llama.cpp assumes for GLM-4.5
+  return ReadDeepseekStyleMoeKeys(keys, ExpertScoring::kSigmoid, hp);
 }
 
 ModelParts DescribeGlm4Moe(const HParams& hp) {
