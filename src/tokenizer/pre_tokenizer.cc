@@ -145,6 +145,9 @@ Result<PreTokenizer> PreTokenizer::ForName(std::string_view name) {
   } else if (in(kLlama3Names)) {
     patterns = {kLlama3};
     p.ignore_merges_ = true;
+  } else if (name == "glm4" || name == "chatglm-bpe") {
+    patterns = {kLlama3};
+    p.no_bos_ = true;
   } else if (in(kGpt2Names)) {
     patterns = {kGpt2};
   } else if (name == "deepseek-v3") {

@@ -26,6 +26,8 @@ class PreTokenizer {
   //   qwen2 (also deepseek-r1-qwen, stablelm2): the Qwen2/Qwen3 regex, single digits.
   //   llama-bpe (also llama3, llama-v3, dbrx, smaug-bpe): the Llama 3 regex, digits in
   //     runs of up to 3; the BPE ignores merges for whole words found in the vocabulary.
+  //   glm4 (also chatglm-bpe; GLM-4, GLM-4.5): the Llama 3 regex without ignore_merges, and
+  //     no BOS token (llama.cpp drops it for these vocabularies).
   //   gpt-2 (also olmo, mpt, phi-2, jais): the GPT-2 regex.
   //   deepseek-v3 (DeepSeek-V3, R1, V3.1): digits in runs of up to 3, then runs of CJK
   //     ideographs and kana, then DeepSeek-V3's word regex.
@@ -48,6 +50,8 @@ class PreTokenizer {
   bool ignore_merges() const { return ignore_merges_; }
   // Whether the model's Hugging Face tokenizer NFC-normalizes text (Qwen2/Qwen3).
   bool nfc() const { return nfc_; }
+  // Whether the vocabulary never takes a BOS token, whatever add_bos_token says (glm4).
+  bool no_bos() const { return no_bos_; }
   const std::string& name() const { return name_; }
 
  private:
@@ -56,6 +60,7 @@ class PreTokenizer {
   std::string name_;
   bool ignore_merges_ = false;
   bool nfc_ = false;
+  bool no_bos_ = false;
   std::vector<std::unique_ptr<Regex>> regexes_;  // applied in order
 };
 

@@ -42,6 +42,20 @@ TEST(PreTokenizerTest, Llama3DigitsInThrees) {
   EXPECT_FALSE(p->nfc());
 }
 
+// GLM-4/4.5's split is Llama 3's regex (llama.cpp's CHATGLM4), but the BPE keeps its merges
+// and the vocabulary takes no BOS token.
+TEST(PreTokenizerTest, Glm4IsLlama3sSplitWithMergesAndNoBos) {
+  for (const char* name : {"glm4", "chatglm-bpe"}) {
+    EXPECT_EQ(Split(name, kText), Split("llama-bpe", kText)) << name;
+    EXPECT_EQ(Split(name, "1234567"), (Pieces{"123", "456", "7"})) << name;
+    Result<PreTokenizer> p = PreTokenizer::ForName(name);
+    ASSERT_TRUE(p.ok());
+    EXPECT_FALSE(p->ignore_merges());
+    EXPECT_TRUE(p->no_bos());
+  }
+  EXPECT_FALSE(PreTokenizer::ForName("llama-bpe")->no_bos());
+}
+
 TEST(PreTokenizerTest, Gpt2AndOlmo) {
   // No letter-with-prefix rule: "'" and "all" split; digits stay in one run with the space;
   // lowercase contractions only.

@@ -304,6 +304,10 @@ Result<Tokenizer> Tokenizer::Create(VocabSpec vocab, Options options) {
   }
   t.nfc = options.nfc.value_or(t.bpe && t.pre->nfc());
   t.add_bos = v.add_bos.value_or(!t.bpe || t.pre->ignore_merges());  // llama.cpp's defaults
+  if (t.bpe && t.pre->no_bos()) {  // llama.cpp: no BOS token at all (glm4)
+    t.bos.reset();
+    t.add_bos = false;
+  }
   t.add_space_prefix = !t.bpe && v.add_space_prefix.value_or(true);
 
   t.eog.assign(n, false);

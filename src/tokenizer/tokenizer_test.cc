@@ -156,6 +156,13 @@ TEST(BpeTest, BosEosEotAndEndOfGeneration) {
   Tokenizer no_bos = Make(v);
   EXPECT_TRUE(no_bos.add_bos());
   EXPECT_EQ(Enc(no_bos, "a", true, /*add_bos=*/true), (Ids{'a'}));  // no BOS id: nothing added
+  // glm4 vocabularies take no BOS token even when the metadata names one and asks for it.
+  VocabSpec glm = ByteVocab("glm4", {{"<|endoftext|>", TokenType::kControl}});  // 256
+  glm.bos_id = 256;
+  glm.add_bos = true;
+  Tokenizer g = Make(glm);
+  EXPECT_FALSE(g.add_bos());
+  EXPECT_EQ(Enc(g, "a", true, /*add_bos=*/true), (Ids{'a'}));
 }
 
 // Fill-in-the-middle tokens: the metadata's ids first, else llama.cpp's texts; all three or
