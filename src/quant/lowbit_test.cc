@@ -14,26 +14,14 @@
 
 #include "quant/blocks.h"
 #include "quant/dequant.h"
+#include "quant/quant_test_util.h"
 #include "quant/quantize.h"
 
 namespace mt {
 namespace {
 
-template <size_t N>
-std::vector<float> Dequant(GgmlType type, const std::array<uint8_t, N>& bytes) {
-  const GgmlTypeTraits& t = TraitsOf(type);
-  const int64_t n = static_cast<int64_t>(N / t.type_size * t.block_size);
-  EXPECT_EQ(RowBytes(type, n), N) << "test block has the wrong byte count";
-  std::vector<float> out(n, -12345.0f);
-  DequantizeRow(type, bytes.data(), out.data(), n);
-  return out;
-}
-
-template <size_t N>
-void Put16(std::array<uint8_t, N>& bytes, size_t off, uint16_t v) {
-  bytes[off] = static_cast<uint8_t>(v & 0xFF);
-  bytes[off + 1] = static_cast<uint8_t>(v >> 8);
-}
+using testing_quant::Dequant;
+using testing_quant::Put16;
 
 TEST(LowBitLayout, SizesAndTable) {
   // ggml-common.h: q2_K 2*2 + 256/16 + 256/4 = 84; q3_K 2 + 256/4 + 256/8 + 12 = 110;
