@@ -48,6 +48,9 @@ class AttentionBlock {
   // be xn. The layer must be of this block's kind.
   virtual void Run(int il, std::span<const BatchToken> batch, const float* xn, const float* rope_cs,
                    float* out) = 0;
+  // n, or 0 where sequence `seq` cannot go on at position n after being truncated there: a
+  // sliding layer's ring (GqaAttention) no longer holds the window before n.
+  virtual uint32_t ReusablePrefix(uint32_t /*seq*/, uint32_t n) const { return n; }
 };
 
 // The block of `kind` for `model`'s layers of that kind.
@@ -55,8 +58,13 @@ std::unique_ptr<AttentionBlock> MakeAttentionBlock(AttentionKind kind, const Mod
                                                    ThreadPool& pool, const AttentionShape& shape);
 
 // Grouped-query attention: q/k/v projections (+ biases, q/k norm, RoPE), a K and a V cache per
-// kv head, (n_seq, n_head_kv, n_ctx, head_dim) per layer so one head's positions are
-// contiguous, causal attention of each query head over its group's kv head.
+// kv head, (n_seq, n_head_kv, cells, head_dim) per layer so one head's positions are
+// contiguous, causal attention of each query head over its group's kv head (+ its sink).
+// A layer with a sliding window W whose context is long keeps a ring instead of n_ctx cells:
+// R = W + n_batch cells, position p in cell p % R and again in p % R + R, so any window of
+// W <= R positions is one contiguous run of 2R cells in position order (the attention
+// kernels' tiles and the bits are those of a full cache). R covers a batch's positions
+// beyond the window: a batch's stores never overwrite a cell one of its tokens still reads.
 class GqaAttention final : public AttentionBlock {
  public:
   GqaAttention(const Model& model, ThreadPool& pool, const AttentionShape& shape);
@@ -66,8 +74,12 @@ class GqaAttention final : public AttentionBlock {
   Status AllocateKv(bool populate) override;
   void Run(int il, std::span<const BatchToken> batch, const float* xn, const float* rope_cs,
            float* out) override;
+  uint32_t ReusablePrefix(uint32_t seq, uint32_t n) const override;
 
  private:
+  static constexpr uint32_t kNoPosition = UINT32_MAX;
+  // The cell of position pos in layer il's cache (the first of two for a ring).
+  uint32_t Cell(int il, uint32_t pos) const { return ring_[il] ? pos % ring_[il] : pos; }
   // Query heads per AttendTokens call, and tokens per run: up to 16 queries take each K/V
   // tile through L1/L2 together (AVX2: pp512 at 2048 positions 1.4-1.9x faster than one
   // query's pass over its head's cache at a time); longer runs would unbalance the threads.
@@ -76,7 +88,7 @@ class GqaAttention final : public AttentionBlock {
   // and v stored into the cache; tokens' q and k/v in parallel (each item is independent).
   void Prepare(int il, std::span<const BatchToken> batch, const float* rope_cs);
   // Stores one token's projection (n_head_kv heads of head_dim) into a layer's K or V cache.
-  void StoreHeads(const float* row, uint32_t head_dim, KvElemType type, uint8_t* cache,
+  void StoreHeads(int il, const float* row, uint32_t head_dim, KvElemType type, uint8_t* cache,
                   const BatchToken& token) const;
   // Splits the batch into Attend's runs (run_start_, n_runs_).
   void FindRuns(std::span<const BatchToken> batch);
@@ -96,8 +108,13 @@ class GqaAttention final : public AttentionBlock {
   std::vector<float> scores_;
   std::vector<int> run_start_;  // (n_batch + 1) first token of each run of Attend, then n
   int n_runs_ = 0;
+  std::vector<int> token_runs_;  // (n_batch + 1) 0, 1, ..., n_batch: a run per token
   QuantizedInput in_;  // the block's input (xn, then attn_)
-  // KV cache per layer (empty for other kinds' layers): (n_seq, n_head_kv, n_ctx, head_dim),
+  std::vector<uint32_t> cells_;     // (n_layer) KV cells per sequence and kv head
+  std::vector<uint32_t> ring_;      // (n_layer) ring length R of a sliding layer, 0: a full cache
+  int first_ring_layer_ = -1;       // every ring has the same R, so one table serves them all
+  std::vector<uint32_t> ring_pos_;  // (n_seq, R) the position ring cell c holds, or kNoPosition
+  // KV cache per layer (empty for other kinds' layers): (n_seq, n_head_kv, cells, head_dim),
   // f16, f32 or q8_0 (KvTypes). One head's positions are contiguous, so attention's prefetch
   // streams them (with position-major rows a head's next position was a page away: 1.6x
   // slower at 128 positions, 2.8x at 512).

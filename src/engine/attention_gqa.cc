@@ -51,6 +51,16 @@ GqaAttention::GqaAttention(const Model& model, ThreadPool& pool, const Attention
       pool_(pool),
       shape_(shape),
       attend_tokens_(std::max(1, 16 / std::min<int>(hp_.n_head / hp_.n_head_kv, kAttendGroupMax))) {
+  cells_.assign(hp_.n_layer, shape_.n_ctx);
+  ring_.assign(hp_.n_layer, 0);
+  for (uint32_t il = 0; il < hp_.n_layer; ++il) {
+    const uint32_t window = model_.parts().layers[il].attention.sliding_window;
+    const uint64_t ring = uint64_t{window} + shape_.n_batch;
+    if (window == 0 || !IsGqa(model_, static_cast<int>(il)) || 2 * ring >= shape_.n_ctx) continue;
+    ring_[il] = static_cast<uint32_t>(ring);
+    cells_[il] = static_cast<uint32_t>(2 * ring);
+    if (first_ring_layer_ < 0) first_ring_layer_ = static_cast<int>(il);
+  }
 }
 
 int GqaAttention::attend_heads() const {
@@ -66,26 +76,32 @@ void GqaAttention::SizeScratch(ScratchSizer& sizer) {
   sizer.Resize(scores_,
                static_cast<size_t>(pool_.size()) * attend_heads() * attend_tokens_ * kAttendTile);
   sizer.Resize(run_start_, B + 1);
+  sizer.Resize(token_runs_, B + 1);
+  if (first_ring_layer_ >= 0)
+    sizer.Resize(ring_pos_, size_t{shape_.n_seq} * ring_[first_ring_layer_]);
   const int64_t widest = std::max<int64_t>(hp_.n_embd, int64_t{hp_.n_head} * hp_.head_dim_v);
   sizer.Reserve(in_, static_cast<int64_t>(B), widest);
 }
 
 uint64_t GqaAttention::kv_bytes() const {
-  uint64_t per_position = 0;
+  uint64_t bytes = 0;
   for (uint32_t il = 0; il < hp_.n_layer; ++il) {
     if (IsGqa(model_, static_cast<int>(il))) {
-      per_position += KvBytesPerPosition(model_, static_cast<int>(il), shape_.kv_types);
+      bytes += KvBytesPerPosition(model_, static_cast<int>(il), shape_.kv_types) * shape_.n_seq *
+               cells_[il];
     }
   }
-  return per_position * shape_.n_seq * shape_.n_ctx;
+  return bytes;
 }
 
 Status GqaAttention::AllocateKv(bool populate) {
-  const uint64_t positions = uint64_t{shape_.n_seq} * shape_.n_ctx;
+  std::fill(ring_pos_.begin(), ring_pos_.end(), kNoPosition);
+  for (int i = 0; i < static_cast<int>(token_runs_.size()); ++i) token_runs_[i] = i;
   k_cache_.resize(hp_.n_layer);
   v_cache_.resize(hp_.n_layer);
   for (uint32_t il = 0; il < hp_.n_layer; ++il) {
     if (!IsGqa(model_, static_cast<int>(il))) continue;
+    const uint64_t positions = uint64_t{shape_.n_seq} * cells_[il];
     Result<AlignedBuffer> kb =
         AlignedBuffer::Allocate(positions * KvBytes(shape_.kv_types.k, hp_.n_embd_k_gqa()));
     Result<AlignedBuffer> vb =
@@ -116,14 +132,40 @@ void GqaAttention::Run(int il, std::span<const BatchToken> batch, const float* x
   Attend(il, batch);
   in_.Set(attn_.data(), AD, n, AD);
   Project(pool_, L.wo, in_, out, D);
+  for (int t = 0; t < n && !L.bo.empty(); ++t) {
+    for (int64_t i = 0; i < D; ++i) out[t * D + i] += L.bo[i];
+  }
+  if (il == first_ring_layer_) {
+    const uint32_t R = ring_[il];
+    for (const BatchToken& b : batch) ring_pos_[size_t{b.seq} * R + b.pos % R] = b.pos;
+  }
 }
 
-void GqaAttention::StoreHeads(const float* row, uint32_t head_dim, KvElemType type, uint8_t* cache,
-                              const BatchToken& token) const {
+uint32_t GqaAttention::ReusablePrefix(uint32_t seq, uint32_t n) const {
+  if (first_ring_layer_ < 0 || n == 0) return n;
+  // Position n's window reads positions [n + 1 - W, n - 1]; each must still be in its cell.
+  const uint32_t R = ring_[first_ring_layer_];
+  uint32_t window = 0;
+  for (const LayerParts& l : model_.parts().layers) {
+    window = std::max(window, l.attention.sliding_window);
+  }
+  for (uint32_t p = n + 1 > window ? n + 1 - window : 0; p < n; ++p) {
+    if (ring_pos_[size_t{seq} * R + p % R] != p) return 0;
+  }
+  return n;
+}
+
+void GqaAttention::StoreHeads(int il, const float* row, uint32_t head_dim, KvElemType type,
+                              uint8_t* cache, const BatchToken& token) const {
   const int64_t row_bytes = KvBytes(type, head_dim);
+  const uint32_t cell = Cell(il, token.pos);
   for (uint32_t h = 0; h < hp_.n_head_kv; ++h) {
-    const int64_t cell = (int64_t{token.seq} * hp_.n_head_kv + h) * shape_.n_ctx + token.pos;
-    StoreKv(row + size_t{h} * head_dim, head_dim, type, cache + cell * row_bytes);
+    const int64_t first = (int64_t{token.seq} * hp_.n_head_kv + h) * cells_[il];
+    StoreKv(row + size_t{h} * head_dim, head_dim, type, cache + (first + cell) * row_bytes);
+    if (ring_[il]) {  // the ring's second copy (see attention_block.h)
+      StoreKv(row + size_t{h} * head_dim, head_dim, type,
+              cache + (first + cell + ring_[il]) * row_bytes);
+    }
   }
 }
 
@@ -169,13 +211,13 @@ void GqaAttention::Prepare(int il, std::span<const BatchToken> batch, const floa
         case kK: {
           float* kt = k_.data() + t * KD;
           finish(kt, KD, L.bk, L.attn_k_norm, hp_.n_head_kv, cos_sin);
-          StoreHeads(kt, hp_.head_dim_k, shape_.kv_types.k, k_cache_[il].data(), batch[t]);
+          StoreHeads(il, kt, hp_.head_dim_k, shape_.kv_types.k, k_cache_[il].data(), batch[t]);
           break;
         }
         case kV: {
           float* vt = v_.data() + t * VD;
           for (int64_t i = 0; i < VD && !L.bv.empty(); ++i) vt[i] += L.bv[i];
-          StoreHeads(vt, hp_.head_dim_v, shape_.kv_types.v, v_cache_[il].data(), batch[t]);
+          StoreHeads(il, vt, hp_.head_dim_v, shape_.kv_types.v, v_cache_[il].data(), batch[t]);
           break;
         }
       }
@@ -197,7 +239,11 @@ void GqaAttention::Attend(int il, std::span<const BatchToken> batch) {
   const int n_head = static_cast<int>(hp_.n_head), n_kv = static_cast<int>(hp_.n_head_kv);
   const int dk = static_cast<int>(hp_.head_dim_k), dv = static_cast<int>(hp_.head_dim_v);
   const int group = n_head / n_kv;
-  const float scale = model_.parts().layers[il].attention.kq_scale;
+  const AttentionParts& parts = model_.parts().layers[il].attention;
+  const float scale = parts.kq_scale;
+  const uint32_t window = parts.sliding_window;
+  const float* sinks =
+      model_.layer(il).attn_sinks.empty() ? nullptr : model_.layer(il).attn_sinks.data();
   const KvTypes kv_types = shape_.kv_types;
   const int64_t k_row = KvBytes(kv_types.k, dk), v_row = KvBytes(kv_types.v, dv);  // bytes
   const uint8_t* kc = k_cache_[il].data();
@@ -208,27 +254,32 @@ void GqaAttention::Attend(int il, std::span<const BatchToken> batch) {
   // items read the same K/V rows, which later runs then find in L2 (in token order the other
   // heads' rows went through it in between). Every kv head has the same runs, so the
   // threads' contiguous ranges are equal work where the kv heads divide among them (16 or 4
-  // on 2).
-  const int runs = n_runs_;
+  // on 2). A sliding layer's tokens each see a window of their own: a run per token.
+  const int* run_start = window ? token_runs_.data() : run_start_.data();
+  const int runs = window ? static_cast<int>(batch.size()) : n_runs_;
   const int heads = attend_heads();  // per AttendTokens call
-  const uint32_t n_ctx = shape_.n_ctx;
+  const uint32_t cells = cells_[il];
   pool_.ParallelFor(int64_t{runs} * n_kv, [&](int64_t begin, int64_t end, int thread) {
     float* p = scores_.data() + static_cast<size_t>(thread) * heads * attend_tokens_ * kAttendTile;
     for (int64_t item = begin; item < end; ++item) {
       const int kvh = static_cast<int>(item / runs), r = static_cast<int>(item % runs);
-      const int t = run_start_[r], n_tok = run_start_[r + 1] - t;
+      const int t = run_start[r], n_tok = run_start[r + 1] - t;
       const int h = kvh * group;  // the group's first query head
-      const int64_t head = (int64_t{batch[t].seq} * n_kv + kvh) * n_ctx;  // its first cell
+      // Causal: positions first..pos of its sequence (first > 0 only past a window).
+      const uint32_t pos = batch[t].pos;
+      const uint32_t first = window && pos + 1 > window ? pos + 1 - window : 0;
+      const int64_t head = (int64_t{batch[t].seq} * n_kv + kvh) * cells + Cell(il, first);
       for (int g0 = 0; g0 < group; g0 += heads) {
-        const AttendQueries qs{q_.data() + int64_t{t} * hp_.n_embd_q() + int64_t{h + g0} * dk,
-                               hp_.n_embd_q(),
-                               dk,
-                               attn_.data() + int64_t{t} * n_head * dv + int64_t{h + g0} * dv,
-                               int64_t{n_head} * dv,
-                               dv,
-                               std::min(heads, group - g0),
-                               n_tok,
-                               batch[t].pos + 1};  // causal: positions 0..pos of its sequence
+        AttendQueries qs{q_.data() + int64_t{t} * hp_.n_embd_q() + int64_t{h + g0} * dk,
+                         hp_.n_embd_q(),
+                         dk,
+                         attn_.data() + int64_t{t} * n_head * dv + int64_t{h + g0} * dv,
+                         int64_t{n_head} * dv,
+                         dv,
+                         std::min(heads, group - g0),
+                         n_tok,
+                         pos + 1 - first};
+        if (sinks != nullptr) qs.sinks = sinks + h + g0;
         AttendTokens(qs, kc + head * k_row, vc + head * v_row, kv_types, dk, dv, dk, dv, scale, p);
       }
     }

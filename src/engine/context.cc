@@ -314,6 +314,13 @@ Result<std::unique_ptr<Context>> Context::Create(const Model& model,
   return ctx;
 }
 
+uint32_t Context::ReusablePrefix(uint32_t seq, uint32_t n) const {
+  for (const auto& block : impl_->attention) {
+    if (block) n = std::min(n, block->ReusablePrefix(seq, n));
+  }
+  return n;
+}
+
 Result<size_t> Context::EvalAfterPrefix(std::span<const int32_t> held,
                                         std::span<const int32_t> tokens,
                                         std::vector<float>* logits) {
@@ -321,6 +328,7 @@ Result<size_t> Context::EvalAfterPrefix(std::span<const int32_t> held,
   const size_t limit = std::min<size_t>(n_past_, held.size());
   size_t keep = 0;
   while (keep < limit && keep + 1 < tokens.size() && held[keep] == tokens[keep]) ++keep;
+  keep = ReusablePrefix(0, static_cast<uint32_t>(keep));
   TruncateKv(static_cast<uint32_t>(keep));
   MT_RETURN_IF_ERROR(Eval(tokens.subspan(keep), LogitsFor::kLast, logits));
   return keep;

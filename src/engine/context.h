@@ -93,6 +93,10 @@ class Context {
   uint32_t n_past() const { return n_past_; }
   uint32_t n_ctx() const { return n_ctx_; }
   uint32_t n_vocab() const;
+  // How much of sequence seq's first n cached positions can be kept to go on at position n
+  // (Decode, EvalAfterPrefix): n, or 0 where a sliding-window layer's ring no longer holds
+  // the positions before n (the sequence went on past them for longer than the ring).
+  uint32_t ReusablePrefix(uint32_t seq, uint32_t n) const;
   // Forgets every position >= n_past (n_past <= n_past()).
   void TruncateKv(uint32_t n_past) { if (n_past < n_past_) n_past_ = n_past; }
   void ClearKv() { n_past_ = 0; }

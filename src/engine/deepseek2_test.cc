@@ -58,27 +58,11 @@ class Deepseek2Test : public ::testing::Test {
     return s;
   }
 
-  // The file of `preset` at q8_0 rewritten: metadata changed by `edit`, tensors named in
-  // `drop` left out.
+  // The file of `preset` at q8_0 rewritten (SynthModels::Rewrite).
   static std::string Rewrite(const std::string& name, const std::string& preset,
                              const std::function<void(GgufMetadata&)>& edit,
                              const std::vector<std::string>& drop = {}) {
-    auto in = GgufModel::Open(models_->Get(preset, "q8_0"));
-    EXPECT_TRUE(in.ok());
-    const std::string path = (models_->dir() / name).string();
-    GgufWriter w(path);
-    w.metadata() = in->metadata();
-    edit(w.metadata());
-    std::vector<const GgufTensor*> kept;
-    for (const GgufTensor& t : in->tensors()) {
-      if (std::find(drop.begin(), drop.end(), t.name) != drop.end()) continue;
-      EXPECT_TRUE(w.AddTensor(t.name, t.type, t.shape).ok());
-      kept.push_back(&t);
-    }
-    EXPECT_TRUE(w.Begin().ok());
-    for (const GgufTensor* t : kept) EXPECT_TRUE(w.Write({t->data, t->n_bytes}).ok());
-    EXPECT_TRUE(w.Finish().ok());
-    return path;
+    return models_->Rewrite(name, preset, "q8_0", edit, drop);
   }
 
   static std::string LoadError(const std::string& path) {

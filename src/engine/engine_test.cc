@@ -313,7 +313,7 @@ TEST_F(EngineTest, LoadErrorsNameWhatIsWrong) {
   ASSERT_FALSE(r.ok());
   EXPECT_EQ(r.status().message(), gpt2 +
                                       ": unsupported architecture 'gpt2' (supported: qwen3moe, "
-                                      "olmoe, llama, qwen2moe, deepseek2, glm4moe)");
+                                      "olmoe, llama, qwen2moe, deepseek2, glm4moe, gpt-oss)");
 
   // A real model's metadata without its tensors: the first missing tensor is named.
   auto good = GgufModel::Open(Synth("olmoe-tiny", "q8_0"));

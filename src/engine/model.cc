@@ -76,8 +76,9 @@ std::vector<const WeightMatrix*> LayerWeights::matrices() const {
 }
 
 std::vector<const std::vector<float>*> LayerWeights::vectors() const {
-  return {&attn_norm, &bq,        &bk,       &bv,     &attn_q_norm, &attn_k_norm,
-          &q_a_norm,  &kv_a_norm, &ffn_norm, &router, &exp_probs_b, &shexp_gate_inp};
+  return {&attn_norm,   &bq,          &bk,          &bv,        &bo,          &attn_sinks,
+          &attn_q_norm, &attn_k_norm, &q_a_norm,    &kv_a_norm, &ffn_norm,    &router,
+          &router_b,    &exp_probs_b, &gate_exps_b, &up_exps_b, &down_exps_b, &shexp_gate_inp};
 }
 
 Model::Model(std::string path, GgufModel gguf) : path_(std::move(path)), gguf_(std::move(gguf)) {}
@@ -151,8 +152,9 @@ Status Model::BindTensors() {
   const bool pack = IsExpertMajorPack(gguf_.metadata());
   for (const TensorDesc& desc : ArchTensors(parts_, hp_)) {
     using R = TensorRole;
-    if (desc.role == R::kFfnGateExps || desc.role == R::kFfnUpExps ||
-        desc.role == R::kFfnDownExps) {
+    if ((desc.role == R::kFfnGateExps || desc.role == R::kFfnUpExps ||
+         desc.role == R::kFfnDownExps) &&
+        desc.suffix == TensorSuffix::kWeight) {
       if (pack) continue;
       // Bound by ExpertLayoutFromGguf; checked here for shape and presence.
     }
@@ -181,7 +183,12 @@ Status Model::BindTensors() {
       case R::kAttnQ: bias ? void(L.bq = ToFloats(t)) : void(L.wq = MatrixOf(*t)); break;
       case R::kAttnK: bias ? void(L.bk = ToFloats(t)) : void(L.wk = MatrixOf(*t)); break;
       case R::kAttnV: bias ? void(L.bv = ToFloats(t)) : void(L.wv = MatrixOf(*t)); break;
-      case R::kAttnOutput: L.wo = MatrixOf(*t); break;
+      case R::kAttnOutput:
+        bias ? void(L.bo = ToFloats(t)) : void(L.wo = MatrixOf(*t));
+        break;
+      case R::kAttnSinks:
+        L.attn_sinks = ToFloats(t);
+        break;
       case R::kAttnQNorm: L.attn_q_norm = ToFloats(t); break;
       case R::kAttnKNorm: L.attn_k_norm = ToFloats(t); break;
       case R::kAttnQA:
@@ -223,7 +230,19 @@ Status Model::BindTensors() {
       case R::kFfnDown:
         L.ffn_down = MatrixOf(*t);
         break;
-      case R::kFfnGateInp: L.router = ToFloats(t); break;
+      case R::kFfnGateInp:
+        (bias ? L.router_b : L.router) = ToFloats(t);
+        break;
+      // gpt-oss's per-expert biases: small, so they stay resident with the dense weights.
+      case R::kFfnGateExps:
+        if (bias) L.gate_exps_b = ToFloats(t);
+        break;
+      case R::kFfnUpExps:
+        if (bias) L.up_exps_b = ToFloats(t);
+        break;
+      case R::kFfnDownExps:
+        if (bias) L.down_exps_b = ToFloats(t);
+        break;
       case R::kFfnExpProbsB:
         L.exp_probs_b = ToFloats(t);
         break;

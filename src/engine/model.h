@@ -30,6 +30,8 @@ struct LayerWeights {
   WeightMatrix wv;                    // (n_head_kv*head_dim_v rows of n_embd)
   WeightMatrix wo;                    // (n_embd rows of n_head*head_dim_v) (MLA: n_head*V)
   std::vector<float> bq, bk, bv;      // (rows of wq/wk/wv) or empty
+  std::vector<float> bo;              // (n_embd) attn_output.bias, or empty
+  std::vector<float> attn_sinks;      // (n_head) each head's sink logit, or empty
   std::vector<float> attn_q_norm;     // (head_dim_k) per-head or (n_embd_q) whole, or empty
   std::vector<float> attn_k_norm;     // (head_dim_k) or (n_embd_k_gqa), or empty
   // MLA
@@ -46,7 +48,11 @@ struct LayerWeights {
   WeightMatrix ffn_down;          // (n_embd rows of n_ff)
   // Routed experts (the experts themselves are in the ExpertStore) and shared experts
   std::vector<float> router;          // (n_expert, n_embd) ffn_gate_inp, row-major
+  std::vector<float> router_b;        // (n_expert) added to the router's logits, or empty
   std::vector<float> exp_probs_b;     // (n_expert) selection bias, or empty
+  std::vector<float> gate_exps_b;     // (n_expert, n_ff_exp) per-expert biases, or empty
+  std::vector<float> up_exps_b;       // (n_expert, n_ff_exp)
+  std::vector<float> down_exps_b;     // (n_expert, n_embd)
   std::vector<float> shexp_gate_inp;  // (n_embd) or empty
   WeightMatrix shexp_gate, shexp_up;  // (F rows of n_embd)
   WeightMatrix shexp_down;            // (n_embd rows of F)

@@ -91,7 +91,7 @@ Status MoeStep::Run(int il, int n, const float* x, const float* xn, float* ffn_o
       if (!next.value()) break;
       group_.push_back(std::move(*next.value()));
     }
-    if (Status bad = RunExperts(group_, xn); !bad.ok()) {
+    if (Status bad = RunExperts(il, group_, xn); !bad.ok()) {
       group_.clear();  // a failed expert's bytes are dropped as its lease returns
       return bad;
     }
@@ -112,7 +112,7 @@ Status MoeStep::Run(int il, int n, const float* x, const float* xn, float* ffn_o
 void MoeStep::Route(int il, int n, const float* xn) {
   const LayerWeights& L = model_.layer(il);
   const int E = static_cast<int>(hp_.n_expert), K = static_cast<int>(hp_.n_expert_used);
-  RouterLogits(L.router.data(), xn, n, logits_.data());
+  RouterLogits(L, xn, n, logits_.data());
   for (int t = 0; t < n; ++t) {
     selector_.Select(logits_.data() + int64_t{t} * E, L.exp_probs_b.data(), topk_id_.data() + t * K,
                      topk_weight_.data() + t * K);
@@ -141,13 +141,16 @@ void MoeStep::Route(int il, int n, const float* xn) {
   for (int i = 0; i < n * K; ++i) expert_rows_[expert_fill_[topk_id_[i]]++] = i;
 }
 
-void MoeStep::RouterLogits(const float* router, const float* in, int n, float* logits) {
+void MoeStep::RouterLogits(const LayerWeights& L, const float* in, int n, float* logits) {
   const int64_t E = hp_.n_expert, D = hp_.n_embd;
+  const float* router = L.router.data();
+  const float* bias = L.router_b.empty() ? nullptr : L.router_b.data();
   pool_.ParallelFor(
       n * E,
       [&](int64_t i0, int64_t i1, int) {
         for (int64_t i = i0; i < i1; ++i) {
           logits[i] = DotF32(router + (i % E) * D, in + (i / E) * D, D);
+          if (bias != nullptr) logits[i] += bias[i % E];
         }
       },
       8);
@@ -174,7 +177,7 @@ uint64_t MoeStep::PredictExperts(int target, int n, const float* x, uint8_t* fla
   for (int t = 0; t < n; ++t) {
     RmsNorm(x + t * D, L.ffn_norm.data(), D, hp_.rms_eps, next_norm_.data() + t * D);
   }
-  RouterLogits(L.router.data(), next_norm_.data(), n, next_logits_.data());
+  RouterLogits(L, next_norm_.data(), n, next_logits_.data());
   uint64_t set = 0;
   for (int t = 0; t < n; ++t) {
     selector_.Select(next_logits_.data() + int64_t{t} * E, L.exp_probs_b.data(), pred_id_.data(),
@@ -202,10 +205,25 @@ void MoeStep::HintPredicted(int target, int n, const uint8_t* flags) {
   store_->Hint(static_cast<uint32_t>(target), hinted_);
 }
 
-void MoeStep::RunExpert(const ReadyExpert& r, const float* xn, ExpertScratch& s, ThreadPool* p) {
+namespace {
+
+// rows (m, width) += bias[e * width ..] for each row: expert e's bias (empty: none).
+void AddExpertBias(const std::vector<float>& bias, int e, int m, int64_t width, float* rows) {
+  if (bias.empty()) return;
+  const float* b = bias.data() + e * width;
+  for (int i = 0; i < m; ++i) {
+    for (int64_t j = 0; j < width; ++j) rows[i * width + j] += b[j];
+  }
+}
+
+}  // namespace
+
+void MoeStep::RunExpert(int il, const ReadyExpert& r, const float* xn, ExpertScratch& s,
+                        ThreadPool* p) {
   const int K = static_cast<int>(hp_.n_expert_used);
   const int64_t D = hp_.n_embd, F = hp_.n_ff_exp;
   const int e = r.expert;
+  const LayerWeights& L = model_.layer(il);
   const ExpertMatrices& w = r.lease.matrices();
   const int m = expert_start_[e + 1] - expert_start_[e];
   const int32_t* rows = expert_rows_.data() + expert_start_[e];
@@ -220,9 +238,16 @@ void MoeStep::RunExpert(const ReadyExpert& r, const float* xn, ExpertScratch& s,
   };
   project(w.gate, s.in_acts, s.gate.data(), F);
   project(w.up, s.in_acts, s.up.data(), F);
-  SwiGlu(s.gate.data(), s.up.data(), int64_t{m} * F, s.gate.data());
+  AddExpertBias(L.gate_exps_b, e, m, F, s.gate.data());
+  AddExpertBias(L.up_exps_b, e, m, F, s.up.data());
+  if (parts_.layers[il].ffn.activation == FfnActivation::kSwigluOai) {
+    SwiGluOai(s.gate.data(), s.up.data(), int64_t{m} * F, s.gate.data());
+  } else {
+    SwiGlu(s.gate.data(), s.up.data(), int64_t{m} * F, s.gate.data());
+  }
   s.hid_acts.Set(s.gate.data(), F, m, F);
   project(w.down, s.hid_acts, s.out.data(), D);
+  AddExpertBias(L.down_exps_b, e, m, D, s.out.data());
   for (int i = 0; i < m; ++i) {
     const float wt = topk_weight_[rows[i]];
     float* dst = slot_out_.data() + int64_t{rows[i]} * D;
@@ -231,7 +256,7 @@ void MoeStep::RunExpert(const ReadyExpert& r, const float* xn, ExpertScratch& s,
   }
 }
 
-Status MoeStep::RunExperts(std::span<const ReadyExpert> g, const float* xn) {
+Status MoeStep::RunExperts(int il, std::span<const ReadyExpert> g, const float* xn) {
   checks_.assign(g.size(), Status::Ok());
   // An expert handed out unchecked is verified first, by the thread that then runs it.
   auto run = [&](size_t i, ExpertScratch& s, ThreadPool* p) {
@@ -239,7 +264,7 @@ Status MoeStep::RunExperts(std::span<const ReadyExpert> g, const float* xn) {
       checks_[i] = store_->Verify(g[i]);
       if (!checks_[i].ok()) return;
     }
-    RunExpert(g[i], xn, s, p);
+    RunExpert(il, g[i], xn, s, p);
   };
   const int threads = pool_.size();
   if (threads == 1 || g.size() < 2) {

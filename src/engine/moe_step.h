@@ -59,9 +59,10 @@ class MoeStep {
     QuantizedInput hid_acts;  // `gate` (SwiGLU output) quantized
   };
 
-  // logits (n, n_expert) = in (n, n_embd) . router (n_expert, n_embd)^T, f32, the (token,
-  // expert) dot products split across threads (each is one DotF32: same bits either way).
-  void RouterLogits(const float* router, const float* in, int n, float* logits);
+  // logits (n, n_expert) = in (n, n_embd) . L.router (n_expert, n_embd)^T (+ L.router_b),
+  // f32, the (token, expert) dot products split across threads (each is one DotF32: same
+  // bits either way).
+  void RouterLogits(const LayerWeights& L, const float* in, int n, float* logits);
   // Sets topk_id_ / topk_weight_ from the router of layer il and groups the (token, slot)
   // pairs by expert.
   void Route(int il, int n, const float* xn);
@@ -80,9 +81,10 @@ class MoeStep {
   // otherwise each expert's rows are split across threads. Same bits either way. An
   // expert handed out unchecked is verified first and, if it fails, not run: the first
   // failure in group order is returned.
-  Status RunExperts(std::span<const ReadyExpert> group, const float* xn);
+  Status RunExperts(int il, std::span<const ReadyExpert> group, const float* xn);
   // One expert, on the calling thread (pool null) or with its rows split (pool set).
-  void RunExpert(const ReadyExpert& r, const float* xn, ExpertScratch& s, ThreadPool* pool);
+  // Layer il's expert biases and activation (FfnParts) apply.
+  void RunExpert(int il, const ReadyExpert& r, const float* xn, ExpertScratch& s, ThreadPool* pool);
   // ffn_out += down(silu(gate(xn)) * up(xn)) of the shared experts, times sigmoid(xn .
   // gate_inp_shexp) where the layer gates them (qwen2moe).
   void SharedExperts(int il, int n, const float* xn, float* ffn_out);

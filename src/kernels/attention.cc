@@ -134,6 +134,7 @@ void RunQueries(Isa isa, const AttendQueries& qs, const void* k, const void* v, 
                                     qs.n_pos + t, d_k, d_v, scale,
                                     qs.out + t * qs.out_tok_stride + h * qs.out_head_stride,
                                     scratch + n * tile};
+      if (qs.sinks != nullptr) args[n].sink = qs.sinks[h];
       RoundQuery(args[n], q8.data() + n * (kKvMaxDimQ8 / kKvBlockQ8));
     }
   }
@@ -161,6 +162,15 @@ AttendQueries GroupOfHeads(const float* q, int64_t q_stride, int n_q, int64_t n_
 }
 
 }  // namespace
+
+namespace kernels {
+
+float InverseDenominator(const AttendArgs& a, float m, float l) {
+  const float x = a.sink - m;
+  return 1.0f / (x < -87.3f ? l : l + std::exp(x));
+}
+
+}  // namespace kernels
 
 int64_t KvBytes(KvElemType type, int64_t n) {
   switch (type) {

@@ -3,6 +3,8 @@
 // Semantics (the definition every variant matches within its tolerance):
 //   s_j    = scale * sum_i q[i] * K[j][i]    for positions j in [0, n_pos)
 //   p      = softmax(s)                       (over the n_pos scores)
+//            with a sink logit z (AttendQueries::sinks, gpt-oss): p_j = e^(s_j) / (sum_i
+//            e^(s_i) + e^z), the sink a position with no value that takes weight
 //   out[i] = sum_j p_j * V[j][i]              for i in [0, d_v)
 // K[j] is the d_k elements at k + j * k_stride, V[j] the d_v elements at v + j * v_stride
 // (strides in elements), each f16, f32 or q8_0 (K's type and V's apart: KvTypes); every
@@ -108,6 +110,7 @@ struct AttendQueries {
   int n_head;     // >= 1
   int n_tok;      // >= 1, n_head * n_tok <= kAttendGroupMax
   int64_t n_pos;  // >= 1
+  const float* sinks = nullptr;  // (n_head) each head's sink logit (gpt-oss), or null: none
 };
 
 // Every query of `qs` over the same K/V rows; scratch n_head * n_tok * min(n_pos + n_tok - 1,

@@ -280,7 +280,7 @@ void Attend(const AttendArgs& a) {
   float m = -INFINITY;  // running maximum of the scores
   float l = 0.0f;       // running sum of exp(s_j - m)
   Tiles<kK, kV>(a, 0, m, l);
-  ScaleOut(a.out, a.d_v, _mm256_set1_ps(1.0f / l));
+  ScaleOut(a.out, a.d_v, _mm256_set1_ps(InverseDenominator(a, m, l)));
 }
 
 // Several queries over the same rows (AttendManyAvx2). Each query's float ops are exactly
@@ -369,7 +369,7 @@ void AttendMany(const AttendArgs* a, int n) {
   }
   for (int i = 0; i < n; ++i) {
     Tiles<kK, kV>(a[i], shared, m[i], l[i]);
-    ScaleOut(a[i].out, a[i].d_v, _mm256_set1_ps(1.0f / l[i]));
+    ScaleOut(a[i].out, a[i].d_v, _mm256_set1_ps(InverseDenominator(a[i], m[i], l[i])));
   }
 }
 

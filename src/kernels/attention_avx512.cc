@@ -293,7 +293,8 @@ void AttendGroup(const AttendArgs* a) {
     const int64_t n = a[0].n_pos - j0 < kAttendTile ? a[0].n_pos - j0 : kAttendTile;
     GroupTile<kK, kV, G>(a, a, j0, n, m, l);
   }
-  for (int g = 0; g < G; ++g) ScaleOut(a[g].out, a[g].d_v, _mm512_set1_ps(1.0f / l[g]));
+  for (int g = 0; g < G; ++g)
+    ScaleOut(a[g].out, a[g].d_v, _mm512_set1_ps(InverseDenominator(a[g], m[g], l[g])));
 }
 
 template <KvElemType kK, KvElemType kV>
@@ -339,7 +340,7 @@ void AttendMany(const AttendArgs* a, int n) {
       const int64_t rest = a[i].n_pos - j0 < kAttendTile ? a[i].n_pos - j0 : kAttendTile;
       GroupTile<kK, kV, 1>(a + i, a + i, j0, rest, m + i, l + i);
     }
-    ScaleOut(a[i].out, a[i].d_v, _mm512_set1_ps(1.0f / l[i]));
+    ScaleOut(a[i].out, a[i].d_v, _mm512_set1_ps(InverseDenominator(a[i], m[i], l[i])));
   }
 }
 

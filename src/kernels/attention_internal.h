@@ -5,6 +5,7 @@
 #pragma once
 
 #include <cstdint>
+#include <limits>
 
 #include "kernels/attention.h"
 #include "quant/blocks.h"
@@ -27,7 +28,15 @@ struct AttendArgs {
   float* scratch;  // (min(n_pos, kAttendTile))
   // (d_k / 32) q rounded to q8_0 blocks, the scores' query for a q8_0 K; else null.
   const BlockQ8_0* q8 = nullptr;
+  float sink = -std::numeric_limits<float>::infinity();  // the head's sink logit
+                                                         // (AttendQueries::sinks); -inf: none
 };
+
+// 1 / the softmax's denominator at the end of a query: l = sum_j exp(s_j - m), plus the
+// sink's exp(sink - m) (kernels/attention.h). No sink (-inf) adds nothing, so the result is
+// the same bits as 1 / l. Defined in attention.cc (baseline flags: one scalar std::exp for
+// every variant, and no per-ISA copy for the linker to pick).
+float InverseDenominator(const AttendArgs& a, float m, float l);
 
 // StoreKv (kernels/attention.h) for f16: n floats to n halves, Fp32ToFp16's bits.
 void StoreF16Scalar(const float* src, int64_t n, uint16_t* dst);

@@ -93,7 +93,7 @@ void AttendScalar(const AttendArgs& a) {
     }
     l += tile_sum;
   }
-  const float inv = 1.0f / l;
+  const float inv = InverseDenominator(a, m, l);
   for (int i = 0; i < a.d_v; ++i) a.out[i] *= inv;
 }
 

@@ -460,6 +460,62 @@ TEST_P(AttentionTest, ConsecutiveTokensGiveEachQueryItsOwnBits) {
   }
 }
 
+// gpt-oss's sinks: a head's sink logit z joins the softmax's denominator, out = sum_j
+// e^(s_j) V[j] / (sum_j e^(s_j) + e^z), i.e. the sinkless output times L / (L + e^(z - M))
+// (M the largest score). A sink of -inf is no sink, bit for bit.
+TEST_P(AttentionTest, SinksTakeTheirShareOfTheSoftmax) {
+  std::mt19937 rng(7);
+  std::normal_distribution<float> gauss(0.0f, 1.0f);
+  const int d = 64, n_head = 3;
+  for (int64_t n_pos : {int64_t{1}, int64_t{70}, int64_t{130}}) {
+    for (KvTypes type : kAllPairs) {
+      if (!Fits(type, d, d, d)) continue;
+      SCOPED_TRACE("n_pos " + std::to_string(n_pos) + " " + TypeName(type));
+      std::vector<float> kv(n_pos * d), vv(n_pos * d), q(n_head * d);
+      for (float& x : kv) x = gauss(rng);
+      for (float& x : vv) x = gauss(rng);
+      for (float& x : q) x = 2.0f * gauss(rng);
+      const Cache k = MakeCache(kv, n_pos, d, d, type.k);
+      const Cache v = MakeCache(vv, n_pos, d, d, type.v);
+      const float scale = 0.125f;
+      auto run = [&](const float* sinks) {
+        std::vector<float> out(n_head * d), scratch(n_head * kAttendTile);
+        AttendQueries qs{q.data(), 0, d, out.data(), 0, d, n_head, 1, n_pos};
+        qs.sinks = sinks;
+        AttendTokens(isa_, qs, k.data(), v.data(), type, d, d, d, d, scale, scratch.data());
+        return out;
+      };
+      const std::vector<float> none = run(nullptr);
+      const float no_sinks[n_head] = {-INFINITY, -INFINITY, -INFINITY};
+      const std::vector<float> minus_inf = run(no_sinks);
+      for (int i = 0; i < n_head * d; ++i) ASSERT_EQ(Bits(none[i]), Bits(minus_inf[i])) << i;
+      const float sinks[n_head] = {0.5f, -3.0f, 40.0f};  // the last takes nearly everything
+      const std::vector<float> got = run(sinks);
+      for (int h = 0; h < n_head; ++h) {
+        const std::vector<float> qh = ScoreQuery(q.data() + h * d, d, type.k);
+        const Expected ref = Reference(qh.data(), k, v, n_pos, scale);
+        double m = -INFINITY, l = 0;
+        for (int64_t j = 0; j < n_pos; ++j) {
+          double dot = 0;
+          for (int c = 0; c < d; ++c) dot += static_cast<double>(qh[c]) * k.at(j, c);
+          m = std::max(m, scale * dot);
+        }
+        for (int64_t j = 0; j < n_pos; ++j) {
+          double dot = 0;
+          for (int c = 0; c < d; ++c) dot += static_cast<double>(qh[c]) * k.at(j, c);
+          l += std::exp(scale * dot - m);
+        }
+        const double share = l / (l + std::exp(sinks[h] - m));
+        for (int i = 0; i < d; ++i) {
+          const double want = ref.out[i] * share;
+          ASSERT_NEAR(got[h * d + i], want, ref.tol[i] * share + 4e-7 * std::fabs(want) + 1e-30)
+              << "head " << h << " element " << i;
+        }
+      }
+    }
+  }
+}
+
 TEST_P(AttentionTest, MlaLatentRowsServeAsKAndV) {
   // MLA's cache: one row of kv_lora_rank + rope dims (576) per position, K the whole row and V
   // its first 512 values, the same bytes. Four heads of four consecutive tokens at once give

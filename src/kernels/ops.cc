@@ -52,4 +52,13 @@ void SwiGlu(const float* gate, const float* up, int64_t n, float* out) {
   for (int64_t i = 0; i < n; ++i) out[i] = Silu(gate[i]) * up[i];
 }
 
+void SwiGluOai(const float* gate, const float* up, int64_t n, float* out) {
+  constexpr float kAlpha = 1.702f, kLimit = 7.0f;
+  for (int64_t i = 0; i < n; ++i) {
+    const float g = std::min(gate[i], kLimit);
+    const float u = std::clamp(up[i], -kLimit, kLimit);
+    out[i] = g / (1.0f + std::exp(kAlpha * -g)) * (u + 1.0f);
+  }
+}
+
 }  // namespace mt

@@ -37,5 +37,8 @@ void RopeRotate(float* x, int n_heads, int head_dim, int n_rot, const float* cos
 
 // out[i] = silu(gate[i]) * up[i]
 void SwiGlu(const float* gate, const float* up, int64_t n, float* out);
+// gpt-oss's clamped SwiGLU (ggml_swiglu_oai, alpha 1.702, limit 7): with g = min(gate[i], 7)
+// and u = clamp(up[i], -7, 7), out[i] = g / (1 + exp(-1.702 g)) * (u + 1).
+void SwiGluOai(const float* gate, const float* up, int64_t n, float* out);
 
 }  // namespace mt

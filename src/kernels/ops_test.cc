@@ -50,5 +50,20 @@ TEST(RopeAnglesTest, YarnMixesInterpolationAndExtrapolationByDim) {
   }
 }
 
+// gpt-oss's clamped SwiGLU, values derived by hand: the gate is clamped above at 7 only, the
+// up projection to [-7, 7], then g * sigmoid(1.702 g) * (u + 1).
+TEST(SwiGluOaiTest, ClampsTheGateAboveAndTheUpBothWays) {
+  const float gate[] = {0.0f, 1.0f, 10.0f, -10.0f, 7.0f};
+  const float up[] = {3.0f, -1.0f, 9.0f, -9.0f, 0.5f};
+  float out[5];
+  SwiGluOai(gate, up, 5, out);
+  auto want = [](double g, double u) { return g / (1 + std::exp(-1.702 * g)) * (u + 1); };
+  EXPECT_EQ(out[0], 0.0f);
+  EXPECT_NEAR(out[1], want(1, -1), 1e-7);    // u = -1: nothing passes
+  EXPECT_NEAR(out[2], want(7, 7), 1e-5);     // both clamped at 7
+  EXPECT_NEAR(out[3], want(-10, -7), 1e-6);  // the gate is not clamped below
+  EXPECT_NEAR(out[4], want(7, 0.5), 1e-5);
+}
+
 }  // namespace
 }  // namespace mt

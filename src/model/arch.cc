@@ -17,10 +17,12 @@ extern const ArchDef kArchLlama;
 extern const ArchDef kArchQwen2Moe;
 extern const ArchDef kArchDeepseek2;
 extern const ArchDef kArchGlm4Moe;
+extern const ArchDef kArchGptOss;
 
 namespace {
-constexpr std::array<const ArchDef*, 6> kArchs = {&kArchQwen3Moe, &kArchOlmoe,     &kArchLlama,
-                                                  &kArchQwen2Moe, &kArchDeepseek2, &kArchGlm4Moe};
+constexpr std::array<const ArchDef*, 7> kArchs = {&kArchQwen3Moe, &kArchOlmoe,     &kArchLlama,
+                                                  &kArchQwen2Moe, &kArchDeepseek2, &kArchGlm4Moe,
+                                                  &kArchGptOss};
 
 // ggml_rope_yarn_corr_dim: the dim whose wavelength spins n_rot_turns times over n_ctx_orig.
 float YarnCorrDim(int n_dims, uint32_t n_ctx_orig, float n_rot_turns, float base) {
@@ -189,11 +191,14 @@ std::string LayerSummary(const LayerParts& l, int n_rot) {
                        g.qk_norm == QkNorm::kPerHead           ? " (q/k norm per head)"
                        : g.qk_norm == QkNorm::kWholeProjection ? " (q/k norm)"
                                                                : "",
-                       g.qkv_bias ? " (q/k/v bias)" : "");
+                       g.qkv_bias ? (g.out_bias ? " (q/k/v/o bias)" : " (q/k/v bias)") : "");
+    if (l.attention.sinks) attn += ", sinks";
+    if (l.attention.sliding_window) attn += fmt::format(", window {}", l.attention.sliding_window);
   }
   if (l.ffn.kind == FfnKind::kDense) return fmt::format("{}, dense FFN {}", attn, l.ffn.n_ff);
   return fmt::format(
-      "{}, experts of {}{}", attn, l.ffn.n_ff,
+      "{}, experts of {}{}{}", attn, l.ffn.n_ff,
+      l.ffn.activation == FfnActivation::kSwigluOai ? " (clamped SwiGLU, biases)" : "",
       l.ffn.n_ff_shared == 0
           ? ""
           : fmt::format(" + shared {}{}", l.ffn.n_ff_shared,
@@ -271,11 +276,14 @@ void AddAttentionTensors(const AttentionParts& a, const HParams& hp, int il,
   t.push_back({R::kAttnK, il, kW, {n_embd, hp.n_embd_k_gqa()}, true});
   t.push_back({R::kAttnV, il, kW, {n_embd, hp.n_embd_v_gqa()}, true});
   if (a.gqa.qkv_bias) {
-    t.push_back({R::kAttnQ, il, kB, {hp.n_embd_q()}, false});
-    t.push_back({R::kAttnK, il, kB, {hp.n_embd_k_gqa()}, false});
-    t.push_back({R::kAttnV, il, kB, {hp.n_embd_v_gqa()}, false});
+    const bool required = a.gqa.qkv_bias_required;
+    t.push_back({R::kAttnQ, il, kB, {hp.n_embd_q()}, required});
+    t.push_back({R::kAttnK, il, kB, {hp.n_embd_k_gqa()}, required});
+    t.push_back({R::kAttnV, il, kB, {hp.n_embd_v_gqa()}, required});
   }
   t.push_back({R::kAttnOutput, il, kW, {uint64_t{hp.n_head} * hp.head_dim_v, n_embd}, true});
+  if (a.gqa.out_bias) t.push_back({R::kAttnOutput, il, kB, {n_embd}, true});
+  if (a.sinks) t.push_back({R::kAttnSinks, il, kW, {hp.n_head}, true});
   if (a.gqa.qk_norm == QkNorm::kPerHead) {
     t.push_back({R::kAttnQNorm, il, kW, {hp.head_dim_k}, !a.gqa.qk_norm_optional});
     t.push_back({R::kAttnKNorm, il, kW, {hp.head_dim_k}, !a.gqa.qk_norm_optional});
@@ -296,13 +304,18 @@ void AddFfnTensors(const FfnParts& f, const RouterPolicy& router, const HParams&
     t.push_back({R::kFfnUp, il, kW, {n_embd, f.n_ff}, true});
     return;
   }
+  constexpr TensorSuffix kB = TensorSuffix::kBias;
   t.push_back({R::kFfnGateInp, il, kW, {n_embd, hp.n_expert}, true});
-  if (router.selection_bias) {
-    t.push_back({R::kFfnExpProbsB, il, TensorSuffix::kBias, {hp.n_expert}, true});
-  }
+  if (f.router_bias) t.push_back({R::kFfnGateInp, il, kB, {hp.n_expert}, true});
+  if (router.selection_bias) t.push_back({R::kFfnExpProbsB, il, kB, {hp.n_expert}, true});
   t.push_back({R::kFfnGateExps, il, kW, {n_embd, f.n_ff, hp.n_expert}, true});
   t.push_back({R::kFfnUpExps, il, kW, {n_embd, f.n_ff, hp.n_expert}, true});
   t.push_back({R::kFfnDownExps, il, kW, {f.n_ff, n_embd, hp.n_expert}, true});
+  if (f.expert_biases) {
+    t.push_back({R::kFfnGateExps, il, kB, {f.n_ff, hp.n_expert}, true});
+    t.push_back({R::kFfnUpExps, il, kB, {f.n_ff, hp.n_expert}, true});
+    t.push_back({R::kFfnDownExps, il, kB, {n_embd, hp.n_expert}, true});
+  }
   if (f.n_ff_shared > 0) {
     if (f.shared_gate == SharedExpertGate::kSigmoid) {
       t.push_back({R::kFfnGateInpShexp, il, kW, {n_embd}, true});

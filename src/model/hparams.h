@@ -57,6 +57,12 @@ struct HParams {
   uint32_t head_dim_k_mla = 0;
   uint32_t head_dim_v_mla = 0;
 
+  // gpt-oss: attention.sliding_window (0: none) on the layers the pattern picks: with
+  // attention.sliding_window_pattern P, layer il slides when il % P < P - 1 (llama.cpp's
+  // set_swa_pattern; P = 2: the even layers).
+  uint32_t n_swa = 0;
+  uint32_t swa_pattern = 0;
+
   // RoPE. rope.scaling.* as llama.cpp reads them (llama_model::load_hparams).
   float rope_freq_base = 10000.0f;                          // {arch}.rope.freq_base
   float rope_freq_scale = 1.0f;                             // 1 / {arch}.rope.scaling.factor

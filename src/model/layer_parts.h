@@ -48,7 +48,9 @@ enum class QkNorm {
 struct GqaParts {
   QkNorm qk_norm = QkNorm::kNone;
   bool qk_norm_optional = false;  // the norms may be absent (glm4moe: GLM-4.5 has them, Air not)
-  bool qkv_bias = false;  // optional attn_{q,k,v}.bias (qwen2moe checkpoints have them)
+  bool qkv_bias = false;          // attn_{q,k,v}.bias: optional (qwen2moe checkpoints have them)...
+  bool qkv_bias_required = false;  // ... or required (gpt-oss)
+  bool out_bias = false;           // attn_output.bias (gpt-oss), required
 };
 
 // DeepSeek's MLA. A head's query is [q_nope (head_dim_nope) | q_pe (n_rot)]; the cache holds
@@ -70,11 +72,25 @@ struct AttentionParts {
   GqaParts gqa;
   MlaParts mla;
   float kq_scale = 1;  // scores = kq_scale * q . k
+  // attn_sinks (n_head): a learned logit per head that joins the softmax without a value,
+  // so a head can attend to nothing (gpt-oss).
+  bool sinks = false;
+  // Positions a query sees, itself included: pos - window < j <= pos, as llama.cpp's
+  // LLAMA_SWA_TYPE_STANDARD (gpt-oss: 128 on every other layer). 0: all (causal). The KV
+  // cache of such a layer holds only a ring of the last positions.
+  uint32_t sliding_window = 0;
 };
 
 enum class FfnKind {
   kDense,  // SwiGLU: down(silu(gate x) * up x)
   kMoe,    // routed experts (+ shared experts)
+};
+
+enum class FfnActivation {
+  kSwiglu,  // silu(g) * u
+  // gpt-oss's clamped SwiGLU: g' = min(g, 7), u' = clamp(u, -7, 7),
+  // g' * sigmoid(1.702 g') * (u' + 1) (ggml_swiglu_oai with llama.cpp's alpha and limit)
+  kSwigluOai,
 };
 
 enum class SharedExpertGate {
@@ -89,6 +105,9 @@ struct FfnParts {
   uint32_t n_ff = 0;         // dense: the hidden width; moe: each routed expert's
   uint32_t n_ff_shared = 0;  // moe: the shared experts' hidden width (0: none)
   SharedExpertGate shared_gate = SharedExpertGate::kNone;
+  FfnActivation activation = FfnActivation::kSwiglu;  // the routed experts'
+  bool router_bias = false;    // ffn_gate_inp.bias (n_expert) added to the router's logits
+  bool expert_biases = false;  // ffn_{gate,up,down}_exps.bias, added after each product
 };
 
 struct LayerParts {

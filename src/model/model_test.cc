@@ -68,7 +68,7 @@ ModelParts PartsOf(std::string arch) {
 }
 
 TEST(ArchTest, TableHasTheFamiliesAndTheirParts) {
-  EXPECT_EQ(SupportedArchNames(), "qwen3moe, olmoe, llama, qwen2moe, deepseek2, glm4moe");
+  EXPECT_EQ(SupportedArchNames(), "qwen3moe, olmoe, llama, qwen2moe, deepseek2, glm4moe, gpt-oss");
   EXPECT_EQ(FindArch("gpt2"), nullptr);
   const ModelParts olmoe = PartsOf("olmoe"), llama = PartsOf("llama");
   const ModelParts qwen3 = PartsOf("qwen3moe"), qwen2 = PartsOf("qwen2moe");
@@ -181,7 +181,7 @@ TEST(HParamsTest, ErrorsNameTheKey) {
   md.Set("general.architecture", GgufValue::String("gpt2"));
   EXPECT_EQ(ReadHParams(md).status().message(),
             "unsupported architecture 'gpt2' (supported: qwen3moe, olmoe, llama, qwen2moe, "
-            "deepseek2, glm4moe)");
+            "deepseek2, glm4moe, gpt-oss)");
   GgufMetadata good;
   WriteHParams(Qwen3Like(), good);
   GgufMetadata missing = good;
@@ -450,6 +450,96 @@ TEST(Glm4MoeHParamsTest, BadKeysAreOneLineErrors) {
   ASSERT_FALSE(hp.ok());
   EXPECT_NE(hp.status().message().find("multimodal RoPE"), std::string::npos)
       << hp.status().message();
+}
+
+// gpt-oss-20b's keys as llama.cpp's converter writes them (config.json: head_dim 64, YaRN
+// x32 over 4096, sliding_window 128; no sliding_window_pattern: llama.cpp's default 2).
+GgufMetadata GptOss20bKeys() {
+  GgufMetadata md;
+  auto u = [&](const char* k, uint32_t v) {
+    md.Set(std::string("gpt-oss.") + k, GgufValue::Uint32(v));
+  };
+  md.Set("general.architecture", GgufValue::String("gpt-oss"));
+  u("block_count", 24);
+  u("context_length", 131072);
+  u("embedding_length", 2880);
+  u("feed_forward_length", 2880);
+  u("attention.head_count", 64);
+  u("attention.head_count_kv", 8);
+  u("attention.key_length", 64);
+  u("attention.value_length", 64);
+  md.Set("gpt-oss.rope.freq_base", GgufValue::Float32(150000.0f));
+  md.Set("gpt-oss.attention.layer_norm_rms_epsilon", GgufValue::Float32(1e-5f));
+  u("expert_count", 32);
+  u("expert_used_count", 4);
+  md.Set("gpt-oss.rope.scaling.type", GgufValue::String("yarn"));
+  md.Set("gpt-oss.rope.scaling.factor", GgufValue::Float32(32.0f));
+  u("rope.scaling.original_context_length", 4096);
+  u("attention.sliding_window", 128);
+  u("expert_feed_forward_length", 2880);
+  return md;
+}
+
+TEST(GptOssHParamsTest, TwentyBKeysGiveItsParts) {
+  Result<HParams> hp = ReadHParams(GptOss20bKeys());
+  ASSERT_TRUE(hp.ok()) << hp.status().message();
+  const ModelParts parts = DescribeModel(hp.value());
+  ASSERT_EQ(parts.layers.size(), 24u);
+  EXPECT_EQ(parts.layers[0].attention.sliding_window, 128u);  // even layers slide
+  EXPECT_EQ(parts.layers[1].attention.sliding_window, 0u);
+  EXPECT_EQ(parts.layers[22].attention.sliding_window, 128u);
+  EXPECT_TRUE(parts.layers[5].attention.sinks);
+  EXPECT_FLOAT_EQ(parts.layers[5].attention.kq_scale, 0.125f);  // 1/sqrt(64), not of 2880/64
+  EXPECT_EQ(parts.router.scoring, ExpertScoring::kSoftmaxOfTopK);
+  EXPECT_FALSE(parts.router.normalize);
+  EXPECT_EQ(parts.layers[3].ffn.activation, FfnActivation::kSwigluOai);
+  EXPECT_EQ(parts.rope.type, RopeType::kNeox);
+  EXPECT_EQ(parts.rope.n_rot, 64);
+  EXPECT_FLOAT_EQ(1.0f / parts.rope.freq_scale, 32.0f);
+
+  // llama.cpp's openai-moe loader: every tensor and shape.
+  std::vector<TensorDesc> t = ArchTensors(parts, hp.value());
+  auto find = [&](TensorRole role, int layer, TensorSuffix s = TensorSuffix::kWeight) {
+    for (const TensorDesc& d : t) {
+      if (d.role == role && d.layer == layer && d.suffix == s) return &d;
+    }
+    return static_cast<const TensorDesc*>(nullptr);
+  };
+  using R = TensorRole;
+  constexpr TensorSuffix kB = TensorSuffix::kBias;
+  using Shape = std::vector<uint64_t>;
+  EXPECT_EQ(find(R::kAttnQ, 3)->shape, (Shape{2880, 4096}));
+  EXPECT_EQ(find(R::kAttnK, 3)->shape, (Shape{2880, 512}));
+  EXPECT_EQ(find(R::kAttnOutput, 3)->shape, (Shape{4096, 2880}));
+  for (R role : {R::kAttnQ, R::kAttnK, R::kAttnV, R::kAttnOutput}) {
+    ASSERT_NE(find(role, 3, kB), nullptr);
+    EXPECT_TRUE(find(role, 3, kB)->required);
+  }
+  EXPECT_EQ(find(R::kAttnSinks, 3)->shape, (Shape{64}));
+  EXPECT_EQ(find(R::kFfnGateInp, 3, kB)->shape, (Shape{32}));
+  EXPECT_EQ(find(R::kFfnGateExps, 3, kB)->shape, (Shape{2880, 32}));
+  EXPECT_EQ(find(R::kFfnDownExps, 3, kB)->shape, (Shape{2880, 32}));
+  EXPECT_EQ(find(R::kFfnDownExps, 3)->shape, (Shape{2880, 2880, 32}));
+  ASSERT_NE(find(R::kAttnPostNorm, 3), nullptr);
+  EXPECT_EQ(find(R::kFfnNorm, 3), nullptr);
+  EXPECT_TRUE(find(R::kOutput, -1)->required);
+  // The experts' biases are dense: the memory plan must not count them as routed experts.
+  EXPECT_FALSE(IsRoutedExpertTensorName("blk.3.ffn_down_exps.bias"));
+  EXPECT_TRUE(IsRoutedExpertTensorName("blk.3.ffn_down_exps.weight"));
+}
+
+TEST(GptOssHParamsTest, PatternAndWindowKeys) {
+  GgufMetadata md = GptOss20bKeys();
+  md.Set("gpt-oss.attention.sliding_window_pattern", GgufValue::Uint32(3));
+  Result<HParams> hp = ReadHParams(md);
+  ASSERT_TRUE(hp.ok()) << hp.status().message();
+  const ModelParts parts = DescribeModel(hp.value());
+  EXPECT_EQ(parts.layers[0].attention.sliding_window, 128u);  // il % 3 < 2 slides
+  EXPECT_EQ(parts.layers[1].attention.sliding_window, 128u);
+  EXPECT_EQ(parts.layers[2].attention.sliding_window, 0u);
+  md = GptOss20bKeys();
+  md.Erase("gpt-oss.expert_feed_forward_length");
+  EXPECT_EQ(ReadHParams(md).status().message(), "missing key gpt-oss.expert_feed_forward_length");
 }
 
 // A glm4moe file whose last block is a NextN layer: its tensors are in no part of the plan.

@@ -16,7 +16,7 @@ struct NameEntry {
   bool per_layer;
 };
 
-constexpr std::array<NameEntry, 36> kNames = {{
+constexpr std::array<NameEntry, 37> kNames = {{
     {TensorRole::kTokenEmbd, "token_embd", false},
     {TensorRole::kOutputNorm, "output_norm", false},
     {TensorRole::kOutput, "output", false},
@@ -27,6 +27,7 @@ constexpr std::array<NameEntry, 36> kNames = {{
     {TensorRole::kAttnOutput, "attn_output", true},
     {TensorRole::kAttnQNorm, "attn_q_norm", true},
     {TensorRole::kAttnKNorm, "attn_k_norm", true},
+    {TensorRole::kAttnSinks, "attn_sinks", true},
     {TensorRole::kAttnQA, "attn_q_a", true},
     {TensorRole::kAttnQANorm, "attn_q_a_norm", true},
     {TensorRole::kAttnQB, "attn_q_b", true},
@@ -117,9 +118,9 @@ std::optional<PerExpertName> ParsePerExpertTensorName(std::string_view name) {
 }
 
 bool IsRoutedExpertTensorName(std::string_view name) {
-  for (std::string_view part : {".ffn_gate_exps.", ".ffn_up_exps.", ".ffn_down_exps.",
-                                ".ffn_gate_up_exps."}) {
-    if (name.find(part) != std::string_view::npos) return true;
+  for (std::string_view part : {".ffn_gate_exps.weight", ".ffn_up_exps.weight",
+                                ".ffn_down_exps.weight", ".ffn_gate_up_exps.weight"}) {
+    if (name.ends_with(part)) return true;  // (their .bias, gpt-oss's, are dense)
   }
   return ParsePerExpertTensorName(name).has_value();
 }

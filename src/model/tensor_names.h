@@ -20,6 +20,7 @@ enum class TensorRole {
   kAttnOutput,  // blk.N.attn_output     (n_head*head_dim_v, n_embd)
   kAttnQNorm,   // blk.N.attn_q_norm     (head_dim_k) or (n_embd)
   kAttnKNorm,   // blk.N.attn_k_norm     (head_dim_k) or (n_kv)
+  kAttnSinks,   // blk.N.attn_sinks      (n_head)  a sink logit per head (gpt-oss)
   // MLA (deepseek2); dims: L = kv_lora_rank, Q = q_lora_rank, R = n_rot, N = head_dim_nope,
   // V = head_dim_v.
   kAttnQA,           // blk.N.attn_q_a        (n_embd, Q)
@@ -71,8 +72,8 @@ struct PerExpertName {
 std::optional<PerExpertName> ParsePerExpertTensorName(std::string_view name);
 
 // True for routed-expert tensors: the stacked ones (ffn_{gate,up,down}_exps,
-// ffn_gate_up_exps), judged by name so it holds for architectures moetier cannot run yet,
-// and the per-expert ones of a pack (PerExpertTensorName).
+// ffn_gate_up_exps; their weights, not gpt-oss's per-expert biases), judged by name so it holds for
+// architectures moetier cannot run yet, and the per-expert ones of a pack (PerExpertTensorName).
 bool IsRoutedExpertTensorName(std::string_view name);
 
 // The layer of a "blk.N." tensor name, or -1.

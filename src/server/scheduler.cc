@@ -295,6 +295,7 @@ uint32_t Scheduler::PickSlot(const GenerationSpec& spec, size_t* reuse) const {
       const std::vector<int32_t>& kv = kv_tokens_[s];
       const size_t limit = std::min(kv.size(), spec.prompt.size() - 1);
       while (common < limit && kv[common] == spec.prompt[common]) ++common;
+      common = ctx_.ReusablePrefix(s, static_cast<uint32_t>(common));
     }
     if (!found || common > *reuse ||
         (common == *reuse && released_at_[s] < released_at_[best])) {

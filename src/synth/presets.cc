@@ -101,11 +101,27 @@ HParams Glm4Moe(const GlmShape& g) {
   return hp;
 }
 
+// A gpt-oss model: 64-dim heads with q/k/v/o biases and sinks, a 128-position window on the
+// even layers, NEOX RoPE with YaRN (x32 over 4096), experts of n_embd width behind a biased
+// top-k-softmax router; o200k_harmony's 201088 tokens.
+HParams GptOss(uint32_t n_layer, uint32_t n_embd, uint32_t n_head, uint32_t n_head_kv,
+               uint32_t n_expert, uint32_t n_expert_used, uint32_t n_ff_exp) {
+  HParams hp = Make("gpt-oss", n_layer, n_embd, n_head, n_head_kv, 64, n_expert, n_expert_used,
+                    n_ff_exp, n_ff_exp, 201088, 131072, 150000.0f, 1e-5f);
+  hp.expert_gating = ExpertScoring::kSoftmaxOfTopK;
+  hp.n_swa = 128;
+  hp.swa_pattern = 2;
+  hp.rope_scaling = RopeScalingType::kYarn;
+  hp.rope_freq_scale = 1.0f / 32;
+  hp.n_ctx_orig_yarn = 4096;
+  return hp;
+}
+
 constexpr ExpertScoring kSoftmax = ExpertScoring::kSoftmax;
 constexpr ExpertScoring kSigmoid = ExpertScoring::kSigmoid;
 
 // Shapes of the real models come from their Hugging Face config.json files.
-const std::array<SynthPreset, 14> kPresets = {{
+const std::array<SynthPreset, 17> kPresets = {{
     {"tiny", "qwen3moe, 4 layers, n_embd 256, 8 experts top-2 (tests)",
      Make("qwen3moe", 4, 256, 4, 2, 64, 8, 2, 512, 1024, 151936, 40960, 1e6f, 1e-6f),
      PresetTokenizer::kQwen3, "qwen2"},
@@ -177,6 +193,18 @@ const std::array<SynthPreset, 14> kPresets = {{
      "+ 1 shared, n_ff_exp 1408 (Qwen3's tokenizer; --layers N for a slice)",
      Glm4Moe({46, 4096, 96, 8, 128, 10944, 1408, 128, 8, 1, 151936, 1.0f, 1}),
      PresetTokenizer::kQwen3, "qwen2"},
+    {"gpt-oss-tiny",
+     "gpt-oss, 4 layers (window 128 on the even ones), n_embd 256, 8 heads of 64 (2 kv) with "
+     "sinks, 16 experts top-4, n_ff_exp 256 (tests)",
+     GptOss(4, 256, 8, 2, 16, 4, 256), PresetTokenizer::kQwen3, "qwen2"},
+    {"gpt-oss-20b",
+     "gpt-oss-20b shape: 24 layers, n_embd 2880, 64 heads of 64 (8 kv), 32 experts top-4, "
+     "n_ff_exp 2880",
+     GptOss(24, 2880, 64, 8, 32, 4, 2880), PresetTokenizer::kQwen3, "qwen2"},
+    {"gpt-oss-120b",
+     "gpt-oss-120b shape: 36 layers, n_embd 2880, 64 heads of 64 (8 kv), 128 experts top-4, "
+     "n_ff_exp 2880 (--layers N for a slice)",
+     GptOss(36, 2880, 64, 8, 128, 4, 2880), PresetTokenizer::kQwen3, "qwen2"},
 }};
 
 }  // namespace

@@ -7,10 +7,14 @@
 #include <gtest/gtest.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstdint>
 #include <filesystem>
+#include <functional>
 #include <string>
+#include <vector>
 
+#include "gguf/gguf.h"
 #include "synth/synth.h"
 
 namespace mt::testing_synth {
@@ -42,6 +46,29 @@ class SynthModels {
       Result<SynthResult> r = Synthesize(o);
       EXPECT_TRUE(r.ok()) << r.status().message();
     }
+    return path;
+  }
+
+  // `preset` at `type` rewritten as dir()/name: its metadata changed by `edit`, the tensors
+  // named in `drop` left out (malformed files for load-error tests).
+  std::string Rewrite(const std::string& name, const std::string& preset, const std::string& type,
+                      const std::function<void(GgufMetadata&)>& edit,
+                      const std::vector<std::string>& drop = {}) {
+    auto in = GgufModel::Open(Get(preset, type));
+    EXPECT_TRUE(in.ok());
+    const std::string path = (dir_ / name).string();
+    GgufWriter w(path);
+    w.metadata() = in->metadata();
+    edit(w.metadata());
+    std::vector<const GgufTensor*> kept;
+    for (const GgufTensor& t : in->tensors()) {
+      if (std::find(drop.begin(), drop.end(), t.name) != drop.end()) continue;
+      EXPECT_TRUE(w.AddTensor(t.name, t.type, t.shape).ok());
+      kept.push_back(&t);
+    }
+    EXPECT_TRUE(w.Begin().ok());
+    for (const GgufTensor* t : kept) EXPECT_TRUE(w.Write({t->data, t->n_bytes}).ok());
+    EXPECT_TRUE(w.Finish().ok());
     return path;
   }
 

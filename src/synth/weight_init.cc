@@ -75,7 +75,10 @@ WeightInit InitFor(const TensorDesc& desc, const InitContext& ctx) {
   const uint64_t fan_in = desc.shape[0];  // a projection's input width: its row length
   WeightInit w;
   if (desc.suffix == TensorSuffix::kBias) {
-    w.stddev = 0.02f;
+    // gpt-oss's expert gate/up biases wide enough that its SwiGLU's clamps at 7 bite (for a
+    // few in a thousand activations), so tests see them.
+    const bool clamped = desc.role == R::kFfnGateExps || desc.role == R::kFfnUpExps;
+    w.stddev = clamped ? 2.0f : 0.02f;
     return w;
   }
   switch (desc.role) {
@@ -151,6 +154,9 @@ WeightInit InitFor(const TensorDesc& desc, const InitContext& ctx) {
       w.stddev = inv_sqrt(fan_in) * residual;
       break;
     case R::kFfnExpProbsB:  // a bias (handled above)
+      break;
+    case R::kAttnSinks:
+      w.stddev = 1.0f;  // logits comparable to the scores: the sink takes a share, not all
       break;
     case R::kFfnGateInp: {
       // Router logits with std ~1.5 per expert over normalised hidden states.

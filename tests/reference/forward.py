@@ -59,8 +59,9 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from dequant import dequantize, tensor_f32, tensor_rows_f32  # noqa: E402
 from gguf_reader import GGUFFile  # noqa: E402
 import deepseek2  # noqa: E402  (imports this module back; uses it only at call time)
+import gptoss  # noqa: E402  (likewise)
 
-ARCHS = ("qwen3moe", "olmoe", "llama", "qwen2moe", "deepseek2", "glm4moe")
+ARCHS = ("qwen3moe", "olmoe", "llama", "qwen2moe", "deepseek2", "glm4moe", "gpt-oss")
 NEOX = {"qwen3moe": True, "olmoe": True, "qwen2moe": True, "llama": False, "glm4moe": True}
 RENORM = {"qwen3moe": True, "olmoe": False, "qwen2moe": False, "llama": True}
 
@@ -91,6 +92,9 @@ class HParams:
         self.n_expert_used = int(key("expert_used_count"))
         if arch == "deepseek2":
             deepseek2.read_hparams(self, g, key)
+            return
+        if arch == "gpt-oss":
+            gptoss.read_hparams(self, g, key)
             return
         if arch == "glm4moe":  # deepseek2's FFN and router fields (no groups), GQA attention
             self.n_layer -= int(key("nextn_predict_layers", 0))
@@ -379,9 +383,11 @@ def route(ps, il, h):
     return ids, w
 
 
-def routed_experts(ps, il, h, ids, w):
-    """sum over slots s, in order, of w[:, s] * down_e(silu(gate_e h) * up_e h), e = ids[:, s]:
-    h [T, n_embd], ids and w [T, n_expert_used]."""
+def routed_experts(ps, il, h, ids, w, act=None):
+    """sum over slots s, in order, of w[:, s] * down_e(act(gate_e h, up_e h)), e = ids[:, s]:
+    h [T, n_embd], ids and w [T, n_expert_used]; act(g, u) = silu(g) * u unless given. Where
+    the layer has per-expert biases (gpt-oss: ffn_{gate,up,down}_exps.bias, [n_expert, n]),
+    each product adds its expert's."""
     m = ps.m
     hp = m.hp
     T = h.shape[0]
@@ -390,13 +396,16 @@ def routed_experts(ps, il, h, ids, w):
     gate = m.w(gate_name)   # [n_expert, n_ff_exp, n_embd]
     up = m.w(up_name)       # [n_expert, n_ff_exp, n_embd]
     down = m.w(down_name)   # [n_expert, n_embd, n_ff_exp]
+    bias = [m.opt(p + f"ffn_{n}_exps.bias") for n in ("gate", "up", "down")]
+    bias = [np.zeros((hp.n_expert, 1)) if b is None else b for b in bias]
+    act = act or (lambda g, u: silu(g) * u)
     slot_out = np.zeros((T, hp.n_expert_used, hp.n_embd), dtype=h.dtype)
     for e in np.unique(ids):
         t_idx, s_idx = np.nonzero(ids == e)
         x = h[t_idx]
-        a = (silu(ps.input(gate_name, x, p + "ffn_norm", t_idx) @ gate[e].T) *
-             (ps.input(up_name, x, p + "ffn_norm", t_idx) @ up[e].T))
-        y = ps.input(down_name, a, p + f"ffn_hidden.{e}", t_idx) @ down[e].T
+        a = act(ps.input(gate_name, x, p + "ffn_norm", t_idx) @ gate[e].T + bias[0][e],
+                ps.input(up_name, x, p + "ffn_norm", t_idx) @ up[e].T + bias[1][e])
+        y = ps.input(down_name, a, p + f"ffn_hidden.{e}", t_idx) @ down[e].T + bias[2][e]
         slot_out[t_idx, s_idx] = y * w[t_idx, s_idx][:, None]
     out = slot_out[:, 0]
     for s in range(1, hp.n_expert_used):     # add the slots in order
@@ -433,9 +442,10 @@ def forward(model, tokens, act_quant=False, kv_f16=False, flips=(), ambiguous=(0
     tokens = np.asarray(tokens, dtype=np.int64)
     ps = Pass(model, len(tokens), act_quant, kv_f16, flips, ambiguous, mla)
     attn, ffn = {"deepseek2": (deepseek2.attention, deepseek2.ffn),
-                 "glm4moe": (attention, deepseek2.ffn)}.get(hp.arch, (attention, moe))
-    # glm4moe stores the FFN's norm as post_attention_norm
-    ffn_norm = "post_attention_norm" if hp.arch == "glm4moe" else "ffn_norm"
+                 "glm4moe": (attention, deepseek2.ffn),
+                 "gpt-oss": (gptoss.attention, gptoss.ffn)}.get(hp.arch, (attention, moe))
+    # glm4moe and gpt-oss store the FFN's norm as post_attention_norm
+    ffn_norm = "post_attention_norm" if hp.arch in ("glm4moe", "gpt-oss") else "ffn_norm"
     x = model.embed(tokens)
     for il in range(hp.n_layer):
         p = f"blk.{il}."
