@@ -303,7 +303,7 @@ Result<Tokenizer> Tokenizer::Create(VocabSpec vocab, Options options) {
                            find(v.fim_sep_id, kFimFileSepTexts)};
   }
   t.nfc = options.nfc.value_or(t.bpe && t.pre->nfc());
-  t.add_bos = v.add_bos.value_or(!t.bpe || t.pre->ignore_merges());  // llama.cpp's defaults
+  t.add_bos = v.add_bos.value_or(!t.bpe || t.pre->add_bos());  // llama.cpp's defaults
   if (t.bpe && t.pre->no_bos()) {  // llama.cpp: no BOS token at all (glm4)
     t.bos.reset();
     t.add_bos = false;
