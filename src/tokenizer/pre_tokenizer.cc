@@ -171,7 +171,8 @@ Result<PreTokenizer> PreTokenizer::ForName(std::string_view name) {
   } else if (name == "gpt-4o") {
     patterns = {kGpt4o};
     // tokenizer.json's model.ignore_merges, and tiktoken looks a piece up whole before
-    // merging (llama.cpp keeps the merges for gpt-4o).
+    // merging. llama.cpp keeps the merges for gpt-4o, which changes nothing here: the merges
+    // build every o200k token that is one piece of this split.
     p.ignore_merges_ = true;
   } else if (name == "deepseek-v3") {
     patterns = {kDeepseek3Digits, kDeepseek3Cjk, kDeepseek3};
