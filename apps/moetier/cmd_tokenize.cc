@@ -80,7 +80,7 @@ CommandMain SetupTokenize(CLI::App& sub) {
   prompt->excludes(file);
   sub.add_option("--pre", f->pre,
                  "Pre-tokenizer for a tokenizer.json model (qwen2, llama-bpe, gpt-2, olmo, "
-                 "deepseek-v3, deepseek-llm)");
+                 "deepseek-v3, deepseek-llm, gpt-4o)");
   sub.add_flag("--ids", f->ids, "Print only the ids, as a list [1, 2, 3]");
   sub.add_flag("--no-bos", f->no_bos, "Never put BOS first, even if the model asks for it");
   sub.add_flag("--no-parse-special", f->no_parse_special,

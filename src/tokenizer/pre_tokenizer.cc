@@ -21,6 +21,23 @@ constexpr std::string_view kLlama3 =
 //   GPT-2 (the ByteLevel pre-tokenizer's built-in regex; also GPT-NeoX/OLMo).
 constexpr std::string_view kGpt2 =
     R"('s|'t|'re|'ve|'m|'ll|'d| ?\p{L}+| ?\p{N}+| ?[^\s\p{L}\p{N}]+|\s+(?!\S)|\s+)";
+//   GPT-4o / gpt-oss (o200k_base, o200k_harmony; openai/gpt-oss-20b's tokenizer.json, tiktoken's
+//   pattern): a word is an optional non-letter, then upper-case letters followed by at least
+//   one lower-case letter, or upper-case letters alone; Lm, Lo and marks \p{M} count as both
+//   cases. So a word splits where lower case turns to upper ("camelCase" -> "camel" "Case";
+//   "HTTPServer" stays whole), and a contraction joins the word before it (case-insensitive).
+//   Digits in runs of 1 to 3; punctuation takes trailing newlines and slashes. llama.cpp
+//   (LLAMA_VOCAB_PRE_TYPE_GPT4O) matches a rewrite of this regex over its collapsed
+//   categories, where marks are not letters and non-ASCII letters have no case: there
+//   "\u0928\u092e\u0938\u094d\u0924\u0947" (Hindi) is "\u0928\u092e\u0938" "\u094d\u0924"
+//   "\u0947" and "\u043c\u0438\u0440\u041c\u0418\u0420" one piece; here the first is one
+//   piece and the second two, as tokenizer.json and tiktoken split them.
+constexpr std::string_view kGpt4o =
+    R"([^\r\n\p{L}\p{N}]?[\p{Lu}\p{Lt}\p{Lm}\p{Lo}\p{M}]*[\p{Ll}\p{Lm}\p{Lo}\p{M}]+)"
+    R"((?i:'s|'t|'re|'ve|'m|'ll|'d)?)"
+    R"(|[^\r\n\p{L}\p{N}]?[\p{Lu}\p{Lt}\p{Lm}\p{Lo}\p{M}]+[\p{Ll}\p{Lm}\p{Lo}\p{M}]*)"
+    R"((?i:'s|'t|'re|'ve|'m|'ll|'d)?)"
+    R"(|\p{N}{1,3}| ?[^\s\p{L}\p{N}]+[\r\n/]*|\s*[\r\n]+|\s+(?!\S)|\s+)";
 //   DeepSeek-V3/R1 (deepseek-ai/DeepSeek-V3): three passes. Digits in runs of 1 to 3, then
 //   runs of CJK ideographs (U+4E00..U+9FA5) and kana (U+3040..U+30FF), then a GPT-4-like
 //   split where one ASCII punctuation mark joins the ASCII word after it ("(x", ".md") and
@@ -145,11 +162,18 @@ Result<PreTokenizer> PreTokenizer::ForName(std::string_view name) {
   } else if (in(kLlama3Names)) {
     patterns = {kLlama3};
     p.ignore_merges_ = true;
+    p.add_bos_ = true;
   } else if (name == "glm4" || name == "chatglm-bpe") {
     patterns = {kLlama3};
     p.no_bos_ = true;
   } else if (in(kGpt2Names)) {
     patterns = {kGpt2};
+  } else if (name == "gpt-4o") {
+    patterns = {kGpt4o};
+    // tokenizer.json's model.ignore_merges, and tiktoken looks a piece up whole before
+    // merging. llama.cpp keeps the merges for gpt-4o, which changes nothing here: the merges
+    // build every o200k token that is one piece of this split.
+    p.ignore_merges_ = true;
   } else if (name == "deepseek-v3") {
     patterns = {kDeepseek3Digits, kDeepseek3Cjk, kDeepseek3};
   } else if (name == "deepseek-llm") {

@@ -29,6 +29,9 @@ class PreTokenizer {
   //   glm4 (also chatglm-bpe; GLM-4, GLM-4.5): the Llama 3 regex without ignore_merges, and
   //     no BOS token (llama.cpp drops it for these vocabularies).
   //   gpt-2 (also olmo, mpt, phi-2, jais): the GPT-2 regex.
+  //   gpt-4o (gpt-oss's o200k_harmony, GPT-4o's o200k_base): the o200k regex with
+  //     case-aware words and digits in runs of up to 3; whole words found in the vocabulary
+  //     skip the merges, as tokenizer.json and tiktoken do.
   //   deepseek-v3 (DeepSeek-V3, R1, V3.1): digits in runs of up to 3, then runs of CJK
   //     ideographs and kana, then DeepSeek-V3's word regex.
   //   deepseek-llm (deepseek-llm-7b): six passes over explicit script ranges.
@@ -48,6 +51,9 @@ class PreTokenizer {
   // Whether the BPE should emit a whole pre-token directly when it is a vocabulary token
   // (Hugging Face's ignore_merges; llama.cpp sets it for the Llama 3 family).
   bool ignore_merges() const { return ignore_merges_; }
+  // Whether llama.cpp puts BOS first when tokenizer.ggml.add_bos_token is absent (the
+  // Llama 3 family).
+  bool add_bos() const { return add_bos_; }
   // Whether the model's Hugging Face tokenizer NFC-normalizes text (Qwen2/Qwen3).
   bool nfc() const { return nfc_; }
   // Whether the vocabulary never takes a BOS token, whatever add_bos_token says (glm4).
@@ -59,6 +65,7 @@ class PreTokenizer {
   PreTokenizer();
   std::string name_;
   bool ignore_merges_ = false;
+  bool add_bos_ = false;
   bool nfc_ = false;
   bool no_bos_ = false;
   std::vector<std::unique_ptr<Regex>> regexes_;  // applied in order

@@ -96,6 +96,57 @@ TEST(PreTokenizerTest, Deepseek3) {
   EXPECT_FALSE(p->ignore_merges());
 }
 
+// gpt-oss / GPT-4o (o200k). The expected pieces were derived by hand and agree with
+// js-tiktoken's o200k_base regex.
+TEST(PreTokenizerTest, Gpt4o) {
+  // Contractions join their word, in any case; "'all" is not one, so "'" prefixes "all".
+  EXPECT_EQ(Split("gpt-4o", kText), (Pieces{"Hello", ",", " y", "'all", "!", " ", "123", "4",
+                                            " don't", "  \n\n", " ", " x"}));
+  EXPECT_EQ(Split("gpt-4o", "I'm HE'S we'LL"), (Pieces{"I'm", " HE'S", " we'LL"}));
+  // A word is upper-case letters with a lower-case tail, or upper-case letters alone: it
+  // splits where lower case turns to upper, also outside ASCII.
+  EXPECT_EQ(Split("gpt-4o", "camelCase HTTPServer iPhone XMLHttpRequest HELLO!"),
+            (Pieces{"camel", "Case", " HTTPServer", " i", "Phone", " XMLHttp", "Request", " HELLO",
+                    "!"}));
+  EXPECT_EQ(
+      Split("gpt-4o", "\u043c\u0438\u0440\u041c\u0418\u0420 \u041f\u0440\u0438\u0432\u0435\u0442"),
+      (Pieces{"\u043c\u0438\u0440", "\u041c\u0418\u0420",
+              " \u041f\u0440\u0438\u0432\u0435\u0442"}));
+  // Digits (any \p{N}) in runs of up to three; "." is not part of a number.
+  EXPECT_EQ(Split("gpt-4o", "1234567 12.5 \u0663\u0664\u0665\u0666"),
+            (Pieces{"123", "456", "7", " ", "12", ".", "5", " ", "\u0663\u0664\u0665", "\u0666"}));
+  // Ideographs (Lo) count as both cases, so they run on into Latin letters either way; a
+  // fullwidth comma prefixes the next word.
+  const std::string nihao = "\u4f60\u597d", shijie = "\u4e16\u754c";
+  EXPECT_EQ(Split("gpt-4o", nihao + shijie + "abc ABC" + nihao + " " + nihao + "\uff0c" + shijie),
+            (Pieces{nihao + shijie + "abc", " ABC" + nihao, " " + nihao, "\uff0c" + shijie}));
+  // Marks \p{M} stay in the word (Hindi's vowel signs and virama; llama.cpp cuts them out).
+  EXPECT_EQ(
+      Split("gpt-4o", "\u0928\u092e\u0938\u094d\u0924\u0947 \u0926\u0941\u0928\u093f\u092f\u093e"),
+      (Pieces{"\u0928\u092e\u0938\u094d\u0924\u0947", " \u0926\u0941\u0928\u093f\u092f\u093e"}));
+  // Emoji are symbols: a run with one leading space; a ZWJ sequence and its variation
+  // selector stay with the punctuation after it.
+  EXPECT_EQ(Split("gpt-4o", "a \U0001F680\U0001F680 b\U0001F636\u200d\U0001F32B\ufe0f!"),
+            (Pieces{"a", " \U0001F680\U0001F680", " b", "\U0001F636\u200d\U0001F32B\ufe0f!"}));
+  // Whitespace runs leave their last space to the next word; newlines end a run.
+  EXPECT_EQ(Split("gpt-4o", "a  \t b"), (Pieces{"a", "  \t", " b"}));
+  EXPECT_EQ(Split("gpt-4o", "line1\n    line2"), (Pieces{"line", "1", "\n", "   ", " line", "2"}));
+  EXPECT_EQ(Split("gpt-4o", "a\r\n\r\nb"), (Pieces{"a", "\r\n\r\n", "b"}));
+  EXPECT_EQ(Split("gpt-4o", "\tfoo"), (Pieces{"\tfoo"}));
+  // Punctuation takes trailing newlines and slashes (Llama 3 only newlines).
+  EXPECT_EQ(Split("gpt-4o", "a.\n\nb/\n"), (Pieces{"a", ".\n\n", "b", "/\n"}));
+  EXPECT_EQ(Split("gpt-4o", "https://a.b/c"), (Pieces{"https", "://", "a", ".b", "/c"}));
+  EXPECT_EQ(Split("gpt-4o", "a.\n/b"), (Pieces{"a", ".\n/", "b"}));
+  EXPECT_EQ(Split("llama-bpe", "a.\n/b"), (Pieces{"a", ".\n", "/b"}));
+  Result<PreTokenizer> p = PreTokenizer::ForName("gpt-4o");
+  ASSERT_TRUE(p.ok());
+  EXPECT_TRUE(p->ignore_merges());  // tokenizer.json's ignore_merges; tiktoken does the same
+  EXPECT_FALSE(p->add_bos());
+  EXPECT_FALSE(p->nfc());
+  EXPECT_FALSE(p->no_bos());
+  EXPECT_TRUE(PreTokenizer::ForName("llama-bpe")->add_bos());
+}
+
 TEST(PreTokenizerTest, DeepseekLlm) {
   // Newlines alone; letters with one leading space; "\u3002" (ideographic full stop) is
   // punctuation; the ideographs are a run of pass 5; the digits a run of pass 6.

@@ -74,8 +74,9 @@ struct Tokenizer::Impl {
   std::optional<int32_t> bos, eos, eot, unk;
   std::optional<Tokenizer::Fim> fim;  // all three fill-in-the-middle tokens, or none
   TextMap token_to_id;
-  std::vector<std::string> pieces;                 // (n_vocab) decoded bytes of each token
-  std::vector<bool> eog;                           // (n_vocab)
+  std::vector<TokenType> types;     // (n_vocab) the file's types with llama.cpp's overrides
+  std::vector<std::string> pieces;  // (n_vocab) decoded bytes of each token
+  std::vector<bool> eog;            // (n_vocab)
   std::array<std::vector<Special>, 256> specials;  // by first byte, longest first
 
   // BPE: symbols are the byte-level strings that take part in merges; a symbol that is a
@@ -94,7 +95,7 @@ struct Tokenizer::Impl {
   std::array<int32_t, 256> byte_token{};
 
   int32_t n() const { return static_cast<int32_t>(vocab.tokens.size()); }
-  TokenType type(int32_t id) const { return static_cast<TokenType>(vocab.token_types[id]); }
+  TokenType type(int32_t id) const { return types[id]; }
   std::optional<int32_t> Find(std::string_view text) const {
     auto it = token_to_id.find(text);
     if (it == token_to_id.end()) return std::nullopt;
@@ -281,6 +282,8 @@ Result<Tokenizer> Tokenizer::Create(VocabSpec vocab, Options options) {
   const VocabSpec& v = impl->vocab;
   Impl& t = *impl;
 
+  t.types.reserve(n);
+  for (int32_t type : v.token_types) t.types.push_back(static_cast<TokenType>(type));
   t.token_to_id.reserve(n);
   for (size_t i = 0; i < n; ++i) t.token_to_id.emplace(v.tokens[i], static_cast<int32_t>(i));
   t.bos = v.bos_id;
@@ -303,7 +306,7 @@ Result<Tokenizer> Tokenizer::Create(VocabSpec vocab, Options options) {
                            find(v.fim_sep_id, kFimFileSepTexts)};
   }
   t.nfc = options.nfc.value_or(t.bpe && t.pre->nfc());
-  t.add_bos = v.add_bos.value_or(!t.bpe || t.pre->ignore_merges());  // llama.cpp's defaults
+  t.add_bos = v.add_bos.value_or(!t.bpe || t.pre->add_bos());  // llama.cpp's defaults
   if (t.bpe && t.pre->no_bos()) {  // llama.cpp: no BOS token at all (glm4)
     t.bos.reset();
     t.add_bos = false;
@@ -316,6 +319,24 @@ Result<Tokenizer> Tokenizer::Create(VocabSpec vocab, Options options) {
   }
   for (const std::optional<int32_t>& id : {t.eos, t.eot}) {
     if (id) t.eog[*id] = true;
+  }
+  // llama.cpp's loader special-cases o200k_harmony (gpt-oss): <|start|>, <|channel|>,
+  // <|message|> and <|constrain|> are always rendered (USER_DEFINED), so a reply's text keeps
+  // its message structure; and where <|return|> and <|call|> (solar-open: <|calls|> and
+  // <|flush|>) end generation, <|end|> only closes a message: it leaves the set and is
+  // rendered too. eot_id() may still name it.
+  for (std::string_view text : {"<|start|>", "<|channel|>", "<|message|>", "<|constrain|>"}) {
+    if (std::optional<int32_t> id = t.Find(text)) t.types[*id] = TokenType::kUserDefined;
+  }
+  auto eog_text = [&](std::string_view text) {
+    const std::optional<int32_t> id = t.Find(text);
+    return id && t.eog[*id];
+  };
+  const bool call = eog_text("<|call|>") || eog_text("<|calls|>");
+  if (call && (eog_text("<|return|>") || eog_text("<|flush|>")) && eog_text("<|end|>")) {
+    const int32_t end = *t.Find("<|end|>");
+    t.eog[end] = false;
+    t.types[end] = TokenType::kUserDefined;
   }
 
   // Pieces, and the special tokens the input splitter looks for.

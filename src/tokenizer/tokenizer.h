@@ -99,9 +99,13 @@ class Tokenizer {
   bool add_bos() const;
   // Generation stops at these: EOS, EOT, and every token whose text llama.cpp treats as
   // end-of-generation (<|im_end|>, <|endoftext|>, <|eot_id|>, <|end|>, <end_of_turn>, ...,
-  // and the FIM pad/repo/file-separator tokens).
+  // and the FIM pad/repo/file-separator tokens). As in llama.cpp, <|end|> is not one where
+  // <|return|> and <|call|> are (gpt-oss: there it closes a message, not the reply).
   bool IsEndOfGeneration(int32_t id) const;
-  // TokenType of `id` (kUndefined for ids out of range).
+  // TokenType of `id` as llama.cpp's loader sees it (kUndefined for ids out of range):
+  // vocab().token_types, except that <|start|>, <|channel|>, <|message|>, <|constrain|> and
+  // an <|end|> that is not end-of-generation (gpt-oss) are USER_DEFINED, so they are rendered
+  // by TokenPiece(id, false) and found in text without parse_special.
   TokenType token_type(int32_t id) const;
   // The raw vocabulary text of `id` (byte-level or "▁" form); "" out of range.
   std::string_view token_text(int32_t id) const;

