@@ -196,15 +196,15 @@ const std::array<SynthPreset, 17> kPresets = {{
     {"gpt-oss-tiny",
      "gpt-oss, 4 layers (window 128 on the even ones), n_embd 256, 8 heads of 64 (2 kv) with "
      "sinks, 16 experts top-4, n_ff_exp 256 (tests)",
-     GptOss(4, 256, 8, 2, 16, 4, 256), PresetTokenizer::kQwen3, "qwen2"},
+     GptOss(4, 256, 8, 2, 16, 4, 256), PresetTokenizer::kGptOss, "gpt-4o"},
     {"gpt-oss-20b",
      "gpt-oss-20b shape: 24 layers, n_embd 2880, 64 heads of 64 (8 kv), 32 experts top-4, "
      "n_ff_exp 2880",
-     GptOss(24, 2880, 64, 8, 32, 4, 2880), PresetTokenizer::kQwen3, "qwen2"},
+     GptOss(24, 2880, 64, 8, 32, 4, 2880), PresetTokenizer::kGptOss, "gpt-4o"},
     {"gpt-oss-120b",
      "gpt-oss-120b shape: 36 layers, n_embd 2880, 64 heads of 64 (8 kv), 128 experts top-4, "
      "n_ff_exp 2880 (--layers N for a slice)",
-     GptOss(36, 2880, 64, 8, 128, 4, 2880), PresetTokenizer::kQwen3, "qwen2"},
+     GptOss(36, 2880, 64, 8, 128, 4, 2880), PresetTokenizer::kGptOss, "gpt-4o"},
 }};
 
 }  // namespace
