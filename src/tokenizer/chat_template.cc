@@ -3,10 +3,12 @@
 #include <charconv>
 #include <cmath>
 #include <cstdlib>
+#include <ctime>
 #include <nlohmann/json.hpp>
 #include <string>
 #include <vector>
 
+#include "tokenizer/chat_template_internal.h"
 #include "tokenizer/utf8.h"
 
 namespace mt {
@@ -349,10 +351,48 @@ std::string HfToJson(const OrderedJson& value) {
   return out;
 }
 
+namespace chat_internal {
+
+std::string PyStr(const OrderedJson& value) {
+  if (value.is_string()) return value.get<std::string>();
+  if (value.is_boolean()) return value.get<bool>() ? "True" : "False";
+  if (value.is_null()) return "None";
+  if (value.is_number_float()) {
+    std::string out;
+    AppendPyFloat(out, value.get<double>());
+    if (out == "NaN") return "nan";
+    if (out == "Infinity") return "inf";
+    if (out == "-Infinity") return "-inf";
+    return out;
+  }
+  return HfToJson(value);
+}
+
+size_t PyLen(std::string_view s) {
+  size_t n = 0;
+  for (size_t i = 0; i < s.size(); ++n) {
+    const size_t len = utf8::ValidSequenceLength(s, i);
+    i += len == 0 ? 1 : len;
+  }
+  return n;
+}
+
+std::optional<OrderedJson> ParseArguments(std::string_view arguments) {
+  OrderedJson j = OrderedJson::parse(arguments, nullptr, /*allow_exceptions=*/false);
+  if (j.is_discarded()) return std::nullopt;
+  return j;
+}
+
+}  // namespace chat_internal
+
 Result<ChatTemplate::Kind> ChatTemplate::Detect(std::string_view t) {
   // Order and markers follow llama.cpp's detection for the formats moetier knows; tulu is
   // recognised before llama.cpp's generic "<|user|>"/"<|assistant|>" families because
   // llama.cpp has no tulu format (it would take OLMoE's template for GLM-Edge).
+  // gpt-oss (llama.cpp's LLM_CHAT_TEMPLATE_OPENAI_MOE markers, and its harmony message tag).
+  if (Contains(t, "<|start|>") && Contains(t, "<|channel|>") && Contains(t, "<|message|>")) {
+    return Kind::kHarmony;
+  }
   if (Contains(t, "<|im_start|>") && !Contains(t, "<|im_sep|>") &&
       !Contains(t, "<end_of_utterance>")) {
     return Kind::kChatml;
@@ -372,7 +412,7 @@ Result<ChatTemplate::Kind> ChatTemplate::Detect(std::string_view t) {
     return Kind::kDeepseek3;
   }
   return Unimplemented(
-      "chat template not recognised (known: chatml, tulu, llama2 [INST], deepseek3)");
+      "chat template not recognised (known: chatml, tulu, llama2 [INST], deepseek3, harmony)");
 }
 
 Result<ChatTemplate::Kind> ChatTemplate::ForArchitecture(std::string_view arch) {
@@ -382,6 +422,7 @@ Result<ChatTemplate::Kind> ChatTemplate::ForArchitecture(std::string_view arch) 
   if (arch == "olmoe") return Kind::kTulu;
   if (arch == "llama") return Kind::kLlama2;
   if (arch == "deepseek2") return Kind::kDeepseek3;
+  if (arch == "gpt-oss") return Kind::kHarmony;
   return Unimplemented("no built-in chat template for architecture '{}'", arch);
 }
 
@@ -390,7 +431,9 @@ Result<ChatTemplate::Kind> ChatTemplate::ByName(std::string_view name) {
   if (name == "tulu") return Kind::kTulu;
   if (name == "llama2" || name == "mistral" || name == "mixtral") return Kind::kLlama2;
   if (name == "deepseek3") return Kind::kDeepseek3;
-  return InvalidArgument("unknown chat template '{}' (chatml, tulu, llama2, deepseek3)", name);
+  if (name == "harmony" || name == "gpt-oss") return Kind::kHarmony;
+  return InvalidArgument("unknown chat template '{}' (chatml, tulu, llama2, deepseek3, harmony)",
+                         name);
 }
 
 Result<ChatTemplate> ChatTemplate::ForModel(std::string_view jinja, std::string_view architecture,
@@ -463,6 +506,8 @@ std::string_view ChatTemplate::name() const {
       return "llama2";
     case Kind::kDeepseek3:
       return "deepseek3";
+    case Kind::kHarmony:
+      return "harmony";
   }
   return "";
 }
@@ -475,12 +520,43 @@ Result<ChatPrompt> ChatTemplate::Render(std::span<const ChatMessage> messages,
 Result<ChatPrompt> ChatTemplate::Render(std::span<const ChatMessage> messages,
                                         bool add_generation_prompt, const OrderedJson& tools,
                                         bool enable_thinking) const {
+  ChatTemplateKwargs kwargs;
+  kwargs.enable_thinking = enable_thinking;
+  return Render(messages, add_generation_prompt, tools, kwargs);
+}
+
+namespace {
+
+// The local date as strftime_now("%Y-%m-%d") prints it.
+std::string Today() {
+  const std::time_t now = std::time(nullptr);
+  std::tm local{};
+  localtime_r(&now, &local);
+  char buf[16];
+  std::strftime(buf, sizeof(buf), "%Y-%m-%d", &local);
+  return buf;
+}
+
+}  // namespace
+
+Result<ChatPrompt> ChatTemplate::Render(std::span<const ChatMessage> messages,
+                                        bool add_generation_prompt, const OrderedJson& tools,
+                                        const ChatTemplateKwargs& kwargs) const {
+  const bool enable_thinking = kwargs.enable_thinking.value_or(true);
   if (messages.empty()) return InvalidArgument("chat: no messages");
   if (!tools.is_null() && !tools.is_array()) {
     return InvalidArgument("chat: tools must be an array (got {})", tools.type_name());
   }
+  if (kwargs.reasoning_effort) {
+    if (Status s = CheckReasoningEffort(*kwargs.reasoning_effort); !s.ok()) return s;
+  }
+  if (kind_ == Kind::kHarmony) {
+    return chat_internal::RenderHarmony(messages, add_generation_prompt, tools, kwargs,
+                                        date_.empty() ? Today() : date_);
+  }
   if (kind_ != Kind::kChatml) {
-    constexpr std::string_view kNeedChatml = "tools need a chatml model (Qwen)";
+    constexpr std::string_view kNeedChatml =
+        "tools need a chatml (Qwen) or harmony (gpt-oss) model";
     // (DeepSeek's own tool format, <｜tool▁calls▁begin｜>..., is not rendered.)
     if (!tools.empty()) {
       return InvalidArgument("chat format {} has no tool calls; {}", name(), kNeedChatml);
@@ -542,6 +618,8 @@ Result<ChatPrompt> ChatTemplate::Render(std::span<const ChatMessage> messages,
     case Kind::kDeepseek3:
       p = RenderDeepseek3(messages, add_generation_prompt, thinking_);
       break;
+    case Kind::kHarmony:
+      break;  // rendered above
   }
   return p;
 }
@@ -560,7 +638,25 @@ Result<ChatTemplateKwargs> ChatTemplateKwargsFromJson(const nlohmann::json& kwar
     }
     k.enable_thinking = it->get<bool>();
   }
+  if (const auto it = kwargs.find("reasoning_effort"); it != kwargs.end() && !it->is_null()) {
+    if (!it->is_string()) {
+      return InvalidArgument(
+          "chat_template_kwargs.reasoning_effort must be \"low\", \"medium\" "
+          "or \"high\", not {}",
+          it->dump());
+    }
+    if (Status s = CheckReasoningEffort(it->get<std::string>()); !s.ok()) {
+      return s.WithContext("chat_template_kwargs");
+    }
+    k.reasoning_effort = it->get<std::string>();
+  }
   return k;
+}
+
+Status CheckReasoningEffort(std::string_view effort) {
+  if (effort == "low" || effort == "medium" || effort == "high") return Status::Ok();
+  return InvalidArgument("reasoning_effort must be \"low\", \"medium\" or \"high\", not {:?}",
+                         effort);
 }
 
 Result<ChatTemplateKwargs> ParseChatTemplateKwargs(std::string_view json_text) {

@@ -317,6 +317,26 @@ Result<Tokenizer> Tokenizer::Create(VocabSpec vocab, Options options) {
   for (const std::optional<int32_t>& id : {t.eos, t.eot}) {
     if (id) t.eog[*id] = true;
   }
+  // gpt-oss's o200k_harmony, as llama.cpp's loader treats it: the harmony tags the server
+  // reads the output by decode as text (USER_DEFINED), and where <|return|> and <|call|> end
+  // generation, <|end|> only ends a message: it is text too, not an end.
+  auto make_text = [&](int32_t id) {
+    impl->vocab.token_types[id] = static_cast<int32_t>(TokenType::kUserDefined);
+  };
+  for (std::string_view text : {"<|channel|>", "<|message|>", "<|start|>", "<|constrain|>"}) {
+    if (std::optional<int32_t> id = t.Find(text)) make_text(*id);
+  }
+  const auto is_eog = [&](std::string_view text) {
+    const std::optional<int32_t> id = t.Find(text);
+    return id && t.eog[*id];
+  };
+  if (const std::optional<int32_t> end = t.Find("<|end|>");
+      end && t.eog[*end] &&
+      ((is_eog("<|return|>") && is_eog("<|call|>")) ||
+       (is_eog("<|calls|>") && is_eog("<|flush|>")))) {
+    t.eog[*end] = false;
+    make_text(*end);
+  }
 
   // Pieces, and the special tokens the input splitter looks for.
   t.pieces.resize(n);
