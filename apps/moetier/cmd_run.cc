@@ -504,7 +504,7 @@ CommandMain SetupRun(CLI::App& sub) {
                "with the chat template; -p or -f, if given, is the first turn");
   sub.add_option("--chat-template", f->chat_template,
                  "Built-in template to use with --chat: chatml, tulu, llama2, deepseek3, harmony "
-                 "(gpt-oss)");
+                 "(gpt-oss), glm4.5");
   sub.add_option("--system-prompt", f->system_prompt, "System message for --chat");
   sub.add_option("--chat-template-kwargs", f->chat_template_kwargs,
                  "Chat template variables for --chat as JSON, e.g. "

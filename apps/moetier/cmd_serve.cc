@@ -166,14 +166,14 @@ CommandMain SetupServe(CLI::App& sub) {
       ->default_str("64");
   sub.add_option("--chat-template", f->chat_template,
                  "Built-in chat template instead of the model's: chatml, tulu, llama2, deepseek3, "
-                 "harmony (gpt-oss)");
+                 "harmony (gpt-oss), glm4.5");
   sub.add_option("--reasoning-format", f->reasoning_format,
                  "deepseek: a thinking model's <think> text (gpt-oss: its analysis channel) "
                  "goes to reasoning_content; none: it stays in the content")
       ->default_str("deepseek");
   sub.add_option("--chat-template-kwargs", f->chat_template_kwargs,
                  "Chat template variables for requests that do not set them, as JSON, e.g. "
-                 "'{\"enable_thinking\": false}' (a Qwen3 model answers without "
+                 "'{\"enable_thinking\": false}' (a Qwen3 or GLM-4.5 model answers without "
                  "thinking), '{\"reasoning_effort\": \"high\"}' (gpt-oss)");
   sub.add_option("--drain-timeout", f->drain_timeout,
                  "Seconds running requests may take to finish after SIGTERM")

@@ -52,8 +52,8 @@
 //   json_schema, guided_json  a schema (extensions, llama-server's and vLLM's names).
 //                At most one of these four constrains a request; compile errors are 400s.
 //   tools        (chat) [{type: "function", function: {name, description, parameters}}]:
-//                rendered into the prompt by the chat template (chatml and harmony
-//                models; harmony takes tool_choice auto or none only); the output's
+//                rendered into the prompt by the chat template (chatml, harmony and glm4.5
+//                models; the last two take tool_choice auto or none only); the output's
 //                tool call blocks come back as message.tool_calls, finish_reason
 //                "tool_calls". tool_choice: "auto" (default with tools), "none", "required"
 //                or {type: "function", function: {name}} (the last two constrain the output
@@ -65,12 +65,12 @@
 //                grammars do not combine with tools. Messages may carry
 //                tool_calls (assistant) and role "tool" with tool_call_id. functions: only
 //                empty.
-//   chat_template_kwargs  (chat) {"enable_thinking": bool}: false asks a Qwen3
+//   chat_template_kwargs  (chat) {"enable_thinking": bool}: false asks a Qwen3 or GLM-4.5
 //                hybrid model to answer without reasoning (tokenizer/chat_template.h);
 //                {"reasoning_effort": "low" | "medium" | "high"}: gpt-oss's reasoning (also
 //                taken as the top-level reasoning_effort, OpenAI's field); other keys are
 //                ignored, as the template would. Assistant messages may carry
-//                reasoning_content (a string or null): Qwen3's and gpt-oss's
+//                reasoning_content (a string or null): Qwen3's, GLM-4.5's and gpt-oss's
 //                templates render it.
 // Unknown fields are ignored, as other OpenAI-compatible servers do.
 #pragma once

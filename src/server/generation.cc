@@ -31,6 +31,15 @@ std::optional<ApiError> JobError(const JobUpdate& u) {
   return std::nullopt;
 }
 
+namespace {
+
+ToolCallSyntax ToolSyntax(const ChoiceOptions& options) {
+  return options.chat_format == ChatTemplate::Kind::kGlm45 ? ToolCallSyntax::kGlm45
+                                                           : ToolCallSyntax::kHermes;
+}
+
+}  // namespace
+
 int64_t CodePoints(std::string_view bytes) {
   int64_t n = 0;
   for (unsigned char c : bytes) n += (c & 0xC0) != 0x80;
@@ -145,12 +154,13 @@ std::optional<ApiError> MakeSpec(const GenerationTarget& target, const ApiReques
     if (r.tool_choice != ToolChoice::kNone && !chat->supports_tools()) {
       return invalid("tools",
                      fmt::format("this model's chat format ({}) has no tool calls; "
-                                 "tools need a chatml (Qwen) or harmony (gpt-oss) model",
+                                 "tools need a chatml (Qwen), harmony (gpt-oss) or "
+                                 "glm4.5 model",
                                  chat->name()),
                      "unsupported");
     }
     // The grammars of tools are written for Hermes call blocks (chatml); harmony's channels
-    // are read back, not constrained.
+    // and GLM's blocks are read back, not constrained.
     const bool hermes = chat->kind() == ChatTemplate::Kind::kChatml;
     const bool harmony = chat->kind() == ChatTemplate::Kind::kHarmony;
     if (!hermes && (r.tool_choice == ToolChoice::kRequired || r.tool_choice == ToolChoice::kNamed ||
@@ -319,7 +329,7 @@ Choice WholeChoice(const Tokenizer& tok, const ChoiceOptions& options, const std
     c.text = answer;
   }
   if (options.tools) {  // the answer's call blocks become tool_calls
-    ToolCallOutput parsed = ParseToolCalls(answer);
+    ToolCallOutput parsed = ParseToolCalls(answer, ToolSyntax(options));
     c.text = std::move(parsed.content);
     c.tool_calls = std::move(parsed.calls);
     for (ApiToolCall& call : c.tool_calls) call.id = new_call_id();
@@ -346,7 +356,7 @@ ChoiceStream::ChoiceStream(const Tokenizer& tok, const ChoiceOptions& options,
     harmony_.emplace(/*reasoning_in_content=*/!options.split_reasoning);
     return;
   }
-  if (options.tools) tools_.emplace();
+  if (options.tools) tools_.emplace(ToolSyntax(options));
   if (options.endpoint == Endpoint::kChat && options.split_reasoning) {
     reasoning_.emplace(options.thinking_open);
   }

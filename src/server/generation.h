@@ -115,8 +115,8 @@ struct ChoiceOptions {
   bool thinking_open = false;    // the chat prompt opened <think> (ChatPrompt::thinking_open)
   bool tools = false;            // tool_choice is not none: call blocks become tool_calls
   bool logprobs = false;         // the request asked for logprobs
-  // The chat format, which says how the output is read: harmony's channels (harmony.h), else
-  // <think> and Hermes call blocks.
+  // The chat format, which says how the output is read: harmony's channels (harmony.h),
+  // GLM-4.5's call blocks (tool_calls.h), else <think> and Hermes call blocks.
   ChatTemplate::Kind chat_format = ChatTemplate::Kind::kChatml;
 };
 

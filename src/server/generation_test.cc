@@ -305,13 +305,39 @@ TEST(ChoiceStream, HarmonyAddsUpToTheWholeChoiceAtEveryCut) {
   EXPECT_EQ(c.text, "<|channel|>analysis<|message|>Hm.<|end|>Hi");
 }
 
-// Tools with harmony: auto (read back, unconstrained) or none; required and named calls are
-// refused, as is a JSON answer.
-TEST(MakeSpec, HarmonyTakesAutoToolsOnly) {
+// GLM-4.5's output: a <think> block, then content and its call blocks.
+TEST(ChoiceStream, Glm45AddsUpToTheWholeChoiceAtEveryCut) {
+  const std::string text =
+      "<think>Need the time.</think>\nSure.\n<tool_call>now\n<arg_key>tz</arg_key>\n"
+      "<arg_value>UTC</arg_value>\n</tool_call>";
+  const ChoiceOptions options{Endpoint::kChat, /*split_reasoning=*/true,  false, /*tools=*/true,
+                              false,           ChatTemplate::Kind::kGlm45};
+  const Choice whole =
+      WholeChoice(Tok(), options, "", text, {}, FinishReason::kStop, [] { return "call_x"; });
+  EXPECT_EQ(whole.reasoning, "Need the time.");
+  EXPECT_EQ(whole.text, "Sure.\n");
+  ASSERT_EQ(whole.tool_calls.size(), 1u);
+  EXPECT_EQ(whole.tool_calls[0].arguments, R"({"tz":"UTC"})");
+  EXPECT_EQ(whole.finish_reason, "tool_calls");
+  for (size_t piece = 1; piece <= text.size(); ++piece) {
+    const Streamed s = Stream(options, text, piece);
+    EXPECT_EQ(s.reasoning, *whole.reasoning) << "piece " << piece;
+    EXPECT_EQ(s.content, whole.text) << "piece " << piece;
+    ASSERT_EQ(s.calls.size(), 1u) << "piece " << piece;
+    EXPECT_EQ(s.calls[0].first, "now");
+    EXPECT_EQ(s.calls[0].second, R"({"tz":"UTC"})");
+    EXPECT_EQ(s.finish, "tool_calls");
+  }
+}
+
+// Tools with harmony and GLM-4.5: auto (read back, unconstrained) or none; required and
+// named calls are refused, as is a JSON answer for harmony.
+TEST(MakeSpec, HarmonyAndGlmTakeAutoToolsOnly) {
   ChatTemplate harmony(ChatTemplate::Kind::kHarmony, "", "name");
   harmony.set_date("2026-01-02");
+  const ChatTemplate glm(ChatTemplate::Kind::kGlm45, "", "name");
   const std::string head = R"({"model": "m", "messages": [{"role": "user", "content": "Hi"}], )";
-  for (const ChatTemplate* t : std::initializer_list<const ChatTemplate*>{&harmony}) {
+  for (const ChatTemplate* t : std::initializer_list<const ChatTemplate*>{&harmony, &glm}) {
     const GenerationTarget target{Tok(), t, "", 4096};
     GenerationSpec spec;
     EXPECT_FALSE(MakeSpec(target, Parse(head + kTools + "}", Endpoint::kChat), 0, 1, &spec));

@@ -223,7 +223,7 @@ struct HttpServer::Impl {
   // A chat prompt ends inside an open <think> block (the template opens it), so the
   // generated text starts as reasoning.
   bool ThinkingOpen() const { return chat && chat->thinking().forced_open; }
-  // How chat output is read (harmony's channels, else <think> and Hermes call blocks).
+  // How chat output is read (harmony's channels, GLM's call blocks, else <think>/Hermes).
   ChatTemplate::Kind ChatFormat() const {
     return chat ? chat->kind() : ChatTemplate::Kind::kChatml;
   }
@@ -796,6 +796,7 @@ std::string HttpServer::chat_template_description() const {
   if (th.forced_open) thinking += ", always thinks";
   if (impl_->chat->kind() == ChatTemplate::Kind::kHarmony)
     thinking += ", analysis channel as reasoning";
+  if (impl_->chat->kind() == ChatTemplate::Kind::kGlm45) thinking += ", enable_thinking";
   if (!impl_->chat->default_system().empty()) thinking += ", a default system message";
   return fmt::format("{} (from {}{})", impl_->chat->name(), impl_->chat->origin(), thinking);
 }

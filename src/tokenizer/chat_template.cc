@@ -368,6 +368,37 @@ std::string PyStr(const OrderedJson& value) {
   return HfToJson(value);
 }
 
+namespace {
+
+// str.isspace() of a code point.
+bool PyIsSpace(char32_t c) {
+  return (c >= 0x09 && c <= 0x0D) || (c >= 0x1C && c <= 0x20) || c == 0x85 || c == 0xA0 ||
+         c == 0x1680 || (c >= 0x2000 && c <= 0x200A) || c == 0x2028 || c == 0x2029 || c == 0x202F ||
+         c == 0x205F || c == 0x3000;
+}
+
+}  // namespace
+
+std::string_view PyStrip(std::string_view s) {
+  // From the front, whole code points; invalid bytes are not space.
+  while (!s.empty()) {
+    const size_t len = utf8::ValidSequenceLength(s, 0);
+    if (len == 0 || !PyIsSpace(utf8::DecodeAt(s, 0, len))) break;
+    s.remove_prefix(len);
+  }
+  while (!s.empty()) {
+    size_t start = s.size() - 1;  // the last code point's first byte
+    while (start > 0 && s.size() - start < 4 &&
+           (static_cast<unsigned char>(s[start]) & 0xC0) == 0x80) {
+      --start;
+    }
+    const size_t len = utf8::ValidSequenceLength(s, start);
+    if (len != s.size() - start || !PyIsSpace(utf8::DecodeAt(s, start, len))) break;
+    s.remove_suffix(len);
+  }
+  return s;
+}
+
 size_t PyLen(std::string_view s) {
   size_t n = 0;
   for (size_t i = 0; i < s.size(); ++n) {
@@ -393,6 +424,11 @@ Result<ChatTemplate::Kind> ChatTemplate::Detect(std::string_view t) {
   if (Contains(t, "<|start|>") && Contains(t, "<|channel|>") && Contains(t, "<|message|>")) {
     return Kind::kHarmony;
   }
+  // GLM-4.5/4.6 (llama.cpp's markers for their chat format): GLM's prefix and the tool
+  // call's <arg_key>/<arg_value> (GLM-4's and GLM-Edge's templates have neither).
+  if (Contains(t, "[gMASK]<sop>") && Contains(t, "<arg_key>") && Contains(t, "<arg_value>")) {
+    return Kind::kGlm45;
+  }
   if (Contains(t, "<|im_start|>") && !Contains(t, "<|im_sep|>") &&
       !Contains(t, "<end_of_utterance>")) {
     return Kind::kChatml;
@@ -412,7 +448,8 @@ Result<ChatTemplate::Kind> ChatTemplate::Detect(std::string_view t) {
     return Kind::kDeepseek3;
   }
   return Unimplemented(
-      "chat template not recognised (known: chatml, tulu, llama2 [INST], deepseek3, harmony)");
+      "chat template not recognised (known: chatml, tulu, llama2 [INST], deepseek3, harmony, "
+      "glm4.5)");
 }
 
 Result<ChatTemplate::Kind> ChatTemplate::ForArchitecture(std::string_view arch) {
@@ -423,6 +460,7 @@ Result<ChatTemplate::Kind> ChatTemplate::ForArchitecture(std::string_view arch) 
   if (arch == "llama") return Kind::kLlama2;
   if (arch == "deepseek2") return Kind::kDeepseek3;
   if (arch == "gpt-oss") return Kind::kHarmony;
+  if (arch == "glm4moe") return Kind::kGlm45;
   return Unimplemented("no built-in chat template for architecture '{}'", arch);
 }
 
@@ -432,8 +470,9 @@ Result<ChatTemplate::Kind> ChatTemplate::ByName(std::string_view name) {
   if (name == "llama2" || name == "mistral" || name == "mixtral") return Kind::kLlama2;
   if (name == "deepseek3") return Kind::kDeepseek3;
   if (name == "harmony" || name == "gpt-oss") return Kind::kHarmony;
-  return InvalidArgument("unknown chat template '{}' (chatml, tulu, llama2, deepseek3, harmony)",
-                         name);
+  if (name == "glm4.5" || name == "glm-4.5" || name == "glm4moe") return Kind::kGlm45;
+  return InvalidArgument(
+      "unknown chat template '{}' (chatml, tulu, llama2, deepseek3, harmony, glm4.5)", name);
 }
 
 Result<ChatTemplate> ChatTemplate::ForModel(std::string_view jinja, std::string_view architecture,
@@ -508,6 +547,8 @@ std::string_view ChatTemplate::name() const {
       return "deepseek3";
     case Kind::kHarmony:
       return "harmony";
+    case Kind::kGlm45:
+      return "glm4.5";
   }
   return "";
 }
@@ -554,9 +595,12 @@ Result<ChatPrompt> ChatTemplate::Render(std::span<const ChatMessage> messages,
     return chat_internal::RenderHarmony(messages, add_generation_prompt, tools, kwargs,
                                         date_.empty() ? Today() : date_);
   }
+  if (kind_ == Kind::kGlm45) {
+    return chat_internal::RenderGlm45(messages, add_generation_prompt, tools, kwargs);
+  }
   if (kind_ != Kind::kChatml) {
     constexpr std::string_view kNeedChatml =
-        "tools need a chatml (Qwen) or harmony (gpt-oss) model";
+        "tools need a chatml (Qwen), harmony (gpt-oss) or glm4.5 model";
     // (DeepSeek's own tool format, <｜tool▁calls▁begin｜>..., is not rendered.)
     if (!tools.empty()) {
       return InvalidArgument("chat format {} has no tool calls; {}", name(), kNeedChatml);
@@ -619,6 +663,7 @@ Result<ChatPrompt> ChatTemplate::Render(std::span<const ChatMessage> messages,
       p = RenderDeepseek3(messages, add_generation_prompt, thinking_);
       break;
     case Kind::kHarmony:
+    case Kind::kGlm45:
       break;  // rendered above
   }
   return p;

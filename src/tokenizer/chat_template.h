@@ -38,6 +38,15 @@
 //           later answer ends the run); tool results as "<|start|>functions.{name} to=assistant
 //           <|channel|>commentary<|message|>{json string}<|end|>"; then "<|start|>assistant".
 //           Every rule: chat_template_harmony.cc.
+//   glm4.5  (GLM-4.5 and 4.6, glm4moe; their chat_template): "[gMASK]<sop>" first, then
+//           "<|system|>\n{c}", "<|user|>\n{c}" ("/nothink" appended when enable_thinking is
+//           false), "<|assistant|>\n<think>{reasoning}</think>" (reasoning only after the last
+//           user message, else empty) + "\n{content}" + tool calls as "\n<tool_call>{name}" +
+//           "\n<arg_key>{k}</arg_key>\n<arg_value>{v}</arg_value>" per argument +
+//           "\n</tool_call>"; tool results as "<|observation|>" + "\n<tool_response>\n{c}\n
+//           </tool_response>" per result; tools listed in a first "<|system|>" block; the
+//           generation prompt "<|assistant|>" (+ "\n<think></think>" when enable_thinking is
+//           false).
 #pragma once
 
 #include <nlohmann/json_fwd.hpp>
@@ -119,16 +128,16 @@ struct ChatTemplateKwargs {
 
 class ChatTemplate {
  public:
-  enum class Kind { kChatml, kTulu, kLlama2, kDeepseek3, kHarmony };
+  enum class Kind { kChatml, kTulu, kLlama2, kDeepseek3, kHarmony, kGlm45 };
 
   // The format of a Jinja template by its markers; Unimplemented if none is recognised.
   static Result<Kind> Detect(std::string_view jinja);
   // The format an architecture's instruct models use: qwen2moe, qwen3moe, qwen2, qwen3 ->
   // chatml; olmoe -> tulu; llama (Mixtral) -> llama2; deepseek2 (DeepSeek-V3, R1) ->
-  // deepseek3; gpt-oss -> harmony. Unimplemented for others.
+  // deepseek3; gpt-oss -> harmony; glm4moe -> glm4.5. Unimplemented for others.
   static Result<Kind> ForArchitecture(std::string_view architecture);
   // By name: "chatml", "tulu", "llama2" (also "mistral", "mixtral"), "deepseek3", "harmony"
-  // (also "gpt-oss"). InvalidArgument else.
+  // (also "gpt-oss"), "glm4.5" (also "glm4moe", "glm-4.5"). InvalidArgument else.
   static Result<Kind> ByName(std::string_view name);
 
   // Picks the format for a model: the GGUF's tokenizer.chat_template when its format is
@@ -154,13 +163,15 @@ class ChatTemplate {
         default_system_(std::move(default_system)) {}
 
   Kind kind() const { return kind_; }
-  // "chatml", "tulu", "llama2", "deepseek3" or "harmony".
+  // "chatml", "tulu", "llama2", "deepseek3", "harmony" or "glm4.5".
   std::string_view name() const;
   // Where the choice came from: "tokenizer.chat_template", "architecture <arch>" or "name".
   const std::string& origin() const { return origin_; }
 
-  // True when Render accepts tools, tool calls and "tool" messages: chatml, harmony.
-  bool supports_tools() const { return kind_ == Kind::kChatml || kind_ == Kind::kHarmony; }
+  // True when Render accepts tools, tool calls and "tool" messages: chatml, harmony, glm4.5.
+  bool supports_tools() const {
+    return kind_ == Kind::kChatml || kind_ == Kind::kHarmony || kind_ == Kind::kGlm45;
+  }
   // The date harmony's system message prints ("Current date: YYYY-MM-DD", as the template's
   // strftime_now("%Y-%m-%d")); empty (the default): the local date at each Render.
   void set_date(std::string date) { date_ = std::move(date); }
@@ -187,16 +198,17 @@ class ChatTemplate {
   // `enable_thinking` is the template variable of that name (chat_template_kwargs): false
   // asks a switchable template for an answer without reasoning; other templates ignore it,
   // as Jinja ignores a variable a template does not read.
-  // harmony renders as its template does (the format list above; every rule in
-  // chat_template_harmony.cc). It reads a tool call's arguments as JSON (Hugging Face's
-  // templates take them as a mapping) and renders text that is not JSON as a JSON string.
+  // harmony and glm4.5 render as their templates do (the format list above; every rule in
+  // chat_template_harmony.cc and chat_template_glm45.cc). Both read a tool call's arguments as
+  // JSON (Hugging Face's templates take them as a mapping); harmony renders text that is not
+  // JSON as a JSON string, glm4.5 wants an object (an empty text is {}).
   // Errors (InvalidArgument, one line): no messages; `tools` neither null nor an array; for
   // tulu, llama2 and deepseek3 (which have no tool format here) a non-empty `tools`, a "tool"
   // message, an assistant message with tool_calls, or a role other than
-  // system/user/assistant; what the harmony template refuses (raise_exception): an
-  // assistant content or reasoning holding "<|channel|>analysis<|message|>" or
+  // system/user/assistant; what the harmony and glm4.5 templates refuse (raise_exception):
+  // harmony, an assistant content or reasoning holding "<|channel|>analysis<|message|>" or
   // "<|channel|>final<|message|>", a tool-calling turn with both content and reasoning, a
-  // "tool" message with no tool call before it.
+  // "tool" message with no tool call before it; glm4.5, arguments that are not a JSON object.
   // Thread-safe (const, no shared state); the result owns its text.
   Result<ChatPrompt> Render(std::span<const ChatMessage> messages, bool add_generation_prompt,
                             const nlohmann::ordered_json& tools,

@@ -350,8 +350,8 @@ TEST(ChatTemplateTest, ToolsNeedChatml) {
   ASSERT_FALSE(r.ok());
   EXPECT_EQ(r.status().code(), StatusCode::kInvalidArgument);
   EXPECT_EQ(r.status().message(),
-            "chat format tulu has no tool calls; tools need a chatml (Qwen) or harmony "
-            "(gpt-oss) model");
+            "chat format tulu has no tool calls; tools need a chatml (Qwen), harmony (gpt-oss) or "
+            "glm4.5 model");
   // No tools offered is fine.
   EXPECT_TRUE(tulu.Render(user, true, nlohmann::ordered_json::array()).ok());
 
@@ -362,13 +362,13 @@ TEST(ChatTemplateTest, ToolsNeedChatml) {
   ASSERT_FALSE(r.ok());
   EXPECT_EQ(r.status().message(),
             "chat format llama2 has no tool calls (message 1 has tool_calls); tools need a "
-            "chatml (Qwen) or harmony (gpt-oss) model");
+            "chatml (Qwen), harmony (gpt-oss) or glm4.5 model");
   const ChatMessage response[] = {{"user", "Hi"}, {"tool", "12:00"}};
   r = llama2.Render(response, true);
   ASSERT_FALSE(r.ok());
   EXPECT_EQ(r.status().message(),
             "chat format llama2 has no tool calls (message 1 has role 'tool'); tools need a "
-            "chatml (Qwen) or harmony (gpt-oss) model");
+            "chatml (Qwen), harmony (gpt-oss) or glm4.5 model");
   EXPECT_EQ(llama2.Render(user, true, tools).status().code(), StatusCode::kInvalidArgument);
 
   // `tools` must be an array (or null) for every format.
@@ -499,8 +499,8 @@ TEST(ChatTemplateTest, Deepseek3HasNoToolsHere) {
   ASSERT_FALSE(r.ok());
   EXPECT_EQ(
       r.status().message(),
-      "chat format deepseek3 has no tool calls; tools need a chatml (Qwen) or harmony (gpt-oss) "
-      "model");
+      "chat format deepseek3 has no tool calls; tools need a chatml (Qwen), harmony (gpt-oss) or "
+      "glm4.5 model");
   const ChatMessage response[] = {{"user", "Hi"}, {"tool", "12:00"}};
   EXPECT_FALSE(t.Render(response, true).ok());
   const ChatMessage odd[] = {{"user", "Hi"}, {"observer", "x"}};
@@ -516,19 +516,29 @@ std::string Fixture(const char* name) {
   return std::string(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>());
 }
 
-TEST(ChatTemplateTest, DetectsHarmony) {
+TEST(ChatTemplateTest, DetectsHarmonyAndGlm45) {
   const std::string gpt_oss = Fixture("openai-gpt-oss-120b.jinja");
+  const std::string glm = Fixture("GLM-4.6.jinja");
   ASSERT_FALSE(gpt_oss.empty());
+  ASSERT_FALSE(glm.empty());
   EXPECT_EQ(ChatTemplate::Detect(gpt_oss).value(), Kind::kHarmony);
-  // Phi-3's <|end|> is not harmony.
+  EXPECT_EQ(ChatTemplate::Detect(glm).value(), Kind::kGlm45);
+  // GLM-4's template (no <arg_key>) is another format; Phi-3's <|end|> is not harmony.
+  EXPECT_FALSE(ChatTemplate::Detect("[gMASK]<sop>{% for m in messages %}<|{{ m.role }}|>").ok());
   EXPECT_FALSE(ChatTemplate::Detect("<|user|>{{ c }}<|end|><|assistant|>").ok());
   const ChatTemplate t = ChatTemplate::ForModel(gpt_oss, "llama", "<|return|>").value();
   EXPECT_EQ(t.name(), "harmony");
   EXPECT_TRUE(t.supports_tools());
   EXPECT_EQ(ChatTemplate::ForModel("", "gpt-oss", "<|return|>").value().name(), "harmony");
+  EXPECT_EQ(ChatTemplate::ForModel("", "glm4moe", "<|endoftext|>").value().name(), "glm4.5");
+  EXPECT_EQ(ChatTemplate::ForModel(glm, "qwen3moe", "").value().name(), "glm4.5");
   EXPECT_EQ(ChatTemplate::ForArchitecture("gpt-oss").value(), Kind::kHarmony);
+  EXPECT_EQ(ChatTemplate::ForArchitecture("glm4moe").value(), Kind::kGlm45);
   for (const char* name : {"harmony", "gpt-oss"}) {
     EXPECT_EQ(ChatTemplate::ByName(name).value(), Kind::kHarmony);
+  }
+  for (const char* name : {"glm4.5", "glm-4.5", "glm4moe"}) {
+    EXPECT_EQ(ChatTemplate::ByName(name).value(), Kind::kGlm45);
   }
 }
 
@@ -660,6 +670,66 @@ TEST(ChatTemplateTest, ParsesReasoningEffort) {
   EXPECT_FALSE(ParseChatTemplateKwargs("{}").value().reasoning_effort.has_value());
   EXPECT_FALSE(ParseChatTemplateKwargs(R"({"reasoning_effort": "max"})").ok());
   EXPECT_FALSE(ParseChatTemplateKwargs(R"({"reasoning_effort": 1})").ok());
+}
+
+// Expected texts: GLM-4.6's template (tests/fixtures/chat_templates/GLM-4.6.jinja) rendered by
+// jinja2 as Hugging Face renders it.
+TEST(ChatTemplateTest, RendersGlm45) {
+  const ChatTemplate t(Kind::kGlm45, "<|endoftext|>", "test");
+  ChatPrompt p = t.Render(kChat, true).value();
+  EXPECT_EQ(p.text,
+            "[gMASK]<sop><|system|>\nS<|user|>\nU<|assistant|>\n<think></think>\nA<|user|>\nV"
+            "<|assistant|>");
+  EXPECT_FALSE(p.add_bos);
+  EXPECT_TRUE(p.may_think);
+  EXPECT_FALSE(p.thinking_open);
+  // enable_thinking false: "/nothink" after each user message (once) and an empty
+  // <think></think> after the generation prompt.
+  const ChatMessage nothink[] = {
+      {"user", "Hi"}, {"assistant", "<think>hmm</think>Hello"}, {"user", "Q /nothink"}};
+  p = t.Render(nothink, true, nullptr, /*enable_thinking=*/false).value();
+  EXPECT_EQ(p.text,
+            "[gMASK]<sop><|user|>\nHi/nothink<|assistant|>\n<think></think>\nHello<|user|>\n"
+            "Q /nothink<|assistant|>\n<think></think>");
+  EXPECT_FALSE(p.may_think);
+}
+
+TEST(ChatTemplateTest, RendersGlm45ToolsCallsAndReasoning) {
+  const ChatTemplate t(Kind::kGlm45, "<|endoftext|>", "test");
+  ChatMessage call{"assistant",
+                   "Let me check",
+                   {{"get_weather", R"({"city":"Paris","n":3,"o":{"a":[1,"é"]}})"}, {"x", ""}}};
+  call.reasoning_content = "  need tool\n";
+  const ChatMessage chat[] = {{"system", "Be brief."},
+                              {"user", "Hi"},
+                              {"assistant", "\n<think>\nhmm\n</think>\n\nHello "},
+                              {"user", "Weather?"},
+                              call,
+                              {"tool", "sunny"},
+                              {"tool", "rain"},
+                              {"assistant", "<think>r</think>done"}};
+  EXPECT_EQ(t.Render(chat, true, Tools({kWeatherTool})).value().text,
+            "[gMASK]<sop><|system|>\n# Tools\n\nYou may call one or more functions to assist "
+            "with the user query.\n\nYou are provided with function signatures within "
+            "<tools></tools> XML tags:\n<tools>\n" +
+                std::string(kWeatherToolJson) +
+                "\n</tools>\n\nFor each function call, output the function name and arguments "
+                "within the following XML format:\n<tool_call>{function-name}\n"
+                "<arg_key>{arg-key-1}</arg_key>\n<arg_value>{arg-value-1}</arg_value>\n"
+                "<arg_key>{arg-key-2}</arg_key>\n<arg_value>{arg-value-2}</arg_value>\n...\n"
+                "</tool_call><|system|>\nBe brief.<|user|>\nHi<|assistant|>\n<think></think>\n"
+                "Hello<|user|>\nWeather?<|assistant|>\n<think>need tool</think>\nLet me check\n"
+                "<tool_call>get_weather\n<arg_key>city</arg_key>\n<arg_value>Paris</arg_value>\n"
+                "<arg_key>n</arg_key>\n<arg_value>3</arg_value>\n<arg_key>o</arg_key>\n"
+                "<arg_value>{\"a\": [1, \"é\"]}</arg_value>\n</tool_call>\n<tool_call>x\n"
+                "</tool_call><|observation|>\n<tool_response>\nsunny\n</tool_response>\n"
+                "<tool_response>\nrain\n</tool_response><|assistant|>\n<think>r</think>\ndone"
+                "<|assistant|>");
+  // Arguments must be a JSON object (the template raises otherwise).
+  const ChatMessage bad[] = {{"user", "Q"}, {"assistant", "", {{"f", "[1]"}}}};
+  Result<ChatPrompt> r = t.Render(bad, true);
+  ASSERT_FALSE(r.ok());
+  EXPECT_NE(r.status().message().find("not a JSON object"), std::string::npos);
 }
 
 }  // namespace

@@ -270,6 +270,7 @@ Result<Tokenizer> Tokenizer::Create(VocabSpec vocab, Options options) {
   const std::pair<IdField, const char*> kIds[] = {{&VocabSpec::bos_id, "bos"},
                                                   {&VocabSpec::eos_id, "eos"},
                                                   {&VocabSpec::eot_id, "eot"},
+                                                  {&VocabSpec::eom_id, "eom"},
                                                   {&VocabSpec::unk_id, "unknown"}};
   for (const auto& [field, name] : kIds) {
     if ((vocab.*field).has_value() && *(vocab.*field) >= n) {
@@ -317,6 +318,7 @@ Result<Tokenizer> Tokenizer::Create(VocabSpec vocab, Options options) {
   for (const std::optional<int32_t>& id : {t.eos, t.eot}) {
     if (id) t.eog[*id] = true;
   }
+  if (v.eom_id) t.eog[*v.eom_id] = true;  // llama.cpp's special_eom_id
   // gpt-oss's o200k_harmony, as llama.cpp's loader treats it: the harmony tags the server
   // reads the output by decode as text (USER_DEFINED), and where <|return|> and <|call|> end
   // generation, <|end|> only ends a message: it is text too, not an end.

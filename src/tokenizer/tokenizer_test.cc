@@ -249,6 +249,22 @@ TEST(BpeTest, GptOssVocabularyEndsAtReturnAndCall) {
   EXPECT_EQ(t.Decode(Enc(t, harmony), /*special=*/false), harmony);
 }
 
+// GLM-4.5's GGUFs name <|user|> the end of turn and <|observation|> the end of message
+// (after a tool call): generation stops at both.
+TEST(BpeTest, EndOfTurnAndMessageFromTheMetadata) {
+  VocabSpec v = ByteVocab("glm4", {{"<|user|>", TokenType::kControl},           // 256
+                                   {"<|observation|>", TokenType::kControl}});  // 257
+  EXPECT_FALSE(Make(v).IsEndOfGeneration(256));
+  EXPECT_FALSE(Make(v).IsEndOfGeneration(257));
+  v.eot_id = 256;
+  v.eom_id = 257;
+  const Tokenizer t = Make(v);
+  EXPECT_TRUE(t.IsEndOfGeneration(256));
+  EXPECT_TRUE(t.IsEndOfGeneration(257));
+  v.eom_id = 300;
+  EXPECT_FALSE(Tokenizer::Create(v).ok());
+}
+
 TEST(BpeTest, StreamDecoderHoldsBackSplitCharacters) {
   Tokenizer t = Make(ByteVocab("gpt-2", {{"<|im_end|>", TokenType::kControl}}));
   StreamDecoder d(t);

@@ -6,8 +6,8 @@ reasoning_content, enable_thinking on, off or unset. Each goes to POST /apply-te
 usage: chat_template_oracle.py BASE_URL [N] [SEED] [MODE] [EOS]   (BASE_URL: http://127.0.0.1:PORT)
 MODE plain: system, user and assistant messages only (templates without tools: Qwen2's,
 OLMoE's, DeepSeek's); alternating: user and assistant by turns, from a user message to a user message
-(Mixtral's, which refuses anything else); harmony (gpt-oss's): tools with every kind of
-parameter schema, tool calls whose arguments the template gets as a
+(Mixtral's, which refuses anything else); harmony (gpt-oss's) and glm (GLM-4.5/4.6's): tools
+with every kind of parameter schema, tool calls whose arguments the template gets as a
 mapping (as Hugging Face clients pass them; the request sends them as JSON text, as OpenAI's
 clients do), reasoning_content as the template's "thinking" (harmony; as llama.cpp passes
 it), reasoning_effort (harmony). A conversation the template refuses (raise_exception) must
@@ -174,7 +174,7 @@ def assistant(rng, tool_names):
         for k in range(rng.randint(1, 2)):
             if not RICH:
                 args = json_value(rng)
-            elif rng.random() < 0.9:  # an object, as tools take
+            elif rng.random() < 0.9:  # an object, as tools take (GLM's template takes no other)
                 args = {text(rng, 1, 2): json_value(rng, 1) for _ in range(rng.randint(0, 3))}
             else:
                 args = json_value(rng)
@@ -220,7 +220,7 @@ def conversation(rng, plain):
 
 
 MODE = ""
-RICH = False  # harmony: rich schemas and arguments as mappings
+RICH = False  # harmony, glm: rich schemas and arguments as mappings
 
 
 def jinja_messages(msgs):
@@ -252,9 +252,11 @@ def main():
     rng = random.Random(int(sys.argv[3]) if len(sys.argv) > 3 else 1)
     mode = sys.argv[4] if len(sys.argv) > 4 else ""
     MODE = mode
-    RICH = mode == "harmony"
+    RICH = mode in ("harmony", "glm")
     if mode == "harmony":  # tags the template refuses in a message
         WORDS = WORDS + ["<|channel|>final<|message|>", "<|end|>", "<|start|>"]
+    if mode == "glm":  # "/nothink" already there; space str.strip() takes, not only ASCII
+        WORDS = WORDS + ["/nothink", "\u3000", "\xa0", "\u2028", "\x1c"]
     info = json.loads(urllib.request.urlopen(base + "/tokenizer_info", timeout=30).read())
     template = hf_environment().from_string(info["chat_template"])
     eos = sys.argv[5] if len(sys.argv) > 5 else (info["eos_token"] or "")

@@ -6,7 +6,7 @@
 # answers start as reasoning; Qwen2-MoE's (a default system message), OLMoE's (Tulu) and
 # Mixtral's ([INST]); DeepSeek-V3's (its tokenizer_config.json) and DeepSeek-R1's (the copy
 # synth writes, with R1's tokenizer: V3's plus <think> and </think>), whose answers start as
-# reasoning; gpt-oss's (harmony), from tests/fixtures/chat_templates, with
+# reasoning; gpt-oss's (harmony) and GLM-4.6's, from tests/fixtures/chat_templates, with
 # Qwen3's tokenizer (the prompt's text is what is compared); each with the conversations it
 # accepts, and those its template refuses (refused by both).
 source "$(dirname "$0")/common.bash"
@@ -96,21 +96,21 @@ json.dump(c, open(f"{out}/tokenizer_config.json", "w"), ensure_ascii=False)
 PY
   { fail "making the DeepSeek tokenizers"; finish; }
 
-# gpt-oss's template (the model's own, kept as a fixture) with Qwen3's tokenizer.
-for variant in gpt-oss; do
+# gpt-oss's and GLM-4.6's templates (the models' own, kept as fixtures) with Qwen3's tokenizer.
+for variant in gpt-oss glm; do
   mkdir -p "$WORK/$variant"
   cp "$QWEN_DIR/tokenizer.json" "$WORK/$variant/"
 done
 $PY - "$QWEN_DIR/tokenizer_config.json" "$SRC/tests/fixtures/chat_templates" "$WORK" <<'PY' ||
 import json, sys
-for name, file in (("gpt-oss", "openai-gpt-oss-120b.jinja"),):
+for name, file in (("gpt-oss", "openai-gpt-oss-120b.jinja"), ("glm", "GLM-4.6.jinja")):
     c = json.load(open(sys.argv[1]))
     c["chat_template"] = open(f"{sys.argv[2]}/{file}", encoding="utf-8").read()
     json.dump(c, open(f"{sys.argv[3]}/{name}/tokenizer_config.json", "w"), ensure_ascii=False)
 PY
-  { fail "making the gpt-oss template"; finish; }
+  { fail "making the gpt-oss and GLM templates"; finish; }
 
-for variant in qwen3 thinking qwen2 olmoe mixtral deepseek-v3 deepseek-r1 gpt-oss; do
+for variant in qwen3 thinking qwen2 olmoe mixtral deepseek-v3 deepseek-r1 gpt-oss glm; do
   tokenizer=$QWEN_DIR/tokenizer.json
   [ "$variant" != qwen3 ] && tokenizer=$WORK/$variant/tokenizer.json
   mode=""
@@ -119,6 +119,7 @@ for variant in qwen3 thinking qwen2 olmoe mixtral deepseek-v3 deepseek-r1 gpt-os
     qwen2 | olmoe | deepseek-v3 | deepseek-r1) mode=plain ;;
     mixtral) mode=alternating eos=("</s>") ;;  # moetier's [INST] format writes "</s>"
     gpt-oss) mode=harmony ;;
+    glm) mode=glm ;;
   esac
   model="$WORK/$variant.gguf"
   "$MOETIER" synth --preset tiny --type q8_0 --tokenizer "$tokenizer" -q -o "$model" > /dev/null ||
@@ -135,8 +136,10 @@ for variant in qwen3 thinking qwen2 olmoe mixtral deepseek-v3 deepseek-r1 gpt-os
     [ "$variant" = mixtral ] && want=llama2
     grep -q "chat template: $want" "$WORK/$variant.log" && pass "$variant: $want recognised" ||
       fail "$variant template description: $(grep 'chat template' "$WORK/$variant.log")"
-  elif [ "$variant" = gpt-oss ]; then
-    grep -q "chat template: harmony" "$WORK/$variant.log" && pass "$variant: harmony recognised" ||
+  elif [ "$variant" = gpt-oss ] || [ "$variant" = glm ]; then
+    want=harmony
+    [ "$variant" = glm ] && want=glm4.5
+    grep -q "chat template: $want" "$WORK/$variant.log" && pass "$variant: $want recognised" ||
       fail "$variant template description: $(grep 'chat template' "$WORK/$variant.log")"
   elif [ "$variant" = qwen2 ]; then
     grep -q "a default system message" "$WORK/$variant.log" && pass "qwen2: default system" ||
@@ -203,9 +206,9 @@ PY
   kill -TERM "$PID"; wait "$PID"
 done
 
-# --chat-template picks a built-in format over the model's (Qwen3's here): the prompt is
-# harmony's.
-for name in harmony; do
+# --chat-template picks a built-in format over the model's (Qwen3's here): the prompts are
+# harmony's and GLM-4.5's.
+for name in harmony glm4.5; do
   start_server "$WORK/flag-$name.log" "$WORK/qwen3.gguf" --ctx 2048 --chat-template "$name"
   curl -s "${BASE%/v1}/apply-template" -H 'Content-Type: application/json' \
     -d '{"messages":[{"role":"user","content":"Hi"}]}' > "$WORK/flag.json"

@@ -2,7 +2,7 @@
 // the endpoint (bit 2 set: /infill, or /completion with bit 0 set too; else bit 1 set:
 // /tokenize, or /detokenize with bit 0 clear; else completions, or chat with bit 0 set), the
 // rest is the body, which is also read as model output with tool
-// calls (server/tool_calls.h) and as gpt-oss's harmony messages
+// calls (server/tool_calls.h, Hermes and GLM-4.5 blocks) and as gpt-oss's harmony messages
 // (server/harmony.h). Any bytes must give a parsed request or a 400 error object,
 // never a crash or an exception, and what parses obeys the documented ranges.
 #include <algorithm>
@@ -76,9 +76,9 @@ void FuzzNativeCompletionBody(std::string_view body) {
 }  // namespace
 
 // The body as model output: the tool-call parser and the stream splitter agree.
-void FuzzToolCallOutput(std::string_view text) {
-  const mt::server::ToolCallOutput whole = mt::server::ParseToolCalls(text);
-  mt::server::ToolCallSplitter splitter;
+void FuzzToolCallOutput(std::string_view text, mt::server::ToolCallSyntax syntax) {
+  const mt::server::ToolCallOutput whole = mt::server::ParseToolCalls(text, syntax);
+  mt::server::ToolCallSplitter splitter(syntax);
   std::string content;
   for (size_t at = 0; at < text.size(); at += 7) content += splitter.Push(text.substr(at, 7));
   const mt::server::ToolCallOutput rest = splitter.Finish();
@@ -107,7 +107,8 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   if (size == 0) return 0;
   using mt::server::Endpoint;
   const std::string_view body(reinterpret_cast<const char*>(data + 1), size - 1);
-  FuzzToolCallOutput(body);
+  FuzzToolCallOutput(body, mt::server::ToolCallSyntax::kHermes);
+  FuzzToolCallOutput(body, mt::server::ToolCallSyntax::kGlm45);
   FuzzHarmonyOutput(body, data[0] & 8);
   if (data[0] & 4) {
     if (data[0] & 1) {
