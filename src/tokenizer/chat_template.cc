@@ -684,14 +684,11 @@ Result<ChatTemplateKwargs> ChatTemplateKwargsFromJson(const nlohmann::json& kwar
     k.enable_thinking = it->get<bool>();
   }
   if (const auto it = kwargs.find("reasoning_effort"); it != kwargs.end() && !it->is_null()) {
-    if (!it->is_string()) {
+    if (!it->is_string() || !CheckReasoningEffort(it->get<std::string>()).ok()) {
       return InvalidArgument(
-          "chat_template_kwargs.reasoning_effort must be \"low\", \"medium\" "
-          "or \"high\", not {}",
+          "chat_template_kwargs.reasoning_effort must be \"low\", \"medium\" or \"high\", not "
+          "{}",
           it->dump());
-    }
-    if (Status s = CheckReasoningEffort(it->get<std::string>()); !s.ok()) {
-      return s.WithContext("chat_template_kwargs");
     }
     k.reasoning_effort = it->get<std::string>();
   }

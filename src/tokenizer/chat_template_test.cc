@@ -668,7 +668,9 @@ TEST(ChatTemplateTest, ParsesReasoningEffort) {
   EXPECT_EQ(ParseChatTemplateKwargs(R"({"reasoning_effort": "high"})").value().reasoning_effort,
             "high");
   EXPECT_FALSE(ParseChatTemplateKwargs("{}").value().reasoning_effort.has_value());
-  EXPECT_FALSE(ParseChatTemplateKwargs(R"({"reasoning_effort": "max"})").ok());
+  EXPECT_EQ(ParseChatTemplateKwargs(R"({"reasoning_effort": "max"})").status().message(),
+            "chat_template_kwargs.reasoning_effort must be \"low\", \"medium\" or \"high\", "
+            "not \"max\"");
   EXPECT_FALSE(ParseChatTemplateKwargs(R"({"reasoning_effort": 1})").ok());
 }
 
