@@ -14,15 +14,16 @@
 #include <string>
 #include <utility>
 
-#include "command.h"
 #include "base/file_io.h"
-#include "storage_flags.h"
+#include "command.h"
 #include "engine/context.h"
 #include "engine/model.h"
 #include "grammar/chat_answer.h"
 #include "grammar/json_schema.h"
 #include "grammar/token_filter.h"
 #include "sampler/sampler.h"
+#include "server/harmony.h"
+#include "storage_flags.h"
 #include "tokenizer/chat_template.h"
 
 namespace mt::cli {
@@ -269,8 +270,7 @@ int Converse(const RunFlags& f, Context& ctx, const Tokenizer& tok, const ChatTe
       if (line.empty()) continue;
     }
     messages.push_back({"user", std::exchange(line, "")});
-    Result<ChatPrompt> rendered = tmpl.Render(messages, true, nullptr,
-                                               kwargs.enable_thinking.value_or(true));
+    Result<ChatPrompt> rendered = tmpl.Render(messages, true, nullptr, kwargs);
     if (!rendered.ok()) return ReportError(rendered.status());
     Result<std::vector<int32_t>> tokens = tok.Encode(rendered->text, rendered->add_bos, true);
     if (!tokens.ok()) return ReportError(tokens.status());
@@ -290,7 +290,13 @@ int Converse(const RunFlags& f, Context& ctx, const Tokenizer& tok, const ChatTe
         GenerateAndPrint(ctx, tok, f, sampler, nullptr, logits, history, &n_generated);
     if (!answer.ok()) return ReportError(answer.status());
     Print("\n");
-    messages.push_back({"assistant", std::move(answer).value()});
+    if (tmpl.kind() == ChatTemplate::Kind::kHarmony) {
+      // The turn's answer is its final channel (the template takes no channel tags in a
+      // message, and drops past reasoning).
+      messages.push_back({"assistant", server::ParseHarmony(*answer).content});
+    } else {
+      messages.push_back({"assistant", std::move(answer).value()});
+    }
     ++turns;
     if (ctx.n_past() >= ctx.n_ctx()) {
       std::fprintf(stderr, "moetier: the context is full (%u positions); raise -c\n",
@@ -395,8 +401,7 @@ int Run(const RunFlags& f) {
     std::vector<ChatMessage> messages;
     if (!f.system_prompt.empty()) messages.push_back({"system", f.system_prompt});
     messages.push_back({"user", prompt});
-    Result<ChatPrompt> rendered = tmpl->Render(messages, true, nullptr,
-                                                kwargs.enable_thinking.value_or(true));
+    Result<ChatPrompt> rendered = tmpl->Render(messages, true, nullptr, kwargs);
     if (!rendered.ok()) return ReportError(rendered.status());
     text = rendered->text;
     add_bos = rendered->add_bos;
@@ -498,7 +503,8 @@ CommandMain SetupRun(CLI::App& sub) {
                "Converse: a user turn per line of stdin (until its end or /exit), answers "
                "with the chat template; -p or -f, if given, is the first turn");
   sub.add_option("--chat-template", f->chat_template,
-                 "Built-in template to use with --chat: chatml, tulu, llama2, deepseek3");
+                 "Built-in template to use with --chat: chatml, tulu, llama2, deepseek3, harmony "
+                 "(gpt-oss), glm4.5");
   sub.add_option("--system-prompt", f->system_prompt, "System message for --chat");
   sub.add_option("--chat-template-kwargs", f->chat_template_kwargs,
                  "Chat template variables for --chat as JSON, e.g. "

@@ -94,6 +94,7 @@ int Serve(const ServeFlags& f) {
   so.chat_template = f.chat_template;
   so.split_reasoning = f.reasoning_format == "deepseek";
   so.enable_thinking = kwargs.enable_thinking.value_or(true);
+  so.reasoning_effort = kwargs.reasoning_effort.value_or("");
   so.n_parallel = f.n_parallel;
   so.step_tokens = copt.n_batch;
   so.max_queue = f.max_queue;
@@ -164,14 +165,16 @@ CommandMain SetupServe(CLI::App& sub) {
                  "Requests waiting for a slot before new ones get 503")
       ->default_str("64");
   sub.add_option("--chat-template", f->chat_template,
-                 "Built-in chat template instead of the model's: chatml, tulu, llama2, deepseek3");
+                 "Built-in chat template instead of the model's: chatml, tulu, llama2, deepseek3, "
+                 "harmony (gpt-oss), glm4.5");
   sub.add_option("--reasoning-format", f->reasoning_format,
-                 "deepseek: a thinking model's <think> text goes to reasoning_content; none: "
-                 "it stays in the content")
+                 "deepseek: a thinking model's <think> text (gpt-oss: its analysis channel) "
+                 "goes to reasoning_content; none: it stays in the content")
       ->default_str("deepseek");
   sub.add_option("--chat-template-kwargs", f->chat_template_kwargs,
                  "Chat template variables for requests that do not set them, as JSON, e.g. "
-                 "'{\"enable_thinking\": false}' (a Qwen3 model answers without thinking)");
+                 "'{\"enable_thinking\": false}' (a Qwen3 or GLM-4.5 model answers without "
+                 "thinking), '{\"reasoning_effort\": \"high\"}' (gpt-oss)");
   sub.add_option("--drain-timeout", f->drain_timeout,
                  "Seconds running requests may take to finish after SIGTERM")
       ->default_str("30");

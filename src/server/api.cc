@@ -224,6 +224,24 @@ Error ParseTemplateKwargsField(const json& body, ApiRequest* out) {
   Result<ChatTemplateKwargs> k = ChatTemplateKwargsFromJson(kwargs);
   if (!k.ok()) return Invalid("chat_template_kwargs", k.status().message());
   out->enable_thinking = k->enable_thinking;  // unset: the server's default
+  out->reasoning_effort = k->reasoning_effort;
+  return std::nullopt;
+}
+
+// reasoning_effort (OpenAI's, for reasoning models): gpt-oss's template variable, unless
+// chat_template_kwargs set it.
+Error ParseReasoningEffortField(const json& body, ApiRequest* out) {
+  const json& effort = Field(body, "reasoning_effort");
+  if (effort.is_null() || out->reasoning_effort) return std::nullopt;
+  if (!effort.is_string()) {
+    return Invalid("reasoning_effort",
+                   "reasoning_effort must be \"low\", \"medium\" or "
+                   "\"high\"");
+  }
+  if (Status s = CheckReasoningEffort(effort.get<std::string>()); !s.ok()) {
+    return Invalid("reasoning_effort", s.message());
+  }
+  out->reasoning_effort = effort.get<std::string>();
   return std::nullopt;
 }
 
@@ -632,6 +650,7 @@ Error Parse(const json& body, std::string_view raw, Endpoint endpoint, std::stri
   } else {
     if (Error e = ParseMessages(body, out)) return e;
     if (Error e = ParseTemplateKwargsField(body, out)) return e;
+    if (Error e = ParseReasoningEffortField(body, out)) return e;
   }
   for (const char* key : {"max_tokens", "max_completion_tokens"}) {
     if (endpoint == Endpoint::kCompletions && std::string_view(key) != "max_tokens") continue;

@@ -52,7 +52,8 @@
 //   json_schema, guided_json  a schema (extensions, llama-server's and vLLM's names).
 //                At most one of these four constrains a request; compile errors are 400s.
 //   tools        (chat) [{type: "function", function: {name, description, parameters}}]:
-//                rendered into the prompt by the chat template (chatml models); the output's
+//                rendered into the prompt by the chat template (chatml, harmony and glm4.5
+//                models; the last two take tool_choice auto or none only); the output's
 //                tool call blocks come back as message.tool_calls, finish_reason
 //                "tool_calls". tool_choice: "auto" (default with tools), "none", "required"
 //                or {type: "function", function: {name}} (the last two constrain the output
@@ -64,10 +65,13 @@
 //                grammars do not combine with tools. Messages may carry
 //                tool_calls (assistant) and role "tool" with tool_call_id. functions: only
 //                empty.
-//   chat_template_kwargs  (chat) {"enable_thinking": bool}: false asks a Qwen3 hybrid
-//                model to answer without reasoning (tokenizer/chat_template.h); other keys
-//                are ignored, as the template would. Assistant messages may carry
-//                reasoning_content (a string or null): Qwen3's template renders it.
+//   chat_template_kwargs  (chat) {"enable_thinking": bool}: false asks a Qwen3 or GLM-4.5
+//                hybrid model to answer without reasoning (tokenizer/chat_template.h);
+//                {"reasoning_effort": "low" | "medium" | "high"}: gpt-oss's reasoning (also
+//                taken as the top-level reasoning_effort, OpenAI's field); other keys are
+//                ignored, as the template would. Assistant messages may carry
+//                reasoning_content (a string or null): Qwen3's, GLM-4.5's and gpt-oss's
+//                templates render it.
 // Unknown fields are ignored, as other OpenAI-compatible servers do.
 #pragma once
 
@@ -163,6 +167,9 @@ struct ApiRequest {
   bool parallel_tool_calls = true;
   // Chat: chat_template_kwargs.enable_thinking; absent: the server's default.
   std::optional<bool> enable_thinking;
+  // Chat: chat_template_kwargs.reasoning_effort, else the request's reasoning_effort; absent:
+  // the server's default.
+  std::optional<std::string> reasoning_effort;
 };
 
 // A request the server refuses: the HTTP status and the OpenAI error object

@@ -31,6 +31,15 @@ std::optional<ApiError> JobError(const JobUpdate& u) {
   return std::nullopt;
 }
 
+namespace {
+
+ToolCallSyntax ToolSyntax(const ChoiceOptions& options) {
+  return options.chat_format == ChatTemplate::Kind::kGlm45 ? ToolCallSyntax::kGlm45
+                                                           : ToolCallSyntax::kHermes;
+}
+
+}  // namespace
+
 int64_t CodePoints(std::string_view bytes) {
   int64_t n = 0;
   for (unsigned char c : bytes) n += (c & 0xC0) != 0x80;
@@ -38,7 +47,8 @@ int64_t CodePoints(std::string_view bytes) {
 }
 
 Result<ChatPrompt> RenderChat(const ChatTemplate& chat, const ApiRequest& r,
-                              bool default_enable_thinking) {
+                              bool default_enable_thinking,
+                              std::string_view default_reasoning_effort) {
   std::vector<ChatMessage> messages;
   for (const ApiMessage& m : r.messages) {
     ChatMessage& c = messages.emplace_back(ChatMessage{m.role, m.content});
@@ -49,9 +59,15 @@ Result<ChatPrompt> RenderChat(const ChatTemplate& chat, const ApiRequest& r,
   }
   // tool_choice "none" hides the tools (a model with no tool format can still answer).
   const bool offer_tools = r.tool_choice != ToolChoice::kNone;
-  return chat.Render(messages, /*add_generation_prompt=*/true,
-                     offer_tools ? r.tools_json : nullptr,
-                     r.enable_thinking.value_or(default_enable_thinking));
+  ChatTemplateKwargs kwargs;
+  kwargs.enable_thinking = r.enable_thinking.value_or(default_enable_thinking);
+  if (r.reasoning_effort) {
+    kwargs.reasoning_effort = r.reasoning_effort;
+  } else if (!default_reasoning_effort.empty()) {
+    kwargs.reasoning_effort = std::string(default_reasoning_effort);
+  }
+  return chat.Render(messages, /*add_generation_prompt=*/true, offer_tools ? r.tools_json : nullptr,
+                     kwargs);
 }
 
 std::optional<ApiError> InfillPrompt(const Tokenizer& tok, const InfillRequest& r,
@@ -136,15 +152,39 @@ std::optional<ApiError> MakeSpec(const GenerationTarget& target, const ApiReques
       return invalid("messages", std::string(target.chat_error), "chat_template_unavailable");
     }
     if (r.tool_choice != ToolChoice::kNone && !chat->supports_tools()) {
-      return invalid("tools", fmt::format("this model's chat format ({}) has no tool calls; "
-                                          "tools need a chatml model (Qwen)",
-                                          chat->name()),
+      return invalid("tools",
+                     fmt::format("this model's chat format ({}) has no tool calls; "
+                                 "tools need a chatml (Qwen), harmony (gpt-oss) or "
+                                 "glm4.5 model",
+                                 chat->name()),
                      "unsupported");
     }
-    Result<ChatPrompt> rendered = RenderChat(*chat, r, target.enable_thinking);
+    // The grammars of tools are written for Hermes call blocks (chatml); harmony's channels
+    // and GLM's blocks are read back, not constrained.
+    const bool hermes = chat->kind() == ChatTemplate::Kind::kChatml;
+    const bool harmony = chat->kind() == ChatTemplate::Kind::kHarmony;
+    if (!hermes && (r.tool_choice == ToolChoice::kRequired || r.tool_choice == ToolChoice::kNamed ||
+                    (r.tool_choice == ToolChoice::kAuto && r.format_schema))) {
+      return invalid("tool_choice",
+                     fmt::format("the {} chat format takes tool_choice \"auto\" or \"none\" "
+                                 "(without a response format); \"required\" and named calls "
+                                 "are not constrained for it",
+                                 chat->name()),
+                     "unsupported");
+    }
+    if (harmony && r.format_schema && r.tool_choice == ToolChoice::kNone) {
+      return invalid("response_format",
+                     "a JSON response format is not supported for the harmony chat format "
+                     "(gpt-oss): its answer follows the analysis channel",
+                     "unsupported");
+    }
+    Result<ChatPrompt> rendered =
+        RenderChat(*chat, r, target.enable_thinking, target.reasoning_effort);
     if (!rendered.ok()) return invalid("messages", rendered.status().message());
     Result<std::string> calls = std::string();
-    if (r.tool_choice == ToolChoice::kRequired || r.tool_choice == ToolChoice::kNamed) {
+    if (!hermes) {
+      // The calls are read back from free text.
+    } else if (r.tool_choice == ToolChoice::kRequired || r.tool_choice == ToolChoice::kNamed) {
       calls = ToolCallGbnf(r.tools, r.tool_choice_name, r.parallel_tool_calls);
     } else if (r.tool_choice == ToolChoice::kAuto && r.format_schema) {
       // Calls, or an answer in the response format: one grammar of both from the start.
@@ -267,6 +307,21 @@ Choice WholeChoice(const Tokenizer& tok, const ChoiceOptions& options, const std
   c.text = echo + generated;
   c.finish_reason = FinishReasonName(reason);
   std::string answer = generated;
+  if (options.endpoint == Endpoint::kChat && options.chat_format == ChatTemplate::Kind::kHarmony) {
+    HarmonyOutput h = ParseHarmony(generated, !options.split_reasoning);
+    if (h.thought && options.split_reasoning) c.reasoning = std::move(h.reasoning);
+    c.text = std::move(h.content);
+    if (options.tools) {
+      c.tool_calls = std::move(h.calls);
+      for (ApiToolCall& call : c.tool_calls) call.id = new_call_id();
+      if (!c.tool_calls.empty() && reason == FinishReason::kStop) c.finish_reason = "tool_calls";
+    }
+    if (options.logprobs) {
+      LogprobWriter writer(tok, options.endpoint, CodePoints(echo));
+      c.logprobs = writer.Entries(logprobs, generated);
+    }
+    return c;
+  }
   if (options.endpoint == Endpoint::kChat && options.split_reasoning) {
     ReasoningOutput split = SplitReasoning(generated, options.thinking_open);
     if (split.thought) c.reasoning = std::move(split.reasoning);
@@ -274,7 +329,7 @@ Choice WholeChoice(const Tokenizer& tok, const ChoiceOptions& options, const std
     c.text = answer;
   }
   if (options.tools) {  // the answer's call blocks become tool_calls
-    ToolCallOutput parsed = ParseToolCalls(answer);
+    ToolCallOutput parsed = ParseToolCalls(answer, ToolSyntax(options));
     c.text = std::move(parsed.content);
     c.tool_calls = std::move(parsed.calls);
     for (ApiToolCall& call : c.tool_calls) call.id = new_call_id();
@@ -297,7 +352,11 @@ ChoiceStream::ChoiceStream(const Tokenizer& tok, const ChoiceOptions& options,
       echo_(std::move(echo)),
       new_call_id_(std::move(new_call_id)) {
   if (options.logprobs) logprobs_.emplace(tok, options.endpoint, CodePoints(echo_));
-  if (options.tools) tools_.emplace();
+  if (options.endpoint == Endpoint::kChat && options.chat_format == ChatTemplate::Kind::kHarmony) {
+    harmony_.emplace(/*reasoning_in_content=*/!options.split_reasoning);
+    return;
+  }
+  if (options.tools) tools_.emplace(ToolSyntax(options));
   if (options.endpoint == Endpoint::kChat && options.split_reasoning) {
     reasoning_.emplace(options.thinking_open);
   }
@@ -311,7 +370,20 @@ std::optional<ApiError> ChoiceStream::Take(const JobUpdate& u, std::string* out)
   generated_ += u.text;
   // Reasoning first goes out on its own; the answer's call blocks are held back.
   std::string answer = u.text;
-  if (reasoning_) {
+  std::vector<ApiToolCall> harmony_calls;
+  if (harmony_) {
+    ReasoningOutput split = harmony_->Push(u.text);
+    if (u.finished) {
+      HarmonyOutput rest = harmony_->Finish();
+      split.reasoning += rest.reasoning;
+      split.content += rest.content;
+      if (options_.tools) harmony_calls = std::move(rest.calls);
+    }
+    if (!split.reasoning.empty()) {
+      *out += SseEvent(ReasoningChunkJson(meta_, split.reasoning, index_));
+    }
+    answer = std::move(split.content);
+  } else if (reasoning_) {
     ReasoningOutput split = reasoning_->Push(u.text);
     if (u.finished) {
       ReasoningOutput rest = reasoning_->Finish();
@@ -346,6 +418,11 @@ std::optional<ApiError> ChoiceStream::Take(const JobUpdate& u, std::string* out)
       *out += SseEvent(ToolCallsChunkJson(meta_, rest.calls, index_));
       if (u.reason == FinishReason::kStop) reason = "tool_calls";
     }
+  }
+  if (!harmony_calls.empty()) {
+    for (ApiToolCall& call : harmony_calls) call.id = new_call_id_();
+    *out += SseEvent(ToolCallsChunkJson(meta_, harmony_calls, index_));
+    if (u.reason == FinishReason::kStop) reason = "tool_calls";
   }
   *out += SseEvent(ChunkJson(options_.endpoint, meta_, "", reason, false, nullptr, index_));
   return std::nullopt;

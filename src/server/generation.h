@@ -7,14 +7,14 @@
 #include <cmath>
 #include <cstdint>
 #include <functional>
+#include <nlohmann/json.hpp>
 #include <optional>
 #include <span>
 #include <string>
 #include <string_view>
 
-#include <nlohmann/json.hpp>
-
 #include "server/api.h"
+#include "server/harmony.h"
 #include "server/reasoning.h"
 #include "server/scheduler.h"
 #include "server/tool_calls.h"
@@ -31,12 +31,14 @@ struct GenerationTarget {
   std::string_view chat_error;
   uint32_t n_ctx;
   bool enable_thinking = true;  // when the request does not say
+  std::string_view reasoning_effort = {};  // when the request does not say; empty: the template's
 };
 
 // A chat request's prompt as the template renders it (with the tools it offers), or the
-// 400 that refuses it.
+// 400 that refuses it. The defaults are for the template variables the request does not set.
 Result<ChatPrompt> RenderChat(const ChatTemplate& chat, const ApiRequest& r,
-                              bool default_enable_thinking);
+                              bool default_enable_thinking,
+                              std::string_view default_reasoning_effort = {});
 
 // The job of a parsed request (completions: of its prompt `which`): its prompt (the chat
 // rendered by the template, with the tools offered), sampling (`fresh_seed` when the
@@ -113,6 +115,9 @@ struct ChoiceOptions {
   bool thinking_open = false;    // the chat prompt opened <think> (ChatPrompt::thinking_open)
   bool tools = false;            // tool_choice is not none: call blocks become tool_calls
   bool logprobs = false;         // the request asked for logprobs
+  // The chat format, which says how the output is read: harmony's channels (harmony.h),
+  // GLM-4.5's call blocks (tool_calls.h), else <think> and Hermes call blocks.
+  ChatTemplate::Kind chat_format = ChatTemplate::Kind::kChatml;
 };
 
 // One choice of a whole response: its echo and generated text split into reasoning, content
@@ -149,6 +154,7 @@ class ChoiceStream {
   std::optional<LogprobWriter> logprobs_;
   std::optional<ReasoningSplitter> reasoning_;
   std::optional<ToolCallSplitter> tools_;
+  std::optional<HarmonySplitter> harmony_;  // harmony: reasoning, content and calls at once
   std::string generated_;  // the generated text so far (for logprob text offsets)
   bool finished_ = false;
   int64_t completion_tokens_ = 0;

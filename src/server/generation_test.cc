@@ -231,6 +231,147 @@ TEST(ChoiceStream, AddsUpToTheWholeChoiceAtEveryCut) {
   }
 }
 
+// What a streamed choice sent, added up: reasoning, content, the calls and the finish reason.
+struct Streamed {
+  std::string reasoning, content, finish;
+  std::vector<std::pair<std::string, std::string>> calls;  // (name, arguments)
+};
+Streamed Stream(const ChoiceOptions& options, std::string_view text, size_t piece) {
+  const ResponseMeta meta{"chatcmpl-1", 0, "m"};
+  ChoiceStream stream(Tok(), options, meta, 0, "", [] { return std::string("call_x"); });
+  std::string sse = stream.Opening();
+  for (size_t at = 0; at < text.size(); at += piece) {
+    JobUpdate u;
+    u.text = std::string(text.substr(at, piece));
+    EXPECT_FALSE(stream.Take(u, &sse));
+  }
+  JobUpdate end;
+  end.finished = true;
+  end.reason = FinishReason::kStop;
+  EXPECT_FALSE(stream.Take(end, &sse));
+  Streamed out;
+  for (const nlohmann::json& e : Events(sse)) {
+    const nlohmann::json& c = e["choices"][0];
+    const nlohmann::json& d = c["delta"];
+    if (d.contains("reasoning_content")) out.reasoning += d["reasoning_content"].get<std::string>();
+    if (d.contains("content") && d["content"].is_string()) out.content += d["content"];
+    if (d.contains("tool_calls")) {
+      for (const nlohmann::json& call : d["tool_calls"]) {
+        out.calls.emplace_back(call["function"]["name"], call["function"]["arguments"]);
+      }
+    }
+    if (c["finish_reason"].is_string()) out.finish = c["finish_reason"];
+  }
+  return out;
+}
+
+// gpt-oss's output: the analysis channel is the reasoning, the call on the commentary channel
+// a tool call, whole or streamed in pieces of every size.
+TEST(ChoiceStream, HarmonyAddsUpToTheWholeChoiceAtEveryCut) {
+  const std::string text =
+      "<|channel|>analysis<|message|>Let me call.<|end|><|start|>assistant<|channel|>commentary "
+      "to=functions.now <|constrain|>json<|message|>{\"tz\": \"UTC\"}";
+  ChoiceOptions options{Endpoint::kChat, /*split_reasoning=*/true,    false, /*tools=*/true,
+                        false,           ChatTemplate::Kind::kHarmony};
+  const Choice whole =
+      WholeChoice(Tok(), options, "", text, {}, FinishReason::kStop, [] { return "call_x"; });
+  EXPECT_EQ(whole.reasoning, "Let me call.");
+  EXPECT_EQ(whole.text, "");
+  ASSERT_EQ(whole.tool_calls.size(), 1u);
+  EXPECT_EQ(whole.tool_calls[0].name, "now");
+  EXPECT_EQ(whole.tool_calls[0].arguments, R"({"tz":"UTC"})");
+  EXPECT_EQ(whole.finish_reason, "tool_calls");
+  for (size_t piece = 1; piece <= text.size(); ++piece) {
+    const Streamed s = Stream(options, text, piece);
+    EXPECT_EQ(s.reasoning, *whole.reasoning) << "piece " << piece;
+    EXPECT_EQ(s.content, "") << "piece " << piece;
+    ASSERT_EQ(s.calls.size(), 1u) << "piece " << piece;
+    EXPECT_EQ(s.calls[0].second, R"({"tz":"UTC"})");
+    EXPECT_EQ(s.finish, "tool_calls");
+  }
+  // An answer; without tools offered, no calls; with --reasoning-format none the analysis
+  // stays in the content.
+  const std::string answer =
+      "<|channel|>analysis<|message|>Hm.<|end|><|start|>assistant<|channel|>final<|message|>Hi";
+  options.tools = false;
+  Choice c = WholeChoice(Tok(), options, "", answer, {}, FinishReason::kStop, [] { return ""; });
+  EXPECT_EQ(c.reasoning, "Hm.");
+  EXPECT_EQ(c.text, "Hi");
+  EXPECT_EQ(c.finish_reason, "stop");
+  EXPECT_EQ(Stream(options, answer, 3).content, "Hi");
+  options.split_reasoning = false;
+  c = WholeChoice(Tok(), options, "", answer, {}, FinishReason::kStop, [] { return ""; });
+  EXPECT_FALSE(c.reasoning.has_value());
+  EXPECT_EQ(c.text, "<|channel|>analysis<|message|>Hm.<|end|>Hi");
+}
+
+// GLM-4.5's output: a <think> block, then content and its call blocks.
+TEST(ChoiceStream, Glm45AddsUpToTheWholeChoiceAtEveryCut) {
+  const std::string text =
+      "<think>Need the time.</think>\nSure.\n<tool_call>now\n<arg_key>tz</arg_key>\n"
+      "<arg_value>UTC</arg_value>\n</tool_call>";
+  const ChoiceOptions options{Endpoint::kChat, /*split_reasoning=*/true,  false, /*tools=*/true,
+                              false,           ChatTemplate::Kind::kGlm45};
+  const Choice whole =
+      WholeChoice(Tok(), options, "", text, {}, FinishReason::kStop, [] { return "call_x"; });
+  EXPECT_EQ(whole.reasoning, "Need the time.");
+  EXPECT_EQ(whole.text, "Sure.\n");
+  ASSERT_EQ(whole.tool_calls.size(), 1u);
+  EXPECT_EQ(whole.tool_calls[0].arguments, R"({"tz":"UTC"})");
+  EXPECT_EQ(whole.finish_reason, "tool_calls");
+  for (size_t piece = 1; piece <= text.size(); ++piece) {
+    const Streamed s = Stream(options, text, piece);
+    EXPECT_EQ(s.reasoning, *whole.reasoning) << "piece " << piece;
+    EXPECT_EQ(s.content, whole.text) << "piece " << piece;
+    ASSERT_EQ(s.calls.size(), 1u) << "piece " << piece;
+    EXPECT_EQ(s.calls[0].first, "now");
+    EXPECT_EQ(s.calls[0].second, R"({"tz":"UTC"})");
+    EXPECT_EQ(s.finish, "tool_calls");
+  }
+}
+
+// Tools with harmony and GLM-4.5: auto (read back, unconstrained) or none; required and
+// named calls are refused, as is a JSON answer for harmony.
+TEST(MakeSpec, HarmonyAndGlmTakeAutoToolsOnly) {
+  ChatTemplate harmony(ChatTemplate::Kind::kHarmony, "", "name");
+  harmony.set_date("2026-01-02");
+  const ChatTemplate glm(ChatTemplate::Kind::kGlm45, "", "name");
+  const std::string head = R"({"model": "m", "messages": [{"role": "user", "content": "Hi"}], )";
+  for (const ChatTemplate* t : std::initializer_list<const ChatTemplate*>{&harmony, &glm}) {
+    const GenerationTarget target{Tok(), t, "", 4096};
+    GenerationSpec spec;
+    EXPECT_FALSE(MakeSpec(target, Parse(head + kTools + "}", Endpoint::kChat), 0, 1, &spec));
+    EXPECT_EQ(spec.grammar, nullptr);
+    std::optional<ApiError> e =
+        MakeSpec(target, Parse(head + kTools + R"(, "tool_choice": "required"})", Endpoint::kChat),
+                 0, 1, &spec);
+    ASSERT_TRUE(e.has_value());
+    EXPECT_EQ(e->param, "tool_choice");
+  }
+  const GenerationTarget target{Tok(), &harmony, "", 4096, true, "high"};
+  GenerationSpec spec;
+  std::optional<ApiError> e = MakeSpec(
+      target, Parse(head + R"("response_format": {"type": "json_object"}})", Endpoint::kChat), 0, 1,
+      &spec);
+  ASSERT_TRUE(e.has_value());
+  EXPECT_EQ(e->param, "response_format");
+  // reasoning_effort: the request's (chat_template_kwargs, then the top-level field), else
+  // the server's.
+  auto effort = [&](const std::string& fields) {
+    const Result<ChatPrompt> p =
+        RenderChat(harmony, Parse(head + fields + "}", Endpoint::kChat), true, "high");
+    const size_t at = p.value().text.find("Reasoning: ");
+    return p.value().text.substr(at + 11, p.value().text.find('\n', at) - at - 11);
+  };
+  EXPECT_EQ(effort(R"("seed": 1)"), "high");
+  EXPECT_EQ(effort(R"("reasoning_effort": "low")"), "low");
+  EXPECT_EQ(effort(R"("reasoning_effort": "low", "chat_template_kwargs": {"reasoning_effort":
+                   "medium"})"),
+            "medium");
+  ApiRequest r;
+  EXPECT_TRUE(ParseRequest(head + R"("reasoning_effort": "max"})", Endpoint::kChat, "m", &r));
+}
+
 // A job that failed ends its choice with the error and no finish chunk.
 TEST(ChoiceStream, AFailedJobReturnsItsError) {
   const ResponseMeta meta{"cmpl-1", 0, "m"};

@@ -223,6 +223,10 @@ struct HttpServer::Impl {
   // A chat prompt ends inside an open <think> block (the template opens it), so the
   // generated text starts as reasoning.
   bool ThinkingOpen() const { return chat && chat->thinking().forced_open; }
+  // How chat output is read (harmony's channels, GLM's call blocks, else <think>/Hermes).
+  ChatTemplate::Kind ChatFormat() const {
+    return chat ? chat->kind() : ChatTemplate::Kind::kChatml;
+  }
   Metrics metrics;
   Scheduler scheduler;
   httplib::Server http;
@@ -287,8 +291,8 @@ void HttpServer::Impl::Run(const httplib::Request& req, httplib::Response& res,
   int64_t n_prompt = 0;
   for (size_t p = 0; p < n_prompts; ++p) {
     GenerationSpec spec;
-    const GenerationTarget target{tok, chat ? &*chat : nullptr, chat_error, ctx.n_ctx(),
-                                  options.enable_thinking};
+    const GenerationTarget target{tok,         chat ? &*chat : nullptr, chat_error,
+                                  ctx.n_ctx(), options.enable_thinking, options.reasoning_effort};
     if (std::optional<ApiError> e = MakeSpec(target, r, p, FreshSeed(), &spec)) {
       return SendError(res, *e);
     }
@@ -360,8 +364,9 @@ void HttpServer::Impl::Run(const httplib::Request& req, httplib::Response& res,
   }
   std::vector<Choice> choices;
   Usage usage{n_prompt, 0};
-  const ChoiceOptions choice_options{endpoint, options.split_reasoning, ThinkingOpen(),
-                                     r.tool_choice != ToolChoice::kNone, r.logprobs >= 0};
+  const ChoiceOptions choice_options{endpoint,        options.split_reasoning,
+                                     ThinkingOpen(),  r.tool_choice != ToolChoice::kNone,
+                                     r.logprobs >= 0, ChatFormat()};
   for (size_t i = 0; i < n_choices; ++i) {
     if (std::optional<ApiError> e = JobError(last[i])) return SendError(res, *e);
     usage.completion_tokens += last[i].completion_tokens;
@@ -448,8 +453,9 @@ void HttpServer::Impl::Stream(const httplib::Request& req, httplib::Response& re
   };
   auto st = std::make_shared<State>(
       State{{}, std::move(meta), r.endpoint, r.include_usage, n_prompt, ConnectionProbe(req)});
-  const ChoiceOptions choice_options{r.endpoint, options.split_reasoning, ThinkingOpen(),
-                                     r.tool_choice != ToolChoice::kNone, r.logprobs >= 0};
+  const ChoiceOptions choice_options{r.endpoint,      options.split_reasoning,
+                                     ThinkingOpen(),  r.tool_choice != ToolChoice::kNone,
+                                     r.logprobs >= 0, ChatFormat()};
   for (size_t i = 0; i < jobs.size(); ++i) {
     Choice& c = st->choices.emplace_back();
     c.job = std::move(jobs[i]);
@@ -651,7 +657,7 @@ void HttpServer::Impl::Routes() {
       e.code = "chat_template_unavailable";
       return SendError(res, e);
     }
-    Result<ChatPrompt> p = RenderChat(*chat, r, options.enable_thinking);
+    Result<ChatPrompt> p = RenderChat(*chat, r, options.enable_thinking, options.reasoning_effort);
     if (!p.ok()) {
       ApiError e;
       e.message = p.status().message();
@@ -788,6 +794,9 @@ std::string HttpServer::chat_template_description() const {
   }
   if (th.switchable) thinking += ", enable_thinking";
   if (th.forced_open) thinking += ", always thinks";
+  if (impl_->chat->kind() == ChatTemplate::Kind::kHarmony)
+    thinking += ", analysis channel as reasoning";
+  if (impl_->chat->kind() == ChatTemplate::Kind::kGlm45) thinking += ", enable_thinking";
   if (!impl_->chat->default_system().empty()) thinking += ", a default system message";
   return fmt::format("{} (from {}{})", impl_->chat->name(), impl_->chat->origin(), thinking);
 }

@@ -43,6 +43,9 @@ struct ServerOptions {
   // Chat: enable_thinking for requests that do not set it in chat_template_kwargs
   // (--chat-template-kwargs).
   bool enable_thinking = true;
+  // Chat: gpt-oss's reasoning_effort for requests that do not set it; empty: the template's
+  // ("medium").
+  std::string reasoning_effort;
 };
 
 class HttpServer {

@@ -1,9 +1,10 @@
 #include "server/tool_calls.h"
 
-#include <utility>
-
 #include <fmt/format.h>
+
+#include <algorithm>
 #include <nlohmann/json.hpp>
+#include <utility>
 
 #include "grammar/json_schema.h"
 #include "server/tag_scan.h"
@@ -31,9 +32,46 @@ bool ParseCall(std::string_view body, ApiToolCall* out) {
   return true;
 }
 
+// The text of `s` between `open` at `*pos` (after whitespace) and the next `close`; moves
+// *pos past it. False when `open` does not come next or `close` never comes.
+bool TakeTagged(std::string_view s, size_t* pos, std::string_view open, std::string_view close,
+                std::string_view* inside) {
+  size_t p = *pos;
+  while (p < s.size() && IsAsciiSpace(s[p])) ++p;
+  if (s.substr(p, open.size()) != open) return false;
+  const size_t end = s.find(close, p + open.size());
+  if (end == std::string_view::npos) return false;
+  *inside = s.substr(p + open.size(), end - p - open.size());
+  *pos = end + close.size();
+  return true;
+}
+
+// One GLM block: "NAME\n<arg_key>K</arg_key>\n<arg_value>V</arg_value>..." ; false when it is
+// anything else.
+bool ParseGlmCall(std::string_view body, ApiToolCall* out) {
+  const size_t name_end = std::min(body.find('\n'), body.find("<arg_key>"));
+  std::string_view name = body.substr(0, name_end);
+  while (!name.empty() && IsAsciiSpace(name.front())) name.remove_prefix(1);
+  while (!name.empty() && IsAsciiSpace(name.back())) name.remove_suffix(1);
+  if (name.empty() || name.find('<') != std::string_view::npos) return false;
+  nlohmann::ordered_json args = nlohmann::ordered_json::object();
+  size_t pos = name_end == std::string_view::npos ? body.size() : name_end;
+  std::string_view key, value;
+  while (TakeTagged(body, &pos, "<arg_key>", "</arg_key>", &key)) {
+    if (!TakeTagged(body, &pos, "<arg_value>", "</arg_value>", &value)) return false;
+    auto parsed = nlohmann::ordered_json::parse(value, nullptr, /*allow_exceptions=*/false);
+    args[std::string(key)] = parsed.is_discarded() ? nlohmann::ordered_json(value) : parsed;
+  }
+  while (pos < body.size() && IsAsciiSpace(body[pos])) ++pos;
+  if (pos != body.size()) return false;  // something that is not an argument
+  out->name = std::string(name);
+  out->arguments = args.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
+  return true;
+}
+
 }  // namespace
 
-ToolCallOutput ParseToolCalls(std::string_view text) {
+ToolCallOutput ParseToolCalls(std::string_view text, ToolCallSyntax syntax) {
   const size_t first = text.find(kOpen);
   if (first == std::string_view::npos) return {std::string(text), {}};
   ToolCallOutput out;
@@ -48,7 +86,13 @@ ToolCallOutput ParseToolCalls(std::string_view text) {
     const size_t body = pos + kOpen.size();
     const size_t end = text.find(kClose, body);
     ApiToolCall call;
-    if (!ParseCall(text.substr(body, end == std::string_view::npos ? end : end - body), &call)) {
+    const std::string_view block =
+        text.substr(body, end == std::string_view::npos ? end : end - body);
+    // (A GLM block must be closed: its name alone would parse.)
+    const bool ok = syntax == ToolCallSyntax::kGlm45
+                        ? end != std::string_view::npos && ParseGlmCall(block, &call)
+                        : ParseCall(block, &call);
+    if (!ok) {
       // A last block cut short (max_tokens) after whole calls: those calls, the rest dropped
       // (finish_reason "length" says so).
       if (end == std::string_view::npos && !out.calls.empty()) break;
@@ -80,7 +124,7 @@ std::string ToolCallSplitter::Push(std::string_view text) {
 
 ToolCallOutput ToolCallSplitter::Finish() {
   if (calls_.empty()) return {std::exchange(held_, ""), {}};
-  ToolCallOutput parsed = ParseToolCalls(calls_);
+  ToolCallOutput parsed = ParseToolCalls(calls_, syntax_);
   if (parsed.calls.empty()) return {std::exchange(calls_, ""), {}};
   calls_.clear();
   return {"", std::move(parsed.calls)};

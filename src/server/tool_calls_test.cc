@@ -139,5 +139,52 @@ TEST(ToolCalls, GrammarForcesCallsOfTheGivenTools) {
             "tools[1] (get_time): json_schema: unsupported keyword 'format' at /");
 }
 
+// GLM-4.5's blocks: a name, then <arg_key>/<arg_value> pairs; values that parse as JSON
+// are that JSON, others strings.
+constexpr std::string_view kGlmCalls =
+    "Let me look.\n<tool_call>get_weather\n<arg_key>city</arg_key>\n<arg_value>New York"
+    "</arg_value>\n<arg_key>days</arg_key>\n<arg_value>3</arg_value>\n<arg_key>opts</arg_key>\n"
+    "<arg_value>{\"units\": \"c\", \"x\": [true, null]}</arg_value>\n<arg_key>q</arg_key>\n"
+    "<arg_value>\"quoted\"</arg_value>\n</tool_call>\n<tool_call>now\n</tool_call>";
+
+TEST(ToolCalls, ParsesGlm45Blocks) {
+  const ToolCallOutput out = ParseToolCalls(kGlmCalls, ToolCallSyntax::kGlm45);
+  EXPECT_EQ(out.content, "Let me look.\n");
+  ASSERT_EQ(out.calls.size(), 2u);
+  EXPECT_EQ(out.calls[0].name, "get_weather");
+  EXPECT_EQ(out.calls[0].arguments,
+            R"({"city":"New York","days":3,"opts":{"units":"c","x":[true,null]},"q":"quoted"})");
+  EXPECT_EQ(out.calls[1].name, "now");
+  EXPECT_EQ(out.calls[1].arguments, "{}");
+  // The Hermes reader does not take them (not JSON): all content.
+  EXPECT_TRUE(ParseToolCalls(kGlmCalls).calls.empty());
+  for (std::string_view bad : {
+           "<tool_call>\n<arg_key>a</arg_key><arg_value>1</arg_value></tool_call>",  // no name
+           "<tool_call>f\n<arg_key>a</arg_key>\n</tool_call>",                       // no value
+           "<tool_call>f\n<arg_key>a</arg_key><arg_value>1</arg_value>junk</tool_call>",
+           "<tool_call>f\n<arg_key>a</arg_key><arg_value>1</arg_va",  // cut short
+       }) {
+    const ToolCallOutput o = ParseToolCalls(bad, ToolCallSyntax::kGlm45);
+    EXPECT_TRUE(o.calls.empty()) << bad;
+    EXPECT_EQ(o.content, bad);
+  }
+}
+
+TEST(ToolCalls, Glm45SplitterMatchesTheWholeParseAtEveryCut) {
+  const ToolCallOutput whole = ParseToolCalls(kGlmCalls, ToolCallSyntax::kGlm45);
+  for (size_t piece = 1; piece <= kGlmCalls.size(); ++piece) {
+    ToolCallSplitter s(ToolCallSyntax::kGlm45);
+    std::string content;
+    for (size_t at = 0; at < kGlmCalls.size(); at += piece) {
+      content += s.Push(kGlmCalls.substr(at, piece));
+    }
+    ToolCallOutput rest = s.Finish();
+    content += rest.content;
+    EXPECT_EQ(content, whole.content) << "piece " << piece;
+    ASSERT_EQ(rest.calls.size(), 2u) << "piece " << piece;
+    EXPECT_EQ(rest.calls[0].arguments, whole.calls[0].arguments);
+  }
+}
+
 }  // namespace
 }  // namespace mt::server

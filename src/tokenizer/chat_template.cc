@@ -3,10 +3,12 @@
 #include <charconv>
 #include <cmath>
 #include <cstdlib>
+#include <ctime>
 #include <nlohmann/json.hpp>
 #include <string>
 #include <vector>
 
+#include "tokenizer/chat_template_internal.h"
 #include "tokenizer/utf8.h"
 
 namespace mt {
@@ -349,10 +351,84 @@ std::string HfToJson(const OrderedJson& value) {
   return out;
 }
 
+namespace chat_internal {
+
+std::string PyStr(const OrderedJson& value) {
+  if (value.is_string()) return value.get<std::string>();
+  if (value.is_boolean()) return value.get<bool>() ? "True" : "False";
+  if (value.is_null()) return "None";
+  if (value.is_number_float()) {
+    std::string out;
+    AppendPyFloat(out, value.get<double>());
+    if (out == "NaN") return "nan";
+    if (out == "Infinity") return "inf";
+    if (out == "-Infinity") return "-inf";
+    return out;
+  }
+  return HfToJson(value);
+}
+
+namespace {
+
+// str.isspace() of a code point.
+bool PyIsSpace(char32_t c) {
+  return (c >= 0x09 && c <= 0x0D) || (c >= 0x1C && c <= 0x20) || c == 0x85 || c == 0xA0 ||
+         c == 0x1680 || (c >= 0x2000 && c <= 0x200A) || c == 0x2028 || c == 0x2029 || c == 0x202F ||
+         c == 0x205F || c == 0x3000;
+}
+
+}  // namespace
+
+std::string_view PyStrip(std::string_view s) {
+  // From the front, whole code points; invalid bytes are not space.
+  while (!s.empty()) {
+    const size_t len = utf8::ValidSequenceLength(s, 0);
+    if (len == 0 || !PyIsSpace(utf8::DecodeAt(s, 0, len))) break;
+    s.remove_prefix(len);
+  }
+  while (!s.empty()) {
+    size_t start = s.size() - 1;  // the last code point's first byte
+    while (start > 0 && s.size() - start < 4 &&
+           (static_cast<unsigned char>(s[start]) & 0xC0) == 0x80) {
+      --start;
+    }
+    const size_t len = utf8::ValidSequenceLength(s, start);
+    if (len != s.size() - start || !PyIsSpace(utf8::DecodeAt(s, start, len))) break;
+    s.remove_suffix(len);
+  }
+  return s;
+}
+
+size_t PyLen(std::string_view s) {
+  size_t n = 0;
+  for (size_t i = 0; i < s.size(); ++n) {
+    const size_t len = utf8::ValidSequenceLength(s, i);
+    i += len == 0 ? 1 : len;
+  }
+  return n;
+}
+
+std::optional<OrderedJson> ParseArguments(std::string_view arguments) {
+  OrderedJson j = OrderedJson::parse(arguments, nullptr, /*allow_exceptions=*/false);
+  if (j.is_discarded()) return std::nullopt;
+  return j;
+}
+
+}  // namespace chat_internal
+
 Result<ChatTemplate::Kind> ChatTemplate::Detect(std::string_view t) {
   // Order and markers follow llama.cpp's detection for the formats moetier knows; tulu is
   // recognised before llama.cpp's generic "<|user|>"/"<|assistant|>" families because
   // llama.cpp has no tulu format (it would take OLMoE's template for GLM-Edge).
+  // gpt-oss (llama.cpp's LLM_CHAT_TEMPLATE_OPENAI_MOE markers, and its harmony message tag).
+  if (Contains(t, "<|start|>") && Contains(t, "<|channel|>") && Contains(t, "<|message|>")) {
+    return Kind::kHarmony;
+  }
+  // GLM-4.5/4.6 (llama.cpp's markers for their chat format): GLM's prefix and the tool
+  // call's <arg_key>/<arg_value> (GLM-4's and GLM-Edge's templates have neither).
+  if (Contains(t, "[gMASK]<sop>") && Contains(t, "<arg_key>") && Contains(t, "<arg_value>")) {
+    return Kind::kGlm45;
+  }
   if (Contains(t, "<|im_start|>") && !Contains(t, "<|im_sep|>") &&
       !Contains(t, "<end_of_utterance>")) {
     return Kind::kChatml;
@@ -372,7 +448,8 @@ Result<ChatTemplate::Kind> ChatTemplate::Detect(std::string_view t) {
     return Kind::kDeepseek3;
   }
   return Unimplemented(
-      "chat template not recognised (known: chatml, tulu, llama2 [INST], deepseek3)");
+      "chat template not recognised (known: chatml, tulu, llama2 [INST], deepseek3, harmony, "
+      "glm4.5)");
 }
 
 Result<ChatTemplate::Kind> ChatTemplate::ForArchitecture(std::string_view arch) {
@@ -382,6 +459,8 @@ Result<ChatTemplate::Kind> ChatTemplate::ForArchitecture(std::string_view arch) 
   if (arch == "olmoe") return Kind::kTulu;
   if (arch == "llama") return Kind::kLlama2;
   if (arch == "deepseek2") return Kind::kDeepseek3;
+  if (arch == "gpt-oss") return Kind::kHarmony;
+  if (arch == "glm4moe") return Kind::kGlm45;
   return Unimplemented("no built-in chat template for architecture '{}'", arch);
 }
 
@@ -390,7 +469,10 @@ Result<ChatTemplate::Kind> ChatTemplate::ByName(std::string_view name) {
   if (name == "tulu") return Kind::kTulu;
   if (name == "llama2" || name == "mistral" || name == "mixtral") return Kind::kLlama2;
   if (name == "deepseek3") return Kind::kDeepseek3;
-  return InvalidArgument("unknown chat template '{}' (chatml, tulu, llama2, deepseek3)", name);
+  if (name == "harmony" || name == "gpt-oss") return Kind::kHarmony;
+  if (name == "glm4.5" || name == "glm-4.5" || name == "glm4moe") return Kind::kGlm45;
+  return InvalidArgument(
+      "unknown chat template '{}' (chatml, tulu, llama2, deepseek3, harmony, glm4.5)", name);
 }
 
 Result<ChatTemplate> ChatTemplate::ForModel(std::string_view jinja, std::string_view architecture,
@@ -463,6 +545,10 @@ std::string_view ChatTemplate::name() const {
       return "llama2";
     case Kind::kDeepseek3:
       return "deepseek3";
+    case Kind::kHarmony:
+      return "harmony";
+    case Kind::kGlm45:
+      return "glm4.5";
   }
   return "";
 }
@@ -475,12 +561,46 @@ Result<ChatPrompt> ChatTemplate::Render(std::span<const ChatMessage> messages,
 Result<ChatPrompt> ChatTemplate::Render(std::span<const ChatMessage> messages,
                                         bool add_generation_prompt, const OrderedJson& tools,
                                         bool enable_thinking) const {
+  ChatTemplateKwargs kwargs;
+  kwargs.enable_thinking = enable_thinking;
+  return Render(messages, add_generation_prompt, tools, kwargs);
+}
+
+namespace {
+
+// The local date as strftime_now("%Y-%m-%d") prints it.
+std::string Today() {
+  const std::time_t now = std::time(nullptr);
+  std::tm local{};
+  localtime_r(&now, &local);
+  char buf[16];
+  std::strftime(buf, sizeof(buf), "%Y-%m-%d", &local);
+  return buf;
+}
+
+}  // namespace
+
+Result<ChatPrompt> ChatTemplate::Render(std::span<const ChatMessage> messages,
+                                        bool add_generation_prompt, const OrderedJson& tools,
+                                        const ChatTemplateKwargs& kwargs) const {
+  const bool enable_thinking = kwargs.enable_thinking.value_or(true);
   if (messages.empty()) return InvalidArgument("chat: no messages");
   if (!tools.is_null() && !tools.is_array()) {
     return InvalidArgument("chat: tools must be an array (got {})", tools.type_name());
   }
+  if (kwargs.reasoning_effort) {
+    if (Status s = CheckReasoningEffort(*kwargs.reasoning_effort); !s.ok()) return s;
+  }
+  if (kind_ == Kind::kHarmony) {
+    return chat_internal::RenderHarmony(messages, add_generation_prompt, tools, kwargs,
+                                        date_.empty() ? Today() : date_);
+  }
+  if (kind_ == Kind::kGlm45) {
+    return chat_internal::RenderGlm45(messages, add_generation_prompt, tools, kwargs);
+  }
   if (kind_ != Kind::kChatml) {
-    constexpr std::string_view kNeedChatml = "tools need a chatml model (Qwen)";
+    constexpr std::string_view kNeedChatml =
+        "tools need a chatml (Qwen), harmony (gpt-oss) or glm4.5 model";
     // (DeepSeek's own tool format, <｜tool▁calls▁begin｜>..., is not rendered.)
     if (!tools.empty()) {
       return InvalidArgument("chat format {} has no tool calls; {}", name(), kNeedChatml);
@@ -542,6 +662,9 @@ Result<ChatPrompt> ChatTemplate::Render(std::span<const ChatMessage> messages,
     case Kind::kDeepseek3:
       p = RenderDeepseek3(messages, add_generation_prompt, thinking_);
       break;
+    case Kind::kHarmony:
+    case Kind::kGlm45:
+      break;  // rendered above
   }
   return p;
 }
@@ -560,7 +683,22 @@ Result<ChatTemplateKwargs> ChatTemplateKwargsFromJson(const nlohmann::json& kwar
     }
     k.enable_thinking = it->get<bool>();
   }
+  if (const auto it = kwargs.find("reasoning_effort"); it != kwargs.end() && !it->is_null()) {
+    if (!it->is_string() || !CheckReasoningEffort(it->get<std::string>()).ok()) {
+      return InvalidArgument(
+          "chat_template_kwargs.reasoning_effort must be \"low\", \"medium\" or \"high\", not "
+          "{}",
+          it->dump());
+    }
+    k.reasoning_effort = it->get<std::string>();
+  }
   return k;
+}
+
+Status CheckReasoningEffort(std::string_view effort) {
+  if (effort == "low" || effort == "medium" || effort == "high") return Status::Ok();
+  return InvalidArgument("reasoning_effort must be \"low\", \"medium\" or \"high\", not {:?}",
+                         effort);
 }
 
 Result<ChatTemplateKwargs> ParseChatTemplateKwargs(std::string_view json_text) {

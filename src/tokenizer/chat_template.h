@@ -26,6 +26,27 @@
 //           (ChatThinking) renders only what follows an assistant turn's last "</think>" and
 //           opens "<think>\n" after the generation prompt. No tool calls (the template's
 //           tool format is not rendered: tools, tool calls and "tool" messages are errors).
+//   harmony (OpenAI gpt-oss, its chat_template; OpenAI's "harmony" format): messages are
+//           "<|start|>{header}<|message|>{body}<|end|>". First a system message (model
+//           identity, "Knowledge cutoff: 2024-06", "Current date: {date}", "Reasoning:
+//           {reasoning_effort}", the valid channels), then a developer message when the
+//           conversation starts with a system message ("# Instructions\n\n{c}\n\n") or tools
+//           are offered ("# Tools" and a TypeScript-like "namespace functions {...}"); user
+//           turns; assistant turns as "<|start|>assistant<|channel|>final<|message|>{c}<|end|>";
+//           tool calls as "<|start|>assistant to=functions.{name}<|channel|>commentary json
+//           <|message|>{args}<|call|>" (after their reasoning, as the analysis channel, when no
+//           later answer ends the run); tool results as "<|start|>functions.{name} to=assistant
+//           <|channel|>commentary<|message|>{json string}<|end|>"; then "<|start|>assistant".
+//           Every rule: chat_template_harmony.cc.
+//   glm4.5  (GLM-4.5 and 4.6, glm4moe; their chat_template): "[gMASK]<sop>" first, then
+//           "<|system|>\n{c}", "<|user|>\n{c}" ("/nothink" appended when enable_thinking is
+//           false), "<|assistant|>\n<think>{reasoning}</think>" (reasoning only after the last
+//           user message, else empty) + "\n{content}" + tool calls as "\n<tool_call>{name}" +
+//           "\n<arg_key>{k}</arg_key>\n<arg_value>{v}</arg_value>" per argument +
+//           "\n</tool_call>"; tool results as "<|observation|>" + "\n<tool_response>\n{c}\n
+//           </tool_response>" per result; tools listed in a first "<|system|>" block; the
+//           generation prompt "<|assistant|>" (+ "\n<think></think>" when enable_thinking is
+//           false).
 #pragma once
 
 #include <nlohmann/json_fwd.hpp>
@@ -93,18 +114,30 @@ struct ChatThinking {
   bool forced_open = false;
 };
 
+// The chat template variables moetier's templates read, from chat_template_kwargs given as
+// JSON text (the --chat-template-kwargs flag, as llama-server's): {"enable_thinking": bool,
+// "reasoning_effort": "low" | "medium" | "high"}. Other keys are ignored, as a Jinja template
+// ignores variables it does not use (gpt-oss's model_identity and builtin_tools are not
+// rendered). InvalidArgument (one line) for text that is not a JSON object, an
+// enable_thinking that is not a boolean, or another reasoning_effort.
+struct ChatTemplateKwargs {
+  std::optional<bool> enable_thinking;  // unset: the template's default (on)
+  // gpt-oss's "Reasoning: ..." line; unset: the template's default ("medium").
+  std::optional<std::string> reasoning_effort;
+};
+
 class ChatTemplate {
  public:
-  enum class Kind { kChatml, kTulu, kLlama2, kDeepseek3 };
+  enum class Kind { kChatml, kTulu, kLlama2, kDeepseek3, kHarmony, kGlm45 };
 
   // The format of a Jinja template by its markers; Unimplemented if none is recognised.
   static Result<Kind> Detect(std::string_view jinja);
   // The format an architecture's instruct models use: qwen2moe, qwen3moe, qwen2, qwen3 ->
   // chatml; olmoe -> tulu; llama (Mixtral) -> llama2; deepseek2 (DeepSeek-V3, R1) ->
-  // deepseek3. Unimplemented for others.
+  // deepseek3; gpt-oss -> harmony; glm4moe -> glm4.5. Unimplemented for others.
   static Result<Kind> ForArchitecture(std::string_view architecture);
-  // By name: "chatml", "tulu", "llama2" (also "mistral", "mixtral"), "deepseek3".
-  // InvalidArgument else.
+  // By name: "chatml", "tulu", "llama2" (also "mistral", "mixtral"), "deepseek3", "harmony"
+  // (also "gpt-oss"), "glm4.5" (also "glm4moe", "glm-4.5"). InvalidArgument else.
   static Result<Kind> ByName(std::string_view name);
 
   // Picks the format for a model: the GGUF's tokenizer.chat_template when its format is
@@ -130,13 +163,18 @@ class ChatTemplate {
         default_system_(std::move(default_system)) {}
 
   Kind kind() const { return kind_; }
-  // "chatml", "tulu", "llama2" or "deepseek3".
+  // "chatml", "tulu", "llama2", "deepseek3", "harmony" or "glm4.5".
   std::string_view name() const;
   // Where the choice came from: "tokenizer.chat_template", "architecture <arch>" or "name".
   const std::string& origin() const { return origin_; }
 
-  // True when Render accepts tools, tool calls and "tool" messages: chatml only.
-  bool supports_tools() const { return kind_ == Kind::kChatml; }
+  // True when Render accepts tools, tool calls and "tool" messages: chatml, harmony, glm4.5.
+  bool supports_tools() const {
+    return kind_ == Kind::kChatml || kind_ == Kind::kHarmony || kind_ == Kind::kGlm45;
+  }
+  // The date harmony's system message prints ("Current date: YYYY-MM-DD", as the template's
+  // strftime_now("%Y-%m-%d")); empty (the default): the local date at each Render.
+  void set_date(std::string date) { date_ = std::move(date); }
   const ChatThinking& thinking() const { return thinking_; }
   const std::string& default_system() const { return default_system_; }
 
@@ -160,14 +198,25 @@ class ChatTemplate {
   // `enable_thinking` is the template variable of that name (chat_template_kwargs): false
   // asks a switchable template for an answer without reasoning; other templates ignore it,
   // as Jinja ignores a variable a template does not read.
+  // harmony and glm4.5 render as their templates do (the format list above; every rule in
+  // chat_template_harmony.cc and chat_template_glm45.cc). Both read a tool call's arguments as
+  // JSON (Hugging Face's templates take them as a mapping); harmony renders text that is not
+  // JSON as a JSON string, glm4.5 wants an object (an empty text is {}).
   // Errors (InvalidArgument, one line): no messages; `tools` neither null nor an array; for
   // tulu, llama2 and deepseek3 (which have no tool format here) a non-empty `tools`, a "tool"
   // message, an assistant message with tool_calls, or a role other than
-  // system/user/assistant.
+  // system/user/assistant; what the harmony and glm4.5 templates refuse (raise_exception):
+  // harmony, an assistant content or reasoning holding "<|channel|>analysis<|message|>" or
+  // "<|channel|>final<|message|>", a tool-calling turn with both content and reasoning, a
+  // "tool" message with no tool call before it; glm4.5, arguments that are not a JSON object.
   // Thread-safe (const, no shared state); the result owns its text.
   Result<ChatPrompt> Render(std::span<const ChatMessage> messages, bool add_generation_prompt,
                             const nlohmann::ordered_json& tools,
                             bool enable_thinking = true) const;
+  // The same with all of the template variables moetier reads (ChatTemplateKwargs above).
+  Result<ChatPrompt> Render(std::span<const ChatMessage> messages, bool add_generation_prompt,
+                            const nlohmann::ordered_json& tools,
+                            const ChatTemplateKwargs& kwargs) const;
 
  private:
   Kind kind_;
@@ -175,6 +224,7 @@ class ChatTemplate {
   std::string origin_;
   ChatThinking thinking_;
   std::string default_system_;
+  std::string date_;  // harmony's "Current date"; empty: today
 };
 
 // DeepSeek-R1's chat template, the Jinja text its tokenizer_config.json ships (DeepSeek-V3's
@@ -183,14 +233,16 @@ class ChatTemplate {
 // (chat_template_data.cc)
 std::string_view DeepseekR1ChatTemplate();
 
-// The chat template variables moetier's templates read, from chat_template_kwargs given as
-// JSON text (the --chat-template-kwargs flag, as llama-server's): {"enable_thinking": bool}.
-// Other keys are ignored, as a Jinja template ignores variables it does not use.
-// InvalidArgument (one line) for text that is not a JSON object, or an enable_thinking that
-// is not a boolean.
-struct ChatTemplateKwargs {
-  std::optional<bool> enable_thinking;  // unset: the template's default (on)
-};
+// harmony's control tokens as text (o200k_harmony's special tokens).
+inline constexpr std::string_view kHarmonyStart = "<|start|>";
+inline constexpr std::string_view kHarmonyChannel = "<|channel|>";
+inline constexpr std::string_view kHarmonyMessage = "<|message|>";
+inline constexpr std::string_view kHarmonyEnd = "<|end|>";
+inline constexpr std::string_view kHarmonyConstrain = "<|constrain|>";
+
+// Checks a reasoning_effort value: "low", "medium" or "high"; InvalidArgument else.
+Status CheckReasoningEffort(std::string_view effort);
+// chat_template_kwargs given as JSON text (ChatTemplateKwargs above says what is read).
 Result<ChatTemplateKwargs> ParseChatTemplateKwargs(std::string_view json_text);
 // The same from parsed JSON (a request's chat_template_kwargs field).
 Result<ChatTemplateKwargs> ChatTemplateKwargsFromJson(const nlohmann::json& kwargs);

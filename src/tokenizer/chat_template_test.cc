@@ -350,7 +350,8 @@ TEST(ChatTemplateTest, ToolsNeedChatml) {
   ASSERT_FALSE(r.ok());
   EXPECT_EQ(r.status().code(), StatusCode::kInvalidArgument);
   EXPECT_EQ(r.status().message(),
-            "chat format tulu has no tool calls; tools need a chatml model (Qwen)");
+            "chat format tulu has no tool calls; tools need a chatml (Qwen), harmony (gpt-oss) or "
+            "glm4.5 model");
   // No tools offered is fine.
   EXPECT_TRUE(tulu.Render(user, true, nlohmann::ordered_json::array()).ok());
 
@@ -361,13 +362,13 @@ TEST(ChatTemplateTest, ToolsNeedChatml) {
   ASSERT_FALSE(r.ok());
   EXPECT_EQ(r.status().message(),
             "chat format llama2 has no tool calls (message 1 has tool_calls); tools need a "
-            "chatml model (Qwen)");
+            "chatml (Qwen), harmony (gpt-oss) or glm4.5 model");
   const ChatMessage response[] = {{"user", "Hi"}, {"tool", "12:00"}};
   r = llama2.Render(response, true);
   ASSERT_FALSE(r.ok());
   EXPECT_EQ(r.status().message(),
             "chat format llama2 has no tool calls (message 1 has role 'tool'); tools need a "
-            "chatml model (Qwen)");
+            "chatml (Qwen), harmony (gpt-oss) or glm4.5 model");
   EXPECT_EQ(llama2.Render(user, true, tools).status().code(), StatusCode::kInvalidArgument);
 
   // `tools` must be an array (or null) for every format.
@@ -496,8 +497,10 @@ TEST(ChatTemplateTest, Deepseek3HasNoToolsHere) {
   const ChatMessage user[] = {{"user", "Hi"}};
   Result<ChatPrompt> r = t.Render(user, true, Tools({kWeatherTool}));
   ASSERT_FALSE(r.ok());
-  EXPECT_EQ(r.status().message(),
-            "chat format deepseek3 has no tool calls; tools need a chatml model (Qwen)");
+  EXPECT_EQ(
+      r.status().message(),
+      "chat format deepseek3 has no tool calls; tools need a chatml (Qwen), harmony (gpt-oss) or "
+      "glm4.5 model");
   const ChatMessage response[] = {{"user", "Hi"}, {"tool", "12:00"}};
   EXPECT_FALSE(t.Render(response, true).ok());
   const ChatMessage odd[] = {{"user", "Hi"}, {"observer", "x"}};
@@ -505,6 +508,230 @@ TEST(ChatTemplateTest, Deepseek3HasNoToolsHere) {
   ASSERT_FALSE(r.ok());
   EXPECT_EQ(r.status().message(),
             "chat: message 1 has role \"observer\" (deepseek3 knows system, user, assistant)");
+}
+
+// The templates as the models ship them, kept as fixtures (tests/fixtures/chat_templates).
+std::string Fixture(const char* name) {
+  std::ifstream in(std::string(MT_SOURCE_DIR) + "/tests/fixtures/chat_templates/" + name);
+  return std::string(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>());
+}
+
+TEST(ChatTemplateTest, DetectsHarmonyAndGlm45) {
+  const std::string gpt_oss = Fixture("openai-gpt-oss-120b.jinja");
+  const std::string glm = Fixture("GLM-4.6.jinja");
+  ASSERT_FALSE(gpt_oss.empty());
+  ASSERT_FALSE(glm.empty());
+  EXPECT_EQ(ChatTemplate::Detect(gpt_oss).value(), Kind::kHarmony);
+  EXPECT_EQ(ChatTemplate::Detect(glm).value(), Kind::kGlm45);
+  // GLM-4's template (no <arg_key>) is another format; Phi-3's <|end|> is not harmony.
+  EXPECT_FALSE(ChatTemplate::Detect("[gMASK]<sop>{% for m in messages %}<|{{ m.role }}|>").ok());
+  EXPECT_FALSE(ChatTemplate::Detect("<|user|>{{ c }}<|end|><|assistant|>").ok());
+  const ChatTemplate t = ChatTemplate::ForModel(gpt_oss, "llama", "<|return|>").value();
+  EXPECT_EQ(t.name(), "harmony");
+  EXPECT_TRUE(t.supports_tools());
+  EXPECT_EQ(ChatTemplate::ForModel("", "gpt-oss", "<|return|>").value().name(), "harmony");
+  EXPECT_EQ(ChatTemplate::ForModel("", "glm4moe", "<|endoftext|>").value().name(), "glm4.5");
+  EXPECT_EQ(ChatTemplate::ForModel(glm, "qwen3moe", "").value().name(), "glm4.5");
+  EXPECT_EQ(ChatTemplate::ForArchitecture("gpt-oss").value(), Kind::kHarmony);
+  EXPECT_EQ(ChatTemplate::ForArchitecture("glm4moe").value(), Kind::kGlm45);
+  for (const char* name : {"harmony", "gpt-oss"}) {
+    EXPECT_EQ(ChatTemplate::ByName(name).value(), Kind::kHarmony);
+  }
+  for (const char* name : {"glm4.5", "glm-4.5", "glm4moe"}) {
+    EXPECT_EQ(ChatTemplate::ByName(name).value(), Kind::kGlm45);
+  }
+}
+
+// Expected texts: gpt-oss's template (tests/fixtures/chat_templates/openai-gpt-oss-120b.jinja)
+// rendered by jinja2 as Hugging Face renders it, with strftime_now giving 2026-01-02 and the
+// template's "thinking" given as reasoning_content.
+constexpr char kHarmonySystem[] =
+    "<|start|>system<|message|>You are ChatGPT, a large language model trained by OpenAI.\n"
+    "Knowledge cutoff: 2024-06\nCurrent date: 2026-01-02\n\nReasoning: medium\n\n"
+    "# Valid channels: analysis, commentary, final. Channel must be included for every "
+    "message.";
+
+ChatTemplate Harmony() {
+  ChatTemplate t(Kind::kHarmony, "<|return|>", "test");
+  t.set_date("2026-01-02");
+  return t;
+}
+
+TEST(ChatTemplateTest, RendersHarmonyTurns) {
+  const ChatTemplate t = Harmony();
+  ChatPrompt p = t.Render(kChat, true).value();
+  EXPECT_EQ(p.text, std::string(kHarmonySystem) +
+                        "<|end|><|start|>developer<|message|># Instructions\n\nS\n\n<|end|>"
+                        "<|start|>user<|message|>U<|end|><|start|>assistant<|channel|>final"
+                        "<|message|>A<|end|><|start|>user<|message|>V<|end|><|start|>assistant");
+  EXPECT_FALSE(p.add_bos);
+  EXPECT_FALSE(p.thinking_open);
+  // Past reasoning is dropped; a conversation that ends with an answer (no generation prompt)
+  // keeps its reasoning and ends with <|return|>; later system messages are not rendered.
+  ChatMessage greet{"assistant", "Hello"};
+  greet.reasoning_content = "greet";
+  ChatMessage done{"assistant", "Done"};
+  done.reasoning_content = "x";
+  const ChatMessage chat[] = {{"user", "Hi"}, greet, {"system", "ignored"}, {"user", "Bye"}, done};
+  ChatTemplateKwargs low;
+  low.reasoning_effort = "low";
+  EXPECT_EQ(t.Render(chat, false, nullptr, low).value().text,
+            "<|start|>system<|message|>You are ChatGPT, a large language model trained by "
+            "OpenAI.\nKnowledge cutoff: 2024-06\nCurrent date: 2026-01-02\n\nReasoning: low\n\n"
+            "# Valid channels: analysis, commentary, final. Channel must be included for every "
+            "message.<|end|><|start|>user<|message|>Hi<|end|><|start|>assistant<|channel|>final"
+            "<|message|>Hello<|end|><|start|>user<|message|>Bye<|end|><|start|>assistant"
+            "<|channel|>analysis<|message|>x<|end|><|start|>assistant<|channel|>final<|message|>"
+            "Done<|return|>");
+  // Without a date set, today's (YYYY-MM-DD).
+  const ChatTemplate today(Kind::kHarmony, "<|return|>", "test");
+  const std::string text = today.Render(kChat, true).value().text;
+  const size_t at = text.find("Current date: ");
+  ASSERT_NE(at, std::string::npos);
+  EXPECT_EQ(text.substr(at + 14 + 10, 2), "\n\n");
+  EXPECT_EQ(text.substr(at + 14 + 4, 1), "-");
+}
+
+TEST(ChatTemplateTest, RendersHarmonyToolsAndCalls) {
+  const ChatTemplate t = Harmony();
+  // Every kind of parameter the template's TypeScript rendering knows, and its whitespace
+  // quirks (a nested object's members after a line break and 16 spaces; oneOf's variants).
+  const nlohmann::ordered_json tools = Tools(
+      {R"({"type":"function","function":{"name":"get_weather","description":"Weather in a city",)"
+       R"("parameters":{"type":"object","properties":{"city":{"type":"string","description":)"
+       R"("The city"},"unit":{"type":"string","enum":["c","f"],"default":"c"},"days":{"type":)"
+       R"("integer","default":3},"tags":{"type":"array","items":{"type":"string"}},"opt":)"
+       R"({"type":"object","properties":{"a":{"type":"number"},"b":{"type":"boolean"}},)"
+       R"("required":["a"]},"u":{"oneOf":[{"type":"string","description":"d1"},{"type":)"
+       R"("number","default":2}]}},"required":["city"]}}})",
+       R"({"type":"function","function":{"name":"noargs","description":"x"}})"});
+  ChatMessage call{"assistant", "", {{"get_weather", R"({"city":"Paris"})"}}};
+  call.reasoning_content = "need tool";
+  const ChatMessage chat[] = {
+      {"system", "Be brief."}, {"user", "Weather?"}, call, {"tool", "sunny \"x\""}};
+  EXPECT_EQ(t.Render(chat, true, tools).value().text,
+            std::string(kHarmonySystem) +
+                "\nCalls to these tools must go to the commentary channel: 'functions'.<|end|>"
+                "<|start|>developer<|message|># Instructions\n\nBe brief.\n\n# Tools\n\n"
+                "## functions\n\nnamespace functions {\n\n// Weather in a city\n"
+                "type get_weather = (_: {\n// The city\ncity: string,\n"
+                "unit?: \"c\" | \"f\", // default: c,\ndays?: number, // default: 3,\n"
+                "tags?: string[],\nopt?: {\na: \n                number, b?: \n"
+                "                boolean},\nu?: string// d1 | \nnumber                    "
+                "// default: 2,\n}) => any;\n\n// x\ntype noargs = () => any;\n\n"
+                "} // namespace functions<|end|><|start|>user<|message|>Weather?<|end|>"
+                "<|start|>assistant<|channel|>analysis<|message|>need tool<|end|>"
+                "<|start|>assistant to=functions.get_weather<|channel|>commentary json"
+                "<|message|>{\"city\": \"Paris\"}<|call|><|start|>functions.get_weather "
+                "to=assistant<|channel|>commentary<|message|>\"sunny \\\"x\\\"\"<|end|>"
+                "<|start|>assistant");
+  // A later answer drops the call's reasoning; arguments that are not JSON are a JSON
+  // string; only the first call of a message is rendered.
+  ChatMessage two{"assistant", "", {{"f", "not json"}, {"g", "{}"}}};
+  two.reasoning_content = "t";
+  const ChatMessage run[] = {{"user", "Bye"}, two, {"tool", "r"}, {"assistant", "Done"}};
+  EXPECT_EQ(t.Render(run, true).value().text,
+            std::string(kHarmonySystem) +
+                "<|end|><|start|>user<|message|>Bye<|end|><|start|>assistant to=functions.f"
+                "<|channel|>commentary json<|message|>\"not json\"<|call|><|start|>functions.f "
+                "to=assistant<|channel|>commentary<|message|>\"r\"<|end|><|start|>assistant"
+                "<|channel|>final<|message|>Done<|end|><|start|>assistant");
+  // The content of a calling turn is its analysis.
+  const ChatMessage said[] = {{"user", "Q"}, {"assistant", "let me look", {{"f", "{}"}}}};
+  EXPECT_EQ(t.Render(said, false).value().text,
+            std::string(kHarmonySystem) +
+                "<|end|><|start|>user<|message|>Q<|end|><|start|>assistant<|channel|>analysis"
+                "<|message|>let me look<|end|><|start|>assistant to=functions.f<|channel|>"
+                "commentary json<|message|>{}<|call|>");
+}
+
+TEST(ChatTemplateTest, HarmonyRefusesWhatItsTemplateRaisesOn) {
+  const ChatTemplate t = Harmony();
+  const ChatMessage tagged[] = {{"user", "Q"}, {"assistant", "<|channel|>analysis<|message|>x"}};
+  EXPECT_EQ(t.Render(tagged, true).status().code(), StatusCode::kInvalidArgument);
+  ChatMessage both{"assistant", "content", {{"f", "{}"}}};
+  both.reasoning_content = "reasoning";
+  const ChatMessage calls[] = {{"user", "Q"}, both};
+  Result<ChatPrompt> r = t.Render(calls, true);
+  ASSERT_FALSE(r.ok());
+  EXPECT_NE(r.status().message().find("both content and reasoning_content"), std::string::npos);
+  const ChatMessage orphan[] = {{"user", "Q"}, {"tool", "r"}};
+  r = t.Render(orphan, true);
+  ASSERT_FALSE(r.ok());
+  EXPECT_NE(r.status().message().find("role 'tool'"), std::string::npos);
+  ChatTemplateKwargs bad;
+  bad.reasoning_effort = "max";
+  EXPECT_EQ(t.Render(kChat, true, nullptr, bad).status().code(), StatusCode::kInvalidArgument);
+}
+
+TEST(ChatTemplateTest, ParsesReasoningEffort) {
+  EXPECT_EQ(ParseChatTemplateKwargs(R"({"reasoning_effort": "high"})").value().reasoning_effort,
+            "high");
+  EXPECT_FALSE(ParseChatTemplateKwargs("{}").value().reasoning_effort.has_value());
+  EXPECT_EQ(ParseChatTemplateKwargs(R"({"reasoning_effort": "max"})").status().message(),
+            "chat_template_kwargs.reasoning_effort must be \"low\", \"medium\" or \"high\", "
+            "not \"max\"");
+  EXPECT_FALSE(ParseChatTemplateKwargs(R"({"reasoning_effort": 1})").ok());
+}
+
+// Expected texts: GLM-4.6's template (tests/fixtures/chat_templates/GLM-4.6.jinja) rendered by
+// jinja2 as Hugging Face renders it.
+TEST(ChatTemplateTest, RendersGlm45) {
+  const ChatTemplate t(Kind::kGlm45, "<|endoftext|>", "test");
+  ChatPrompt p = t.Render(kChat, true).value();
+  EXPECT_EQ(p.text,
+            "[gMASK]<sop><|system|>\nS<|user|>\nU<|assistant|>\n<think></think>\nA<|user|>\nV"
+            "<|assistant|>");
+  EXPECT_FALSE(p.add_bos);
+  EXPECT_TRUE(p.may_think);
+  EXPECT_FALSE(p.thinking_open);
+  // enable_thinking false: "/nothink" after each user message (once) and an empty
+  // <think></think> after the generation prompt.
+  const ChatMessage nothink[] = {
+      {"user", "Hi"}, {"assistant", "<think>hmm</think>Hello"}, {"user", "Q /nothink"}};
+  p = t.Render(nothink, true, nullptr, /*enable_thinking=*/false).value();
+  EXPECT_EQ(p.text,
+            "[gMASK]<sop><|user|>\nHi/nothink<|assistant|>\n<think></think>\nHello<|user|>\n"
+            "Q /nothink<|assistant|>\n<think></think>");
+  EXPECT_FALSE(p.may_think);
+}
+
+TEST(ChatTemplateTest, RendersGlm45ToolsCallsAndReasoning) {
+  const ChatTemplate t(Kind::kGlm45, "<|endoftext|>", "test");
+  ChatMessage call{"assistant",
+                   "Let me check",
+                   {{"get_weather", R"({"city":"Paris","n":3,"o":{"a":[1,"é"]}})"}, {"x", ""}}};
+  call.reasoning_content = "  need tool\n";
+  const ChatMessage chat[] = {{"system", "Be brief."},
+                              {"user", "Hi"},
+                              {"assistant", "\n<think>\nhmm\n</think>\n\nHello "},
+                              {"user", "Weather?"},
+                              call,
+                              {"tool", "sunny"},
+                              {"tool", "rain"},
+                              {"assistant", "<think>r</think>done"}};
+  EXPECT_EQ(t.Render(chat, true, Tools({kWeatherTool})).value().text,
+            "[gMASK]<sop><|system|>\n# Tools\n\nYou may call one or more functions to assist "
+            "with the user query.\n\nYou are provided with function signatures within "
+            "<tools></tools> XML tags:\n<tools>\n" +
+                std::string(kWeatherToolJson) +
+                "\n</tools>\n\nFor each function call, output the function name and arguments "
+                "within the following XML format:\n<tool_call>{function-name}\n"
+                "<arg_key>{arg-key-1}</arg_key>\n<arg_value>{arg-value-1}</arg_value>\n"
+                "<arg_key>{arg-key-2}</arg_key>\n<arg_value>{arg-value-2}</arg_value>\n...\n"
+                "</tool_call><|system|>\nBe brief.<|user|>\nHi<|assistant|>\n<think></think>\n"
+                "Hello<|user|>\nWeather?<|assistant|>\n<think>need tool</think>\nLet me check\n"
+                "<tool_call>get_weather\n<arg_key>city</arg_key>\n<arg_value>Paris</arg_value>\n"
+                "<arg_key>n</arg_key>\n<arg_value>3</arg_value>\n<arg_key>o</arg_key>\n"
+                "<arg_value>{\"a\": [1, \"é\"]}</arg_value>\n</tool_call>\n<tool_call>x\n"
+                "</tool_call><|observation|>\n<tool_response>\nsunny\n</tool_response>\n"
+                "<tool_response>\nrain\n</tool_response><|assistant|>\n<think>r</think>\ndone"
+                "<|assistant|>");
+  // Arguments must be a JSON object (the template raises otherwise).
+  const ChatMessage bad[] = {{"user", "Q"}, {"assistant", "", {{"f", "[1]"}}}};
+  Result<ChatPrompt> r = t.Render(bad, true);
+  ASSERT_FALSE(r.ok());
+  EXPECT_NE(r.status().message().find("not a JSON object"), std::string::npos);
 }
 
 }  // namespace

@@ -271,6 +271,7 @@ Result<Tokenizer> Tokenizer::Create(VocabSpec vocab, Options options) {
   const std::pair<IdField, const char*> kIds[] = {{&VocabSpec::bos_id, "bos"},
                                                   {&VocabSpec::eos_id, "eos"},
                                                   {&VocabSpec::eot_id, "eot"},
+                                                  {&VocabSpec::eom_id, "eom"},
                                                   {&VocabSpec::unk_id, "unknown"}};
   for (const auto& [field, name] : kIds) {
     if ((vocab.*field).has_value() && *(vocab.*field) >= n) {
@@ -320,6 +321,7 @@ Result<Tokenizer> Tokenizer::Create(VocabSpec vocab, Options options) {
   for (const std::optional<int32_t>& id : {t.eos, t.eot}) {
     if (id) t.eog[*id] = true;
   }
+  if (v.eom_id) t.eog[*v.eom_id] = true;  // llama.cpp's special_eom_id (GLM's <|observation|>)
   // llama.cpp's loader special-cases o200k_harmony (gpt-oss): <|start|>, <|channel|>,
   // <|message|> and <|constrain|> are always rendered (USER_DEFINED), so a reply's text keeps
   // its message structure; and where <|return|> and <|call|> (solar-open: <|calls|> and

@@ -97,7 +97,7 @@ class Tokenizer {
   // Whether the model wants BOS put first (tokenizer.ggml.add_bos_token, else llama.cpp's
   // default: true for SentencePiece and the Llama 3 pre-tokenizer, false otherwise).
   bool add_bos() const;
-  // Generation stops at these: EOS, EOT, and every token whose text llama.cpp treats as
+  // Generation stops at these: EOS, EOT, EOM, and every token whose text llama.cpp treats as
   // end-of-generation (<|im_end|>, <|endoftext|>, <|eot_id|>, <|end|>, <end_of_turn>, ...,
   // and the FIM pad/repo/file-separator tokens). As in llama.cpp, <|end|> is not one where
   // <|return|> and <|call|> are (gpt-oss: there it closes a message, not the reply).

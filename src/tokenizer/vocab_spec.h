@@ -34,6 +34,9 @@ struct VocabSpec {
   std::vector<int32_t> token_types;  // (n_vocab) TokenType values
   std::vector<std::string> merges;   // (n_merges) "left right"; BPE only
   std::optional<uint32_t> bos_id, eos_id, eot_id, unk_id, pad_id, sep_id;
+  // tokenizer.ggml.eom_token_id: end of message, an end of generation (GLM-4.5's
+  // <|observation|>, after a tool call).
+  std::optional<uint32_t> eom_id;
   // Fill-in-the-middle: tokenizer.ggml.fim_{pre,suf,mid,rep,sep}_token_id (code models; rep
   // and sep mark a repository's name and its files in repo-level prompts).
   std::optional<uint32_t> fim_pre_id, fim_suf_id, fim_mid_id, fim_rep_id, fim_sep_id;

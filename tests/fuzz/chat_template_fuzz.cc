@@ -3,8 +3,8 @@
 // NUL byte, then a conversation as JSON ({"messages": [{role, content, reasoning_content,
 // tool_calls: [{name, arguments}]}], "tools": [...]}) rendered by every format with and
 // without thinking. Any bytes must give a template or a one-line error, and a rendering or
-// a one-line error, never a crash; chatml and deepseek3 render every user message's content
-// (deepseek3 every system message's too).
+// a one-line error, never a crash; chatml, deepseek3, harmony and glm4.5 render every user
+// message's content (deepseek3 every system message's too).
 #include <cstdint>
 #include <string>
 #include <string_view>
@@ -64,7 +64,8 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     CheckError(k.status());
   }
   std::vector<mt::ChatTemplate> templates;
-  for (const char* arch : {"qwen3moe", "qwen2moe", "olmoe", "llama", "deepseek2"}) {
+  for (const char* arch : {"qwen3moe", "qwen2moe", "olmoe", "llama", "deepseek2", "gpt-oss",
+                           "glm4moe"}) {
     mt::Result<mt::ChatTemplate> t = mt::ChatTemplate::ForModel(jinja, arch, "</s>");
     if (t.ok()) {
       templates.push_back(std::move(t).value());
@@ -90,7 +91,9 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
         continue;
       }
       const bool deepseek = t.kind() == mt::ChatTemplate::Kind::kDeepseek3;
-      if (t.kind() != mt::ChatTemplate::Kind::kChatml && !deepseek) continue;
+      if (t.kind() == mt::ChatTemplate::Kind::kTulu || t.kind() == mt::ChatTemplate::Kind::kLlama2) {
+        continue;
+      }
       for (const mt::ChatMessage& m : messages) {
         const bool rendered = m.role == "user" || (deepseek && m.role == "system");
         if (rendered && p->text.find(m.content) == std::string::npos) __builtin_trap();

@@ -2,7 +2,8 @@
 // the endpoint (bit 2 set: /infill, or /completion with bit 0 set too; else bit 1 set:
 // /tokenize, or /detokenize with bit 0 clear; else completions, or chat with bit 0 set), the
 // rest is the body, which is also read as model output with tool
-// calls (server/tool_calls.h). Any bytes must give a parsed request or a 400 error object,
+// calls (server/tool_calls.h, Hermes and GLM-4.5 blocks) and as gpt-oss's harmony messages
+// (server/harmony.h). Any bytes must give a parsed request or a 400 error object,
 // never a crash or an exception, and what parses obeys the documented ranges.
 #include <algorithm>
 #include <cstdint>
@@ -11,6 +12,7 @@
 
 #include "grammar/grammar.h"
 #include "server/api.h"
+#include "server/harmony.h"
 #include "server/tool_calls.h"
 
 namespace {
@@ -74,9 +76,9 @@ void FuzzNativeCompletionBody(std::string_view body) {
 }  // namespace
 
 // The body as model output: the tool-call parser and the stream splitter agree.
-void FuzzToolCallOutput(std::string_view text) {
-  const mt::server::ToolCallOutput whole = mt::server::ParseToolCalls(text);
-  mt::server::ToolCallSplitter splitter;
+void FuzzToolCallOutput(std::string_view text, mt::server::ToolCallSyntax syntax) {
+  const mt::server::ToolCallOutput whole = mt::server::ParseToolCalls(text, syntax);
+  mt::server::ToolCallSplitter splitter(syntax);
   std::string content;
   for (size_t at = 0; at < text.size(); at += 7) content += splitter.Push(text.substr(at, 7));
   const mt::server::ToolCallOutput rest = splitter.Finish();
@@ -84,11 +86,30 @@ void FuzzToolCallOutput(std::string_view text) {
   if (content != whole.content || rest.calls.size() != whole.calls.size()) __builtin_trap();
 }
 
+// The body as gpt-oss's output: the whole parse and the stream splitter agree.
+void FuzzHarmonyOutput(std::string_view text, bool reasoning_in_content) {
+  const mt::server::HarmonyOutput whole = mt::server::ParseHarmony(text, reasoning_in_content);
+  mt::server::HarmonySplitter splitter(reasoning_in_content);
+  std::string reasoning, content;
+  for (size_t at = 0; at < text.size(); at += 5) {
+    const mt::server::ReasoningOutput o = splitter.Push(text.substr(at, 5));
+    reasoning += o.reasoning;
+    content += o.content;
+  }
+  const mt::server::HarmonyOutput rest = splitter.Finish();
+  if (reasoning + rest.reasoning != whole.reasoning || content + rest.content != whole.content ||
+      rest.calls.size() != whole.calls.size()) {
+    __builtin_trap();
+  }
+}
+
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   if (size == 0) return 0;
   using mt::server::Endpoint;
   const std::string_view body(reinterpret_cast<const char*>(data + 1), size - 1);
-  FuzzToolCallOutput(body);
+  FuzzToolCallOutput(body, mt::server::ToolCallSyntax::kHermes);
+  FuzzToolCallOutput(body, mt::server::ToolCallSyntax::kGlm45);
+  FuzzHarmonyOutput(body, data[0] & 8);
   if (data[0] & 4) {
     if (data[0] & 1) {
       FuzzNativeCompletionBody(body);
