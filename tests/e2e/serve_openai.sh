@@ -87,6 +87,36 @@ done
   fail "deepseek2: $same of 6 concurrent answers equal to the lone ones"
 kill -TERM "$PID"; wait "$PID"
 
+# gpt-oss (harmony chat format, sliding-window layers): with -b 32 and 1024 positions the
+# sliding layers keep rings of 160 cells, which prompts of ~200 tokens wrap; 4 such requests at
+# once get, token for token, what each gets alone; a chat request renders harmony and answers.
+go="$WORK/gpt-oss.gguf"
+"$MOETIER" synth --preset gpt-oss-tiny --type mxfp4 -q -o "$go" > /dev/null || fail "synth gpt-oss"
+start_server "$WORK/serve-go.log" "$go" --parallel 4 --ctx 1024 -b 32
+long="$(head -c 700 /usr/share/common-licenses/GPL-3 | tr -d '\n"\\')"
+body='{"model": "gpt-oss", "messages": [{"role": "system", "content": "Be brief."},
+       {"role": "user", "content": "Hi"}], "max_tokens": 8, "temperature": 0}'
+curl -s "$BASE/chat/completions" -d "$body" > "$WORK/go-chat.json"
+grep -q '"finish_reason":"length"' "$WORK/go-chat.json" && grep -q '"prompt_tokens":[1-9]' \
+  "$WORK/go-chat.json" && pass "gpt-oss: a harmony chat request is answered" ||
+  fail "gpt-oss chat: $(head -c 300 "$WORK/go-chat.json")"
+ask_go() {  # ask_go N: a completion of a long prompt N, its text only
+  curl -s "$BASE/completions" -d "{\"model\": \"gpt-oss\", \"prompt\": \"$long $1\",
+    \"max_tokens\": 10, \"temperature\": 0, \"ignore_eos\": true}" |
+    sed -n 's/.*"text":"\([^"]*\)".*/\1/p'
+}
+for i in 1 2 3 4; do ask_go "$i" > "$WORK/go-alone.$i"; done
+asks=()
+for i in 1 2 3 4; do ask_go "$i" > "$WORK/go-together.$i" & asks+=($!); done
+wait "${asks[@]}"
+same=0
+for i in 1 2 3 4; do
+  [ -s "$WORK/go-alone.$i" ] && cmp -s "$WORK/go-alone.$i" "$WORK/go-together.$i" && same=$((same + 1))
+done
+[ "$same" = 4 ] && pass "gpt-oss: 4 concurrent long requests == each alone" ||
+  fail "gpt-oss: $same of 4 concurrent answers equal to the lone ones"
+kill -TERM "$PID"; wait "$PID"
+
 # Start-up errors are one line.
 expect_error 2 "bad --parallel" -- "$MOETIER" serve -m "$model" --parallel 0
 expect_error 1 "missing model" -- "$MOETIER" serve -m "$WORK/nope.gguf"
