@@ -192,7 +192,9 @@ const std::array<SynthPreset, 17> kPresets = {{
      "experts top-8 "
      "+ 1 shared, n_ff_exp 1408 (Qwen3's tokenizer; --layers N for a slice)",
      Glm4Moe({46, 4096, 96, 8, 128, 10944, 1408, 128, 8, 1, 151936, 1.0f, 1}),
-     PresetTokenizer::kQwen3, "qwen2"},
+     PresetTokenizer::kQwen3,
+     "qwen2",
+     {TensorRole::kAttnQNorm, TensorRole::kAttnKNorm}},
     {"gpt-oss-tiny",
      "gpt-oss, 4 layers (window 128 on the even ones), n_embd 256, 8 heads of 64 (2 kv) with "
      "sinks, 16 experts top-4, n_ff_exp 256 (tests)",

@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "model/hparams.h"
+#include "model/tensor_names.h"
 
 namespace mt {
 
@@ -31,6 +32,8 @@ struct SynthPreset {
   HParams hp;  // n_vocab included; it sets the padded vocab size
   PresetTokenizer tokenizer;
   std::string_view bpe_pre;  // tokenizer.ggml.pre for the built-in BPE
+  // Optional tensors (TensorDesc::required false) the real model lacks, left out.
+  std::vector<TensorRole> absent = {};
 };
 
 std::span<const SynthPreset> SynthPresets();

@@ -389,6 +389,11 @@ Result<SynthResult> Synthesize(const SynthOptions& opt) {
       CalibrateRouterOffsets(opt.router_skew, hp.n_expert, hp.n_expert_used);
   std::vector<TensorDesc> descs = ArchTensors(parts, hp);
   for (TensorDesc& d : NextnTensors(parts, hp)) descs.push_back(std::move(d));
+  // Optional tensors the real model does not have (GLM-4.5-Air: no q/k norms).
+  std::erase_if(descs, [&](const TensorDesc& d) {
+    return !d.required &&
+           std::find(preset->absent.begin(), preset->absent.end(), d.role) != preset->absent.end();
+  });
   std::vector<std::string> names;
   for (const TensorDesc& d : descs) names.push_back(TensorName(d.role, d.layer, d.suffix));
   TensorTypeMixer mixer(*ft, hp, names);
