@@ -306,32 +306,29 @@ Choice WholeChoice(const Tokenizer& tok, const ChoiceOptions& options, const std
   Choice c;
   c.text = echo + generated;
   c.finish_reason = FinishReasonName(reason);
-  std::string answer = generated;
+  std::vector<ApiToolCall> calls;
   if (options.endpoint == Endpoint::kChat && options.chat_format == ChatTemplate::Kind::kHarmony) {
+    // Harmony's channels hold the reasoning, the answer and the calls at once.
     HarmonyOutput h = ParseHarmony(generated, !options.split_reasoning);
     if (h.thought && options.split_reasoning) c.reasoning = std::move(h.reasoning);
     c.text = std::move(h.content);
-    if (options.tools) {
-      c.tool_calls = std::move(h.calls);
-      for (ApiToolCall& call : c.tool_calls) call.id = new_call_id();
-      if (!c.tool_calls.empty() && reason == FinishReason::kStop) c.finish_reason = "tool_calls";
+    calls = std::move(h.calls);
+  } else {
+    std::string answer = generated;
+    if (options.endpoint == Endpoint::kChat && options.split_reasoning) {
+      ReasoningOutput split = SplitReasoning(generated, options.thinking_open);
+      if (split.thought) c.reasoning = std::move(split.reasoning);
+      answer = std::move(split.content);
+      c.text = answer;
     }
-    if (options.logprobs) {
-      LogprobWriter writer(tok, options.endpoint, CodePoints(echo));
-      c.logprobs = writer.Entries(logprobs, generated);
+    if (options.tools) {  // the answer's call blocks become tool_calls
+      ToolCallOutput parsed = ParseToolCalls(answer, ToolSyntax(options));
+      c.text = std::move(parsed.content);
+      calls = std::move(parsed.calls);
     }
-    return c;
   }
-  if (options.endpoint == Endpoint::kChat && options.split_reasoning) {
-    ReasoningOutput split = SplitReasoning(generated, options.thinking_open);
-    if (split.thought) c.reasoning = std::move(split.reasoning);
-    answer = std::move(split.content);
-    c.text = answer;
-  }
-  if (options.tools) {  // the answer's call blocks become tool_calls
-    ToolCallOutput parsed = ParseToolCalls(answer, ToolSyntax(options));
-    c.text = std::move(parsed.content);
-    c.tool_calls = std::move(parsed.calls);
+  if (options.tools) {
+    c.tool_calls = std::move(calls);
     for (ApiToolCall& call : c.tool_calls) call.id = new_call_id();
     // Cut short (length), a response keeps saying so.
     if (!c.tool_calls.empty() && reason == FinishReason::kStop) c.finish_reason = "tool_calls";
