@@ -87,9 +87,16 @@ void BM_Sample(benchmark::State& state) {
 }
 BENCHMARK(BM_Sample)
     ->ArgNames({"grammar", "greedy"})
-    ->Args({0, 0})->Args({1, 0})->Args({2, 0})->Args({3, 0})
-    ->Args({0, 1})->Args({1, 1})->Args({2, 1})
-    ->Args({0, 2})->Args({2, 2})->Args({3, 2})
+    ->Args({0, 0})
+    ->Args({1, 0})
+    ->Args({2, 0})
+    ->Args({3, 0})
+    ->Args({0, 1})
+    ->Args({1, 1})
+    ->Args({2, 1})
+    ->Args({0, 2})
+    ->Args({2, 2})
+    ->Args({3, 2})
     ->Unit(benchmark::kMicrosecond);
 
 }  // namespace

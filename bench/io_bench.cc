@@ -50,9 +50,9 @@ struct Options {
   int max_mib = 4;
   std::string direct = "on";
   uint64_t seed = 1;
-  std::string replay;  // a read trace to replay instead of random reads
+  std::string replay;          // a read trace to replay instead of random reads
   std::string pages = "huge";  // read buffers: huge (as the stream tier's) or 4k
-  int busy = 0;  // threads streaming memory while the reads run
+  int busy = 0;                // threads streaming memory while the reads run
 };
 
 // Threads that read through a private 256 MiB buffer each, over and over (far beyond the
@@ -97,8 +97,9 @@ class ReadBuffers {
   ReadBuffers(const Options& o, uint64_t max_len) : slots_(static_cast<size_t>(o.depth)) {
     if (o.pages == "huge") {
       if (mt::TransparentHugePageMode() == "never") {
-        fmt::print(stderr, "io_bench: transparent huge pages are off: the buffers lie on 4 KiB "
-                           "pages\n");
+        fmt::print(stderr,
+                   "io_bench: transparent huge pages are off: the buffers lie on 4 KiB "
+                   "pages\n");
       }
       const uint64_t huge = uint64_t{2} << 20;
       const uint64_t stride = (max_len + huge - 1) / huge * huge;
@@ -169,7 +170,7 @@ Totals Drive(mt::IoEngine& engine, int depth,
 }
 
 mt::DirectMode ModeOf(const Options& o) {
-  return o.direct == "off" ? mt::DirectMode::kOff
+  return o.direct == "off"  ? mt::DirectMode::kOff
          : o.direct == "on" ? mt::DirectMode::kOn
                             : mt::DirectMode::kAuto;
 }
@@ -223,14 +224,13 @@ int Replay(const Options& o) {
   if (t.submit_failed) return 1;
   const uint64_t bytes = t.bytes, errors = t.errors;
   const double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-  fmt::print("replay {:<12} depth {:2}  {} {} pages{}  {} reads  {:.3f} GB  {:.3f} s  "
-             "{:6.2f} GB/s  ({:.2f} GiB/s){}\n",
-             (*engine)->name(), o.depth, direct ? "O_DIRECT" : "buffered", o.pages,
-             BusyNote(o),
-             trace->reads.size(),
-             double(bytes) / 1e9, secs, secs > 0 ? double(bytes) / secs / 1e9 : 0.0,
-             secs > 0 ? double(bytes) / secs / double(1 << 30) : 0.0,
-             errors ? fmt::format("  {} errors", errors) : std::string());
+  fmt::print(
+      "replay {:<12} depth {:2}  {} {} pages{}  {} reads  {:.3f} GB  {:.3f} s  "
+      "{:6.2f} GB/s  ({:.2f} GiB/s){}\n",
+      (*engine)->name(), o.depth, direct ? "O_DIRECT" : "buffered", o.pages, BusyNote(o),
+      trace->reads.size(), double(bytes) / 1e9, secs, secs > 0 ? double(bytes) / secs / 1e9 : 0.0,
+      secs > 0 ? double(bytes) / secs / double(1 << 30) : 0.0,
+      errors ? fmt::format("  {} errors", errors) : std::string());
   return errors ? 1 : 0;
 }
 
@@ -286,12 +286,12 @@ int Run(const Options& o) {
   std::string label =
       o.engine == "pread" ? fmt::format("pread x{} threads", o.threads) : std::string("io_uring");
   label += BusyNote(o);
-  fmt::print("{:<20} depth {:2}  {} {} pages {}-{} MiB  {:7.0f} reads  {:6.2f} GB/s  "
-             "({:.2f} GiB/s){}\n",
-             label, o.depth, (*engine)->is_direct(*file) ? "O_DIRECT" : "buffered", o.pages,
-             o.min_mib, o.max_mib, double(reads), double(bytes) / secs / 1e9,
-             double(bytes) / secs / double(1 << 30),
-             errors ? fmt::format("  {} errors", errors) : std::string());
+  fmt::print(
+      "{:<20} depth {:2}  {} {} pages {}-{} MiB  {:7.0f} reads  {:6.2f} GB/s  "
+      "({:.2f} GiB/s){}\n",
+      label, o.depth, (*engine)->is_direct(*file) ? "O_DIRECT" : "buffered", o.pages, o.min_mib,
+      o.max_mib, double(reads), double(bytes) / secs / 1e9, double(bytes) / secs / double(1 << 30),
+      errors ? fmt::format("  {} errors", errors) : std::string());
   return errors ? 1 : 0;
 }
 

@@ -14,7 +14,8 @@
 //       as gemv. Near gemv's GB/s: the products hide under the memory reads; near gemm4's
 //       (gemm8's) time: they do not.
 //   gemm<n>/<isa>/<type>/<rows>x<cols>     n tokens (4: an expert's share of 32 decoded
-//       sequences; 16: a typical expert batch in prefill; 128). Counter GOP/s = 2 * rows * cols * n / s (one multiply-add = 2 ops).
+//       sequences; 16: a typical expert batch in prefill; 128). Counter GOP/s = 2 * rows * cols * n
+//       / s (one multiply-add = 2 ops).
 //   quantize/<isa>/<fmt>/<cols>            activation quantization, GB/s of float input.
 //   read_bandwidth[/t2]                    1 GiB read as base/read_bandwidth.h reads (DRAM roof).
 //   attend/<isa>/<f16|f32|q8_0>/<n_pos>    AttendHead (kernels/attention.h), one query over
@@ -93,7 +94,8 @@ std::vector<float> Input(int64_t n_tok, int64_t cols) {
 // Weights and buffers as the engine holds them: 2 MiB aligned, on transparent huge pages
 // (base/aligned_buffer.h).
 struct AlignedBytes {
-  explicit AlignedBytes(size_t n) : buf(std::move(AlignedBuffer::Allocate(n).value())), p(buf.data()) {}
+  explicit AlignedBytes(size_t n)
+      : buf(std::move(AlignedBuffer::Allocate(n).value())), p(buf.data()) {}
   AlignedBuffer buf;
   uint8_t* p;
 };
@@ -159,8 +161,8 @@ void RepackBench(benchmark::State& state, GgmlType type, int64_t rows, int64_t c
     RepackToPanels(type, rows, cols, m.data(), m.data());
     benchmark::ClobberMemory();
   }
-  state.counters["GB/s"] = benchmark::Counter(static_cast<double>(m.size()) * state.iterations() / 1e9,
-                                              benchmark::Counter::kIsRate);
+  state.counters["GB/s"] = benchmark::Counter(
+      static_cast<double>(m.size()) * state.iterations() / 1e9, benchmark::Counter::kIsRate);
 }
 
 void QuantizeBench(benchmark::State& state, Isa isa, ActFormat f, int64_t cols) {
@@ -265,8 +267,8 @@ void RegisterAll() {
             n_pos)
             ->Unit(benchmark::kMicrosecond);
         benchmark::RegisterBenchmark(
-            ("attend_run/" + in + "/" + tn + "/" + std::to_string(n_pos)).c_str(), AttendRun,
-            isa, type, n_pos)
+            ("attend_run/" + in + "/" + tn + "/" + std::to_string(n_pos)).c_str(), AttendRun, isa,
+            type, n_pos)
             ->Unit(benchmark::kMicrosecond);
       }
     }
@@ -280,8 +282,8 @@ void RegisterAll() {
         for (WeightLayout layout : {WeightLayout::kRows, WeightLayout::kPanels}) {
           const bool panels = layout == WeightLayout::kPanels;
           if (panels && !(isa == ActiveIsa() && PanelsPreferred(type, rows))) continue;
-          const std::string name =
-              in + "/" + std::string(TypeName(type)) + "/" + Shape(rows, cols) + (panels ? "/panels" : "");
+          const std::string name = in + "/" + std::string(TypeName(type)) + "/" +
+                                   Shape(rows, cols) + (panels ? "/panels" : "");
           if (panels) {
             benchmark::RegisterBenchmark(("repack/" + name).c_str(), RepackBench, type, rows, cols)
                 ->Unit(benchmark::kMicrosecond);
@@ -293,8 +295,8 @@ void RegisterAll() {
                                        cols, 2, false, layout, 1)
               ->Unit(benchmark::kMicrosecond)
               ->UseRealTime();
-          benchmark::RegisterBenchmark(("gemv_hot/" + name).c_str(), Gemv, isa, type, rows, cols,
-                                       1, true, layout, 1)
+          benchmark::RegisterBenchmark(("gemv_hot/" + name).c_str(), Gemv, isa, type, rows, cols, 1,
+                                       true, layout, 1)
               ->Unit(benchmark::kMicrosecond);
           for (int64_t n : {4, 8}) {
             benchmark::RegisterBenchmark(("gemm" + std::to_string(n) + "_dram/" + name).c_str(),

@@ -5,7 +5,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 
 apt_packages=(
-  build-essential cmake ninja-build clang libclang-rt-14-dev
+  build-essential cmake ninja-build clang clang-format libclang-rt-14-dev
   libfmt-dev libcli11-dev nlohmann-json3-dev libxxhash-dev liburing-dev libnuma-dev
   libcpp-httplib-dev libgtest-dev libgmock-dev libbenchmark-dev libpcre2-dev libutf8proc-dev
   python3-numpy python3-jinja2

@@ -3,9 +3,8 @@
 // roofline measured in the same run.
 #include <chrono>
 #include <cstdio>
-#include <sstream>
-
 #include <nlohmann/json.hpp>
+#include <sstream>
 
 #include "base/cpu_features.h"
 #include "base/file_io.h"
@@ -42,15 +41,24 @@ struct BenchFlags {
 // llama.cpp's names for the file types synth writes (general.file_type).
 std::string FileTypeLabel(uint64_t ftype) {
   switch (ftype) {
-    case 0: return "all F32";
-    case 1: return "F16";
-    case 2: return "Q4_0";
-    case 7: return "Q8_0";
-    case 15: return "Q4_K - Medium";
-    case 18: return "Q6_K";
-    case 32: return "BF16";
-    case 38: return "MXFP4 MoE";
-    default: return fmt::format("ftype {}", ftype);
+    case 0:
+      return "all F32";
+    case 1:
+      return "F16";
+    case 2:
+      return "Q4_0";
+    case 7:
+      return "Q8_0";
+    case 15:
+      return "Q4_K - Medium";
+    case 18:
+      return "Q6_K";
+    case 32:
+      return "BF16";
+    case 38:
+      return "MXFP4 MoE";
+    default:
+      return fmt::format("ftype {}", ftype);
   }
 }
 
@@ -109,9 +117,10 @@ int Run(const BenchFlags& f) {
   Result<std::unique_ptr<Context>> ctx = Context::Create(m, o);
   if (!ctx.ok()) return ReportError(ctx.status().WithContext(f.model));
   if (!f.read_trace.empty() && tracer == nullptr) {
-    return ReportError(InvalidArgument("--read-trace needs the experts streamed (--moe-storage "
-                                       "stream); here they are {}",
-                                       (*ctx)->expert_store().name()));
+    return ReportError(
+        InvalidArgument("--read-trace needs the experts streamed (--moe-storage "
+                        "stream); here they are {}",
+                        (*ctx)->expert_store().name()));
   }
   if (!f.read_trace.empty() && f.n_gen == 0) {
     return ReportError(InvalidArgument("--read-trace records the reads of the tg test; -n is 0"));
@@ -172,7 +181,8 @@ int Run(const BenchFlags& f) {
   // The bandwidth probe runs after the context is gone, in at most a quarter of the budget,
   // so it never pushes a memory-limited run over its limit.
   const std::string tier = (*ctx)->expert_store().name();
-  const uint64_t probe_bytes = std::min<uint64_t>(uint64_t{1} << 30, (*ctx)->storage_plan().budget / 4);
+  const uint64_t probe_bytes =
+      std::min<uint64_t>(uint64_t{1} << 30, (*ctx)->storage_plan().budget / 4);
   ctx.value().reset();
   ThreadPool pool(f.n_threads, f.pin_threads);
   const double membw = MeasureReadBandwidth(pool, probe_bytes, 5);
@@ -180,21 +190,29 @@ int Run(const BenchFlags& f) {
 
   uint64_t n_params = 0;
   for (const GgufTensor& t : m.gguf().tensors()) n_params += t.n_elements;
-  const std::string label = fmt::format(
-      "{} {}", m.hparams().arch,
-      FileTypeLabel(m.gguf().metadata().FindUint("general.file_type").value_or(999)));
+  const std::string label =
+      fmt::format("{} {}", m.hparams().arch,
+                  FileTypeLabel(m.gguf().metadata().FindUint("general.file_type").value_or(999)));
   const int threads = pool.size();
 
   if (f.json) {
     nlohmann::json j = nlohmann::json::array();
     for (const BenchSample& s : samples) {
-      j.push_back({{"model", label}, {"model_bytes", m.gguf().total_file_bytes()},
-                   {"params", n_params}, {"threads", threads}, {"test", s.test},
-                   {"n_prompt", s.n_prompt}, {"n_gen", s.n_gen}, {"n_depth", s.n_depth},
+      j.push_back({{"model", label},
+                   {"model_bytes", m.gguf().total_file_bytes()},
+                   {"params", n_params},
+                   {"threads", threads},
+                   {"test", s.test},
+                   {"n_prompt", s.n_prompt},
+                   {"n_gen", s.n_gen},
+                   {"n_depth", s.n_depth},
                    {"n_seq", s.n_seq},
-                   {"tps", s.tps}, {"avg_ts", s.mean}, {"stddev_ts", s.sd},
+                   {"tps", s.tps},
+                   {"avg_ts", s.mean},
+                   {"stddev_ts", s.sd},
                    {"weight_bytes_per_token", cost.bytes},
-                   {"type_k", KvTypeName(o.kv_types.k)}, {"type_v", KvTypeName(o.kv_types.v)},
+                   {"type_k", KvTypeName(o.kv_types.k)},
+                   {"type_v", KvTypeName(o.kv_types.v)},
                    {"kv_bytes_per_position", cost.kv_bytes_per_position},
                    {"mem_read_gbps", membw},
                    {"isa", IsaName(ActiveIsa())},
@@ -209,8 +227,8 @@ int Run(const BenchFlags& f) {
   for (const BenchSample& s : samples) test_width = std::max(test_width, s.test.size());
   fmt::print("| {:<30} | {:>10} | {:>10} | {:<7} | {:>7} | {:>{}} | {:>16} |\n", "model", "size",
              "params", "backend", "threads", "test", test_width, "t/s");
-  fmt::print("| {:-<30} | {:->10}: | {:->9}: | {:-<7} | {:->6}: | {:->{}}: | {:->15}: |\n", "",
-             "", "", "", "", "", test_width - 1, "");
+  fmt::print("| {:-<30} | {:->10}: | {:->9}: | {:-<7} | {:->6}: | {:->{}}: | {:->15}: |\n", "", "",
+             "", "", "", "", test_width - 1, "");
   for (const BenchSample& s : samples) {
     fmt::print("| {:<30} | {:>10} | {:>8.2f} B | {:<7} | {:>7} | {:>{}} | {:>16} |\n", label,
                HumanBytes(m.gguf().total_file_bytes()), n_params / 1e9, "CPU", threads, s.test,
@@ -221,24 +239,26 @@ int Run(const BenchFlags& f) {
     if (s.n_gen > 0 && s.n_seq == 1) {
       // Generated token i attends to n_depth + i + 1 positions: n_depth + (n_gen + 1) / 2 on
       // average.
-      const auto kv = static_cast<uint64_t>(cost.kv_bytes_per_position *
-                                            (s.n_depth + (s.n_gen + 1) / 2.0));
+      const auto kv =
+          static_cast<uint64_t>(cost.kv_bytes_per_position * (s.n_depth + (s.n_gen + 1) / 2.0));
       const double gbps = double(cost.bytes + kv) * s.mean / 1e9;
-      fmt::print("roofline: {} reads {} of weights and {} of KV cache ({}) per token; achieved "
-                 "{:.1f} GB/s; memory read bandwidth measured now {:.1f} GB/s ({} threads); "
-                 "ratio {:.0f} %\n",
-                 s.test, HumanBytes(cost.bytes), HumanBytes(kv), KvTypesName(o.kv_types), gbps,
-                 membw, threads, 100 * gbps / membw);
+      fmt::print(
+          "roofline: {} reads {} of weights and {} of KV cache ({}) per token; achieved "
+          "{:.1f} GB/s; memory read bandwidth measured now {:.1f} GB/s ({} threads); "
+          "ratio {:.0f} %\n",
+          s.test, HumanBytes(cost.bytes), HumanBytes(kv), KvTypesName(o.kv_types), gbps, membw,
+          threads, 100 * gbps / membw);
     }
     if (s.n_prompt > 0) {
       const double ops = 2.0 * (double(cost.macs_per_token) * s.n_prompt + cost.macs_head);
-      fmt::print("prefill: {} achieves {:.0f} GOP/s ({:.2f} G multiply-adds per token; int8 for "
-                 "quantized weights)\n",
-                 s.test, ops * s.mean / s.n_prompt / 1e9, cost.macs_per_token / 1e9);
+      fmt::print(
+          "prefill: {} achieves {:.0f} GOP/s ({:.2f} G multiply-adds per token; int8 for "
+          "quantized weights)\n",
+          s.test, ops * s.mean / s.n_prompt / 1e9, cost.macs_per_token / 1e9);
     }
   }
-  fmt::print("kernels: {} ({}), experts: {}\n", IsaName(ActiveIsa()),
-             GetCpuFeatures().ToString(), tier);
+  fmt::print("kernels: {} ({}), experts: {}\n", IsaName(ActiveIsa()), GetCpuFeatures().ToString(),
+             tier);
   return kExitOk;
 }
 

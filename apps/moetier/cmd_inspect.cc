@@ -152,8 +152,8 @@ void PrintText(const GgufModel& model, const Result<HParams>& hp, const MemoryPl
                h.n_layer, h.n_embd, h.n_head, h.n_head_kv, h.head_dim_k, h.n_ctx_train);
     fmt::print("  n_expert {}  n_expert_used {}  n_ff_exp {}{}  rope.freq_base {}  rms_eps {}\n",
                h.n_expert, h.n_expert_used, h.n_ff_exp,
-               h.n_ff_shexp ? fmt::format("  n_ff_shexp {}", h.n_ff_shexp) : "",
-               h.rope_freq_base, h.rms_eps);
+               h.n_ff_shexp ? fmt::format("  n_ff_shexp {}", h.n_ff_shexp) : "", h.rope_freq_base,
+               h.rms_eps);
     for (const std::string& line : DescribeParts(DescribeModel(h))) fmt::print("  {}\n", line);
   } else {
     fmt::print("hyperparameters: not runnable by moetier: {}\n", hp.status().message());
@@ -192,9 +192,10 @@ void PrintText(const GgufModel& model, const Result<HParams>& hp, const MemoryPl
 
   fmt::print("\nmemory plan:\n");
   fmt::print("  total           {:>12}\n", HumanBytes(plan.total_bytes));
-  fmt::print("  dense           {:>12}  {:5.1f}%  (resident: embeddings, attention, norms, "
-             "routers, shared experts, head)\n",
-             HumanBytes(plan.dense_bytes), Pct(plan.dense_bytes, plan.total_bytes));
+  fmt::print(
+      "  dense           {:>12}  {:5.1f}%  (resident: embeddings, attention, norms, "
+      "routers, shared experts, head)\n",
+      HumanBytes(plan.dense_bytes), Pct(plan.dense_bytes, plan.total_bytes));
   fmt::print("  routed experts  {:>12}  {:5.1f}%  (tiered)\n", HumanBytes(plan.expert_bytes),
              Pct(plan.expert_bytes, plan.total_bytes));
   if (plan.unused_bytes > 0) {
@@ -236,13 +237,18 @@ CommandMain SetupInspect(CLI::App& sub) {
     json j;
     j["files"] = json::array();
     for (const GgufShard& s : model->shards()) {
-      j["files"].push_back({{"path", s.path}, {"bytes", s.file_size}, {"version", s.version},
-                            {"alignment", s.alignment}, {"data_offset", s.data_offset}});
+      j["files"].push_back({{"path", s.path},
+                            {"bytes", s.file_size},
+                            {"version", s.version},
+                            {"alignment", s.alignment},
+                            {"data_offset", s.data_offset}});
     }
     const std::string* arch = model->metadata().FindString("general.architecture");
     j["architecture"] = arch ? *arch : "";
-    if (hp.ok()) j["hparams"] = HParamsJson(hp.value());
-    else j["hparams_error"] = hp.status().message();
+    if (hp.ok())
+      j["hparams"] = HParamsJson(hp.value());
+    else
+      j["hparams_error"] = hp.status().message();
     j["tokenizer"] = TokenizerJson(model->metadata());
     j["metadata"] = MetadataJson(model->metadata());
     j["weight_types"] = json::array();
@@ -253,8 +259,11 @@ CommandMain SetupInspect(CLI::App& sub) {
     j["file_type"] = FileTypeLabel(model->metadata());
     j["tensors"] = json::array();
     for (const GgufTensor& t : model->tensors()) {
-      j["tensors"].push_back({{"name", t.name}, {"type", TypeName(t.type)}, {"shape", t.shape},
-                              {"bytes", t.n_bytes}, {"file", t.shard},
+      j["tensors"].push_back({{"name", t.name},
+                              {"type", TypeName(t.type)},
+                              {"shape", t.shape},
+                              {"bytes", t.n_bytes},
+                              {"file", t.shard},
                               {"offset", t.file_offset}});
     }
     j["memory_plan"] = PlanJson(plan.value());

@@ -32,15 +32,16 @@ int Verify(const PackFlags& f) {
   if (!r.ok()) return FileError(r.status());
   const std::vector<RecordCheck> bad = r->Mismatches();
   for (const RecordCheck& c : bad) {
-    fmt::print("layer {} expert {}: checksum mismatch: {} offset {} ({} bytes): expected {:016x}, "
-               "found {:016x}\n",
-               c.layer, c.expert, c.file, c.offset, c.length, c.expected, c.actual);
+    fmt::print(
+        "layer {} expert {}: checksum mismatch: {} offset {} ({} bytes): expected {:016x}, "
+        "found {:016x}\n",
+        c.layer, c.expert, c.file, c.offset, c.length, c.expected, c.actual);
   }
   if (!bad.empty()) {
-    return FileError(Corrupt("{}: {} of {} expert records do not match their checksums (first: "
-                             "layer {} expert {})",
-                             f.verify, bad.size(), r->records.size(), bad.front().layer,
-                             bad.front().expert));
+    return FileError(
+        Corrupt("{}: {} of {} expert records do not match their checksums (first: "
+                "layer {} expert {})",
+                f.verify, bad.size(), r->records.size(), bad.front().layer, bad.front().expert));
   }
   fmt::print("ok: {}: {} expert records ({} layers x {} experts, {}) match their checksums\n",
              f.verify, r->records.size(), r->n_layer, r->n_expert, HumanBytes(r->bytes));
@@ -64,10 +65,11 @@ int Pack(const PackFlags& f) {
   if (!r.ok()) return FileError(r.status());
   fmt::print("wrote {} ({} file{}, {})\n", r->paths.front(), r->paths.size(),
              r->paths.size() == 1 ? "" : "s", HumanBytes(r->file_bytes));
-  fmt::print("  {} layers x {} experts: one record each, {}-aligned, xxh3-64 checksums; "
-             "records up to {}; experts {}, K-quants as {}\n",
-             r->n_layer, r->n_expert, HumanBytes(4096), HumanBytes(r->max_record_bytes),
-             HumanBytes(r->expert_bytes), f.rows ? "GGUF rows" : "16-row panels");
+  fmt::print(
+      "  {} layers x {} experts: one record each, {}-aligned, xxh3-64 checksums; "
+      "records up to {}; experts {}, K-quants as {}\n",
+      r->n_layer, r->n_expert, HumanBytes(4096), HumanBytes(r->max_record_bytes),
+      HumanBytes(r->expert_bytes), f.rows ? "GGUF rows" : "16-row panels");
   fmt::print("  {} dense tensors copied unchanged\n", r->n_dense_tensors);
   return kExitOk;
 }
@@ -91,14 +93,16 @@ CommandMain SetupPack(CLI::App& sub) {
     const PackFlags& f = *flags;
     if (!f.verify.empty()) {
       if (!f.input.empty() || !f.output.empty() || !f.split_max_size.empty() || f.rows) {
-        return ReportError(InvalidArgument("--verify takes only the pack: moetier pack --verify "
-                                           "FILE"));
+        return ReportError(
+            InvalidArgument("--verify takes only the pack: moetier pack --verify "
+                            "FILE"));
       }
       return Verify(f);
     }
     if (f.input.empty() || f.output.empty()) {
-      return ReportError(InvalidArgument("usage: moetier pack IN.gguf -o OUT.gguf, or moetier "
-                                         "pack --verify FILE"));
+      return ReportError(
+          InvalidArgument("usage: moetier pack IN.gguf -o OUT.gguf, or moetier "
+                          "pack --verify FILE"));
     }
     return Pack(f);
   };

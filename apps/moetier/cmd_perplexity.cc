@@ -10,12 +10,12 @@
 #include <cstring>
 #include <filesystem>
 
-#include "command.h"
 #include "base/file_io.h"
-#include "storage_flags.h"
+#include "command.h"
 #include "engine/context.h"
 #include "engine/model.h"
 #include "engine/perplexity.h"
+#include "storage_flags.h"
 #include "tokenizer/tokenizer.h"
 
 namespace mt::cli {
@@ -35,9 +35,7 @@ struct PerplexityFlags {
   StorageFlags storage;
 };
 
-Result<std::string> ReadText(const std::string& path) {
-  return ReadWholeFile(path);
-}
+Result<std::string> ReadText(const std::string& path) { return ReadWholeFile(path); }
 
 PerplexityOutput StdOutput() {
   PerplexityOutput out;
@@ -55,8 +53,7 @@ Status CheckCreatable(const std::string& path) {
   std::string dir = std::filesystem::path(path).parent_path().string();
   if (dir.empty()) dir = ".";
   if (access(dir.c_str(), W_OK | X_OK) != 0) {
-    return IoError("{}: cannot create the KL-divergence base file: {}", path,
-                   std::strerror(errno));
+    return IoError("{}: cannot create the KL-divergence base file: {}", path, std::strerror(errno));
   }
   return Status::Ok();
 }

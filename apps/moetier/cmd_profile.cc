@@ -4,8 +4,8 @@
 #include <algorithm>
 #include <sstream>
 
-#include "command.h"
 #include "base/file_io.h"
+#include "command.h"
 #include "engine/context.h"
 #include "engine/model.h"
 #include "storage_flags.h"
@@ -47,8 +47,8 @@ int Run(const ProfileFlags& f) {
   Result<std::unique_ptr<Context>> ctx = Context::Create(m, o);
   if (!ctx.ok()) return ReportError(ctx.status().WithContext(f.model));
   if (f.n_gen < 0 || static_cast<uint32_t>(f.n_gen) >= (*ctx)->n_ctx()) {
-    return ReportError(InvalidArgument("-n {} must be in [0, {}) (the context size)", f.n_gen,
-                                       (*ctx)->n_ctx()));
+    return ReportError(
+        InvalidArgument("-n {} must be in [0, {}) (the context size)", f.n_gen, (*ctx)->n_ctx()));
   }
   if (m.tokenizer() == nullptr) {
     return ReportError(NotFound("{}: the model has no tokenizer", f.model));
@@ -64,8 +64,8 @@ int Run(const ProfileFlags& f) {
     (*ctx)->ClearKv();
     if (Status s = (*ctx)->Eval(t, LogitsFor::kLast, &logits); !s.ok()) return ReportError(s);
     for (int i = 0; i < f.n_gen; ++i) {  // greedy continuation
-      const int32_t next = static_cast<int32_t>(
-          std::max_element(logits.begin(), logits.end()) - logits.begin());
+      const int32_t next =
+          static_cast<int32_t>(std::max_element(logits.begin(), logits.end()) - logits.begin());
       const int32_t one[1] = {next};
       if (Status s = (*ctx)->Eval(one, LogitsFor::kLast, &logits); !s.ok()) return ReportError(s);
     }

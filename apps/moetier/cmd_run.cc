@@ -48,7 +48,7 @@ struct RunFlags {
   std::string chat_template_kwargs;
   std::vector<std::string> stops;
   std::vector<std::string> logit_bias;  // llama.cpp's TOKEN_ID(+/-)BIAS
-  std::string grammar;  // GBNF text; or in a file, or a JSON schema (text or file)
+  std::string grammar;                  // GBNF text; or in a file, or a JSON schema (text or file)
   std::string grammar_file;
   std::string json_schema;
   std::string json_schema_file;
@@ -61,8 +61,8 @@ struct RunFlags {
 
 // Writes a float32 .npy file (format 1.0) of the given shape.
 Status WriteNpy(const std::string& path, const std::vector<float>& data, size_t rows, size_t cols) {
-  std::string header = fmt::format("{{'descr': '<f4', 'fortran_order': False, 'shape': ({}, {}), }}",
-                                   rows, cols);
+  std::string header =
+      fmt::format("{{'descr': '<f4', 'fortran_order': False, 'shape': ({}, {}), }}", rows, cols);
   const size_t total = 10 + header.size() + 1;
   header.append((64 - total % 64) % 64, ' ');
   header.push_back('\n');
@@ -144,9 +144,10 @@ Result<std::vector<std::pair<int32_t, float>>> ParseLogitBias(
   std::vector<std::pair<int32_t, float>> out;
   for (const std::string& v : values) {
     auto bad = [&] {
-      return InvalidArgument("--logit-bias '{}': expected TOKEN_ID+BIAS or TOKEN_ID-BIAS with a "
-                             "finite BIAS or -inf (e.g. 15043+1, 15043-inf)",
-                             v);
+      return InvalidArgument(
+          "--logit-bias '{}': expected TOKEN_ID+BIAS or TOKEN_ID-BIAS with a "
+          "finite BIAS or -inf (e.g. 15043+1, 15043-inf)",
+          v);
     };
     const size_t sign = v.find_first_of("+-");
     const auto is_digit = [](char c) { return c >= '0' && c <= '9'; };
@@ -173,8 +174,9 @@ Result<std::string> LoadGrammar(const RunFlags& f) {
                     !f.json_schema_file.empty();
   if (given == 0) return std::string();
   if (given > 1) {
-    return InvalidArgument("give at most one of --grammar, --grammar-file, --json-schema and "
-                           "--json-schema-file");
+    return InvalidArgument(
+        "give at most one of --grammar, --grammar-file, --json-schema and "
+        "--json-schema-file");
   }
   std::string text = !f.grammar.empty() ? f.grammar : f.json_schema;
   const std::string& file = !f.grammar_file.empty() ? f.grammar_file : f.json_schema_file;
@@ -226,9 +228,10 @@ Result<std::string> GenerateAndPrint(Context& ctx, const Tokenizer& tok, const R
     if (id < 0) {  // only under a grammar: nothing can follow
       if (filter->IsComplete()) break;
       Print("\n");
-      return InvalidArgument("grammar: no token of the vocabulary can continue the output "
-                             "after {} generated tokens",
-                             *n_generated);
+      return InvalidArgument(
+          "grammar: no token of the vocabulary can continue the output "
+          "after {} generated tokens",
+          *n_generated);
     }
     if (filter) filter->Accept(id);
     ++*n_generated;
@@ -275,9 +278,10 @@ int Converse(const RunFlags& f, Context& ctx, const Tokenizer& tok, const ChatTe
     Result<std::vector<int32_t>> tokens = tok.Encode(rendered->text, rendered->add_bos, true);
     if (!tokens.ok()) return ReportError(tokens.status());
     if (tokens->size() >= ctx.n_ctx()) {
-      return ReportError(InvalidArgument("the conversation has {} tokens, more than the context "
-                                         "of {} (raise -c)",
-                                         tokens->size(), ctx.n_ctx()));
+      return ReportError(
+          InvalidArgument("the conversation has {} tokens, more than the context "
+                          "of {} (raise -c)",
+                          tokens->size(), ctx.n_ctx()));
     }
     std::vector<float> logits;
     Result<size_t> kept = ctx.EvalAfterPrefix(history, *tokens, &logits);
@@ -299,8 +303,7 @@ int Converse(const RunFlags& f, Context& ctx, const Tokenizer& tok, const ChatTe
     }
     ++turns;
     if (ctx.n_past() >= ctx.n_ctx()) {
-      std::fprintf(stderr, "moetier: the context is full (%u positions); raise -c\n",
-                   ctx.n_ctx());
+      std::fprintf(stderr, "moetier: the context is full (%u positions); raise -c\n", ctx.n_ctx());
       break;
     }
   }
@@ -352,9 +355,10 @@ int Run(const RunFlags& f) {
   const Tokenizer& tok = *m.tokenizer();
   for (const auto& [id, bias] : logit_bias.value()) {
     if (static_cast<uint32_t>(id) >= m.hparams().n_vocab) {
-      return ReportError(InvalidArgument("--logit-bias: token id {} is outside the vocabulary "
-                                         "(0..{})",
-                                         id, m.hparams().n_vocab - 1));
+      return ReportError(
+          InvalidArgument("--logit-bias: token id {} is outside the vocabulary "
+                          "(0..{})",
+                          id, m.hparams().n_vocab - 1));
     }
   }
 
@@ -388,10 +392,10 @@ int Run(const RunFlags& f) {
     Result<ChatTemplate> tmpl =
         f.chat_template.empty()
             ? ChatTemplate::ForModel(jinja ? *jinja : "", m.hparams().arch, eos_text)
-            : ChatTemplate::ByName(f.chat_template).ok()
-                  ? Result<ChatTemplate>(ChatTemplate(
-                        ChatTemplate::ByName(f.chat_template).value(), eos_text, "--chat-template"))
-                  : Result<ChatTemplate>(ChatTemplate::ByName(f.chat_template).status());
+        : ChatTemplate::ByName(f.chat_template).ok()
+            ? Result<ChatTemplate>(ChatTemplate(ChatTemplate::ByName(f.chat_template).value(),
+                                                eos_text, "--chat-template"))
+            : Result<ChatTemplate>(ChatTemplate::ByName(f.chat_template).status());
     if (!tmpl.ok()) return ReportError(tmpl.status());
     if (f.conversation) {
       std::fprintf(stderr, "moetier: chat template %s (from %s)\n",
@@ -406,17 +410,18 @@ int Run(const RunFlags& f) {
     text = rendered->text;
     add_bos = rendered->add_bos;
     chat_prompt = rendered.value();
-    std::fprintf(stderr, "moetier: chat template %s (from %s)\n",
-                 std::string(tmpl->name()).c_str(), tmpl->origin().c_str());
+    std::fprintf(stderr, "moetier: chat template %s (from %s)\n", std::string(tmpl->name()).c_str(),
+                 tmpl->origin().c_str());
   }
   Result<std::vector<int32_t>> encoded = tok.Encode(text, add_bos, parse_special);
   if (!encoded.ok()) return ReportError(encoded.status());
   std::vector<int32_t> tokens = encoded.value();
   if (tokens.empty()) return ReportError(InvalidArgument("the prompt has no tokens"));
   if (tokens.size() >= (*ctx)->n_ctx()) {
-    return ReportError(InvalidArgument("the prompt has {} tokens, more than the context of {} "
-                                       "(raise -c)",
-                                       tokens.size(), (*ctx)->n_ctx()));
+    return ReportError(
+        InvalidArgument("the prompt has {} tokens, more than the context of {} "
+                        "(raise -c)",
+                        tokens.size(), (*ctx)->n_ctx()));
   }
 
   std::vector<float> logits;
@@ -445,9 +450,8 @@ int Run(const RunFlags& f) {
   }
   int n_generated = 0;
   std::vector<int32_t> history = tokens;
-  Result<std::string> generated = GenerateAndPrint(**ctx, tok, f, sampler,
-                                                   filter ? &*filter : nullptr, logits, history,
-                                                   &n_generated);
+  Result<std::string> generated = GenerateAndPrint(
+      **ctx, tok, f, sampler, filter ? &*filter : nullptr, logits, history, &n_generated);
   if (!generated.ok()) return ReportError(generated.status());
   Print("\n");
   auto t2 = Clock::now();

@@ -12,10 +12,10 @@
 #include <thread>
 
 #include "command.h"
-#include "storage_flags.h"
 #include "engine/context.h"
 #include "engine/model.h"
 #include "server/http_server.h"
+#include "storage_flags.h"
 #include "tokenizer/chat_template.h"
 
 namespace mt::cli {
@@ -42,8 +42,8 @@ struct ServeFlags {
 
 int Serve(const ServeFlags& f) {
   if (f.port < 0 || f.port > 65535) {
-    return ReportError(InvalidArgument("--port must be in [0, 65535] (0: any free port), not {}",
-                                       f.port));
+    return ReportError(
+        InvalidArgument("--port must be in [0, 65535] (0: any free port), not {}", f.port));
   }
   if (f.n_parallel < 1 || f.n_parallel > 1024) {
     return ReportError(InvalidArgument("--parallel must be in [1, 1024], not {}", f.n_parallel));
@@ -102,10 +102,9 @@ int Serve(const ServeFlags& f) {
   if (!created.ok()) return ReportError(created.status());
   server::HttpServer& http = *created.value();
   std::fprintf(stderr, "moetier: chat template: %s\n", http.chat_template_description().c_str());
-  std::fprintf(stderr,
-               "moetier: serving '%s' on http://%s:%d/v1 (%u slots of %u positions, queue %zu)\n",
-               so.model_id.c_str(), f.host.c_str(), http.port(), f.n_parallel, (*ctx)->n_ctx(),
-               f.max_queue);
+  std::fprintf(
+      stderr, "moetier: serving '%s' on http://%s:%d/v1 (%u slots of %u positions, queue %zu)\n",
+      so.model_id.c_str(), f.host.c_str(), http.port(), f.n_parallel, (*ctx)->n_ctx(), f.max_queue);
   std::fflush(stderr);
 
   // First signal: drain (on its own thread, so a second signal can cut it short).
@@ -147,7 +146,8 @@ CommandMain SetupServe(CLI::App& sub) {
   auto f = std::make_shared<ServeFlags>();
   sub.add_option("-m,--model", f->model, "GGUF model (or the first shard of a split set)")
       ->required();
-  sub.add_option("-a,--alias", f->alias, "Model id clients pass as \"model\" (default: the file "
+  sub.add_option("-a,--alias", f->alias,
+                 "Model id clients pass as \"model\" (default: the file "
                  "name without .gguf)");
   sub.add_option("--host", f->host, "Address to listen on")->default_str("127.0.0.1");
   sub.add_option("--port", f->port, "Port (0: any free port; the start-up line names it)")
@@ -161,8 +161,7 @@ CommandMain SetupServe(CLI::App& sub) {
       ->default_str("512");
   AddThreadFlags(sub, f->n_threads, f->pin_threads);
   AddKvTypeFlags(sub, f->kv_type);
-  sub.add_option("--max-queue", f->max_queue,
-                 "Requests waiting for a slot before new ones get 503")
+  sub.add_option("--max-queue", f->max_queue, "Requests waiting for a slot before new ones get 503")
       ->default_str("64");
   sub.add_option("--chat-template", f->chat_template,
                  "Built-in chat template instead of the model's: chatml, tulu, llama2, deepseek3, "

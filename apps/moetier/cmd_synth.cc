@@ -35,9 +35,10 @@ void PrintSynthResult(const SynthResult& r, const SynthOptions& o) {
   auto mean = [](const std::vector<double>& v) {
     return v.empty() ? 0.0 : std::accumulate(v.begin(), v.end(), 0.0) / v.size();
   };
-  fmt::print("  routing (skew {}, router offset scale {:.3f}; {} sampled tokens, routers applied "
-             "to the normalised embeddings):\n",
-             o.router_skew, r.router_offset_scale, rt.n_tokens);
+  fmt::print(
+      "  routing (skew {}, router offset scale {:.3f}; {} sampled tokens, routers applied "
+      "to the normalised embeddings):\n",
+      o.router_skew, r.router_offset_scale, rt.n_tokens);
   fmt::print("    experts used per layer: {}..{} of {}\n", *min_used, *max_used, r.hp.n_expert);
   fmt::print("    share of the top 10% of experts: {:.1f}%  (top 20%: {:.1f}%)\n",
              100 * mean(rt.top10_share), 100 * mean(rt.top20_share));
@@ -52,8 +53,7 @@ CommandMain SetupSynth(CLI::App& sub) {
   SynthOptions& o = flags->options;
   sub.add_option("-o,--output", o.output_path, "Output file (.gguf)")->required();
   sub.add_option("--preset", o.preset, "Model shape: " + SynthPresetNames())->required();
-  sub.add_option("--type", o.file_type, "File type: " + FileTypeNames())
-      ->default_str("q4_k_m");
+  sub.add_option("--type", o.file_type, "File type: " + FileTypeNames())->default_str("q4_k_m");
   sub.add_option("--seed", o.seed, "Seed of the weights")->default_str("1");
   sub.add_option("--tokenizer", o.tokenizer_json,
                  "A Hugging Face tokenizer.json to embed (default: the preset's)");

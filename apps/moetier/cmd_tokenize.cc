@@ -3,8 +3,8 @@
 // line per token, or with --ids a list "[1, 2, 3]". MODEL is a GGUF file with a tokenizer,
 // or a Hugging Face tokenizer.json (then --pre names its pre-tokenizer, default qwen2).
 
-#include "command.h"
 #include "base/file_io.h"
+#include "command.h"
 #include "gguf/gguf.h"
 #include "tokenizer/tokenizer.h"
 

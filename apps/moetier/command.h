@@ -3,10 +3,9 @@
 // the command once the flags are parsed. Exit codes: 0 ok, 1 error, 2 usage error.
 #pragma once
 
+#include <CLI/CLI.hpp>
 #include <functional>
 #include <string>
-
-#include <CLI/CLI.hpp>
 
 #include "base/status.h"
 #include "kernels/attention.h"

@@ -66,8 +66,10 @@ constexpr CommandDef kCommands[] = {
     {"bench", "Prefill and decode speed, as llama-bench, with the memory roofline", SetupBench},
     {"profile", "Record which experts the router picks on a set of prompts", SetupProfile},
     {"serve", "OpenAI-compatible HTTP server with continuous batching", SetupServe},
-    {"pack", "Rewrite a model as an expert-major pack (one aligned, checksummed record per "
-     "expert), or --verify one", SetupPack},
+    {"pack",
+     "Rewrite a model as an expert-major pack (one aligned, checksummed record per "
+     "expert), or --verify one",
+     SetupPack},
 };
 
 }  // namespace
@@ -80,16 +82,16 @@ int main(int argc, char** argv) {
   app.set_version_flag("--version", "moetier 0.1.0");
   CommandMain selected;
   std::string names;
-  for (const CommandDef& def : kCommands) names += (names.empty() ? "" : ", ") + std::string(def.name);
+  for (const CommandDef& def : kCommands)
+    names += (names.empty() ? "" : ", ") + std::string(def.name);
   if (argc == 1) {
     std::fprintf(stderr, "moetier: usage error: a command is required (%s; see moetier --help)\n",
                  names.c_str());
     return kExitUsage;
   }
-  if (argv[1][0] != '-' && !std::any_of(std::begin(kCommands), std::end(kCommands),
-                                                    [&](const CommandDef& d) {
-                                                      return std::string_view(argv[1]) == d.name;
-                                                    })) {
+  if (argv[1][0] != '-' &&
+      !std::any_of(std::begin(kCommands), std::end(kCommands),
+                   [&](const CommandDef& d) { return std::string_view(argv[1]) == d.name; })) {
     std::fprintf(stderr, "moetier: usage error: unknown command '%s' (commands: %s)\n", argv[1],
                  names.c_str());
     return kExitUsage;

@@ -1,7 +1,6 @@
 #include "storage_flags.h"
 
 #include <cstdio>
-
 #include <nlohmann/json.hpp>
 
 #include "base/file_io.h"
@@ -123,8 +122,7 @@ Status ReportTierStats(const StorageFlags& f, Context& ctx, double wall_seconds,
                  (unsigned long long)t.evictions, HumanBytes(t.bytes_payload).c_str(),
                  HumanBytes(t.bytes_physical).c_str(), (unsigned long long)t.reads,
                  s.read_busy_ns * 1e-9, t.disk_idle_ns * 1e-9, s.read_gib_per_s(),
-                 t.demand_stall_ns * 1e-9,
-                 wall_seconds);
+                 t.demand_stall_ns * 1e-9, wall_seconds);
     if (t.prefetch_reads > 0) {
       uint64_t correct = 0, actual = 0;
       for (const Context::PrefetchCounters& p : ctx.prefetch_counters()) {
@@ -136,8 +134,7 @@ Status ReportTierStats(const StorageFlags& f, Context& ctx, double wall_seconds,
                    "moetier: prefetch (depth %d): recall@k %.1f%%, %llu experts read ahead (%s), "
                    "%.1f%% of would-be misses turned into hits, %s wasted\n",
                    ctx.prefetch_depth(), actual ? 100.0 * correct / actual : 0.0,
-                   (unsigned long long)t.prefetch_reads,
-                   HumanBytes(t.prefetch_bytes).c_str(),
+                   (unsigned long long)t.prefetch_reads, HumanBytes(t.prefetch_bytes).c_str(),
                    would_miss ? 100.0 * t.prefetch_hits / would_miss : 0.0,
                    HumanBytes(t.prefetch_wasted_bytes).c_str());
     }
@@ -172,10 +169,15 @@ Status ReportTierStats(const StorageFlags& f, Context& ctx, double wall_seconds,
     nlohmann::json j;
     const StoragePlan& p = ctx.storage_plan();
     j["tier"] = s.tier;
-    j["plan"] = {{"mode", MoeStorageName(p.mode)}, {"budget", p.budget},
-                 {"budget_source", p.budget_source}, {"reserve", p.reserve},
-                 {"dense", p.dense}, {"kv_cache", p.kv_cache}, {"scratch", p.scratch},
-                 {"experts_total", p.experts_total}, {"expert_cache", p.expert_cache}};
+    j["plan"] = {{"mode", MoeStorageName(p.mode)},
+                 {"budget", p.budget},
+                 {"budget_source", p.budget_source},
+                 {"reserve", p.reserve},
+                 {"dense", p.dense},
+                 {"kv_cache", p.kv_cache},
+                 {"scratch", p.scratch},
+                 {"experts_total", p.experts_total},
+                 {"expert_cache", p.expert_cache}};
     j["total"] = CountersJson(s.total);
     j["hit_rate"] = s.hit_rate();
     j["read_busy_s"] = s.read_busy_ns * 1e-9;

@@ -3,9 +3,8 @@
 // for: the memory plan at start-up and the tier statistics at the end.
 #pragma once
 
-#include <string>
-
 #include <CLI/CLI.hpp>
+#include <string>
 
 #include "base/status.h"
 #include "engine/context.h"

@@ -6,15 +6,16 @@
 #include <cstdlib>
 
 namespace mt::internal {
-[[noreturn]] inline void CheckFailed(const char* cond, const char* file, int line, const char* msg) {
+[[noreturn]] inline void CheckFailed(const char* cond, const char* file, int line,
+                                     const char* msg) {
   std::fprintf(stderr, "moetier: internal error: check failed: %s (%s:%d)%s%s\n", cond, file, line,
                msg[0] ? ": " : "", msg);
   std::abort();
 }
 }  // namespace mt::internal
 
-#define MT_CHECK(cond)                                                         \
-  do {                                                                         \
+#define MT_CHECK(cond)                                                       \
+  do {                                                                       \
     if (!(cond)) ::mt::internal::CheckFailed(#cond, __FILE__, __LINE__, ""); \
   } while (0)
 

@@ -10,7 +10,7 @@ struct CpuFeatures {
   bool avx2 = false;
   bool fma = false;
   bool f16c = false;
-  bool avx_vnni = false;     // VEX-encoded vpdpbusd on ymm (Alder Lake, Sapphire Rapids)
+  bool avx_vnni = false;  // VEX-encoded vpdpbusd on ymm (Alder Lake, Sapphire Rapids)
   bool avx512f = false;
   bool avx512bw = false;
   bool avx512vl = false;

@@ -19,7 +19,9 @@ TEST(CpuFeaturesTest, AgreesWithProcCpuinfo) {
     }
   }
   if (flags.empty()) GTEST_SKIP() << "no /proc/cpuinfo flags";
-  auto has = [&](const char* f) { return flags.find(std::string(" ") + f + " ") != std::string::npos; };
+  auto has = [&](const char* f) {
+    return flags.find(std::string(" ") + f + " ") != std::string::npos;
+  };
   const CpuFeatures& c = GetCpuFeatures();
   EXPECT_EQ(c.avx2, has("avx2"));
   EXPECT_EQ(c.fma, has("fma"));

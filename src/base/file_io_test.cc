@@ -1,12 +1,11 @@
 #include "base/file_io.h"
 
+#include <gtest/gtest.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
 #include <cstdlib>
 #include <string>
-
-#include <gtest/gtest.h>
 
 namespace mt {
 namespace {
@@ -19,7 +18,10 @@ class FileIoTest : public ::testing::Test {
     dir_ = tmpl;
   }
   void TearDown() override { std::system(("rm -rf " + dir_).c_str()); }
-  bool Exists(const std::string& p) { struct stat st; return ::stat(p.c_str(), &st) == 0; }
+  bool Exists(const std::string& p) {
+    struct stat st;
+    return ::stat(p.c_str(), &st) == 0;
+  }
   std::string dir_;
 };
 

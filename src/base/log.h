@@ -2,10 +2,10 @@
 // through fmt::print; this is for notices and diagnostics.
 #pragma once
 
+#include <fmt/format.h>
+
 #include <cstdio>
 #include <utility>
-
-#include <fmt/format.h>
 
 namespace mt {
 

@@ -28,8 +28,7 @@ struct CgroupLine {
   fs::path path;
   bool v2() const { return controllers.empty(); }
   bool Has(std::string_view controller) const {
-    return ("," + controllers + ",").find("," + std::string(controller) + ",") !=
-           std::string::npos;
+    return ("," + controllers + ",").find("," + std::string(controller) + ",") != std::string::npos;
   }
 };
 
@@ -49,8 +48,8 @@ std::vector<CgroupLine> ProcessCgroups(const std::string& proc_root) {
 }
 
 // The smallest limit found in `file` of `dir` and each of its parents up to `root`.
-Result<std::optional<uint64_t>> SmallestLimit(const fs::path& root, fs::path dir,
-                                              const char* file, std::string* source) {
+Result<std::optional<uint64_t>> SmallestLimit(const fs::path& root, fs::path dir, const char* file,
+                                              std::string* source) {
   std::optional<uint64_t> best;
   for (;;) {
     fs::path p = root / dir.relative_path() / file;
@@ -182,8 +181,8 @@ Result<MemoryInfo> ReadMemoryInfo(const std::string& proc_root, const std::strin
     if (g.v2()) {
       limit = SmallestLimit(cgroup_root, g.path, "memory.max", &source);
     } else if (g.Has("memory")) {
-      limit = SmallestLimit(fs::path(cgroup_root) / "memory", g.path, "memory.limit_in_bytes",
-                            &source);
+      limit =
+          SmallestLimit(fs::path(cgroup_root) / "memory", g.path, "memory.limit_in_bytes", &source);
     } else {
       continue;
     }

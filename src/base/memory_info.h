@@ -12,8 +12,8 @@
 namespace mt {
 
 struct MemoryInfo {
-  uint64_t mem_total = 0;      // bytes, /proc/meminfo MemTotal
-  uint64_t mem_available = 0;  // bytes, /proc/meminfo MemAvailable
+  uint64_t mem_total = 0;                // bytes, /proc/meminfo MemTotal
+  uint64_t mem_available = 0;            // bytes, /proc/meminfo MemAvailable
   std::optional<uint64_t> cgroup_limit;  // bytes; nullopt when unlimited
   std::string cgroup_limit_file;         // the file the limit came from, for messages
 

@@ -3,13 +3,13 @@
 // internal invariants use MT_CHECK (check.h) instead.
 #pragma once
 
+#include <fmt/format.h>
+
 #include <cstdlib>
 #include <string>
 #include <string_view>
 #include <utility>
 #include <variant>
-
-#include <fmt/format.h>
 
 namespace mt {
 
@@ -82,9 +82,9 @@ Status Unimplemented(fmt::format_string<Args...> f, Args&&... args) {
 template <typename T>
 class [[nodiscard]] Result {
  public:
-  Result(T value) : v_(std::move(value)) {}            // NOLINT: implicit by design
-  Result(Status status) : v_(std::move(status)) {      // NOLINT: implicit by design
-    if (std::get<Status>(v_).ok()) std::abort();       // an ok Status carries no value
+  Result(T value) : v_(std::move(value)) {}        // NOLINT: implicit by design
+  Result(Status status) : v_(std::move(status)) {  // NOLINT: implicit by design
+    if (std::get<Status>(v_).ok()) std::abort();   // an ok Status carries no value
   }
 
   bool ok() const { return std::holds_alternative<T>(v_); }
@@ -110,8 +110,8 @@ class [[nodiscard]] Result {
 }  // namespace mt
 
 // Returns early with the status of `expr` when it is not ok. Declares nothing in the caller.
-#define MT_RETURN_IF_ERROR(expr)                   \
-  do {                                             \
-    ::mt::Status mt_status_ = (expr);              \
-    if (!mt_status_.ok()) return mt_status_;       \
+#define MT_RETURN_IF_ERROR(expr)             \
+  do {                                       \
+    ::mt::Status mt_status_ = (expr);        \
+    if (!mt_status_.ok()) return mt_status_; \
   } while (0)

@@ -109,9 +109,7 @@ void ThreadPool::WorkerLoop(int index) {
           NowNanos() > deadline) {
         std::unique_lock<std::mutex> lock(mu_);
         sleeping_.fetch_add(1);
-        wake_cv_.wait(lock, [&] {
-          return generation_.load() != seen;
-        });
+        wake_cv_.wait(lock, [&] { return generation_.load() != seen; });
         sleeping_.fetch_sub(1);
         gen = generation_.load(std::memory_order_acquire);
       }

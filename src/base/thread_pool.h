@@ -31,8 +31,8 @@ namespace mt {
 class RangeFn {
  public:
   template <class F>
-    requires(!std::is_same_v<std::remove_cvref_t<F>, RangeFn>)
-  RangeFn(F&& f)  // NOLINT: implicit, so that callers pass lambdas as they are
+  requires(!std::is_same_v<std::remove_cvref_t<F>, RangeFn>)
+      RangeFn(F&& f)  // NOLINT: implicit, so that callers pass lambdas as they are
       : obj_(const_cast<void*>(static_cast<const void*>(&f))),
         call_([](void* o, int64_t b, int64_t e, int t) {
           (*static_cast<std::remove_reference_t<F>*>(o))(b, e, t);

@@ -1,9 +1,8 @@
 #include "base/thread_pool.h"
 
+#include <gtest/gtest.h>
 #include <pthread.h>
 #include <sched.h>
-
-#include <gtest/gtest.h>
 
 #include <atomic>
 #include <chrono>
@@ -45,7 +44,12 @@ TEST(ThreadPoolTest, CoversEveryItemOnce) {
 TEST(ThreadPoolTest, RangesRespectGrain) {
   ThreadPool pool(3);
   std::vector<std::pair<int64_t, int64_t>> ranges(3, {-1, -1});
-  pool.ParallelFor(100, [&](int64_t b, int64_t e, int t) { ranges[t] = {b, e}; }, 16);
+  pool.ParallelFor(
+      100,
+      [&](int64_t b, int64_t e, int t) {
+        ranges[t] = {b, e};
+      },
+      16);
   for (auto [b, e] : ranges) {
     if (b < 0) continue;
     EXPECT_EQ(b % 16, 0);
@@ -59,10 +63,13 @@ TEST(ThreadPoolTest, DynamicChunksCoverEveryItemOnceOnChunkBoundaries) {
     for (int64_t n : {1, 15, 16, 17, 100, 1000}) {
       std::vector<std::atomic<int>> hits(n);
       std::atomic<bool> misaligned{false};
-      pool.ParallelForDynamic(n, [&](int64_t b, int64_t e, int t) {
-        if (b % 16 != 0 || (e != n && e - b != 16) || t < 0 || t >= threads) misaligned = true;
-        for (int64_t i = b; i < e; ++i) hits[i]++;
-      }, 16);
+      pool.ParallelForDynamic(
+          n,
+          [&](int64_t b, int64_t e, int t) {
+            if (b % 16 != 0 || (e != n && e - b != 16) || t < 0 || t >= threads) misaligned = true;
+            for (int64_t i = b; i < e; ++i) hits[i]++;
+          },
+          16);
       EXPECT_FALSE(misaligned.load()) << threads << " " << n;
       for (int64_t i = 0; i < n; ++i) ASSERT_EQ(hits[i].load(), 1) << threads << " " << n;
     }
@@ -73,14 +80,17 @@ TEST(ThreadPoolTest, DynamicChunksCoverEveryItemOnceOnChunkBoundaries) {
 TEST(ThreadPoolTest, DynamicChunksGoToTheThreadsThatAreFree) {
   ThreadPool pool(2);
   std::atomic<int> by_caller{0}, by_worker{0};
-  pool.ParallelForDynamic(64, [&](int64_t, int64_t, int t) {
-    if (t == 1) {
-      ++by_worker;
-      std::this_thread::sleep_for(std::chrono::milliseconds(200));
-    } else {
-      ++by_caller;
-    }
-  }, 1);
+  pool.ParallelForDynamic(
+      64,
+      [&](int64_t, int64_t, int t) {
+        if (t == 1) {
+          ++by_worker;
+          std::this_thread::sleep_for(std::chrono::milliseconds(200));
+        } else {
+          ++by_caller;
+        }
+      },
+      1);
   EXPECT_EQ(by_caller + by_worker, 64);
   // A fixed split would give the worker 32. It sleeps through each chunk it takes while the
   // caller runs on: 1 or 2 here, with room for a caller the host delays.

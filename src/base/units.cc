@@ -34,12 +34,18 @@ Result<uint64_t> ParseBytes(std::string_view text) {
   if (unit.ends_with("B")) unit.pop_back();
   if (unit.ends_with("I")) unit.pop_back();
   double mult = 0;
-  if (unit.empty()) mult = 1;
-  else if (unit == "K") mult = 1024.0;
-  else if (unit == "M") mult = 1024.0 * 1024;
-  else if (unit == "G") mult = 1024.0 * 1024 * 1024;
-  else if (unit == "T") mult = 1024.0 * 1024 * 1024 * 1024;
-  else return InvalidArgument("'{}': unknown size unit (use K, M, G or T)", text);
+  if (unit.empty())
+    mult = 1;
+  else if (unit == "K")
+    mult = 1024.0;
+  else if (unit == "M")
+    mult = 1024.0 * 1024;
+  else if (unit == "G")
+    mult = 1024.0 * 1024 * 1024;
+  else if (unit == "T")
+    mult = 1024.0 * 1024 * 1024 * 1024;
+  else
+    return InvalidArgument("'{}': unknown size unit (use K, M, G or T)", text);
   double bytes = value * mult;
   if (!std::isfinite(bytes) || bytes >= 1.8e19) return OutOfRange("'{}' is too large", text);
   return static_cast<uint64_t>(std::llround(bytes));

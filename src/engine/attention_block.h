@@ -108,8 +108,8 @@ class GqaAttention final : public AttentionBlock {
   std::vector<float> scores_;
   std::vector<int> run_start_;  // (n_batch + 1) first token of each run of Attend, then n
   int n_runs_ = 0;
-  std::vector<int> token_runs_;  // (n_batch + 1) 0, 1, ..., n_batch: a run per token
-  QuantizedInput in_;  // the block's input (xn, then attn_)
+  std::vector<int> token_runs_;     // (n_batch + 1) 0, 1, ..., n_batch: a run per token
+  QuantizedInput in_;               // the block's input (xn, then attn_)
   std::vector<uint32_t> cells_;     // (n_layer) KV cells per sequence and kv head
   std::vector<uint32_t> ring_;      // (n_layer) ring length R of a sliding layer, 0: a full cache
   int first_ring_layer_ = -1;       // every ring has the same R, so one table serves them all

@@ -44,8 +44,7 @@ std::string DepthSuffix(int n_depth) {
 
 }  // namespace
 
-Result<BenchSample> BenchPrefill(Context& ctx, int n_prompt, int n_depth, int reps,
-                                 uint64_t seed) {
+Result<BenchSample> BenchPrefill(Context& ctx, int n_prompt, int n_depth, int reps, uint64_t seed) {
   BenchSample s;
   s.test = fmt::format("pp{}", n_prompt) + DepthSuffix(n_depth);
   s.n_prompt = n_prompt;

@@ -15,20 +15,19 @@
 namespace mt {
 
 struct BenchSample {
-  std::string test;          // "pp128", "tg32", "tg32-b8", "tg32 @ d512"
-  int n_prompt = 0;          // tokens per prefill
-  int n_depth = 0;           // positions already in the cache when the test runs
-  int n_gen = 0;             // tokens generated per sequence
-  int n_seq = 1;             // sequences decoded together
-  std::vector<double> tps;   // tokens/s of each repetition
-  double mean = 0, sd = 0;   // of tps
+  std::string test;                 // "pp128", "tg32", "tg32-b8", "tg32 @ d512"
+  int n_prompt = 0;                 // tokens per prefill
+  int n_depth = 0;                  // positions already in the cache when the test runs
+  int n_gen = 0;                    // tokens generated per sequence
+  int n_seq = 1;                    // sequences decoded together
+  std::vector<double> tps;          // tokens/s of each repetition
+  double mean = 0, sd = 0;          // of tps
   uint64_t storage_read_bytes = 0;  // read from storage by the process during the test
 };
 
 // Prefill of `n_prompt` seeded random tokens, logits of the last only, after `n_depth`
 // positions of other random tokens (filled once, not timed; llama-bench's -d).
-Result<BenchSample> BenchPrefill(Context& ctx, int n_prompt, int n_depth, int reps,
-                                 uint64_t seed);
+Result<BenchSample> BenchPrefill(Context& ctx, int n_prompt, int n_depth, int reps, uint64_t seed);
 
 // Decode of `n_gen` tokens per sequence, one token per sequence per step, `n_seq`
 // sequences together, each after `n_depth` positions of random tokens (filled once, not
@@ -42,10 +41,10 @@ Result<BenchSample> BenchDecode(Context& ctx, int n_gen, int n_seq, int n_depth,
 // (one row of it), the head, and top-k experts of every layer; and the KV cache bytes it
 // reads per position it attends to (an f16 cache, bench's).
 struct TokenCost {
-  uint64_t bytes = 0;          // decode: weight bytes read per token
+  uint64_t bytes = 0;                  // decode: weight bytes read per token
   uint64_t kv_bytes_per_position = 0;  // decode: K and V of every layer, of the cache's type
-  uint64_t macs_per_token = 0; // prefill: multiply-adds per token, without the head
-  uint64_t macs_head = 0;      // the head, once per sequence
+  uint64_t macs_per_token = 0;         // prefill: multiply-adds per token, without the head
+  uint64_t macs_head = 0;              // the head, once per sequence
 };
 TokenCost TokenCostOf(const Model& model, KvTypes kv_types);
 

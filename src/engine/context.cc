@@ -54,11 +54,11 @@ struct Context::Impl {
   std::optional<SwiGluFfn> dense;  // dense FFN layers
 
   // Activations, one row per token of the batch.
-  std::vector<float> x;        // (n_batch, n_embd) residual stream
-  std::vector<float> xn;       // (n_batch, n_embd) normed input of a block, then its output
-  std::vector<float> rope_cs;  // (n_batch, n_rot) each token's rotation cosines, then sines
-  std::vector<float> ffn_out;  // (n_batch, n_embd) the FFN block's output
-  QuantizedInput in_head;      // the output head's input
+  std::vector<float> x;             // (n_batch, n_embd) residual stream
+  std::vector<float> xn;            // (n_batch, n_embd) normed input of a block, then its output
+  std::vector<float> rope_cs;       // (n_batch, n_rot) each token's rotation cosines, then sines
+  std::vector<float> ffn_out;       // (n_batch, n_embd) the FFN block's output
+  QuantizedInput in_head;           // the output head's input
   std::vector<int32_t> logit_rows;  // (n_batch) batch indices of the tokens that want logits
 };
 
@@ -223,9 +223,10 @@ Result<std::unique_ptr<Context>> Context::Create(const Model& model,
   const uint32_t n_train = model.hparams().n_ctx_train;
   const uint32_t n_ctx = options.n_ctx == 0 ? n_train : options.n_ctx;
   if (n_ctx > n_train) {
-    return InvalidArgument("context size {} is longer than the model's training context {} "
-                           "(use -c {} or less)",
-                           n_ctx, n_train, n_train);
+    return InvalidArgument(
+        "context size {} is longer than the model's training context {} "
+        "(use -c {} or less)",
+        n_ctx, n_train, n_train);
   }
   if (n_ctx < 1) return InvalidArgument("context size must be at least 1");
   if (options.n_seq_max > 1024) return InvalidArgument("at most 1024 sequences per context");
@@ -252,9 +253,10 @@ Result<std::unique_ptr<Context>> Context::Create(const Model& model,
   // Workers spin while they wait for the next region, so a thread without a CPU of its own
   // stalls every region it takes part in (-t 3 on 2 CPUs: prompt 30x slower).
   if (const int cpus = ThreadPool::DefaultThreads(); options.n_threads > cpus) {
-    return InvalidArgument("-t {}: more threads than the {} CPU{} this process may use (use -t "
-                           "{} or less)",
-                           options.n_threads, cpus, cpus == 1 ? "" : "s", cpus);
+    return InvalidArgument(
+        "-t {}: more threads than the {} CPU{} this process may use (use -t "
+        "{} or less)",
+        options.n_threads, cpus, cpus == 1 ? "" : "s", cpus);
   }
   std::unique_ptr<Context> ctx(new Context(model, n_ctx));
   ctx->impl_ = std::make_unique<Impl>(model, n_ctx, options);
@@ -299,7 +301,7 @@ Result<std::unique_ptr<Context>> Context::Create(const Model& model,
       // A pack's single-request reads land early enough for a second layer of hints to pay
       // (olmoe pack, 25 %: +14 %, median of 3 pairs); on a tensor-major file they do not
       // (-2-3 %).
-      const uint32_t depth = options.storage.prefetch_depth != 0 ? options.storage.prefetch_depth
+      const uint32_t depth = options.storage.prefetch_depth != 0   ? options.storage.prefetch_depth
                              : model.expert_layout().has_records() ? 2
                                                                    : 1;
       prefetch_depth = static_cast<int>(depth);
@@ -383,9 +385,10 @@ Status Context::Decode(std::span<const BatchToken> batch, std::vector<float>* lo
       // NaN or Inf weights (a GGUF's bytes carry no checksum) would otherwise be sampled
       // from silently: one bad logit spreads to every later token.
       if (!std::all_of(out, out + n_vocab, [](float v) { return std::isfinite(v); })) {
-        return Corrupt("the model computed a NaN or infinite logit at position {} of sequence "
-                       "{}: some weight is NaN or infinite",
-                       b.pos, b.seq);
+        return Corrupt(
+            "the model computed a NaN or infinite logit at position {} of sequence "
+            "{}: some weight is NaN or infinite",
+            b.pos, b.seq);
       }
       out += n_vocab;
     }

@@ -26,9 +26,9 @@ const char* KvTypeName(KvElemType type);
 std::string KvTypesName(KvTypes types);
 
 struct ContextOptions {
-  uint32_t n_ctx = 4096;   // positions in the KV cache; 0 = the model's training context
-  uint32_t n_batch = 512;  // most tokens per forward pass (prefill is split into batches)
-  int n_threads = 0;       // 0 = all cores
+  uint32_t n_ctx = 4096;     // positions in the KV cache; 0 = the model's training context
+  uint32_t n_batch = 512;    // most tokens per forward pass (prefill is split into batches)
+  int n_threads = 0;         // 0 = all cores
   bool pin_threads = false;  // thread i on the i-th allowed CPU (ThreadPool)
   // K's and V's element types (llama.cpp's -ctk and -ctv). q8_0 takes 17/32 of f16's memory
   // and needs a head dimension that is a multiple of 32, K's at most 512 (Create says so
@@ -98,7 +98,9 @@ class Context {
   // the positions before n (the sequence went on past them for longer than the ring).
   uint32_t ReusablePrefix(uint32_t seq, uint32_t n) const;
   // Forgets every position >= n_past (n_past <= n_past()).
-  void TruncateKv(uint32_t n_past) { if (n_past < n_past_) n_past_ = n_past; }
+  void TruncateKv(uint32_t n_past) {
+    if (n_past < n_past_) n_past_ = n_past;
+  }
   void ClearKv() { n_past_ = 0; }
 
   const Model& model() const { return model_; }

@@ -296,7 +296,8 @@ TEST_F(EngineTest, PopulateKvMakesTheKvCacheResidentAtCreate) {
 }
 
 // Writes a GGUF with the given metadata and no tensors.
-std::string WriteMetadataOnly(const fs::path& dir, const std::string& name, const GgufMetadata& md) {
+std::string WriteMetadataOnly(const fs::path& dir, const std::string& name,
+                              const GgufMetadata& md) {
   std::string path = (dir / name).string();
   GgufWriter w(path);
   w.metadata() = md;

@@ -173,24 +173,37 @@ Status Model::BindTensors() {
         case R::kOutput:
           output_ = t ? MatrixOf(*t) : token_embd_;
           break;
-        default: break;
+        default:
+          break;
       }
       continue;
     }
     LayerWeights& L = layers_[desc.layer];
     switch (desc.role) {
-      case R::kAttnNorm: L.attn_norm = ToFloats(t); break;
-      case R::kAttnQ: bias ? void(L.bq = ToFloats(t)) : void(L.wq = MatrixOf(*t)); break;
-      case R::kAttnK: bias ? void(L.bk = ToFloats(t)) : void(L.wk = MatrixOf(*t)); break;
-      case R::kAttnV: bias ? void(L.bv = ToFloats(t)) : void(L.wv = MatrixOf(*t)); break;
+      case R::kAttnNorm:
+        L.attn_norm = ToFloats(t);
+        break;
+      case R::kAttnQ:
+        bias ? void(L.bq = ToFloats(t)) : void(L.wq = MatrixOf(*t));
+        break;
+      case R::kAttnK:
+        bias ? void(L.bk = ToFloats(t)) : void(L.wk = MatrixOf(*t));
+        break;
+      case R::kAttnV:
+        bias ? void(L.bv = ToFloats(t)) : void(L.wv = MatrixOf(*t));
+        break;
       case R::kAttnOutput:
         bias ? void(L.bo = ToFloats(t)) : void(L.wo = MatrixOf(*t));
         break;
       case R::kAttnSinks:
         L.attn_sinks = ToFloats(t);
         break;
-      case R::kAttnQNorm: L.attn_q_norm = ToFloats(t); break;
-      case R::kAttnKNorm: L.attn_k_norm = ToFloats(t); break;
+      case R::kAttnQNorm:
+        L.attn_q_norm = ToFloats(t);
+        break;
+      case R::kAttnKNorm:
+        L.attn_k_norm = ToFloats(t);
+        break;
       case R::kAttnQA:
         L.wq_a = MatrixOf(*t);
         break;
@@ -246,11 +259,20 @@ Status Model::BindTensors() {
       case R::kFfnExpProbsB:
         L.exp_probs_b = ToFloats(t);
         break;
-      case R::kFfnGateInpShexp: L.shexp_gate_inp = ToFloats(t); break;
-      case R::kFfnGateShexp: L.shexp_gate = MatrixOf(*t); break;
-      case R::kFfnUpShexp: L.shexp_up = MatrixOf(*t); break;
-      case R::kFfnDownShexp: L.shexp_down = MatrixOf(*t); break;
-      default: break;
+      case R::kFfnGateInpShexp:
+        L.shexp_gate_inp = ToFloats(t);
+        break;
+      case R::kFfnGateShexp:
+        L.shexp_gate = MatrixOf(*t);
+        break;
+      case R::kFfnUpShexp:
+        L.shexp_up = MatrixOf(*t);
+        break;
+      case R::kFfnDownShexp:
+        L.shexp_down = MatrixOf(*t);
+        break;
+      default:
+        break;
     }
   }
   return Status::Ok();

@@ -7,8 +7,8 @@
 #include <string>
 #include <vector>
 
-#include "base/status.h"
 #include "base/aligned_buffer.h"
+#include "base/status.h"
 #include "experts/expert_layout.h"
 #include "gguf/gguf.h"
 #include "kernels/matmul.h"
@@ -23,26 +23,26 @@ namespace mt {
 // (model/layer_parts.h); the others stay empty. Dims: L = kv_lora_rank, Q = q_lora_rank,
 // R = n_rot, N = head_dim_nope, V = MLA head_dim_v, F = n_ff (dense) or shared width.
 struct LayerWeights {
-  std::vector<float> attn_norm;       // (n_embd)
+  std::vector<float> attn_norm;  // (n_embd)
   // GQA; wq also serves MLA without q LoRA: (n_head*(N+R) rows of n_embd).
-  WeightMatrix wq;                    // (n_head*head_dim_k rows of n_embd)
-  WeightMatrix wk;                    // (n_head_kv*head_dim_k rows of n_embd)
-  WeightMatrix wv;                    // (n_head_kv*head_dim_v rows of n_embd)
-  WeightMatrix wo;                    // (n_embd rows of n_head*head_dim_v) (MLA: n_head*V)
-  std::vector<float> bq, bk, bv;      // (rows of wq/wk/wv) or empty
-  std::vector<float> bo;              // (n_embd) attn_output.bias, or empty
-  std::vector<float> attn_sinks;      // (n_head) each head's sink logit, or empty
-  std::vector<float> attn_q_norm;     // (head_dim_k) per-head or (n_embd_q) whole, or empty
-  std::vector<float> attn_k_norm;     // (head_dim_k) or (n_embd_k_gqa), or empty
+  WeightMatrix wq;                 // (n_head*head_dim_k rows of n_embd)
+  WeightMatrix wk;                 // (n_head_kv*head_dim_k rows of n_embd)
+  WeightMatrix wv;                 // (n_head_kv*head_dim_v rows of n_embd)
+  WeightMatrix wo;                 // (n_embd rows of n_head*head_dim_v) (MLA: n_head*V)
+  std::vector<float> bq, bk, bv;   // (rows of wq/wk/wv) or empty
+  std::vector<float> bo;           // (n_embd) attn_output.bias, or empty
+  std::vector<float> attn_sinks;   // (n_head) each head's sink logit, or empty
+  std::vector<float> attn_q_norm;  // (head_dim_k) per-head or (n_embd_q) whole, or empty
+  std::vector<float> attn_k_norm;  // (head_dim_k) or (n_embd_k_gqa), or empty
   // MLA
-  WeightMatrix wq_a;                  // (Q rows of n_embd)  attn_q_a
-  std::vector<float> q_a_norm;        // (Q)
-  WeightMatrix wq_b;                  // (n_head*(N+R) rows of Q)
-  WeightMatrix wkv_a;                 // (L+R rows of n_embd)  attn_kv_a_mqa
-  std::vector<float> kv_a_norm;       // (L)
-  WeightMatrix wk_b;                  // (n_head*L rows of N): head h is rows [h*L, (h+1)*L)
-  WeightMatrix wv_b;                  // (n_head*V rows of L): head h is rows [h*V, (h+1)*V)
-  std::vector<float> ffn_norm;        // (n_embd)
+  WeightMatrix wq_a;             // (Q rows of n_embd)  attn_q_a
+  std::vector<float> q_a_norm;   // (Q)
+  WeightMatrix wq_b;             // (n_head*(N+R) rows of Q)
+  WeightMatrix wkv_a;            // (L+R rows of n_embd)  attn_kv_a_mqa
+  std::vector<float> kv_a_norm;  // (L)
+  WeightMatrix wk_b;             // (n_head*L rows of N): head h is rows [h*L, (h+1)*L)
+  WeightMatrix wv_b;             // (n_head*V rows of L): head h is rows [h*V, (h+1)*V)
+  std::vector<float> ffn_norm;   // (n_embd)
   // Dense FFN
   WeightMatrix ffn_gate, ffn_up;  // (n_ff rows of n_embd)
   WeightMatrix ffn_down;          // (n_embd rows of n_ff)

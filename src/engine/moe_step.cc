@@ -281,9 +281,12 @@ Status MoeStep::RunExperts(int il, std::span<const ReadyExpert> g, const float* 
     std::stable_sort(expert_order_.begin(), expert_order_.end(),
                      [&](int32_t a, int32_t b) { return tokens(a) > tokens(b); });
     const auto n = static_cast<int64_t>(g.size());
-    pool_.ParallelForDynamic(n, [&](int64_t i0, int64_t i1, int thread) {
-      for (int64_t i = i0; i < i1; ++i) run(expert_order_[i], ex_[thread], nullptr);
-    }, 1);
+    pool_.ParallelForDynamic(
+        n,
+        [&](int64_t i0, int64_t i1, int thread) {
+          for (int64_t i = i0; i < i1; ++i) run(expert_order_[i], ex_[thread], nullptr);
+        },
+        1);
   }
   for (const Status& c : checks_) {
     if (!c.ok()) return c;  // the first in group order, whichever thread found it

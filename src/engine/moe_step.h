@@ -96,14 +96,14 @@ class MoeStep {
   const uint32_t n_batch_;
   ExpertStore* store_ = nullptr;
   int prefetch_depth_ = 0;
-  RoutingStats routing_;  // live (layer, expert) counts
+  RoutingStats routing_;                                      // live (layer, expert) counts
   std::vector<Context::PrefetchCounters> prefetch_counters_;  // (n_layer)
 
-  ExpertSelector selector_;           // the router policy, with its scratch
-  std::vector<float> logits_;         // (n_batch, n_expert) router logits
-  std::vector<int32_t> topk_id_;      // (n_batch, n_expert_used) chosen experts, best first
-  std::vector<float> topk_weight_;    // (n_batch, n_expert_used) their weights
-  std::vector<int32_t> expert_rows_;  // (n_batch * n_expert_used) token*k+slot by expert
+  ExpertSelector selector_;            // the router policy, with its scratch
+  std::vector<float> logits_;          // (n_batch, n_expert) router logits
+  std::vector<int32_t> topk_id_;       // (n_batch, n_expert_used) chosen experts, best first
+  std::vector<float> topk_weight_;     // (n_batch, n_expert_used) their weights
+  std::vector<int32_t> expert_rows_;   // (n_batch * n_expert_used) token*k+slot by expert
   std::vector<int32_t> expert_start_;  // (n_expert + 1) where each expert's rows begin
   std::vector<int32_t> expert_fill_;   // (n_expert) fill cursor
   std::vector<int32_t> used_experts_;  // (n_expert) distinct experts of the batch
@@ -111,9 +111,9 @@ class MoeStep {
   std::vector<ReadyExpert> group_;     // (<= n_expert) experts ready to run together
   std::vector<Status> checks_;         // (<= n_expert) group_'s Verify results
   std::vector<int32_t> expert_order_;  // (n_expert) a group's experts, most tokens first
-  std::vector<float> slot_out_;  // (n_batch, n_expert_used, n_embd) weighted expert outputs
+  std::vector<float> slot_out_;        // (n_batch, n_expert_used, n_embd) weighted expert outputs
 
-  std::vector<uint8_t> predicted_;  // (n_batch, n_expert) 1 = predicted for the next layer
+  std::vector<uint8_t> predicted_;        // (n_batch, n_expert) 1 = predicted for the next layer
   std::vector<uint8_t> predicted_ahead_;  // (n_batch, n_expert) the same for layers beyond
   std::vector<float> next_norm_;    // (n_batch, n_embd) FFN inputs under the next layer's norm
   std::vector<float> next_logits_;  // (n_batch, n_expert) the next layer's router logits

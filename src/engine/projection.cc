@@ -72,15 +72,18 @@ void ProjectAll(ThreadPool& pool, std::initializer_list<Product> products, Quant
     return;
   }
   // The matrices' rows end to end, in chunks (a chunk may span two matrices).
-  pool.ParallelForDynamic(total, [&](int64_t begin, int64_t end, int) {
-    int64_t base = 0;
-    for (const Product& p : products) {
-      const int64_t r0 = std::max<int64_t>(begin - base, 0);
-      const int64_t r1 = std::min<int64_t>(end - base, p.w->rows);
-      if (r0 < r1) MatMul(*p.w, in.For(p.w->type, nullptr), p.y, p.y_stride, r0, r1);
-      base += p.w->rows;
-    }
-  }, ChunkRows(pool, total));
+  pool.ParallelForDynamic(
+      total,
+      [&](int64_t begin, int64_t end, int) {
+        int64_t base = 0;
+        for (const Product& p : products) {
+          const int64_t r0 = std::max<int64_t>(begin - base, 0);
+          const int64_t r1 = std::min<int64_t>(end - base, p.w->rows);
+          if (r0 < r1) MatMul(*p.w, in.For(p.w->type, nullptr), p.y, p.y_stride, r0, r1);
+          base += p.w->rows;
+        }
+      },
+      ChunkRows(pool, total));
 }
 
 }  // namespace mt

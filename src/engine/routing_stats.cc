@@ -2,10 +2,9 @@
 
 #include <algorithm>
 #include <cstdio>
+#include <nlohmann/json.hpp>
 #include <numeric>
 #include <optional>
-
-#include <nlohmann/json.hpp>
 
 #include "base/file_io.h"
 
@@ -89,9 +88,10 @@ Result<RoutingStats> RoutingStats::Parse(std::string_view text, const std::strin
   if (arch_it == j.end() || !arch_it->is_string()) return Corrupt("{}: needs arch", path);
   const std::string file_arch = arch_it->get<std::string>();
   if (file_arch != arch || *nl != n_layer || *ne != n_expert) {
-    return InvalidArgument("{}: routing statistics of a {} with {} layers x {} experts do not fit "
-                           "this {} with {} x {}",
-                           path, file_arch, *nl, *ne, arch, n_layer, n_expert);
+    return InvalidArgument(
+        "{}: routing statistics of a {} with {} layers x {} experts do not fit "
+        "this {} with {} x {}",
+        path, file_arch, *nl, *ne, arch, n_layer, n_expert);
   }
   RoutingStats s(arch, n_layer, n_expert);
   s.tokens_ = *tok;

@@ -57,8 +57,8 @@ TEST(RoutingStatsTest, FilesThatDoNotFitAreErrorsNamingThePath) {
   const std::string path = TempPath("routing-bad");
   RoutingStats s("olmoe", 2, 3);
   ASSERT_TRUE(s.Save(path).ok());
-  for (auto [arch, layers, experts] : {std::tuple{"qwen3moe", 2u, 3u}, {"olmoe", 3u, 3u},
-                                       {"olmoe", 2u, 4u}}) {
+  for (auto [arch, layers, experts] :
+       {std::tuple{"qwen3moe", 2u, 3u}, {"olmoe", 3u, 3u}, {"olmoe", 2u, 4u}}) {
     Result<RoutingStats> r = RoutingStats::Load(path, arch, layers, experts);
     ASSERT_FALSE(r.ok());
     EXPECT_EQ(r.status().code(), StatusCode::kInvalidArgument);

@@ -14,17 +14,21 @@ namespace mt {
 
 const char* MoeStorageName(MoeStorage m) {
   switch (m) {
-    case MoeStorage::kAuto: return "auto";
-    case MoeStorage::kResident: return "resident";
-    case MoeStorage::kMmap: return "mmap";
-    case MoeStorage::kStream: return "stream";
+    case MoeStorage::kAuto:
+      return "auto";
+    case MoeStorage::kResident:
+      return "resident";
+    case MoeStorage::kMmap:
+      return "mmap";
+    case MoeStorage::kStream:
+      return "stream";
   }
   return "?";
 }
 
 Result<MoeStorage> ParseMoeStorage(const std::string& s) {
-  for (MoeStorage m : {MoeStorage::kAuto, MoeStorage::kResident, MoeStorage::kMmap,
-                       MoeStorage::kStream}) {
+  for (MoeStorage m :
+       {MoeStorage::kAuto, MoeStorage::kResident, MoeStorage::kMmap, MoeStorage::kStream}) {
     if (s == MoeStorageName(m)) return m;
   }
   return InvalidArgument("--moe-storage: '{}' is not one of auto, resident, mmap, stream", s);
@@ -54,7 +58,8 @@ Status ParseExpertCache(const std::string& s, StorageOptions* options) {
     } catch (const std::exception&) {
       return InvalidArgument("--expert-cache: '{}' is not a percentage", s);
     }
-    if (!(pct > 0 && pct <= 100)) return InvalidArgument("--expert-cache: {} is not in (0, 100]", s);
+    if (!(pct > 0 && pct <= 100))
+      return InvalidArgument("--expert-cache: {} is not in (0, 100]", s);
     options->expert_cache_pct = pct;
     options->expert_cache.reset();
     return Status::Ok();
@@ -120,12 +125,13 @@ Result<StoragePlan> PlanStorage(const Model& model, uint64_t kv_bytes, uint64_t 
   p.experts_total = model.expert_layout().total_bytes();
   const uint64_t fixed = p.dense + p.kv_cache + p.scratch + p.reserve;
   if (fixed > p.budget) {
-    return Status(StatusCode::kResourceExhausted,
-                  fmt::format("dense weights {} + KV cache {} + scratch {} + reserve {} = {} exceed "
-                              "the memory budget of {} ({}): lower -c, or raise --mem-budget",
-                              HumanBytes(p.dense), HumanBytes(p.kv_cache), HumanBytes(p.scratch),
-                              HumanBytes(p.reserve), HumanBytes(fixed), HumanBytes(p.budget),
-                              p.budget_source));
+    return Status(
+        StatusCode::kResourceExhausted,
+        fmt::format("dense weights {} + KV cache {} + scratch {} + reserve {} = {} exceed "
+                    "the memory budget of {} ({}): lower -c, or raise --mem-budget",
+                    HumanBytes(p.dense), HumanBytes(p.kv_cache), HumanBytes(p.scratch),
+                    HumanBytes(p.reserve), HumanBytes(fixed), HumanBytes(p.budget),
+                    p.budget_source));
   }
   const uint64_t room = p.budget - fixed;
   p.mode = o.mode;
@@ -215,7 +221,8 @@ Result<std::unique_ptr<ExpertStore>> CreateExpertStore(const Model& model, const
         }
         so.score = profile->Scores(ExpertBytesPerLayer(model));
       }
-      Result<std::unique_ptr<StreamStore>> s = StreamStore::Create(layout, std::move(io.value()), so);
+      Result<std::unique_ptr<StreamStore>> s =
+          StreamStore::Create(layout, std::move(io.value()), so);
       if (!s.ok()) return s.status();
       return std::unique_ptr<ExpertStore>(std::move(s.value()));
     }

@@ -26,9 +26,9 @@ enum class MoeStorage { kAuto, kResident, kMmap, kStream };
 
 struct StorageOptions {
   MoeStorage mode = MoeStorage::kAuto;
-  std::optional<uint64_t> mem_budget;     // bytes; default from the machine
-  std::optional<uint64_t> expert_cache;   // bytes; default: what the budget leaves
-  std::optional<double> expert_cache_pct; // N% of all the experts (instead of bytes)
+  std::optional<uint64_t> mem_budget;      // bytes; default from the machine
+  std::optional<uint64_t> expert_cache;    // bytes; default: what the budget leaves
+  std::optional<double> expert_cache_pct;  // N% of all the experts (instead of bytes)
   IoBackend io = IoBackend::kAuto;
   DirectMode direct = DirectMode::kAuto;
   bool warm = false;        // mmap: pre-fault experts in the background
@@ -59,16 +59,17 @@ Status ParseExpertCache(const std::string& s, StorageOptions* options);
 
 struct StoragePlan {
   MoeStorage mode = MoeStorage::kAuto;  // the mode chosen (never kAuto)
-  uint64_t budget = 0;          // bytes the process may use
-  std::string budget_source;    // "--mem-budget", "cgroup limit (file)", "MemAvailable"
-  uint64_t reserve = 0;         // kept free for the allocator, stacks, libraries
-  uint64_t dense = 0;           // resident dense weights
+  uint64_t budget = 0;                  // bytes the process may use
+  std::string budget_source;            // "--mem-budget", "cgroup limit (file)", "MemAvailable"
+  uint64_t reserve = 0;                 // kept free for the allocator, stacks, libraries
+  uint64_t dense = 0;                   // resident dense weights
   uint64_t kv_cache = 0;
   // What the KV cache holds when it is not per-head K and V (MLA: the latent rows), else "".
   std::string kv_layout;
   uint64_t scratch = 0;
-  uint64_t experts_total = 0;   // all routed experts
-  uint64_t expert_cache = 0;    // RAM for experts: all of them (resident), the cache (stream), 0 (mmap)
+  uint64_t experts_total = 0;  // all routed experts
+  uint64_t expert_cache =
+      0;  // RAM for experts: all of them (resident), the cache (stream), 0 (mmap)
   uint32_t expert_cache_slots = 0;  // stream: the experts that cache holds at once
 
   // One line per item, for start-up and --stats.

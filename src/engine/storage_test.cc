@@ -45,8 +45,10 @@ class StorageTest : public ::testing::Test {
     EXPECT_TRUE(ctx.ok()) << ctx.status().message();
     std::vector<float> logits;
     Status st = (*ctx)->Eval(kTokens, LogitsFor::kAll, &logits);
-    if (status) *status = st;
-    else EXPECT_TRUE(st.ok()) << st.message();
+    if (status)
+      *status = st;
+    else
+      EXPECT_TRUE(st.ok()) << st.message();
     return logits;
   }
 
@@ -66,12 +68,11 @@ class StorageTest : public ::testing::Test {
     return s;
   }
 
-  static inline const std::vector<int32_t> kTokens = {5, 1000, 77, 4242, 9, 31000, 12, 640,
-                                                      33, 1, 2, 3, 4, 5, 6};
+  static inline const std::vector<int32_t> kTokens = {5,  1000, 77, 4242, 9, 31000, 12, 640,
+                                                      33, 1,    2,  3,    4, 5,     6};
   static inline std::unique_ptr<SynthModels> models_;
   static inline std::string model_path_;
 };
-
 
 TEST_F(StorageTest, EveryTierGivesTheSameBits) {
   auto m = Load();
@@ -274,44 +275,45 @@ TEST_F(StorageTest, PrefetchIsAdvisoryAndAccounted) {
   const std::vector<float> want = Logits(*m, resident);
   const uint32_t K = m->hparams().n_expert_used, n_layer = m->hparams().n_layer;
   for (uint32_t depth : {1u, 2u})
-  for (const char* cache : {"100%", "30%", "8%"}) {
-    SCOPED_TRACE(testing::Message() << "depth " << depth);
-    ContextOptions o = Options(Stream(cache));
-    ASSERT_TRUE(o.storage.prefetch);  // the default in stream mode
-    o.storage.prefetch_depth = depth;
-    auto ctx = Context::Create(*m, o);
-    ASSERT_TRUE(ctx.ok()) << ctx.status().message();
-    std::vector<float> logits;
-    ASSERT_TRUE((*ctx)->Eval(kTokens, LogitsFor::kAll, &logits).ok());
-    EXPECT_TRUE(logits == want) << cache;  // advisory: never changes a bit
-    const TierStats& s = (*ctx)->expert_store().stats();
-    // Every expert read is either a demand miss that found no read in flight, or a
-    // prefetch; each reads three parts.
-    uint64_t payload = 0;
-    for (size_t il = 0; il < s.layers.size(); ++il) {
-      const TierCounters& c = s.layers[il];
-      payload += (c.misses - c.prefetch_joined + c.prefetch_reads) *
-                 m->expert_layout().spec(il).bytes();
-      EXPECT_LE(c.prefetch_hits + c.prefetch_joined, c.prefetch_reads) << cache << " layer " << il;
+    for (const char* cache : {"100%", "30%", "8%"}) {
+      SCOPED_TRACE(testing::Message() << "depth " << depth);
+      ContextOptions o = Options(Stream(cache));
+      ASSERT_TRUE(o.storage.prefetch);  // the default in stream mode
+      o.storage.prefetch_depth = depth;
+      auto ctx = Context::Create(*m, o);
+      ASSERT_TRUE(ctx.ok()) << ctx.status().message();
+      std::vector<float> logits;
+      ASSERT_TRUE((*ctx)->Eval(kTokens, LogitsFor::kAll, &logits).ok());
+      EXPECT_TRUE(logits == want) << cache;  // advisory: never changes a bit
+      const TierStats& s = (*ctx)->expert_store().stats();
+      // Every expert read is either a demand miss that found no read in flight, or a
+      // prefetch; each reads three parts.
+      uint64_t payload = 0;
+      for (size_t il = 0; il < s.layers.size(); ++il) {
+        const TierCounters& c = s.layers[il];
+        payload +=
+            (c.misses - c.prefetch_joined + c.prefetch_reads) * m->expert_layout().spec(il).bytes();
+        EXPECT_LE(c.prefetch_hits + c.prefetch_joined, c.prefetch_reads)
+            << cache << " layer " << il;
+      }
+      EXPECT_EQ(s.total.bytes_payload, payload) << cache;
+      EXPECT_EQ(s.total.reads,
+                3 * (s.total.misses - s.total.prefetch_joined + s.total.prefetch_reads));
+      // At 8 % every slot is a layer's demand: prefetch never takes those.
+      if (std::string(cache) != "8%") EXPECT_GT(s.total.prefetch_reads, 0u) << cache;
+      // Recall: the first layer is never predicted; every later one is, for every token.
+      const auto& pc = (*ctx)->prefetch_counters();
+      ASSERT_EQ(pc.size(), n_layer);
+      EXPECT_EQ(pc[0].actual, 0u);
+      uint64_t correct = 0;
+      for (uint32_t il = 1; il < n_layer; ++il) {
+        EXPECT_EQ(pc[il].actual, kTokens.size() * K) << il;
+        EXPECT_EQ(pc[il].predicted, kTokens.size() * K) << il;
+        EXPECT_LE(pc[il].correct, pc[il].actual) << il;
+        correct += pc[il].correct;
+      }
+      EXPECT_GT(correct, 0u) << cache;
     }
-    EXPECT_EQ(s.total.bytes_payload, payload) << cache;
-    EXPECT_EQ(s.total.reads,
-              3 * (s.total.misses - s.total.prefetch_joined + s.total.prefetch_reads));
-    // At 8 % every slot is a layer's demand: prefetch never takes those.
-    if (std::string(cache) != "8%") EXPECT_GT(s.total.prefetch_reads, 0u) << cache;
-    // Recall: the first layer is never predicted; every later one is, for every token.
-    const auto& pc = (*ctx)->prefetch_counters();
-    ASSERT_EQ(pc.size(), n_layer);
-    EXPECT_EQ(pc[0].actual, 0u);
-    uint64_t correct = 0;
-    for (uint32_t il = 1; il < n_layer; ++il) {
-      EXPECT_EQ(pc[il].actual, kTokens.size() * K) << il;
-      EXPECT_EQ(pc[il].predicted, kTokens.size() * K) << il;
-      EXPECT_LE(pc[il].correct, pc[il].actual) << il;
-      correct += pc[il].correct;
-    }
-    EXPECT_GT(correct, 0u) << cache;
-  }
   // Token by token at 100 % (nothing is evicted), depth 2 reads ahead every expert that
   // depth 1 does, and those that only the prediction from two layers back names.
   uint64_t prefetches[3] = {};
@@ -382,7 +384,7 @@ TEST_F(StorageTest, ALandedPrefetchIsKeptUntilItsLayerRuns) {
     }
   };
   run_layer(0, 0);
-  run_layer(0, static_cast<int32_t>(K));  // needs every slot but the prefetch's
+  run_layer(0, static_cast<int32_t>(K));         // needs every slot but the prefetch's
   EXPECT_EQ(st.stats().layers[0].evictions, K);  // the first K made room, not the prefetch
   EXPECT_EQ(st.stats().layers[1].evictions, 0u);
   const std::vector<int32_t> prefetched = {0};
@@ -468,7 +470,7 @@ TEST_F(StorageTest, RoutingStatsFileMakesARestartWarm) {
   std::vector<float> logits;
   ASSERT_TRUE((*ctx)->Eval(kTokens, LogitsFor::kLast, &logits).ok());
   EXPECT_EQ((*ctx)->routing_stats().tokens(), 2 * kTokens.size());  // and counting on
-  EXPECT_GT((*ctx)->expert_store().stats().total.placed, 0u);  // placed from what it saw
+  EXPECT_GT((*ctx)->expert_store().stats().total.placed, 0u);       // placed from what it saw
   // A file that exists but is broken is an error, not a silent cold start.
   { std::ofstream(path) << "{not json"; }
   auto broken = Context::Create(*m, o);

@@ -16,7 +16,10 @@ class LruPolicy final : public EvictionPolicy {
     if (in_[s]) Unlink(s);
     prev_[s] = tail_;
     next_[s] = kNone;
-    if (tail_ != kNone) next_[tail_] = s; else head_ = s;
+    if (tail_ != kNone)
+      next_[tail_] = s;
+    else
+      head_ = s;
     tail_ = s;
     in_[s] = true;
   }
@@ -29,8 +32,14 @@ class LruPolicy final : public EvictionPolicy {
  private:
   static constexpr int32_t kNone = -1;
   void Unlink(int32_t s) {
-    if (prev_[s] != kNone) next_[prev_[s]] = next_[s]; else head_ = next_[s];
-    if (next_[s] != kNone) prev_[next_[s]] = prev_[s]; else tail_ = prev_[s];
+    if (prev_[s] != kNone)
+      next_[prev_[s]] = next_[s];
+    else
+      head_ = next_[s];
+    if (next_[s] != kNone)
+      prev_[next_[s]] = prev_[s];
+    else
+      tail_ = prev_[s];
     prev_[s] = next_[s] = kNone;
     in_[s] = false;
   }
@@ -132,10 +141,10 @@ class RankedPolicy : public EvictionPolicy {
   }
 
   Ties ties_;
-  std::vector<uint32_t> key_;     // (n_slots) expert held by each slot
-  std::vector<uint64_t> order_;   // (n_slots) when each slot became evictable
-  std::vector<uint64_t> loaded_;  // (n_slots) when each slot's expert was assigned
-  std::set<Entry> ordered_;       // the evictable slots, victim first
+  std::vector<uint32_t> key_;                     // (n_slots) expert held by each slot
+  std::vector<uint64_t> order_;                   // (n_slots) when each slot became evictable
+  std::vector<uint64_t> loaded_;                  // (n_slots) when each slot's expert was assigned
+  std::set<Entry> ordered_;                       // the evictable slots, victim first
   std::vector<std::set<Entry>::iterator> where_;  // (n_slots) each evictable slot's entry
   std::vector<std::set<Entry>::node_type> node_;  // (n_slots) each other slot's spare node
   std::vector<bool> in_;                          // (n_slots) evictable now

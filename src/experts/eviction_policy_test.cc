@@ -90,8 +90,7 @@ TEST(EvictionPolicyTest, PlacementKeepsTheBestScoredThenFallsBackToLru) {
 // Hits of `p` over `keys` with `n_slots` slots, driven as the stream store does: a hit is
 // pinned while used (Remove, then Insert); a miss takes a free slot or the victim's.
 // A pass starts every `pass` keys.
-int CountHits(EvictionPolicy& p, int32_t n_slots, const std::vector<uint32_t>& keys,
-              size_t pass) {
+int CountHits(EvictionPolicy& p, int32_t n_slots, const std::vector<uint32_t>& keys, size_t pass) {
   std::vector<int64_t> held(n_slots, -1);  // key in each slot
   int hits = 0;
   for (size_t i = 0; i < keys.size(); ++i) {
@@ -157,8 +156,13 @@ TEST(EvictionPolicyTest, LfuKeepsPartOfAScanLongerThanTheCache) {
 class ScanOracle {
  public:
   ScanOracle(bool lfu, int32_t n_slots, std::vector<float> score)
-      : lfu_(lfu), score_(std::move(score)), key_(n_slots), order_(n_slots), loaded_(n_slots),
-        count_(score_.size()), period_(uint64_t(n_slots) * 8) {}
+      : lfu_(lfu),
+        score_(std::move(score)),
+        key_(n_slots),
+        order_(n_slots),
+        loaded_(n_slots),
+        count_(score_.size()),
+        period_(uint64_t(n_slots) * 8) {}
   void StartPass() {
     if (!lfu_ || accesses_ < period_) return;
     accesses_ = 0;

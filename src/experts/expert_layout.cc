@@ -10,9 +10,12 @@ namespace {
 
 uint64_t PartBytes(const ExpertSpec& s, ExpertPart part) {
   switch (part) {
-    case kGate: return s.gate_bytes();
-    case kUp: return s.up_bytes();
-    default: return s.down_bytes();
+    case kGate:
+      return s.gate_bytes();
+    case kUp:
+      return s.up_bytes();
+    default:
+      return s.down_bytes();
   }
 }
 
@@ -87,10 +90,10 @@ ByteExtent ExpertLayout::record_extent(uint32_t layer, uint32_t expert) const {
 Status ExpertLayout::CheckRecordSum(uint32_t layer, uint32_t expert, uint64_t sum) const {
   const ExpertRecord& r = record(layer, expert);
   if (sum == r.checksum) return Status::Ok();
-  return Corrupt("{}: layer {} expert {}: the record at offset {} ({} bytes) fails its checksum "
-                 "(xxh3 {:016x}, expected {:016x}); run moetier pack --verify",
-                 files_[r.file], layer, expert, r.offset, record_shapes_[layer].length, sum,
-                 r.checksum);
+  return Corrupt(
+      "{}: layer {} expert {}: the record at offset {} ({} bytes) fails its checksum "
+      "(xxh3 {:016x}, expected {:016x}); run moetier pack --verify",
+      files_[r.file], layer, expert, r.offset, record_shapes_[layer].length, sum, r.checksum);
 }
 
 uint64_t ExpertLayout::max_record_bytes() const {

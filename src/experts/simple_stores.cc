@@ -44,8 +44,7 @@ void InMemoryStore::BeginLayer(uint32_t layer, std::span<const int32_t> experts)
   stats_.total.hits += experts.size();
 }
 
-Result<std::optional<ReadyExpert>> InMemoryStore::NextReady(bool /*wait*/,
-                                                           bool /*defer_checks*/) {
+Result<std::optional<ReadyExpert>> InMemoryStore::NextReady(bool /*wait*/, bool /*defer_checks*/) {
   if (next_ >= pending_.size()) return std::optional<ReadyExpert>();
   const int32_t e = pending_[next_++];
   return std::optional<ReadyExpert>(

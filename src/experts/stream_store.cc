@@ -1,11 +1,11 @@
 #include "experts/stream_store.h"
 
+#include <fmt/ranges.h>
+
 #include <algorithm>
 #include <chrono>
 #include <cmath>
 #include <cstring>
-
-#include <fmt/ranges.h>
 
 #include "base/check.h"
 #include "base/log.h"
@@ -84,7 +84,7 @@ Result<SlotPlan> StreamStore::PlanSlots(const ExpertLayout& layout, const Stream
   const uint64_t all = uint64_t{layout.n_expert_layers()} * layout.n_expert();
   const uint32_t k = std::max<uint32_t>(options.min_slots, 1);
   std::vector<uint64_t> least(n_class);  // (n_class) one layer's top-k, or all there are
-  uint64_t floor_bytes = 0;               // every class holding its least
+  uint64_t floor_bytes = 0;              // every class holding its least
   for (size_t c = 0; c < n_class; ++c) {
     least[c] = std::min<uint64_t>(k, experts[c]);
     floor_bytes += least[c] * plan.slot_bytes[c];
@@ -118,8 +118,10 @@ Result<SlotPlan> StreamStore::PlanSlots(const ExpertLayout& layout, const Stream
     changed = false;
     uint64_t left = options.cache_bytes, open_bytes = 0;
     for (size_t c = 0; c < n_class; ++c) {
-      if (fixed[c]) left -= plan.n_slots[c] * plan.slot_bytes[c];
-      else open_bytes += experts[c] * plan.slot_bytes[c];
+      if (fixed[c])
+        left -= plan.n_slots[c] * plan.slot_bytes[c];
+      else
+        open_bytes += experts[c] * plan.slot_bytes[c];
     }
     const double share = open_bytes ? std::min(1.0, double(left) / double(open_bytes)) : 0;
     for (size_t c = 0; c < n_class; ++c) {
@@ -200,8 +202,7 @@ Result<std::unique_ptr<StreamStore>> StreamStore::Create(const ExpertLayout& lay
     }
     sc.policy = MakeEvictionPolicy(options.policy, sc.n_slots, n_keys, options.score);
     if (sc.policy == nullptr) {
-      return InvalidArgument("unknown eviction policy '{}' (lru, lfu, placement)",
-                             options.policy);
+      return InvalidArgument("unknown eviction policy '{}' (lru, lfu, placement)", options.policy);
     }
   }
   s->slot_of_.assign(n_keys, -1);
@@ -214,11 +215,14 @@ Result<std::unique_ptr<StreamStore>> StreamStore::Create(const ExpertLayout& lay
     if (!s->io_->is_direct(f.value())) s->direct_ = false;
   }
   if (!s->direct_) {
-    Log(LogLevel::kWarn, "O_DIRECT is not supported for {}; expert reads go through the page "
-        "cache", layout.files().front());
+    Log(LogLevel::kWarn,
+        "O_DIRECT is not supported for {}; expert reads go through the page "
+        "cache",
+        layout.files().front());
   } else if (TransparentHugePageMode() == "never") {
     // The slot pool asks for huge pages (MADV_HUGEPAGE); "never" refuses even that.
-    Log(LogLevel::kWarn, "transparent huge pages are off (/sys/kernel/mm/transparent_hugepage/"
+    Log(LogLevel::kWarn,
+        "transparent huge pages are off (/sys/kernel/mm/transparent_hugepage/"
         "enabled: never), so the expert cache lies on 4 KiB pages, into which O_DIRECT reads "
         "ran at a third of the rate on a test VM (docs/tiering.md); 'madvise' there lets "
         "moetier use them");
@@ -344,8 +348,8 @@ void StreamStore::StartLoad(int32_t s, uint32_t layer, uint32_t expert) {
     MT_CHECK(rec.offset % kAlign == 0);
     slot.parts_pending = 1;
     slot.payload_at = layout_.record_shape(layer).part_offset;
-    queued_.push_back(ReadOp{files_[rec.file], rec.offset, RoundUp(rec.length, kAlign),
-                             SlotData(s), uint64_t(s) * 4 + kRecordTag, untouched});
+    queued_.push_back(ReadOp{files_[rec.file], rec.offset, RoundUp(rec.length, kAlign), SlotData(s),
+                             uint64_t(s) * 4 + kRecordTag, untouched});
     ++stats_.total.reads;
     ++stats_.layers[layer].reads;
     return;
@@ -429,8 +433,7 @@ void StreamStore::Reap(bool block) {
       if (slot.error.ok()) slot.error = ReadError(s, what, done[i].result, wanted);
     } else {
       // A record's payload is its parts; the padding between them counts as physical only.
-      const uint64_t payload =
-          what == kRecordTag ? layout_.spec(slot.layer).bytes() : ext.length;
+      const uint64_t payload = what == kRecordTag ? layout_.spec(slot.layer).bytes() : ext.length;
       stats_.total.bytes_physical += done[i].result;
       layer.bytes_physical += done[i].result;
       stats_.total.bytes_payload += payload;

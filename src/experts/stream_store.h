@@ -37,10 +37,10 @@
 namespace mt {
 
 struct StreamOptions {
-  uint64_t cache_bytes = 0;    // slot pool size; must hold at least `min_slots` experts
+  uint64_t cache_bytes = 0;  // slot pool size; must hold at least `min_slots` experts
   // Instead of cache_bytes: this fraction of all the model's experts (1 = every one fits).
   std::optional<double> cache_fraction;
-  uint32_t min_slots = 1;      // the experts one layer needs (top-k); fewer is refused
+  uint32_t min_slots = 1;  // the experts one layer needs (top-k); fewer is refused
   DirectMode direct = DirectMode::kAuto;
   double prefetch_share = 0.25;  // most of the slots prefetch may hold
   std::string policy = "lfu";    // eviction: lfu, lru, placement
@@ -52,11 +52,11 @@ struct StreamOptions {
 // its own layer's size: slots sized for the largest expert left ~7 % of a qwen3-30b-a3b
 // pool as padding.
 struct SlotPlan {
-  std::vector<uint64_t> slot_bytes;   // (n_class) each class's slot size, ascending
-  std::vector<uint32_t> n_slots;      // (n_class) slots of each class
-  std::vector<uint32_t> layer_class;  // (n_layer) the class of each layer's experts
+  std::vector<uint64_t> slot_bytes;          // (n_class) each class's slot size, ascending
+  std::vector<uint32_t> n_slots;             // (n_class) slots of each class
+  std::vector<uint32_t> layer_class;         // (n_layer) the class of each layer's experts
   static constexpr uint32_t kNoClass = ~0u;  // a layer without experts
-  uint64_t bytes() const;             // the whole pool
+  uint64_t bytes() const;                    // the whole pool
   uint32_t total_slots() const;
 };
 
@@ -119,18 +119,18 @@ class StreamStore final : public ExpertStore {
     SlotState state = SlotState::kEmpty;
     int32_t layer = -1;
     int32_t expert = -1;
-    int32_t pins = 0;            // leases out + demanded and not yet handed out
-    bool demanded = false;       // wanted by the current layer
-    bool prefetch = false;       // counted in prefetch_slots_ (a prefetch loading or held)
+    int32_t pins = 0;                // leases out + demanded and not yet handed out
+    bool demanded = false;           // wanted by the current layer
+    bool prefetch = false;           // counted in prefetch_slots_ (a prefetch loading or held)
     bool prefetched_unused = false;  // loaded on a hint and not demanded yet
-    bool placed = false;         // pinned for good by placement
-    bool placing = false;        // a placement load in flight (counted in placing_)
-    int32_t parts_pending = 0;   // reads in flight
-    uint32_t uses = 0;           // hand-outs since it was loaded
-    bool repacked = false;       // in the kernels' layout (kernel_layout.h), not the file's
-    bool unchecked = false;      // a pack record read but not yet checked against its checksum
-    bool corrupt = false;        // failed Verify: dropped when its lease returns
-    Status error;                // first failed read
+    bool placed = false;             // pinned for good by placement
+    bool placing = false;            // a placement load in flight (counted in placing_)
+    int32_t parts_pending = 0;       // reads in flight
+    uint32_t uses = 0;               // hand-outs since it was loaded
+    bool repacked = false;           // in the kernels' layout (kernel_layout.h), not the file's
+    bool unchecked = false;          // a pack record read but not yet checked against its checksum
+    bool corrupt = false;            // failed Verify: dropped when its lease returns
+    Status error;                    // first failed read
     std::array<uint64_t, 3> payload_at{};  // where each part's bytes start in the slot
   };
 
@@ -148,8 +148,8 @@ class StreamStore final : public ExpertStore {
     uint64_t slot_bytes = 0;
     int32_t first_slot = 0;
     int32_t n_slots = 0;
-    std::vector<int32_t> free;    // empty slots
-    int32_t prefetch_slots = 0;   // slots held by prefetches not yet demanded
+    std::vector<int32_t> free;               // empty slots
+    int32_t prefetch_slots = 0;              // slots held by prefetches not yet demanded
     std::unique_ptr<EvictionPolicy> policy;  // over slot - first_slot
   };
 
@@ -196,11 +196,11 @@ class StreamStore final : public ExpertStore {
   const ExpertLayout& layout_;
   std::unique_ptr<IoEngine> io_;
   FileWatch watch_;
-  std::vector<int> files_;     // (files) engine indices
-  bool direct_ = true;         // all files opened with O_DIRECT
+  std::vector<int> files_;  // (files) engine indices
+  bool direct_ = true;      // all files opened with O_DIRECT
   double prefetch_share_ = 0.25;
   uint32_t min_slots_ = 1;  // the experts one layer needs; never placed
-  AlignedBuffer pool_;         // (SlotPlan::bytes) made resident by populate_
+  AlignedBuffer pool_;      // (SlotPlan::bytes) made resident by populate_
   // Faults the pool's pages in from the first slot on, in the background: an O_DIRECT read
   // into a never-touched slot faults its pages inside the kernel's read path, which made
   // reads ~10x slower while a large cache was filling (docs/tiering.md, 2026-12-01).
@@ -210,26 +210,26 @@ class StreamStore final : public ExpertStore {
   std::vector<uint32_t> layer_class_;  // (n_layer) index into classes_
   std::vector<uint32_t> slot_class_;   // (n_slots) index into classes_
   std::vector<uint64_t> slot_at_;      // (n_slots) where each slot starts in pool_
-  std::vector<Slot> slots_;    // (n_slots)
-  std::vector<uint8_t> filled_;  // (n_slots) 1 once a read was submitted into the slot
-  std::vector<int32_t> slot_of_;  // (n_layer * n_expert) slot index or -1
-  std::vector<int32_t> held_;     // prefetches landed, not evictable until their layer runs
-  std::vector<ReadOp> queued_;    // reads to submit
+  std::vector<Slot> slots_;            // (n_slots)
+  std::vector<uint8_t> filled_;        // (n_slots) 1 once a read was submitted into the slot
+  std::vector<int32_t> slot_of_;       // (n_layer * n_expert) slot index or -1
+  std::vector<int32_t> held_;          // prefetches landed, not evictable until their layer runs
+  std::vector<ReadOp> queued_;         // reads to submit
   uint64_t in_flight_ = 0;
   std::deque<std::pair<uint32_t, uint32_t>> to_place_;  // placement loads not started yet
-  int32_t placing_ = 0;           // placement loads in flight
+  int32_t placing_ = 0;                                 // placement loads in flight
 
   // The current layer's demand.
   uint32_t layer_ = 0;
-  std::deque<int32_t> ready_;     // demanded slots ready to hand out (hits first)
+  std::deque<int32_t> ready_;  // demanded slots ready to hand out (hits first)
   std::deque<std::pair<int32_t, int32_t>> backlog_;  // (layer, expert) waiting for a slot
-  std::vector<int32_t> waiting_;  // demanded slots still loading
-  std::vector<int32_t> failed_;   // demanded slots whose reads failed
+  std::vector<int32_t> waiting_;                     // demanded slots still loading
+  std::vector<int32_t> failed_;                      // demanded slots whose reads failed
 
   TierStats stats_;
   BusyClock busy_;
   uint64_t idle_since_ns_ = 0;  // steady clock, when the open gap began
-  int32_t idle_layer_ = -1;  // the layer running when the open gap began; -1: none open
+  int32_t idle_layer_ = -1;     // the layer running when the open gap began; -1: none open
 };
 
 }  // namespace mt

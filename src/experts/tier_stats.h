@@ -10,13 +10,13 @@
 namespace mt {
 
 struct TierCounters {
-  uint64_t requests = 0;        // experts asked for (demand)
-  uint64_t hits = 0;            // ... that were ready in memory
-  uint64_t misses = 0;          // ... that had to be read (or joined a read in flight)
-  uint64_t bytes_payload = 0;   // expert bytes read
-  uint64_t bytes_physical = 0;  // bytes the device read (aligned, for direct I/O)
-  uint64_t reads = 0;           // read operations submitted
-  uint64_t evictions = 0;       // experts dropped to make room
+  uint64_t requests = 0;         // experts asked for (demand)
+  uint64_t hits = 0;             // ... that were ready in memory
+  uint64_t misses = 0;           // ... that had to be read (or joined a read in flight)
+  uint64_t bytes_payload = 0;    // expert bytes read
+  uint64_t bytes_physical = 0;   // bytes the device read (aligned, for direct I/O)
+  uint64_t reads = 0;            // read operations submitted
+  uint64_t evictions = 0;        // experts dropped to make room
   uint64_t demand_stall_ns = 0;  // time the compute thread waited for demanded experts
   uint64_t read_errors = 0;
   uint64_t prefetch_reads = 0;         // experts read on a prefetch hint
@@ -34,11 +34,11 @@ struct TierCounters {
 };
 
 struct TierStats {
-  std::string tier;                   // "resident", "mmap", "stream"
+  std::string tier;  // "resident", "mmap", "stream"
   TierCounters total;
-  std::vector<TierCounters> layers;   // (n_layer)
-  uint64_t read_busy_ns = 0;          // union of the intervals with any read in flight
-  uint32_t cache_slots = 0;           // stream: the experts its cache holds at once
+  std::vector<TierCounters> layers;  // (n_layer)
+  uint64_t read_busy_ns = 0;         // union of the intervals with any read in flight
+  uint32_t cache_slots = 0;          // stream: the experts its cache holds at once
 
   double hit_rate() const {
     return total.requests ? double(total.hits) / double(total.requests) : 1.0;

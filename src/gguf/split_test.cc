@@ -40,8 +40,7 @@ std::vector<std::string> WriteSet(const TempDir& dir, GgufWriterOptions options,
   w.metadata().Set("general.architecture", GgufValue::String("test"));
   w.metadata().Set("test.value", GgufValue::Uint32(7));
   for (size_t i = 0; i < kElements.size(); ++i) {
-    EXPECT_TRUE(
-        w.AddTensor("t" + std::to_string(i), GgmlType::kF32, {kElements[i]}, keep[i]).ok());
+    EXPECT_TRUE(w.AddTensor("t" + std::to_string(i), GgmlType::kF32, {kElements[i]}, keep[i]).ok());
   }
   EXPECT_TRUE(w.Begin().ok());
   for (size_t i = 0; i < kElements.size(); ++i) EXPECT_TRUE(w.Write(TensorBytes(i)).ok());
@@ -139,8 +138,7 @@ TEST(GgufSplitTest, TensorsKeptWithThePreviousOneShareItsShard) {
     TempDir dir;
     GgufWriterOptions o;
     o.split_max_bytes = 128;
-    const std::vector<std::string> paths =
-        WriteSet(dir, o, {false, false, false, false, true});
+    const std::vector<std::string> paths = WriteSet(dir, o, {false, false, false, false, true});
     ASSERT_EQ(paths.size(), 3u);
     ExpectSet(dir, paths, {0, 0, 1, 2, 2}, 32);
   }

@@ -66,7 +66,7 @@ struct GgufWriter::Impl {
     std::vector<uint64_t> shape;  // ggml order, ne0 first
     uint64_t n_bytes = 0;
     uint32_t shard = 0;
-    uint64_t offset = 0;  // relative to its shard's data section
+    uint64_t offset = 0;              // relative to its shard's data section
     bool keep_with_previous = false;  // never the first tensor of a shard
   };
   struct Shard {
@@ -272,8 +272,7 @@ Status GgufWriter::Begin() {
           !t.keep_with_previous && shard_tensors > 0 &&
           ((options_.split_max_tensors > 0 &&
             shard_tensors + group_tensors > options_.split_max_tensors) ||
-           (options_.split_max_bytes > 0 &&
-            shard_bytes + group_bytes > options_.split_max_bytes));
+           (options_.split_max_bytes > 0 && shard_bytes + group_bytes > options_.split_max_bytes));
       const uint64_t padded = gf::AlignUp(t.n_bytes, alignment);
       if (split && full) {
         ++n_shards;

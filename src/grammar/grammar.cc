@@ -22,8 +22,8 @@ constexpr int kMaxNesting = 256;  // parentheses
 constexpr uint32_t kMaxCodePoint = 0x10FFFF;
 
 bool IsNameChar(char c) {
-  return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ||
-         c == '-' || c == '_';
+  return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '-' ||
+         c == '_';
 }
 
 // A byte of the grammar text for an error message, which must stay one printable line:
@@ -60,8 +60,8 @@ class GrammarCompiler {
 
   Result<std::shared_ptr<const Grammar>> Compile(std::string_view root) {
     if (text_.size() > kMaxText) {
-      return InvalidArgument("grammar: {} bytes of text, more than the limit of {}",
-                             text_.size(), kMaxText);
+      return InvalidArgument("grammar: {} bytes of text, more than the limit of {}", text_.size(),
+                             kMaxText);
     }
     MT_RETURN_IF_ERROR(ParseRules());
     for (size_t r = 0; r < rules_.size(); ++r) {
@@ -344,15 +344,32 @@ class GrammarCompiler {
       const char c = text_[pos_++];
       int hex_digits = 0;
       switch (c) {
-        case 'n': *out = '\n'; return Status::Ok();
-        case 'r': *out = '\r'; return Status::Ok();
-        case 't': *out = '\t'; return Status::Ok();
-        case '\\': case '"': case '[': case ']': case '-': case '^':
+        case 'n':
+          *out = '\n';
+          return Status::Ok();
+        case 'r':
+          *out = '\r';
+          return Status::Ok();
+        case 't':
+          *out = '\t';
+          return Status::Ok();
+        case '\\':
+        case '"':
+        case '[':
+        case ']':
+        case '-':
+        case '^':
           *out = static_cast<uint8_t>(c);
           return Status::Ok();
-        case 'x': hex_digits = 2; break;
-        case 'u': hex_digits = 4; break;
-        case 'U': hex_digits = 8; break;
+        case 'x':
+          hex_digits = 2;
+          break;
+        case 'u':
+          hex_digits = 4;
+          break;
+        case 'U':
+          hex_digits = 8;
+          break;
         default:
           pos_ -= 2;
           return Error(Shown(c)[0] == '\''
@@ -515,7 +532,7 @@ class GrammarCompiler {
   std::vector<std::string> names_;
   std::vector<bool> defined_;
   std::vector<size_t> first_use_;  // where each rule is first named (for errors)
-  std::vector<uint32_t> origin_;  // the user's rule each rule is (or was generated for)
+  std::vector<uint32_t> origin_;   // the user's rule each rule is (or was generated for)
   std::map<std::string, uint32_t> index_;
   std::vector<Range> ranges_;
   size_t n_elements_ = 0;
@@ -667,8 +684,8 @@ bool Matcher::CanStart(const StackSet& stacks, uint32_t lo, uint32_t hi) const {
   return false;
 }
 
-const Matcher::StackSet* Matcher::Run(std::string_view bytes, uint32_t* value,
-                                      uint32_t* missing, uint32_t* length) const {
+const Matcher::StackSet* Matcher::Run(std::string_view bytes, uint32_t* value, uint32_t* missing,
+                                      uint32_t* length) const {
   const StackSet* from = &stacks_;
   *value = partial_value_, *missing = partial_missing_, *length = partial_length_;
   int flip = 0;

@@ -105,8 +105,8 @@ class Matcher {
   // Parse stacks, each a run of element indices with its top last. A top is always a kChars
   // element (what the parse takes next); an empty stack is a finished parse. Distinct.
   struct StackSet {
-    std::vector<uint32_t> data;  // the stacks, one after another
-    std::vector<uint32_t> ends;  // (n_stacks) where each stack ends in data
+    std::vector<uint32_t> data;                 // the stacks, one after another
+    std::vector<uint32_t> ends;                 // (n_stacks) where each stack ends in data
     void Add(std::span<const uint32_t> stack);  // unless already there, or full
   };
 

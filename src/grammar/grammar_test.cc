@@ -1,8 +1,8 @@
 #include "grammar/grammar.h"
 
-#include <string>
-
 #include <gtest/gtest.h>
+
+#include <string>
 
 namespace mt::grammar {
 namespace {
@@ -63,11 +63,11 @@ TEST(Grammar, Repetitions) {
   const char* g = R"(root ::= "a"* "b"+ "c"? ("d" "e"){2} "f"{1,3} "g"{2,})";
   EXPECT_TRUE(Accepts(g, "bdedefgg"));
   EXPECT_TRUE(Accepts(g, "aaabbcdedefffggggg"));
-  EXPECT_FALSE(Accepts(g, "dedefgg"));        // b+ needs one
-  EXPECT_FALSE(Accepts(g, "bdefgg"));         // (de){2}
-  EXPECT_FALSE(Accepts(g, "bdedeffffgg"));    // f{1,3}
-  EXPECT_FALSE(Accepts(g, "bdedefg"));        // g{2,}
-  EXPECT_FALSE(Accepts(g, "bccdedefgg"));     // c?
+  EXPECT_FALSE(Accepts(g, "dedefgg"));      // b+ needs one
+  EXPECT_FALSE(Accepts(g, "bdefgg"));       // (de){2}
+  EXPECT_FALSE(Accepts(g, "bdedeffffgg"));  // f{1,3}
+  EXPECT_FALSE(Accepts(g, "bdedefg"));      // g{2,}
+  EXPECT_FALSE(Accepts(g, "bccdedefgg"));   // c?
   EXPECT_TRUE(Accepts(R"(root ::= "x"{0,2})", ""));
   EXPECT_TRUE(Accepts(R"(root ::= "x"{0,2})", "xx"));
   EXPECT_FALSE(Accepts(R"(root ::= "x"{0,2})", "xxx"));
@@ -151,7 +151,7 @@ TEST(Grammar, Utf8SplitAcrossPieces) {
   // Half a surrogate begins nothing, even where any character may come: no byte could
   // finish it (a sampler would find no token allowed after it).
   Matcher any(Compile(R"(root ::= [^"]*)"));
-  EXPECT_TRUE(any.CanAccept("\xed"));        // U+D000-U+D7FF are characters
+  EXPECT_TRUE(any.CanAccept("\xed"));  // U+D000-U+D7FF are characters
   EXPECT_TRUE(any.CanAccept("\xed\x9f"));
   EXPECT_FALSE(any.CanAccept("\xed\xa0"));  // U+D800-U+D83F: surrogates only
   EXPECT_FALSE(any.CanAccept("\xed\xbf"));
@@ -186,8 +186,9 @@ y ::= "a" | "aa")";
 TEST(Grammar, SyntaxErrorsNameLineAndColumn) {
   EXPECT_EQ(ParseError("root ::= \"a\"\nfoo ::= \"b"),
             "grammar: line 2, column 11: unterminated string literal");
-  EXPECT_EQ(ParseError("root = \"a\""), "grammar: line 1, column 6: expected '::=' after the "
-                                       "rule name");
+  EXPECT_EQ(ParseError("root = \"a\""),
+            "grammar: line 1, column 6: expected '::=' after the "
+            "rule name");
   EXPECT_EQ(ParseError("root ::= [z-a]"),
             "grammar: line 1, column 14: character range with its end before its start");
   EXPECT_EQ(ParseError("root ::= \"\\q\""), "grammar: line 1, column 11: unknown escape '\\q'");
@@ -205,8 +206,9 @@ TEST(Grammar, SyntaxErrorsNameLineAndColumn) {
 }
 
 TEST(Grammar, StructureErrors) {
-  EXPECT_EQ(ParseError("root ::= item\n"), "grammar: line 1, column 10: rule 'item' is not "
-                                           "defined");
+  EXPECT_EQ(ParseError("root ::= item\n"),
+            "grammar: line 1, column 10: rule 'item' is not "
+            "defined");
   EXPECT_EQ(ParseError("item ::= \"a\""), "grammar: no rule 'root'");
   EXPECT_EQ(ParseError("root ::= \"a\"\nroot ::= \"b\""),
             "grammar: line 2, column 9: rule 'root' is defined twice");

@@ -4,6 +4,8 @@
 // the two never collide.
 #include "grammar/json_schema.h"
 
+#include <fmt/format.h>
+
 #include <cmath>
 #include <cstdint>
 #include <map>
@@ -12,8 +14,6 @@
 #include <string_view>
 #include <utility>
 #include <vector>
-
-#include <fmt/format.h>
 
 #include "base/check.h"
 #include "tokenizer/utf8.h"

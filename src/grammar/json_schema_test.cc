@@ -3,13 +3,13 @@
 // name the keyword and where it is.
 #include "grammar/json_schema.h"
 
+#include <gtest/gtest.h>
+
 #include <cstdint>
 #include <functional>
 #include <random>
 #include <string>
 #include <vector>
-
-#include <gtest/gtest.h>
 
 #include "grammar/grammar.h"
 
@@ -465,8 +465,7 @@ TEST(JsonSchema, SeveralSchemasInOneGrammar) {
           "type": "array", "items": {"$ref": "#/$defs/v"}, "maxItems": 2})"),
   };
   const std::vector<std::string> names = {"first", "second"};
-  Result<std::string> gbnf =
-      JsonSchemasToGbnf(schemas, names, R"("A" first | "B" second)");
+  Result<std::string> gbnf = JsonSchemasToGbnf(schemas, names, R"("A" first | "B" second)");
   ASSERT_TRUE(gbnf.ok()) << gbnf.status().message();
   auto g = Compile(*gbnf);
   ASSERT_NE(g, nullptr) << *gbnf;

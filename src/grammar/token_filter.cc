@@ -44,25 +44,27 @@ GrammarVocab::GrammarVocab(const Tokenizer& tokenizer) {
     if (kind == kEnd) ends_.push_back(id);
   }
   // Text tokens with bytes by their first two bytes, and by each byte they contain.
-  GroupByKey(n, 256 * 257,
-             [&](int32_t id, auto&& emit) {
-               const std::string_view p = piece(id);
-               if (!is_text(id) || p.empty()) return;
-               emit(static_cast<size_t>(static_cast<uint8_t>(p[0])) * 257 +
-                    (p.size() == 1 ? kOneByte : static_cast<uint8_t>(p[1])));
-             },
-             prefix_start_, by_prefix_);
-  GroupByKey(n, 256,
-             [&](int32_t id, auto&& emit) {
-               if (!is_text(id)) return;
-               std::array<bool, 256> seen{};
-               for (char c : piece(id)) {
-                 const auto b = static_cast<uint8_t>(c);
-                 if (!seen[b]) emit(b);
-                 seen[b] = true;
-               }
-             },
-             byte_start_, by_byte_);
+  GroupByKey(
+      n, 256 * 257,
+      [&](int32_t id, auto&& emit) {
+        const std::string_view p = piece(id);
+        if (!is_text(id) || p.empty()) return;
+        emit(static_cast<size_t>(static_cast<uint8_t>(p[0])) * 257 +
+             (p.size() == 1 ? kOneByte : static_cast<uint8_t>(p[1])));
+      },
+      prefix_start_, by_prefix_);
+  GroupByKey(
+      n, 256,
+      [&](int32_t id, auto&& emit) {
+        if (!is_text(id)) return;
+        std::array<bool, 256> seen{};
+        for (char c : piece(id)) {
+          const auto b = static_cast<uint8_t>(c);
+          if (!seen[b]) emit(b);
+          seen[b] = true;
+        }
+      },
+      byte_start_, by_byte_);
 }
 
 GrammarFilter::GrammarFilter(std::shared_ptr<const Grammar> grammar,
@@ -71,7 +73,7 @@ GrammarFilter::GrammarFilter(std::shared_ptr<const Grammar> grammar,
       vocab_(std::move(vocab)),
       lazy_(std::move(lazy)),
       active_(lazy_.trigger.empty() && lazy_.block_open.empty() && !lazy_.in_block),
-      phase_(lazy_.in_block              ? Phase::kBlock
+      phase_(lazy_.in_block             ? Phase::kBlock
              : lazy_.block_open.empty() ? Phase::kFree
                                         : Phase::kStart) {
   MT_CHECK(vocab_ != nullptr);

@@ -45,9 +45,9 @@ class GrammarVocab {
                                         const std::vector<uint32_t>& start, size_t k) {
     return std::span(ids).subspan(start[k], start[k + 1] - start[k]);
   }
-  std::string bytes_;              // every text token's bytes, one after another
-  std::vector<uint32_t> offsets_;  // (n_vocab + 1) where each token's bytes start
-  std::vector<Kind> kinds_;        // (n_vocab) end-of-generation and control tokens
+  std::string bytes_;                   // every text token's bytes, one after another
+  std::vector<uint32_t> offsets_;       // (n_vocab + 1) where each token's bytes start
+  std::vector<Kind> kinds_;             // (n_vocab) end-of-generation and control tokens
   std::vector<int32_t> by_prefix_;      // (text tokens with bytes) by first two bytes
   std::vector<uint32_t> prefix_start_;  // (256 * 257 + 1) where each two-byte prefix starts
   std::vector<int32_t> ends_;           // end-of-generation tokens
@@ -95,9 +95,7 @@ class GrammarFilter : public TokenFilter {
   bool Accept(int32_t id);
   // The output so far is a whole sentence of the grammar (a filter waiting for a trigger:
   // whole free text; one waiting for the end of a block: not yet).
-  bool IsComplete() const {
-    return active_ ? matcher_.IsComplete() : !lazy_.trigger.empty();
-  }
+  bool IsComplete() const { return active_ ? matcher_.IsComplete() : !lazy_.trigger.empty(); }
   // Whether the grammar applies yet (from the first token without a LazyStart).
   bool active() const { return active_; }
 

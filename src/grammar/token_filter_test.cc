@@ -1,11 +1,11 @@
 #include "grammar/token_filter.h"
 
+#include <gtest/gtest.h>
+
 #include <algorithm>
 #include <random>
 #include <string>
 #include <vector>
-
-#include <gtest/gtest.h>
 
 #include "tokenizer/vocab_spec.h"
 
@@ -54,11 +54,11 @@ TEST(GrammarFilter, AllowsWhatTheGrammarCanTakeNext) {
     n_allowed += f.Allows(id);
   }
   EXPECT_EQ(n_allowed, 1);
-  EXPECT_FALSE(f.Allows(eos));      // not complete yet
+  EXPECT_FALSE(f.Allows(eos));       // not complete yet
   EXPECT_FALSE(f.Allows(im_start));  // control tokens never
   EXPECT_FALSE(f.Allows(-1));
   EXPECT_FALSE(f.Allows(tok.n_vocab()));
-  ASSERT_TRUE(f.Accept(static_cast<int32_t>('{')));  // byte tokens: id b is byte b
+  ASSERT_TRUE(f.Accept(static_cast<int32_t>('{')));   // byte tokens: id b is byte b
   EXPECT_FALSE(f.Accept(static_cast<int32_t>('}')));  // a digit first
   ASSERT_TRUE(f.Accept(static_cast<int32_t>('7')));
   EXPECT_FALSE(f.Allows(eos));
@@ -93,8 +93,8 @@ ws ::= " "?)";
       for (float& l : logits) l = normal(rng);
       logits[*tok.eos_id()] += 2.0f;  // end when allowed, mostly
       const int32_t id = sampler.Sample(logits, out, &f);
-      ASSERT_GE(id, 0) << "trial " << trial << ": no token allowed after '"
-                       << tok.Decode(out) << "'";
+      ASSERT_GE(id, 0) << "trial " << trial << ": no token allowed after '" << tok.Decode(out)
+                       << "'";
       ASSERT_TRUE(f.Accept(id));
       if (tok.IsEndOfGeneration(id)) {
         ended = true;
@@ -145,9 +145,8 @@ TEST(GrammarFilter, LazyAppliesAfterTheTrigger) {
   int32_t word = -1;
   for (int32_t id = 256; id < tok.n_vocab() && word < 0; ++id) {
     const std::string p = tok.TokenPiece(id, false);
-    if (p.size() >= 3 && std::all_of(p.begin(), p.end(), [](char c) {
-          return c >= 'a' && c <= 'z';
-        })) {
+    if (p.size() >= 3 &&
+        std::all_of(p.begin(), p.end(), [](char c) { return c >= 'a' && c <= 'z'; })) {
       word = id;
     }
   }
@@ -164,7 +163,6 @@ TEST(GrammarFilter, LazyAppliesAfterTheTrigger) {
   ASSERT_TRUE(takes.Accept(byte('!')));
   EXPECT_TRUE(takes.IsComplete());
 }
-
 
 // A leading block (a thinking model's reasoning) is not searched for the trigger: the call
 // syntax written inside it stays free text; after the block's close it triggers.

@@ -54,7 +54,8 @@ FileWatch::~FileWatch() {
 Status FileWatch::Check() const {
   for (const Entry& e : files_) {
     struct stat st;
-    if (::fstat(e.fd, &st) != 0) return IoError("{}: cannot stat: {}", e.path, std::strerror(errno));
+    if (::fstat(e.fd, &st) != 0)
+      return IoError("{}: cannot stat: {}", e.path, std::strerror(errno));
     if (st.st_size != e.size) {
       return IoError("{}: the model file changed size from {} to {} bytes while in use", e.path,
                      e.size, st.st_size);

@@ -1,9 +1,9 @@
 #include "io/read_trace.h"
 
+#include <fmt/format.h>
+
 #include <algorithm>
 #include <charconv>
-
-#include <fmt/format.h>
 
 namespace mt {
 namespace {

@@ -102,13 +102,13 @@ AttendFn Variant(Isa isa) {
   return kernels::AttendScalar;
 }
 
-void Run(AttendFn fn, const float* q, const void* k, const void* v, KvTypes types,
-         int64_t k_stride, int64_t v_stride, int64_t n_pos, int d_k, int d_v, float scale,
-         float* out, float* scratch) {
+void Run(AttendFn fn, const float* q, const void* k, const void* v, KvTypes types, int64_t k_stride,
+         int64_t v_stride, int64_t n_pos, int d_k, int d_v, float scale, float* out,
+         float* scratch) {
   MT_CHECK(n_pos >= 1 && d_k >= 1 && d_v >= 1 && k_stride >= 0 && v_stride >= 0);
   CheckBlocks(types, k_stride, v_stride, d_k, d_v);
-  kernels::AttendArgs args{q, k, v, types, k_stride, v_stride, n_pos, d_k, d_v, scale, out,
-                           scratch};
+  kernels::AttendArgs args{q,     k,   v,   types, k_stride, v_stride,
+                           n_pos, d_k, d_v, scale, out,      scratch};
   std::array<BlockQ8_0, kKvMaxDimQ8 / kKvBlockQ8> q8;
   RoundQuery(args, q8.data());
   fn(args);
@@ -117,21 +117,27 @@ void Run(AttendFn fn, const float* q, const void* k, const void* v, KvTypes type
 // The queries of tokens x heads: AVX2 runs them 4 at a time over shared K/V loads, AVX-512 a
 // token's heads as one group, scalar each alone (the results are the same either way).
 void RunQueries(Isa isa, const AttendQueries& qs, const void* k, const void* v, KvTypes types,
-                int64_t k_stride, int64_t v_stride, int d_k, int d_v, float scale,
-                float* scratch) {
+                int64_t k_stride, int64_t v_stride, int d_k, int d_v, float scale, float* scratch) {
   MT_CHECK(qs.n_head >= 1 && qs.n_tok >= 1 && qs.n_head * qs.n_tok <= kAttendGroupMax &&
            qs.n_pos >= 1 && d_k >= 1 && d_v >= 1 && k_stride >= 0 && v_stride >= 0);
   CheckBlocks(types, k_stride, v_stride, d_k, d_v);
   const int64_t last = qs.n_pos + qs.n_tok - 1;
   const int64_t tile = last < kAttendTile ? last : kAttendTile;
   std::array<kernels::AttendArgs, kAttendGroupMax> args;
-  std::array<BlockQ8_0, kAttendGroupMax * (kKvMaxDimQ8 / kKvBlockQ8)> q8;  // 34 KiB
+  std::array<BlockQ8_0, kAttendGroupMax*(kKvMaxDimQ8 / kKvBlockQ8)> q8;  // 34 KiB
   int n = 0;
   for (int t = 0; t < qs.n_tok; ++t) {
     for (int h = 0; h < qs.n_head; ++h, ++n) {
       args[n] = kernels::AttendArgs{qs.q + t * qs.q_tok_stride + h * qs.q_head_stride,
-                                    k, v, types, k_stride, v_stride,
-                                    qs.n_pos + t, d_k, d_v, scale,
+                                    k,
+                                    v,
+                                    types,
+                                    k_stride,
+                                    v_stride,
+                                    qs.n_pos + t,
+                                    d_k,
+                                    d_v,
+                                    scale,
                                     qs.out + t * qs.out_tok_stride + h * qs.out_head_stride,
                                     scratch + n * tile};
       if (qs.sinks != nullptr) args[n].sink = qs.sinks[h];
@@ -186,17 +192,16 @@ int64_t KvBytes(KvElemType type, int64_t n) {
 }
 
 void AttendHeads(const float* q, int64_t q_stride, int n_q, const void* k, const void* v,
-                 KvTypes types, int64_t k_stride, int64_t v_stride, int64_t n_pos, int d_k,
-                 int d_v, float scale, float* out, int64_t out_stride, float* scratch) {
+                 KvTypes types, int64_t k_stride, int64_t v_stride, int64_t n_pos, int d_k, int d_v,
+                 float scale, float* out, int64_t out_stride, float* scratch) {
   static const Isa isa = ActiveIsa();
   RunQueries(isa, GroupOfHeads(q, q_stride, n_q, n_pos, out, out_stride), k, v, types, k_stride,
              v_stride, d_k, d_v, scale, scratch);
 }
 
-void AttendHeads(Isa isa, const float* q, int64_t q_stride, int n_q, const void* k,
-                 const void* v, KvTypes types, int64_t k_stride, int64_t v_stride,
-                 int64_t n_pos, int d_k, int d_v, float scale, float* out, int64_t out_stride,
-                 float* scratch) {
+void AttendHeads(Isa isa, const float* q, int64_t q_stride, int n_q, const void* k, const void* v,
+                 KvTypes types, int64_t k_stride, int64_t v_stride, int64_t n_pos, int d_k, int d_v,
+                 float scale, float* out, int64_t out_stride, float* scratch) {
   MT_CHECK_MSG(IsaSupported(isa), "attention variant not supported by this CPU or build");
   RunQueries(isa, GroupOfHeads(q, q_stride, n_q, n_pos, out, out_stride), k, v, types, k_stride,
              v_stride, d_k, d_v, scale, scratch);

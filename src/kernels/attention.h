@@ -88,13 +88,12 @@ void AttendHead(Isa isa, const float* q, const void* k, const void* v, KvTypes t
 // 8 heads each converting the same rows made attention compute-bound on qwen3-30b-a3b).
 inline constexpr int kAttendGroupMax = 64;
 void AttendHeads(const float* q, int64_t q_stride, int n_q, const void* k, const void* v,
-                 KvTypes types, int64_t k_stride, int64_t v_stride, int64_t n_pos, int d_k,
-                 int d_v, float scale, float* out, int64_t out_stride, float* scratch);
+                 KvTypes types, int64_t k_stride, int64_t v_stride, int64_t n_pos, int d_k, int d_v,
+                 float scale, float* out, int64_t out_stride, float* scratch);
 // The same with an explicit variant (tests, benchmarks); it must be supported (checked).
-void AttendHeads(Isa isa, const float* q, int64_t q_stride, int n_q, const void* k,
-                 const void* v, KvTypes types, int64_t k_stride, int64_t v_stride,
-                 int64_t n_pos, int d_k, int d_v, float scale, float* out, int64_t out_stride,
-                 float* scratch);
+void AttendHeads(Isa isa, const float* q, int64_t q_stride, int n_q, const void* k, const void* v,
+                 KvTypes types, int64_t k_stride, int64_t v_stride, int64_t n_pos, int d_k, int d_v,
+                 float scale, float* out, int64_t out_stride, float* scratch);
 
 // The queries of an AttendTokens call: n_tok consecutive tokens of one sequence, token i
 // attending to positions [0, n_pos + i), each with the n_head query heads of one GQA group.
@@ -107,9 +106,9 @@ struct AttendQueries {
   float* out;
   int64_t out_tok_stride;
   int64_t out_head_stride;
-  int n_head;     // >= 1
-  int n_tok;      // >= 1, n_head * n_tok <= kAttendGroupMax
-  int64_t n_pos;  // >= 1
+  int n_head;                    // >= 1
+  int n_tok;                     // >= 1, n_head * n_tok <= kAttendGroupMax
+  int64_t n_pos;                 // >= 1
   const float* sinks = nullptr;  // (n_head) each head's sink logit (gpt-oss), or null: none
 };
 

@@ -119,8 +119,8 @@ void ScoresQ8(const AttendArgs* a, int64_t j, __m256 (&acc)[Q][P]) {
     __m256i k_abs[P], k_raw[P];
     float k_scale[P];
     for (int p = 0; p < P; ++p) {
-      const uint8_t* block = static_cast<const uint8_t*>(r.k) +
-                             ((j + p) * r.k_stride / 32 + b) * sizeof(BlockQ8_0);
+      const uint8_t* block =
+          static_cast<const uint8_t*>(r.k) + ((j + p) * r.k_stride / 32 + b) * sizeof(BlockQ8_0);
       uint16_t d;
       std::memcpy(&d, block, 2);
       k_scale[p] = _cvtsh_ss(d);
@@ -163,8 +163,8 @@ template <KvElemType kK, int P>
     if (full < a.d_k) {
       const __m256 qv = LoadF(a.q + full, a.d_k - full);
       for (int p = 0; p < P; ++p) {
-        acc[p] = _mm256_fmadd_ps(
-            qv, Load8<kK>(a.k, (j0 + p) * a.k_stride + full, a.d_k - full), acc[p]);
+        acc[p] =
+            _mm256_fmadd_ps(qv, Load8<kK>(a.k, (j0 + p) * a.k_stride + full, a.d_k - full), acc[p]);
       }
     }
     for (int p = 0; p < P; ++p) s[p] = a.scale * Reduce8(acc[p]);
@@ -277,8 +277,8 @@ template <KvElemType kK, KvElemType kV>
 void Attend(const AttendArgs& a) {
   for (int i = 0; i < a.d_v; i += 8) StoreF(a.out + i, a.d_v - i, _mm256_setzero_ps());
   PrefetchFirstRows(a);  // Scores asks for the rest
-  float m = -INFINITY;  // running maximum of the scores
-  float l = 0.0f;       // running sum of exp(s_j - m)
+  float m = -INFINITY;   // running maximum of the scores
+  float l = 0.0f;        // running sum of exp(s_j - m)
   Tiles<kK, kV>(a, 0, m, l);
   ScaleOut(a.out, a.d_v, _mm256_set1_ps(InverseDenominator(a, m, l)));
 }

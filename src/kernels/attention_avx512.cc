@@ -110,8 +110,8 @@ void ScoresQ8(const AttendArgs* a, int64_t j, __m512 (&acc)[G][P]) {
     __m512i k[P];
     __m512 k_scale[P];
     for (int p = 0; p < P; ++p) {
-      const uint8_t* block = static_cast<const uint8_t*>(r.k) +
-                             ((j + p) * r.k_stride / 32 + b) * sizeof(BlockQ8_0);
+      const uint8_t* block =
+          static_cast<const uint8_t*>(r.k) + ((j + p) * r.k_stride / 32 + b) * sizeof(BlockQ8_0);
       k[p] = _mm512_xor_si512(CodePair(block, pair), bias);
       k_scale[p] = ScalePair(block, pair);
     }
@@ -212,14 +212,30 @@ template <KvElemType kV, int G>
     const int d0 = 16 * c0;
     const __mmask16 last = TailMask(a[0].d_v - (d0 + 16 * (nc - 1)));
     switch (nc) {
-      case 1: AccumulateV<kV, 1, G>(a, j0, n, d0, last); break;
-      case 2: AccumulateV<kV, 2, G>(a, j0, n, d0, last); break;
-      case 3: AccumulateV<kV, 3, G>(a, j0, n, d0, last); break;
-      case 4: AccumulateV<kV, 4, G>(a, j0, n, d0, last); break;
-      case 5: AccumulateV<kV, 5, G>(a, j0, n, d0, last); break;
-      case 6: AccumulateV<kV, 6, G>(a, j0, n, d0, last); break;
-      case 7: AccumulateV<kV, 7, G>(a, j0, n, d0, last); break;
-      default: AccumulateV<kV, 8, G>(a, j0, n, d0, last); break;
+      case 1:
+        AccumulateV<kV, 1, G>(a, j0, n, d0, last);
+        break;
+      case 2:
+        AccumulateV<kV, 2, G>(a, j0, n, d0, last);
+        break;
+      case 3:
+        AccumulateV<kV, 3, G>(a, j0, n, d0, last);
+        break;
+      case 4:
+        AccumulateV<kV, 4, G>(a, j0, n, d0, last);
+        break;
+      case 5:
+        AccumulateV<kV, 5, G>(a, j0, n, d0, last);
+        break;
+      case 6:
+        AccumulateV<kV, 6, G>(a, j0, n, d0, last);
+        break;
+      case 7:
+        AccumulateV<kV, 7, G>(a, j0, n, d0, last);
+        break;
+      default:
+        AccumulateV<kV, 8, G>(a, j0, n, d0, last);
+        break;
     }
   }
 }
@@ -301,10 +317,18 @@ template <KvElemType kK, KvElemType kV>
 void AttendGroups(const AttendArgs* a, int n_q) {
   for (int i = 0; i < n_q; i += 4) {  // 4 x 4 score accumulators fill half the registers
     switch (n_q - i < 4 ? n_q - i : 4) {
-      case 1: AttendGroup<kK, kV, 1>(a + i); break;
-      case 2: AttendGroup<kK, kV, 2>(a + i); break;
-      case 3: AttendGroup<kK, kV, 3>(a + i); break;
-      default: AttendGroup<kK, kV, 4>(a + i); break;
+      case 1:
+        AttendGroup<kK, kV, 1>(a + i);
+        break;
+      case 2:
+        AttendGroup<kK, kV, 2>(a + i);
+        break;
+      case 3:
+        AttendGroup<kK, kV, 3>(a + i);
+        break;
+      default:
+        AttendGroup<kK, kV, 4>(a + i);
+        break;
     }
   }
 }
@@ -328,10 +352,18 @@ void AttendMany(const AttendArgs* a, int n) {
     for (int i = 0; i < n; i += 4) {
       const AttendArgs* ahead = i == 0 ? &a[far] : nullptr;  // the first pass brings the rows
       switch (n - i < 4 ? n - i : 4) {
-        case 1: GroupTile<kK, kV, 1>(a + i, ahead, j0, kAttendTile, m + i, l + i); break;
-        case 2: GroupTile<kK, kV, 2>(a + i, ahead, j0, kAttendTile, m + i, l + i); break;
-        case 3: GroupTile<kK, kV, 3>(a + i, ahead, j0, kAttendTile, m + i, l + i); break;
-        default: GroupTile<kK, kV, 4>(a + i, ahead, j0, kAttendTile, m + i, l + i); break;
+        case 1:
+          GroupTile<kK, kV, 1>(a + i, ahead, j0, kAttendTile, m + i, l + i);
+          break;
+        case 2:
+          GroupTile<kK, kV, 2>(a + i, ahead, j0, kAttendTile, m + i, l + i);
+          break;
+        case 3:
+          GroupTile<kK, kV, 3>(a + i, ahead, j0, kAttendTile, m + i, l + i);
+          break;
+        default:
+          GroupTile<kK, kV, 4>(a + i, ahead, j0, kAttendTile, m + i, l + i);
+          break;
       }
     }
   }

@@ -54,7 +54,7 @@ void AttendManyAvx512(const AttendArgs* a, int n_q);  // only in x86 builds
 // AttendAvx2's float ops for it: K and V chunks are loaded and widened once per 4 queries,
 // and a tile's rows once (into L1/L2) for all n_q <= kAttendGroupMax.
 void AttendManyAvx2(const AttendArgs* a, int n_q);  // only in x86 builds
-void AttendAvx2(const AttendArgs& a);    // only in x86 builds
-void AttendAvx512(const AttendArgs& a);  // only in x86 builds
+void AttendAvx2(const AttendArgs& a);               // only in x86 builds
+void AttendAvx512(const AttendArgs& a);             // only in x86 builds
 
 }  // namespace mt::kernels

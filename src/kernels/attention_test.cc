@@ -77,8 +77,8 @@ Cache MakeCache(const std::vector<float>& values, int64_t n_pos, int d, int64_t 
   const float nan32 = std::nanf("");
   const size_t elt = type == KvElemType::kF32 ? 4 : type == KvElemType::kF16 ? 2 : 34;
   for (size_t at = 0; at < c.bytes.size(); at += elt) {  // q8_0: blocks with a NaN scale
-    std::memcpy(c.bytes.data() + at, type == KvElemType::kF32 ? static_cast<const void*>(&nan32)
-                                                              : &nan16,
+    std::memcpy(c.bytes.data() + at,
+                type == KvElemType::kF32 ? static_cast<const void*>(&nan32) : &nan16,
                 type == KvElemType::kF32 ? 4 : 2);
   }
   c.val.resize(n_pos * d);
@@ -110,11 +110,15 @@ Cache MakeCache(const std::vector<float>& values, int64_t n_pos, int d, int64_t 
 constexpr KvElemType kAllTypes[] = {KvElemType::kF16, KvElemType::kF32, KvElemType::kQ8_0};
 
 // Every (K type, V type) pair, llama.cpp's -ctk / -ctv: the alike ones and the mixed ones.
-constexpr KvTypes kAllPairs[] = {
-    KvElemType::kF16,  KvElemType::kF32,  KvElemType::kQ8_0,
-    {KvElemType::kQ8_0, KvElemType::kF16}, {KvElemType::kF16, KvElemType::kQ8_0},
-    {KvElemType::kQ8_0, KvElemType::kF32}, {KvElemType::kF32, KvElemType::kQ8_0},
-    {KvElemType::kF16, KvElemType::kF32},  {KvElemType::kF32, KvElemType::kF16}};
+constexpr KvTypes kAllPairs[] = {KvElemType::kF16,
+                                 KvElemType::kF32,
+                                 KvElemType::kQ8_0,
+                                 {KvElemType::kQ8_0, KvElemType::kF16},
+                                 {KvElemType::kF16, KvElemType::kQ8_0},
+                                 {KvElemType::kQ8_0, KvElemType::kF32},
+                                 {KvElemType::kF32, KvElemType::kQ8_0},
+                                 {KvElemType::kF16, KvElemType::kF32},
+                                 {KvElemType::kF32, KvElemType::kF16}};
 
 const char* TypeName(KvElemType type) {
   return type == KvElemType::kF16 ? "f16" : type == KvElemType::kF32 ? "f32" : "q8_0";
@@ -367,9 +371,9 @@ TEST_P(AttentionTest, GroupOfHeadsGivesEachHeadsOwnBits) {
   };
   std::mt19937 rng(11);
   std::normal_distribution<float> gauss(0.0f, 1.0f);
-  for (const GroupShape& g : {GroupShape{128, 128, 128}, GroupShape{72, 80, 96},
-                              GroupShape{16, 40, 40}, GroupShape{100, 100, 512},
-                              GroupShape{64, 96, 160}}) {
+  for (const GroupShape& g :
+       {GroupShape{128, 128, 128}, GroupShape{72, 80, 96}, GroupShape{16, 40, 40},
+        GroupShape{100, 100, 512}, GroupShape{64, 96, 160}}) {
     for (int64_t n_pos : {int64_t{1}, int64_t{7}, int64_t{64}, int64_t{65}, int64_t{200}}) {
       const int d_kv = std::max(g.d_k, g.d_v);
       std::vector<float> kv(n_pos * d_kv), vv(n_pos * d_kv);
@@ -393,8 +397,7 @@ TEST_P(AttentionTest, GroupOfHeadsGivesEachHeadsOwnBits) {
             for (int e = 0; e < g.d_v; ++e) {
               ASSERT_EQ(Bits(got[i * g.d_v + e]), Bits(want[e]))
                   << "d_k " << g.d_k << " d_v " << g.d_v << " n_pos " << n_pos << " "
-                  << TypeName(type)
-                  << " n_q " << n_q << " query " << i << " element " << e;
+                  << TypeName(type) << " n_q " << n_q << " query " << i << " element " << e;
             }
           }
         }
@@ -435,22 +438,28 @@ TEST_P(AttentionTest, ConsecutiveTokensGiveEachQueryItsOwnBits) {
             std::vector<float> q(n_q * g.d_k);
             for (float& x : q) x = gauss(rng);
             const int64_t tile = std::min(n_pos + n_tok - 1, kAttendTile);
-            std::vector<float> got(n_q * g.d_v, std::nanf("")),
-                scratch(n_q * tile, std::nanf(""));
-            const AttendQueries qs{q.data(),   int64_t{n_head} * g.d_k, g.d_k, got.data(),
-                                   int64_t{n_head} * g.d_v, g.d_v, n_head, n_tok, n_pos};
+            std::vector<float> got(n_q * g.d_v, std::nanf("")), scratch(n_q * tile, std::nanf(""));
+            const AttendQueries qs{q.data(),
+                                   int64_t{n_head} * g.d_k,
+                                   g.d_k,
+                                   got.data(),
+                                   int64_t{n_head} * g.d_v,
+                                   g.d_v,
+                                   n_head,
+                                   n_tok,
+                                   n_pos};
             AttendTokens(isa_, qs, k.data(), v.data(), type, g.stride, g.stride, g.d_k, g.d_v,
                          0.09f, scratch.data());
             for (int i = 0; i < n_q; ++i) {
               const int t = i / n_head;
               std::vector<float> want(g.d_v), s(kAttendTile);
-              AttendHead(isa_, q.data() + i * g.d_k, k.data(), v.data(), type, g.stride,
-                         g.stride, n_pos + t, g.d_k, g.d_v, 0.09f, want.data(), s.data());
+              AttendHead(isa_, q.data() + i * g.d_k, k.data(), v.data(), type, g.stride, g.stride,
+                         n_pos + t, g.d_k, g.d_v, 0.09f, want.data(), s.data());
               for (int e = 0; e < g.d_v; ++e) {
                 ASSERT_EQ(Bits(got[i * g.d_v + e]), Bits(want[e]))
                     << "d_k " << g.d_k << " d_v " << g.d_v << " n_pos " << n_pos << " "
-                    << TypeName(type) << " heads " << n_head << " tokens " << n_tok
-                    << " query " << i << " element " << e;
+                    << TypeName(type) << " heads " << n_head << " tokens " << n_tok << " query "
+                    << i << " element " << e;
               }
             }
           }
@@ -609,8 +618,8 @@ TEST_P(AttentionTest, VariantsAgree) {
     std::vector<float> a(d), b(d), s(kAttendTile);
     AttendHead(isa_, q.data(), k.data(), v.data(), type, d, d, n_pos, d, d, 0.09f, a.data(),
                s.data());
-    AttendHead(Isa::kScalar, q.data(), k.data(), v.data(), type, d, d, n_pos, d, d, 0.09f,
-               b.data(), s.data());
+    AttendHead(Isa::kScalar, q.data(), k.data(), v.data(), type, d, d, n_pos, d, d, 0.09f, b.data(),
+               s.data());
     const Expected ref = Reference(ScoreQuery(q.data(), d, type.k).data(), k, v, n_pos, 0.09f);
     for (int i = 0; i < d; ++i) {
       EXPECT_LE(std::fabs(a[i] - b[i]), 2 * ref.tol[i]) << TypeName(type) << " " << i;
@@ -636,8 +645,8 @@ TEST_P(AttentionTest, StoreKvGivesFp32ToFp16Bits) {
     x.push_back(lo + (hi - lo) / 2);
     x.push_back(-(lo + (hi - lo) / 2));
   }
-  for (float f : {0.0f, -0.0f, 65504.0f, 65519.99f, 65520.0f, 1e9f, -INFINITY, INFINITY, NAN,
-                  -NAN, std::bit_cast<float>(0x7F800001u), std::bit_cast<float>(0xFFBFFFFFu)}) {
+  for (float f : {0.0f, -0.0f, 65504.0f, 65519.99f, 65520.0f, 1e9f, -INFINITY, INFINITY, NAN, -NAN,
+                  std::bit_cast<float>(0x7F800001u), std::bit_cast<float>(0xFFBFFFFFu)}) {
     x.push_back(f);
   }
   for (int64_t n : {int64_t{0}, int64_t{1}, int64_t{7}, int64_t{9}, int64_t{17},
@@ -645,8 +654,8 @@ TEST_P(AttentionTest, StoreKvGivesFp32ToFp16Bits) {
     std::vector<uint16_t> got(n + 1, 0xABCD);
     StoreKv(isa_, x.data(), n, KvElemType::kF16, got.data());
     for (int64_t i = 0; i < n; ++i) {
-      ASSERT_EQ(got[i], Fp32ToFp16(x[i])) << "element " << i << " bits 0x" << std::hex
-                                           << std::bit_cast<uint32_t>(x[i]);
+      ASSERT_EQ(got[i], Fp32ToFp16(x[i]))
+          << "element " << i << " bits 0x" << std::hex << std::bit_cast<uint32_t>(x[i]);
     }
     EXPECT_EQ(got[n], 0xABCD) << "wrote past n=" << n;
   }
@@ -718,21 +727,21 @@ TEST(AttentionDeathTest, RejectsEmptyRange) {
 TEST(AttentionDeathTest, RejectsQ8RowsOfPartBlocks) {
   std::vector<float> q(48, 1.0f), out(48), s(1);
   std::vector<uint8_t> k(34 * 4), v(34 * 4);
-  EXPECT_DEATH(AttendHead(Isa::kScalar, q.data(), k.data(), v.data(), KvElemType::kQ8_0, 64, 64,
-                          1, 48, 32, 1.0f, out.data(), s.data()),
+  EXPECT_DEATH(AttendHead(Isa::kScalar, q.data(), k.data(), v.data(), KvElemType::kQ8_0, 64, 64, 1,
+                          48, 32, 1.0f, out.data(), s.data()),
                "whole blocks");
-  EXPECT_DEATH(AttendHead(Isa::kScalar, q.data(), k.data(), v.data(), KvElemType::kQ8_0, 48, 32,
-                          1, 32, 32, 1.0f, out.data(), s.data()),
+  EXPECT_DEATH(AttendHead(Isa::kScalar, q.data(), k.data(), v.data(), KvElemType::kQ8_0, 48, 32, 1,
+                          32, 32, 1.0f, out.data(), s.data()),
                "whole blocks");
   EXPECT_DEATH(StoreKv(Isa::kScalar, q.data(), 48, KvElemType::kQ8_0, k.data()), "whole blocks");
   // Mixed types: only the q8_0 side is held to whole blocks.
   const KvTypes k_q8{KvElemType::kQ8_0, KvElemType::kF32};
   const KvTypes v_q8{KvElemType::kF32, KvElemType::kQ8_0};
-  EXPECT_DEATH(AttendHead(Isa::kScalar, q.data(), k.data(), v.data(), v_q8, 48, 48, 1, 48, 48,
-                          1.0f, out.data(), s.data()),
+  EXPECT_DEATH(AttendHead(Isa::kScalar, q.data(), k.data(), v.data(), v_q8, 48, 48, 1, 48, 48, 1.0f,
+                          out.data(), s.data()),
                "q8_0 V rows and strides must be whole blocks");
-  EXPECT_DEATH(AttendHead(Isa::kScalar, q.data(), k.data(), v.data(), k_q8, 48, 48, 1, 48, 48,
-                          1.0f, out.data(), s.data()),
+  EXPECT_DEATH(AttendHead(Isa::kScalar, q.data(), k.data(), v.data(), k_q8, 48, 48, 1, 48, 48, 1.0f,
+                          out.data(), s.data()),
                "q8_0 K rows and strides must be whole blocks");
 }
 

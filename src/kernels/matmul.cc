@@ -1,8 +1,8 @@
 #include "kernels/matmul.h"
 
 #include <algorithm>
-#include <cstdlib>
 #include <cstdint>
+#include <cstdlib>
 #include <cstring>
 #include <limits>
 #include <new>
@@ -234,7 +234,8 @@ void Activations::QuantizeTokens(Isa isa, const float* x, int64_t x_stride, int6
         auto* blocks = reinterpret_cast<kernels::ActBlockQ8K*>(dst);
         for (int64_t b = 0; b < cols_ / 256; ++b) {
           kernels::ActBlockQ8K& o = blocks[b];
-          for (int j = 0; j < 8; ++j) o.bsum32[j] = static_cast<int16_t>(o.bsum[2 * j] + o.bsum[2 * j + 1]);
+          for (int j = 0; j < 8; ++j)
+            o.bsum32[j] = static_cast<int16_t>(o.bsum[2 * j] + o.bsum[2 * j + 1]);
           std::memset(o.pad, 0, sizeof(o.pad));
         }
         break;

@@ -15,9 +15,9 @@
 #include <cstdint>
 #include <cstring>
 
+#include "kernels/lane_sum.h"
 #include "kernels/matmul_driver.h"
 #include "kernels/matmul_internal.h"
-#include "kernels/lane_sum.h"
 
 namespace mt::kernels {
 namespace {
@@ -259,8 +259,8 @@ struct K4Traits : AccScalar {
           fv[n] = f[i][t];
         }
       }
-      __m256 r = _mm256_fmadd_ps(_mm256_cvtepi32_ps(LaneSums(sv)), _mm256_load_ps(dd),
-                                 _mm256_load_ps(fv));
+      __m256 r =
+          _mm256_fmadd_ps(_mm256_cvtepi32_ps(LaneSums(sv)), _mm256_load_ps(dd), _mm256_load_ps(fv));
       r = _mm256_fnmadd_ps(_mm256_cvtepi32_ps(LaneSums(mv)), _mm256_load_ps(dm), r);
       _mm256_store_ps(fv, r);
       for (int t = 0; t < T; ++t) {
@@ -285,8 +285,10 @@ struct alignas(32) UnpackedQ6K {
 // bits with lane 2j + 1 of a vector holding 8 int16 scales in both halves.
 alignas(32) constexpr int8_t kQ6ScaleMasks[4][32] = {
 #define MT_PAIR(x) x, x + 1, x, x + 1, x, x + 1, x, x + 1, x, x + 1, x, x + 1, x, x + 1, x, x + 1
-    {MT_PAIR(0), MT_PAIR(2)}, {MT_PAIR(4), MT_PAIR(6)},
-    {MT_PAIR(8), MT_PAIR(10)}, {MT_PAIR(12), MT_PAIR(14)},
+    {MT_PAIR(0), MT_PAIR(2)},
+    {MT_PAIR(4), MT_PAIR(6)},
+    {MT_PAIR(8), MT_PAIR(10)},
+    {MT_PAIR(12), MT_PAIR(14)},
 #undef MT_PAIR
 };
 
@@ -555,9 +557,11 @@ struct FloatTraits : Acc256 {
 // halves (a sub-block's scale per row); kPairMasks[4 + p] bytes 2p and 2p + 1 into its two
 // halves (the mins of sub-blocks 2p, 2p + 1 per row, p = 0, 1).
 alignas(32) constexpr int8_t kPairMasks[6][32] = {
-#define MT_DWORD_MASK(x, y)                                                                  \
-  {x, -1, y, -1, x + 4, -1, y + 4, -1, x + 8, -1, y + 8, -1, x + 12, -1, y + 12, -1,        \
-   x, -1, y, -1, x + 4, -1, y + 4, -1, x + 8, -1, y + 8, -1, x + 12, -1, y + 12, -1}
+#define MT_DWORD_MASK(x, y)                                                                     \
+  {                                                                                             \
+    x, -1, y, -1, x + 4, -1, y + 4, -1, x + 8, -1, y + 8, -1, x + 12, -1, y + 12, -1, x, -1, y, \
+        -1, x + 4, -1, y + 4, -1, x + 8, -1, y + 8, -1, x + 12, -1, y + 12, -1                  \
+  }
     MT_DWORD_MASK(0, 0), MT_DWORD_MASK(1, 1), MT_DWORD_MASK(2, 2),
     MT_DWORD_MASK(3, 3), MT_DWORD_MASK(0, 1), MT_DWORD_MASK(2, 3),
 #undef MT_DWORD_MASK
@@ -587,8 +591,8 @@ PanelHeaderQ4K LoadHeaderQ4K(const uint8_t* h) {
   PanelHeaderQ4K o;
   // As the row kernel's Unpack, on 8 rows' dwords at once.
   o.sc[0] = _mm256_and_si256(u0, m3f);
-  o.sc[1] = _mm256_or_si256(_mm256_and_si256(u2, m0f),
-                            _mm256_and_si256(_mm256_srli_epi32(u0, 2), m30));
+  o.sc[1] =
+      _mm256_or_si256(_mm256_and_si256(u2, m0f), _mm256_and_si256(_mm256_srli_epi32(u0, 2), m30));
   o.m[0] = _mm256_and_si256(u1, m3f);
   o.m[1] = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi32(u2, 4), m0f),
                            _mm256_and_si256(_mm256_srli_epi32(u1, 2), m30));
@@ -606,7 +610,7 @@ PanelHeaderQ4K LoadHeaderQ4K(const uint8_t* h) {
 // all super-blocks; y rows r0 + 8 (hb + h).
 template <bool kFifthBit, int H, int T>
 [[gnu::noinline]] void PanelTileK4(const uint8_t* panel, int hb, int64_t cols, const Toks& k,
-                                 float* y, int64_t y_stride, int64_t r0) {
+                                   float* y, int64_t y_stride, int64_t r0) {
   constexpr int64_t kBlockBytes = kFifthBit ? 176 : 144;
   constexpr int kQs = kFifthBit ? 48 : 16;  // row offset of the codes (Q5_K: qh at 16)
   // Groups summed in int16 before the scale: 8 x 2 x 15 x 127 < 2^15 (Q4_K); Q5_K's codes

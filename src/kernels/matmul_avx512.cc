@@ -15,9 +15,9 @@
 #include <cstring>
 #include <type_traits>
 
+#include "kernels/lane_sum.h"
 #include "kernels/matmul_driver.h"
 #include "kernels/matmul_internal.h"
-#include "kernels/lane_sum.h"
 
 namespace mt::kernels {
 namespace {
@@ -325,7 +325,8 @@ float DotF32Avx512(const float* a, const float* b, int64_t n) {
   if (i < n) {  // the tail adds to the first n - i lanes only (an added +0 could flip a -0)
     const __mmask16 m = static_cast<__mmask16>((1u << (n - i)) - 1);
     acc = _mm512_mask_add_ps(
-        acc, m, acc, _mm512_mul_ps(_mm512_maskz_loadu_ps(m, a + i), _mm512_maskz_loadu_ps(m, b + i)));
+        acc, m, acc,
+        _mm512_mul_ps(_mm512_maskz_loadu_ps(m, a + i), _mm512_maskz_loadu_ps(m, b + i)));
   }
   return Reduce16(acc);
 }

@@ -12,9 +12,9 @@
 
 #include <cstdint>
 
+#include "kernels/lane_sum.h"
 #include "kernels/matmul_driver.h"
 #include "kernels/matmul_internal.h"
-#include "kernels/lane_sum.h"
 
 namespace mt::kernels {
 namespace {
@@ -55,8 +55,8 @@ struct Bf16DotTraits : Acc512 {
 
 }  // namespace
 
-void MatMulBf16Avx512(const WeightView& w, const ActView& a, float* y, int64_t y_stride,
-                      int64_t r0, int64_t r1) {
+void MatMulBf16Avx512(const WeightView& w, const ActView& a, float* y, int64_t y_stride, int64_t r0,
+                      int64_t r1) {
   Run<Bf16DotTraits>(w, a, y, y_stride, r0, r1);
 }
 

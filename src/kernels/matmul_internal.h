@@ -101,8 +101,8 @@ bool MatMulIqAvx512(const WeightView& w, const ActView& a, float* y, int64_t y_s
                     int64_t r1);
 // AVX-512 BF16 (vdpbf16ps) products of BF16 weights (matmul_bf16_avx512.cc), with the
 // KernelTable::matmul contract; only for CPUs with AVX512_BF16 (the caller checks).
-void MatMulBf16Avx512(const WeightView& w, const ActView& a, float* y, int64_t y_stride,
-                      int64_t r0, int64_t r1);
+void MatMulBf16Avx512(const WeightView& w, const ActView& a, float* y, int64_t y_stride, int64_t r0,
+                      int64_t r1);
 // True if this CPU has AVX512_BF16 and MOETIER_BF16_DOT is not "0" (the AVX-512 variant
 // then runs BF16 weights through MatMulBf16Avx512). Resolved once.
 bool UseBf16Dot();

@@ -81,18 +81,16 @@ struct K4 {
     // The mins as int16 pairs for vpdpwssd: out[i] lane r = m[2i] | m[2i + 1] << 16 of row r.
     void MinPairs(__m512i out[4]) const {
       const __m512i lo = _mm512_and_si512(u1, _mm512_set1_epi32(0x3F3F3F3F));  // m[0..3]
-      const __m512i hi = _mm512_or_si512(                                       // m[4..7]
+      const __m512i hi = _mm512_or_si512(                                      // m[4..7]
           _mm512_and_si512(_mm512_srli_epi32(u2, 4), _mm512_set1_epi32(0x0F0F0F0F)),
           _mm512_and_si512(_mm512_srli_epi32(u1, 2), _mm512_set1_epi32(0x30303030)));
       // Bytes 0, 1 (or 2, 3) of each dword to its two 16-bit halves (0x80: a zero byte).
-      const __m512i idx01 = _mm512_set4_epi32(static_cast<int32_t>(0x800D800Cu),
-                                              static_cast<int32_t>(0x80098008u),
-                                              static_cast<int32_t>(0x80058004u),
-                                              static_cast<int32_t>(0x80018000u));
-      const __m512i idx23 = _mm512_set4_epi32(static_cast<int32_t>(0x800F800Eu),
-                                              static_cast<int32_t>(0x800B800Au),
-                                              static_cast<int32_t>(0x80078006u),
-                                              static_cast<int32_t>(0x80038002u));
+      const __m512i idx01 =
+          _mm512_set4_epi32(static_cast<int32_t>(0x800D800Cu), static_cast<int32_t>(0x80098008u),
+                            static_cast<int32_t>(0x80058004u), static_cast<int32_t>(0x80018000u));
+      const __m512i idx23 =
+          _mm512_set4_epi32(static_cast<int32_t>(0x800F800Eu), static_cast<int32_t>(0x800B800Au),
+                            static_cast<int32_t>(0x80078006u), static_cast<int32_t>(0x80038002u));
       out[0] = _mm512_shuffle_epi8(lo, idx01);
       out[1] = _mm512_shuffle_epi8(lo, idx23);
       out[2] = _mm512_shuffle_epi8(hi, idx01);
@@ -155,8 +153,8 @@ struct K4 {
 struct Q6K {
   static constexpr int64_t kBytes = 210;
   static constexpr int kSub = 16, kNumSub = 16;
-  static constexpr int kFusedMaxToks = 2;       // all 16 sub-blocks open until the end
-  static constexpr int kFusedPasses = 1;  // two passes for 3-4 tokens measured no faster
+  static constexpr int kFusedMaxToks = 2;  // all 16 sub-blocks open until the end
+  static constexpr int kFusedPasses = 1;   // two passes for 3-4 tokens measured no faster
 
   struct Scales {
     __m512 d;
@@ -300,8 +298,8 @@ struct alignas(64) Unpacked {
 
 // Tokens [0, T) of a register tile over super-block s (unpacked in u); f accumulates.
 template <class F, int T>
-[[gnu::noinline]] void Tile(const Unpacked<F>& u, int64_t s, const uint8_t* tok,
-                            int64_t tok_stride, float* y, int64_t y_stride, __mmask16 mask) {
+[[gnu::noinline]] void Tile(const Unpacked<F>& u, int64_t s, const uint8_t* tok, int64_t tok_stride,
+                            float* y, int64_t y_stride, __mmask16 mask) {
   constexpr int kGroups = Unpacked<F>::kGroups;
   constexpr int kChains = T >= 4 ? 1 : 4 / T;  // independent chains for few tokens
   const ActBlockQ8K* at[T];
@@ -355,14 +353,30 @@ void BufferedPanel(const Src& src, const Panel& p, const Panel* next, const ActV
       float* yt = y + t0 * y_stride;
       const int64_t n = a.n_tok - t0 < kMaxToks ? a.n_tok - t0 : kMaxToks;
       switch (n) {
-        case 1: Tile<F, 1>(u, s, tok, a.token_stride, yt, y_stride, p.mask); break;
-        case 2: Tile<F, 2>(u, s, tok, a.token_stride, yt, y_stride, p.mask); break;
-        case 3: Tile<F, 3>(u, s, tok, a.token_stride, yt, y_stride, p.mask); break;
-        case 4: Tile<F, 4>(u, s, tok, a.token_stride, yt, y_stride, p.mask); break;
-        case 5: Tile<F, 5>(u, s, tok, a.token_stride, yt, y_stride, p.mask); break;
-        case 6: Tile<F, 6>(u, s, tok, a.token_stride, yt, y_stride, p.mask); break;
-        case 7: Tile<F, 7>(u, s, tok, a.token_stride, yt, y_stride, p.mask); break;
-        default: Tile<F, 8>(u, s, tok, a.token_stride, yt, y_stride, p.mask); break;
+        case 1:
+          Tile<F, 1>(u, s, tok, a.token_stride, yt, y_stride, p.mask);
+          break;
+        case 2:
+          Tile<F, 2>(u, s, tok, a.token_stride, yt, y_stride, p.mask);
+          break;
+        case 3:
+          Tile<F, 3>(u, s, tok, a.token_stride, yt, y_stride, p.mask);
+          break;
+        case 4:
+          Tile<F, 4>(u, s, tok, a.token_stride, yt, y_stride, p.mask);
+          break;
+        case 5:
+          Tile<F, 5>(u, s, tok, a.token_stride, yt, y_stride, p.mask);
+          break;
+        case 6:
+          Tile<F, 6>(u, s, tok, a.token_stride, yt, y_stride, p.mask);
+          break;
+        case 7:
+          Tile<F, 7>(u, s, tok, a.token_stride, yt, y_stride, p.mask);
+          break;
+        default:
+          Tile<F, 8>(u, s, tok, a.token_stride, yt, y_stride, p.mask);
+          break;
       }
     }
   }
@@ -382,11 +396,16 @@ void RunPanel(const Src& src, const Panel& p, const Panel* next, const ActView& 
     return RunPanel<F, Src>(src, p, nullptr, rest, y + F::kFusedMaxToks * y_stride, y_stride);
   }
   switch (a.n_tok <= F::kFusedMaxToks ? a.n_tok : 0) {
-    case 1: return FusedPanel<F, Src, 1>(src, p, next, a, y, y_stride);
-    case 2: return FusedPanel<F, Src, 2>(src, p, next, a, y, y_stride);
-    case 3: return FusedPanel<F, Src, 3>(src, p, next, a, y, y_stride);
-    case 4: return FusedPanel<F, Src, 4>(src, p, next, a, y, y_stride);
-    default: return BufferedPanel<F, Src>(src, p, next, a, y, y_stride);
+    case 1:
+      return FusedPanel<F, Src, 1>(src, p, next, a, y, y_stride);
+    case 2:
+      return FusedPanel<F, Src, 2>(src, p, next, a, y, y_stride);
+    case 3:
+      return FusedPanel<F, Src, 3>(src, p, next, a, y, y_stride);
+    case 4:
+      return FusedPanel<F, Src, 4>(src, p, next, a, y, y_stride);
+    default:
+      return BufferedPanel<F, Src>(src, p, next, a, y, y_stride);
   }
 }
 

@@ -27,10 +27,10 @@
 
 #include <bit>
 #include <cmath>
-#include <limits>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <limits>
 #include <random>
 #include <string>
 #include <tuple>
@@ -213,8 +213,7 @@ Ref Reference(const TestMatrix& m, const Activations& a, const float* x, int64_t
 // AVX512_BF16 the AVX-512 variant rounds each activation to bf16 for BF16 weights (half an
 // ulp, 2^-9, plus vdpbf16ps's two roundings per step and lane: 2^-8 covers both).
 double KernelActRel(Isa isa, GgmlType type) {
-  return isa == Isa::kAvx512 && type == GgmlType::kBF16 && kernels::UseBf16Dot() ? 1.0 / 256
-                                                                                : 0.0;
+  return isa == Isa::kAvx512 && type == GgmlType::kBF16 && kernels::UseBf16Dot() ? 1.0 / 256 : 0.0;
 }
 
 uint32_t Bits(float f) {
@@ -611,7 +610,8 @@ TEST_P(MatMulTest, PanelsMatchRows) {
         MatMul(isa_, pw, a, got.data(), y_stride, 0, 16);
         MatMul(isa_, pw, a, got.data(), y_stride, 16, rows);
         for (size_t i = 0; i < want.size(); ++i) {
-          ASSERT_EQ(Bits(got[i]), Bits(want[i])) << "cols " << cols << " n_tok " << n_tok << " at " << i;
+          ASSERT_EQ(Bits(got[i]), Bits(want[i]))
+              << "cols " << cols << " n_tok " << n_tok << " at " << i;
         }
       }
     }

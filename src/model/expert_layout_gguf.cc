@@ -78,16 +78,17 @@ Result<ExpertLayout> TensorMajorLayout(const GgufModel& model,
 // The checksum array of a pack, checked against n_layer; n_expert is its length / n_layer.
 Result<const GgufArray*> PackChecksums(const GgufMetadata& md, uint32_t n_layer) {
   const GgufValue* v = md.Find(kKeyExpertChecksums);
-  if (v == nullptr) return NotFound("an {} pack needs the key {}", kExpertMajor, kKeyExpertChecksums);
+  if (v == nullptr)
+    return NotFound("an {} pack needs the key {}", kExpertMajor, kKeyExpertChecksums);
   const GgufArray* a = v->AsArray();
   if (a == nullptr || a->element_type != GgufType::kUint64) {
     return Corrupt("key {} is {}, expected an array of uint64", kKeyExpertChecksums,
-                           v->ToShortString());
+                   v->ToShortString());
   }
   const uint64_t n = a->items.size();
   if (n == 0 || n % n_layer != 0 || n / n_layer > std::numeric_limits<uint32_t>::max()) {
-    return Corrupt("key {} has {} checksums, expected n_layer ({}) x n_expert",
-                           kKeyExpertChecksums, n, n_layer);
+    return Corrupt("key {} has {} checksums, expected n_layer ({}) x n_expert", kKeyExpertChecksums,
+                   n, n_layer);
   }
   return a;
 }
@@ -98,8 +99,8 @@ Result<ExpertLayout> PackLayout(const GgufModel& model, const std::vector<bool>&
   const GgufValue* kind = md.Find(kKeyExpertLayout);
   const std::string* s = kind->AsString();
   if (s == nullptr || *s != kExpertMajor) {
-    return Corrupt("key {} is {}; the only layout moetier knows is \"{}\"",
-                           kKeyExpertLayout, kind->ToShortString(), kExpertMajor);
+    return Corrupt("key {} is {}; the only layout moetier knows is \"{}\"", kKeyExpertLayout,
+                   kind->ToShortString(), kExpertMajor);
   }
   if (n_layer == 0) return InvalidArgument("the model has no layers");
   Result<const GgufArray*> sums = PackChecksums(md, n_layer);
@@ -126,8 +127,8 @@ Result<ExpertLayout> PackLayout(const GgufModel& model, const std::vector<bool>&
     for (uint32_t e = 0; e < n_expert; ++e) {
       const GgufTensor* t[3];
       for (int p = 0; p < 3; ++p) {
-        std::string name = PerExpertTensorName(kStacked[p], static_cast<int>(il),
-                                               static_cast<int>(e));
+        std::string name =
+            PerExpertTensorName(kStacked[p], static_cast<int>(il), static_cast<int>(e));
         t[p] = model.FindTensor(name);
         if (t[p] == nullptr) return NotFound("missing tensor {}", name);
         if (t[p]->shape.size() != 2) return Corrupt("tensor {} is not 2-D", name);
@@ -139,20 +140,20 @@ Result<ExpertLayout> PackLayout(const GgufModel& model, const std::vector<bool>&
       if (up.shape != gate.shape || down.shape != std::vector<uint64_t>{n_ff, n_embd} ||
           n_embd > std::numeric_limits<uint32_t>::max() ||
           n_ff > std::numeric_limits<uint32_t>::max()) {
-        return Corrupt("layer {} expert {}: gate/up/down have inconsistent shapes", il,
-                               e);
+        return Corrupt("layer {} expert {}: gate/up/down have inconsistent shapes", il, e);
       }
       if (up.shard != gate.shard || down.shard != gate.shard ||
           up.file_offset < gate.file_offset + gate.n_bytes ||
           down.file_offset < up.file_offset + up.n_bytes) {
-        return Corrupt("layer {} expert {}: gate, up and down are not one record in "
-                               "this order in one file",
-                               il, e);
+        return Corrupt(
+            "layer {} expert {}: gate, up and down are not one record in "
+            "this order in one file",
+            il, e);
       }
       const std::string& file = model.shards()[gate.shard].path;
       if (gate.file_offset % kPackAlignment != 0) {
-        return Corrupt("{}: layer {} expert {}: record at offset {} is not {}-aligned",
-                               file, il, e, gate.file_offset, kPackAlignment);
+        return Corrupt("{}: layer {} expert {}: record at offset {} is not {}-aligned", file, il, e,
+                       gate.file_offset, kPackAlignment);
       }
       RecordShape here;
       here.part_offset = {0, up.file_offset - gate.file_offset,
@@ -167,11 +168,9 @@ Result<ExpertLayout> PackLayout(const GgufModel& model, const std::vector<bool>&
         shape = here;
       } else if (n_embd != spec.n_embd || n_ff != spec.n_ff || gate.type != spec.gate_type ||
                  up.type != spec.up_type || down.type != spec.down_type) {
-        return Corrupt("layer {} expert {}: shape or type differs from expert 0's", il,
-                               e);
+        return Corrupt("layer {} expert {}: shape or type differs from expert 0's", il, e);
       } else if (here.length != shape.length || here.part_offset != shape.part_offset) {
-        return Corrupt("layer {} expert {}: record shape differs from expert 0's", il,
-                               e);
+        return Corrupt("layer {} expert {}: record shape differs from expert 0's", il, e);
       }
       const uint64_t sum = *sums.value()->items[uint64_t{il} * n_expert + e].AsUint();
       records[e] = {gate.shard, gate.file_offset, sum, gate.data};
@@ -183,9 +182,7 @@ Result<ExpertLayout> PackLayout(const GgufModel& model, const std::vector<bool>&
 
 }  // namespace
 
-bool IsExpertMajorPack(const GgufMetadata& metadata) {
-  return metadata.Contains(kKeyExpertLayout);
-}
+bool IsExpertMajorPack(const GgufMetadata& metadata) { return metadata.Contains(kKeyExpertLayout); }
 
 Result<ExpertLayout> ExpertLayoutFromGguf(const GgufModel& model,
                                           const std::vector<bool>& has_experts) {

@@ -176,10 +176,10 @@ Result<HParams> ReadHParams(const GgufMetadata& md) {
   }
 
   if (hp.n_expert == 0 || hp.n_expert_used == 0) {
-    return Unimplemented("{}: this is a dense model ({} = {}, {} = {}); moetier runs "
-                         "Mixture-of-Experts models only",
-                         hp.arch, r.Key("expert_count"), hp.n_expert, r.Key("expert_used_count"),
-                         hp.n_expert_used);
+    return Unimplemented(
+        "{}: this is a dense model ({} = {}, {} = {}); moetier runs "
+        "Mixture-of-Experts models only",
+        hp.arch, r.Key("expert_count"), hp.n_expert, r.Key("expert_used_count"), hp.n_expert_used);
   }
   if (hp.n_expert_used > hp.n_expert) {
     return InvalidArgument("{}: expert_used_count {} exceeds expert_count {}", hp.arch,

@@ -20,22 +20,22 @@ struct ArchDef;
 enum class RopeScalingType { kNone, kLinear, kYarn };
 
 struct HParams {
-  std::string arch;           // general.architecture
-  uint32_t n_vocab = 0;       // tokens (rows of token_embd)
-  uint32_t n_ctx_train = 0;   // {arch}.context_length
-  uint32_t n_embd = 0;        // {arch}.embedding_length
-  uint32_t n_layer = 0;       // {arch}.block_count
-  uint32_t n_head = 0;        // {arch}.attention.head_count
-  uint32_t n_head_kv = 0;     // {arch}.attention.head_count_kv (default n_head)
-  uint32_t head_dim_k = 0;    // {arch}.attention.key_length (default n_embd / n_head)
-  uint32_t head_dim_v = 0;    // {arch}.attention.value_length (default n_embd / n_head)
-  uint32_t n_rot = 0;         // {arch}.rope.dimension_count (default head_dim_k)
-  uint32_t n_ff = 0;          // {arch}.feed_forward_length (0 if absent): dense layers' width
-  uint32_t n_expert = 0;      // {arch}.expert_count
-  uint32_t n_expert_used = 0; // {arch}.expert_used_count (top-k)
-  uint32_t n_ff_exp = 0;      // routed expert hidden size (resolved per architecture)
-  uint32_t n_ff_shexp = 0;    // shared experts' hidden size, 0 if the model has none
-  float rms_eps = 1e-6f;      // {arch}.attention.layer_norm_rms_epsilon
+  std::string arch;            // general.architecture
+  uint32_t n_vocab = 0;        // tokens (rows of token_embd)
+  uint32_t n_ctx_train = 0;    // {arch}.context_length
+  uint32_t n_embd = 0;         // {arch}.embedding_length
+  uint32_t n_layer = 0;        // {arch}.block_count
+  uint32_t n_head = 0;         // {arch}.attention.head_count
+  uint32_t n_head_kv = 0;      // {arch}.attention.head_count_kv (default n_head)
+  uint32_t head_dim_k = 0;     // {arch}.attention.key_length (default n_embd / n_head)
+  uint32_t head_dim_v = 0;     // {arch}.attention.value_length (default n_embd / n_head)
+  uint32_t n_rot = 0;          // {arch}.rope.dimension_count (default head_dim_k)
+  uint32_t n_ff = 0;           // {arch}.feed_forward_length (0 if absent): dense layers' width
+  uint32_t n_expert = 0;       // {arch}.expert_count
+  uint32_t n_expert_used = 0;  // {arch}.expert_used_count (top-k)
+  uint32_t n_ff_exp = 0;       // routed expert hidden size (resolved per architecture)
+  uint32_t n_ff_shexp = 0;     // shared experts' hidden size, 0 if the model has none
+  float rms_eps = 1e-6f;       // {arch}.attention.layer_norm_rms_epsilon
 
   // Router (read per architecture; the defaults are a plain softmax top-k).
   ExpertScoring expert_gating = ExpertScoring::kSoftmax;  // {arch}.expert_gating_func
@@ -49,9 +49,9 @@ struct HParams {
   // {arch}.nextn_predict_layers: NextN/MTP blocks stored after the n_layer trunk blocks
   // (block_count = n_layer + n_layer_nextn); never run, loaded or streamed.
   uint32_t n_layer_nextn = 0;
-  uint32_t n_expert_shared = 0;     // {arch}.expert_shared_count
-  uint32_t n_lora_q = 0;            // {arch}.attention.q_lora_rank (0: attn_q, no q LoRA)
-  uint32_t n_lora_kv = 0;           // {arch}.attention.kv_lora_rank
+  uint32_t n_expert_shared = 0;  // {arch}.expert_shared_count
+  uint32_t n_lora_q = 0;         // {arch}.attention.q_lora_rank (0: attn_q, no q LoRA)
+  uint32_t n_lora_kv = 0;        // {arch}.attention.kv_lora_rank
   // {arch}.attention.key_length_mla / value_length_mla: a head's q/k and v sizes; both 0 in
   // legacy files (attn_kv_b), whose key_length / value_length are those sizes instead.
   uint32_t head_dim_k_mla = 0;

@@ -21,9 +21,9 @@ struct LayerMemory {
 };
 
 struct MemoryPlan {
-  uint64_t total_bytes = 0;   // all tensor data the model uses (not unused_bytes)
-  uint64_t dense_bytes = 0;   // everything but routed experts
-  uint64_t expert_bytes = 0;  // routed experts
+  uint64_t total_bytes = 0;         // all tensor data the model uses (not unused_bytes)
+  uint64_t dense_bytes = 0;         // everything but routed experts
+  uint64_t expert_bytes = 0;        // routed experts
   uint64_t global_dense_bytes = 0;  // dense tensors outside blk.N (embeddings, head, norm)
   std::vector<LayerMemory> layers;  // (n_layer) indexed by layer
   uint32_t n_expert_used = 0;       // top-k, 0 if the metadata does not say

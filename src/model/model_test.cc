@@ -168,9 +168,9 @@ TEST(HParamsTest, LlamaCppDefaultsApply) {
   md.Set("tokenizer.ggml.tokens", GgufValue::StringArray({"a", "b", "c"}));
   Result<HParams> hp = ReadHParams(md);
   ASSERT_TRUE(hp.ok()) << hp.status().message();
-  EXPECT_EQ(hp->n_head_kv, 8u);          // defaults to n_head
-  EXPECT_EQ(hp->head_dim_k, 64u);        // n_embd / n_head
-  EXPECT_EQ(hp->n_ff_exp, 800u);         // feed_forward_length / expert_used_count
+  EXPECT_EQ(hp->n_head_kv, 8u);    // defaults to n_head
+  EXPECT_EQ(hp->head_dim_k, 64u);  // n_embd / n_head
+  EXPECT_EQ(hp->n_ff_exp, 800u);   // feed_forward_length / expert_used_count
   EXPECT_FLOAT_EQ(hp->rope_freq_base, 10000.0f);
   EXPECT_EQ(hp->n_vocab, 3u);
 }

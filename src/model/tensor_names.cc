@@ -1,9 +1,9 @@
 #include "model/tensor_names.h"
 
+#include <fmt/format.h>
+
 #include <array>
 #include <charconv>
-
-#include <fmt/format.h>
 
 #include "base/check.h"
 

@@ -138,9 +138,10 @@ Status CheckNotInput(const GgufModel& in, const std::vector<std::string>& output
     for (const GgufShard& shard : in.shards()) {
       std::error_code ec;
       if (std::filesystem::equivalent(out, shard.path, ec)) {
-        return InvalidArgument("{}: the output is the input model {}; write the pack to another "
-                               "path",
-                               out, shard.path);
+        return InvalidArgument(
+            "{}: the output is the input model {}; write the pack to another "
+            "path",
+            out, shard.path);
       }
     }
   }
@@ -192,8 +193,8 @@ Result<PackResult> PackModel(const std::string& input, const std::string& output
           sums.push_back(GgufValue::Uint64(0));  // a layer without experts has no records
           continue;
         }
-        Result<uint64_t> sum = EmitRecord(layout, il, e, shapes[il], options.weights, hasher,
-                                          part_buffer, nullptr);
+        Result<uint64_t> sum =
+            EmitRecord(layout, il, e, shapes[il], options.weights, hasher, part_buffer, nullptr);
         if (!sum.ok()) return sum.status();
         sums.push_back(GgufValue::Uint64(sum.value()));
         progress.Add(layout.spec(il).bytes());
@@ -237,8 +238,8 @@ Result<PackResult> PackModel(const std::string& input, const std::string& output
       for (int p = 0; p < kNumExpertParts; ++p) {
         // up and down stay in the gate's shard: a record is never split.
         MT_RETURN_IF_ERROR(writer.AddTensor(
-            PerExpertTensorName(kStacked[p], static_cast<int>(il), static_cast<int>(e)),
-            type[p], shape[p], /*keep_with_previous=*/p > 0));
+            PerExpertTensorName(kStacked[p], static_cast<int>(il), static_cast<int>(e)), type[p],
+            shape[p], /*keep_with_previous=*/p > 0));
       }
     }
   }
@@ -259,8 +260,8 @@ Result<PackResult> PackModel(const std::string& input, const std::string& output
   const GgufArray& written_sums = *md.FindArray(kKeyExpertChecksums);
   for (uint32_t il = 0; il < n_layer; ++il) {
     for (uint32_t e = 0; e < n_expert && layout.has_experts(il); ++e) {
-      Result<uint64_t> sum = EmitRecord(layout, il, e, shapes[il], options.weights, hasher,
-                                        part_buffer, &writer);
+      Result<uint64_t> sum =
+          EmitRecord(layout, il, e, shapes[il], options.weights, hasher, part_buffer, &writer);
       if (!sum.ok()) return sum.status();
       if (sum.value() != *written_sums.items[uint64_t{il} * n_expert + e].AsUint()) {
         return IoError("{}: layer {} expert {} changed while it was being packed", input, il, e);

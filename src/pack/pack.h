@@ -32,9 +32,9 @@ struct PackResult {
   uint64_t file_bytes = 0;         // their total size
   uint32_t n_layer = 0;
   uint32_t n_expert = 0;
-  uint64_t n_dense_tensors = 0;    // copied unchanged
-  uint64_t expert_bytes = 0;       // payload of all records (parts, no padding)
-  uint64_t max_record_bytes = 0;   // the longest record (padding between parts included)
+  uint64_t n_dense_tensors = 0;   // copied unchanged
+  uint64_t expert_bytes = 0;      // payload of all records (parts, no padding)
+  uint64_t max_record_bytes = 0;  // the longest record (padding between parts included)
 };
 
 // The record shape a pack gives experts of `spec`: gate at 0, up and down each at the next
@@ -54,11 +54,11 @@ Result<PackResult> PackModel(const std::string& input, const std::string& output
 struct RecordCheck {
   uint32_t layer = 0;
   uint32_t expert = 0;
-  std::string file;      // the shard holding the record
-  uint64_t offset = 0;   // absolute byte offset of the record in `file`
-  uint64_t length = 0;   // record bytes hashed
-  uint64_t expected = 0; // from moetier.expert_checksums
-  uint64_t actual = 0;   // RecordChecksum of the bytes now in the file
+  std::string file;       // the shard holding the record
+  uint64_t offset = 0;    // absolute byte offset of the record in `file`
+  uint64_t length = 0;    // record bytes hashed
+  uint64_t expected = 0;  // from moetier.expert_checksums
+  uint64_t actual = 0;    // RecordChecksum of the bytes now in the file
 
   bool ok() const { return expected == actual; }
 };

@@ -2,6 +2,8 @@
 // are the original bytes, each expert one 4 KiB-aligned contiguous record with its xxh3
 // checksum; the engine computes bit-identical logits from a pack in every storage mode;
 // verify finds a flipped bit by layer and expert; malformed packs give one-line errors.
+#include "pack/pack.h"
+
 #include <gtest/gtest.h>
 #include <unistd.h>
 #include <xxhash.h>
@@ -23,7 +25,6 @@
 #include "model/hparams.h"
 #include "model/memory_plan.h"
 #include "model/tensor_names.h"
-#include "pack/pack.h"
 #include "synth/synth_test_util.h"
 
 namespace mt {
@@ -163,11 +164,10 @@ class PackTest : public ::testing::Test {
     return Context::Create(m, o);
   }
 
-  static inline const std::vector<int32_t> kTokens = {5, 1000, 77, 4242, 9, 31000, 12, 640,
-                                                      33, 1, 2, 3, 4, 5, 6};
+  static inline const std::vector<int32_t> kTokens = {5,  1000, 77, 4242, 9, 31000, 12, 640,
+                                                      33, 1,    2,  3,    4, 5,     6};
   static inline std::unique_ptr<SynthModels> models_;
 };
-
 
 TEST(RecordShapeTest, PartsStartAtThe4KiBBoundaryAfterThePartBefore) {
   // Q6_K rows of 256: 210 bytes; 256 rows: 53760 bytes = 13 x 4096 + 512.
@@ -302,7 +302,8 @@ TEST_F(PackTest, PackHoldsTheOriginalBytesAsAlignedChecksummedRecords) {
   // q6_k: parts of 53760 bytes, so records have padding between their parts.
   for (const char* type : {"q6_k", "q4_k_m"}) {
     for (WeightLayout weights : {WeightLayout::kPanels, WeightLayout::kRows}) {
-      SCOPED_TRACE(fmt::format("{} {}", type, weights == WeightLayout::kPanels ? "panels" : "rows"));
+      SCOPED_TRACE(
+          fmt::format("{} {}", type, weights == WeightLayout::kPanels ? "panels" : "rows"));
       const std::string orig = Synth("olmoe-tiny", type);
       const std::string name = fmt::format("olmoe-{}-{}.pack.gguf", type, int(weights));
       ExpectPackOf(orig, Pack(orig, name, 0, weights), weights);
@@ -336,10 +337,10 @@ TEST_F(PackTest, LayoutOfAPackDescribesTheSameExpertBytes) {
         ASSERT_EQ(x.length, y.length);
         EXPECT_EQ(y.offset, rec.offset + lb.record_shape(l).part_offset[p]);
         EXPECT_LE(y.offset + y.length, rec.offset + rec.length);
-        const ExpertMatrices ma = la.Matrices(l, la.mapped(l, e, kGate), la.mapped(l, e, kUp),
-                                              la.mapped(l, e, kDown));
-        const ExpertMatrices mb = lb.Matrices(l, lb.mapped(l, e, kGate), lb.mapped(l, e, kUp),
-                                              lb.mapped(l, e, kDown));
+        const ExpertMatrices ma =
+            la.Matrices(l, la.mapped(l, e, kGate), la.mapped(l, e, kUp), la.mapped(l, e, kDown));
+        const ExpertMatrices mb =
+            lb.Matrices(l, lb.mapped(l, e, kGate), lb.mapped(l, e, kUp), lb.mapped(l, e, kDown));
         const WeightMatrix* wa[3] = {&ma.gate, &ma.up, &ma.down};
         const WeightMatrix* wb[3] = {&mb.gate, &mb.up, &mb.down};
         EXPECT_EQ(wa[p]->layout, WeightLayout::kRows);
@@ -532,9 +533,10 @@ std::vector<uint64_t> CorruptLayer(const std::string& pack, uint32_t layer, uint
 int ExpectChecksumError(const std::string& msg, const std::string& pack, uint32_t layer,
                         const std::vector<uint64_t>& offsets) {
   EXPECT_EQ(msg.find('\n'), std::string::npos) << msg;
-  const std::regex re(fmt::format("{}: layer {} expert ([0-9]+): the record at offset ([0-9]+) "
-                                  "\\([0-9]+ bytes\\) fails its checksum.*",
-                                  pack, layer));
+  const std::regex re(
+      fmt::format("{}: layer {} expert ([0-9]+): the record at offset ([0-9]+) "
+                  "\\([0-9]+ bytes\\) fails its checksum.*",
+                  pack, layer));
   std::smatch match;
   if (!std::regex_search(msg, match, re)) {
     ADD_FAILURE() << "not a checksum error naming layer " << layer << ": " << msg;
@@ -787,28 +789,34 @@ TEST_F(PackTest, MalformedPacksAreOneLineErrorsNamingWhatIsWrong) {
     const char* want;  // in the error message
   };
   const std::vector<Case> cases = {
-      {"unknown layout", [](GgufMetadata& md) {
-         md.Set("moetier.expert_layout", GgufValue::String("row-major"));
-       }, "", 4096, "moetier.expert_layout"},
+      {"unknown layout",
+       [](GgufMetadata& md) { md.Set("moetier.expert_layout", GgufValue::String("row-major")); },
+       "", 4096, "moetier.expert_layout"},
       {"checksums missing", [](GgufMetadata& md) { md.Erase("moetier.expert_checksums"); }, "",
        4096, "moetier.expert_checksums"},
-      {"checksums of the wrong type", [](GgufMetadata& md) {
+      {"checksums of the wrong type",
+       [](GgufMetadata& md) {
          md.Set("moetier.expert_checksums", GgufValue::Int32Array(std::vector<int32_t>(64, 1)));
-       }, "", 4096, "moetier.expert_checksums"},
-      {"checksums of the wrong length", [](GgufMetadata& md) {
-         md.Set("moetier.expert_checksums",
-                GgufValue::Array(GgufType::kUint64,
-                                 std::vector<GgufValue>(63, GgufValue::Uint64(1))));
-       }, "", 4096, "63 checksums"},
+       },
+       "", 4096, "moetier.expert_checksums"},
+      {"checksums of the wrong length",
+       [](GgufMetadata& md) {
+         md.Set(
+             "moetier.expert_checksums",
+             GgufValue::Array(GgufType::kUint64, std::vector<GgufValue>(63, GgufValue::Uint64(1))));
+       },
+       "", 4096, "63 checksums"},
       {"missing expert tensor", [](GgufMetadata&) {}, "blk.1.ffn_up.3.weight", 4096,
        "missing tensor blk.1.ffn_up.3.weight"},
       {"misaligned records", [](GgufMetadata&) {}, "", 32, "not 4096-aligned"},
       // 32 checksums for 4 layers: 8 experts per layer, the hyperparameters say 16.
-      {"fewer experts than the model has", [](GgufMetadata& md) {
-         md.Set("moetier.expert_checksums",
-                GgufValue::Array(GgufType::kUint64,
-                                 std::vector<GgufValue>(32, GgufValue::Uint64(1))));
-       }, "", 4096, "8 experts"},
+      {"fewer experts than the model has",
+       [](GgufMetadata& md) {
+         md.Set(
+             "moetier.expert_checksums",
+             GgufValue::Array(GgufType::kUint64, std::vector<GgufValue>(32, GgufValue::Uint64(1))));
+       },
+       "", 4096, "8 experts"},
   };
   for (const Case& c : cases) {
     SCOPED_TRACE(c.name);
@@ -829,8 +837,8 @@ TEST_F(PackTest, AFailedPackLeavesNoFile) {
   Result<PackResult> r = PackModel(orig, (models_->dir() / "missing-dir" / "x.gguf").string(), o);
   ASSERT_FALSE(r.ok());
   EXPECT_FALSE(fs::exists(models_->dir() / "missing-dir"));
-  Result<PackResult> bad_input = PackModel((models_->dir() / "nope.gguf").string(),
-                                           (models_->dir() / "y.gguf").string(), o);
+  Result<PackResult> bad_input =
+      PackModel((models_->dir() / "nope.gguf").string(), (models_->dir() / "y.gguf").string(), o);
   ASSERT_FALSE(bad_input.ok());
   EXPECT_FALSE(fs::exists(models_->dir() / "y.gguf"));
   EXPECT_FALSE(fs::exists(models_->dir() / "y.gguf.tmp"));

@@ -36,8 +36,8 @@ bool HigherLogit(const Candidate& a, const Candidate& b) {
 // presence penalties by its count there (llama.cpp's order).
 void ApplyPenalties(std::span<const int32_t> history, const SamplerParams& p,
                     std::vector<uint32_t>& in_window, std::span<Candidate> cands) {
-  const bool off = p.repeat_penalty == 1.0f && p.frequency_penalty == 0.0f &&
-                   p.presence_penalty == 0.0f;
+  const bool off =
+      p.repeat_penalty == 1.0f && p.frequency_penalty == 0.0f && p.presence_penalty == 0.0f;
   if (off || p.repeat_last_n == 0 || history.empty()) return;
   const size_t n = p.repeat_last_n < 0
                        ? history.size()

@@ -14,16 +14,16 @@
 namespace mt {
 
 struct SamplerParams {
-  float temperature = 0.8f;   // <= 0: greedy (argmax; ties go to the lowest id)
-  int32_t top_k = 40;         // <= 0: off
-  float top_p = 0.95f;        // >= 1: off
-  float min_p = 0.05f;        // <= 0: off
+  float temperature = 0.8f;     // <= 0: greedy (argmax; ties go to the lowest id)
+  int32_t top_k = 40;           // <= 0: off
+  float top_p = 0.95f;          // >= 1: off
+  float min_p = 0.05f;          // <= 0: off
   float repeat_penalty = 1.0f;  // 1: off; > 1 discourages tokens seen in the last n
   // OpenAI's penalties, over the same last n: a token seen c times there loses
   // c * frequency_penalty + (c > 0) * presence_penalty from its logit. 0: off.
   float presence_penalty = 0.0f;
   float frequency_penalty = 0.0f;
-  int32_t repeat_last_n = 64;   // tokens of history the penalties look at; -1: all
+  int32_t repeat_last_n = 64;  // tokens of history the penalties look at; -1: all
   // (token id, value added to its logit) before everything else, greedy included; -inf
   // bans the token. Ids outside the vocab are ignored.
   std::vector<std::pair<int32_t, float>> logit_bias;

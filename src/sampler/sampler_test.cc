@@ -65,9 +65,9 @@ TEST(SamplerTest, FilterThatAllowsAllChangesNothing) {
   for (int variant = 0; variant < 4; ++variant) {
     SamplerParams p;  // run's defaults: top-k 40, top-p, min-p
     p.seed = 7;
-    if (variant == 1) p.top_k = 0;          // the filter then keeps id order
+    if (variant == 1) p.top_k = 0;  // the filter then keeps id order
     if (variant == 2) p.temperature = 0.0f;
-    if (variant == 3) p.top_k = 2000;       // more than the vocabulary
+    if (variant == 3) p.top_k = 2000;  // more than the vocabulary
     p.repeat_penalty = 1.3f;
     Sampler plain(p), filtered(p);
     SetFilter all({}, /*all=*/true);
@@ -94,8 +94,7 @@ TEST(SamplerTest, FilterDropsTokensBeforeTopK) {
   EXPECT_EQ(Drawn(Plain(), std::vector<float>(5, 0.0f), 200).size(), 5u);
   Sampler all(Plain());
   std::set<int32_t> seen;
-  for (int i = 0; i < 200; ++i) seen.insert(all.Sample(std::vector<float>(5, 0.0f), {},
-                                                       &only_low));
+  for (int i = 0; i < 200; ++i) seen.insert(all.Sample(std::vector<float>(5, 0.0f), {}, &only_low));
   EXPECT_EQ(seen, (std::set<int32_t>{2, 4}));
 }
 

@@ -1,10 +1,10 @@
 #include "server/api.h"
 
+#include <fmt/format.h>
+
 #include <algorithm>
 #include <cmath>
 #include <limits>
-
-#include <fmt/format.h>
 
 #include "grammar/json_schema.h"
 #include "tokenizer/chat_template.h"
@@ -17,7 +17,7 @@ using json = nlohmann::json;
 using Error = std::optional<ApiError>;
 
 constexpr size_t kMaxStops = 16;
-constexpr size_t kMaxPrompts = 64;  // prompts in one completions request
+constexpr size_t kMaxPrompts = 64;   // prompts in one completions request
 constexpr int64_t kMaxChoices = 64;  // prompts x n
 constexpr int64_t kMaxTokensLimit = int64_t{1} << 31;
 constexpr int64_t kMaxLogprobs = 20;  // alternatives per token, as vLLM's default limit
@@ -42,7 +42,8 @@ const json& Field(const json& body, const char* key) {
 Error GetBool(const json& body, const char* key, bool* out) {
   const json& v = Field(body, key);
   if (v.is_null()) return std::nullopt;
-  if (!v.is_boolean()) return Invalid(key, fmt::format("{} must be a boolean, not {}", key, TypeName(v)));
+  if (!v.is_boolean())
+    return Invalid(key, fmt::format("{} must be a boolean, not {}", key, TypeName(v)));
   *out = v.get<bool>();
   return std::nullopt;
 }
@@ -50,7 +51,8 @@ Error GetBool(const json& body, const char* key, bool* out) {
 Error GetNumber(const json& body, const char* key, double lo, double hi, float* out) {
   const json& v = Field(body, key);
   if (v.is_null()) return std::nullopt;
-  if (!v.is_number()) return Invalid(key, fmt::format("{} must be a number, not {}", key, TypeName(v)));
+  if (!v.is_number())
+    return Invalid(key, fmt::format("{} must be a number, not {}", key, TypeName(v)));
   const double d = v.get<double>();
   if (!(d >= lo && d <= hi)) {
     return Invalid(key, fmt::format("{} must be in [{}, {}], not {}", key, lo, hi, d));
@@ -160,8 +162,8 @@ Error ParseMessages(const json& body, ApiRequest* out) {
   for (size_t i = 0; i < m.size(); ++i) {
     const json& msg = m[i];
     if (!msg.is_object()) {
-      return Invalid("messages", fmt::format("messages[{}] must be an object, not {}", i,
-                                             TypeName(msg)));
+      return Invalid("messages",
+                     fmt::format("messages[{}] must be an object, not {}", i, TypeName(msg)));
     }
     const json& role = Field(msg, "role");
     if (!role.is_string() || role.get_ref<const std::string&>().empty()) {
@@ -249,8 +251,8 @@ Error ParseReasoningEffortField(const json& body, ApiRequest* out) {
 bool IsFunctionName(std::string_view name) {
   if (name.empty() || name.size() > 64) return false;
   return std::all_of(name.begin(), name.end(), [](char c) {
-    return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ||
-           c == '_' || c == '-';
+    return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '_' ||
+           c == '-';
   });
 }
 
@@ -320,8 +322,9 @@ Error ParseTools(const json& body, std::string_view raw, Endpoint endpoint, ApiR
     const json& fn = Field(choice, "function");
     const json& name = fn.is_object() ? Field(fn, "name") : fn;
     if (Field(choice, "type") != "function" || !name.is_string()) {
-      return Invalid("tool_choice", "tool_choice must be {\"type\": \"function\", "
-                                    "\"function\": {\"name\": ...}}");
+      return Invalid("tool_choice",
+                     "tool_choice must be {\"type\": \"function\", "
+                     "\"function\": {\"name\": ...}}");
     }
     if (!any) {
       return Invalid("tool_choice", "tool_choice names a function, but there are no tools");
@@ -392,12 +395,12 @@ Error ParseStop(const json& body, ApiRequest* out) {
     return std::nullopt;
   }
   if (!s.is_array()) {
-    return Invalid("stop", fmt::format("stop must be a string or an array of strings, not {}",
-                                       TypeName(s)));
+    return Invalid(
+        "stop", fmt::format("stop must be a string or an array of strings, not {}", TypeName(s)));
   }
   if (s.size() > kMaxStops) {
-    return Invalid("stop", fmt::format("stop has {} strings; at most {} are allowed", s.size(),
-                                       kMaxStops));
+    return Invalid("stop",
+                   fmt::format("stop has {} strings; at most {} are allowed", s.size(), kMaxStops));
   }
   for (size_t i = 0; i < s.size(); ++i) {
     if (!s[i].is_string()) {
@@ -419,22 +422,22 @@ Error ParseLogitBias(const json& body, SamplingRequest* out) {
   }
   for (const auto& [key, value] : bias.items()) {
     int64_t id = -1;
-    const bool digits = !key.empty() && key.size() <= 10 &&
-                        std::all_of(key.begin(), key.end(),
-                                    [](char c) { return c >= '0' && c <= '9'; });
+    const bool digits =
+        !key.empty() && key.size() <= 10 &&
+        std::all_of(key.begin(), key.end(), [](char c) { return c >= '0' && c <= '9'; });
     if (digits) id = std::stoll(key);
     if (!digits || id > std::numeric_limits<int32_t>::max()) {
-      return Invalid("logit_bias", fmt::format("logit_bias: key {} is not a token id",
-                                               Dump(json(key))));
+      return Invalid("logit_bias",
+                     fmt::format("logit_bias: key {} is not a token id", Dump(json(key))));
     }
     if (!value.is_number()) {
-      return Invalid("logit_bias", fmt::format("logit_bias[{}] must be a number, not {}", key,
-                                               TypeName(value)));
+      return Invalid("logit_bias",
+                     fmt::format("logit_bias[{}] must be a number, not {}", key, TypeName(value)));
     }
     const double v = value.get<double>();
     if (!(v >= -100 && v <= 100)) {
-      return Invalid("logit_bias", fmt::format("logit_bias[{}] must be in [-100, 100], not {}",
-                                               key, v));
+      return Invalid("logit_bias",
+                     fmt::format("logit_bias[{}] must be in [-100, 100], not {}", key, v));
     }
     out->logit_bias.emplace_back(id, static_cast<float>(v));
   }
@@ -480,8 +483,8 @@ Error ParseLogprobs(const json& body, Endpoint endpoint, ApiRequest* out) {
     }
     if (logprobs.is_null()) return std::nullopt;
     if (!logprobs.is_number()) {
-      return Invalid("logprobs", fmt::format("logprobs must be an integer, not {}",
-                                             TypeName(logprobs)));
+      return Invalid("logprobs",
+                     fmt::format("logprobs must be an integer, not {}", TypeName(logprobs)));
     }
     int64_t n = 0;
     if (Error e = GetInteger(logprobs, "logprobs", 0, kMaxLogprobs, &n)) return e;
@@ -521,8 +524,8 @@ Error ParseConstraint(const json& body, std::string_view raw, ApiRequest* out) {
       source = "response_format";
     } else if (name == "json_schema") {
       const json& spec = Field(format, "json_schema");
-      if (!spec.is_object() || !(Field(spec, "schema").is_object() ||
-                                 Field(spec, "schema").is_boolean())) {
+      if (!spec.is_object() ||
+          !(Field(spec, "schema").is_object() || Field(spec, "schema").is_boolean())) {
         return Invalid("response_format",
                        "response_format json_schema needs json_schema.schema, an object");
       }
@@ -536,8 +539,8 @@ Error ParseConstraint(const json& body, std::string_view raw, ApiRequest* out) {
     const json& v = Field(body, key);
     if (v.is_null()) continue;
     if (source != nullptr) {
-      return Invalid(key, fmt::format("{} and {} both constrain the output; give one",
-                                      source, key));
+      return Invalid(key,
+                     fmt::format("{} and {} both constrain the output; give one", source, key));
     }
     source = key;
     if (std::string_view(key) == "grammar") {
@@ -548,8 +551,8 @@ Error ParseConstraint(const json& body, std::string_view raw, ApiRequest* out) {
     } else if (v.is_object() || v.is_boolean()) {
       schema_path = {key};
     } else {
-      return Invalid(key, fmt::format("{} must be a JSON schema (an object), not {}", key,
-                                      TypeName(v)));
+      return Invalid(key,
+                     fmt::format("{} must be a JSON schema (an object), not {}", key, TypeName(v)));
     }
   }
   if (source == nullptr) return std::nullopt;
@@ -630,8 +633,8 @@ Error ParseNativeSampling(const json& body, ApiRequest* out) {
 Error Parse(const json& body, std::string_view raw, Endpoint endpoint, std::string_view model_id,
             ApiRequest* out) {
   if (!body.is_object()) {
-    return Invalid("", fmt::format("the request body must be a JSON object, not {}",
-                                   TypeName(body)));
+    return Invalid("",
+                   fmt::format("the request body must be a JSON object, not {}", TypeName(body)));
   }
   out->endpoint = endpoint;
   const json& model = Field(body, "model");
@@ -641,9 +644,10 @@ Error Parse(const json& body, std::string_view raw, Endpoint endpoint, std::stri
   }
   out->model = model.get<std::string>();
   if (out->model != model_id) {
-    return Invalid("model", fmt::format("the model '{}' does not exist; this server serves '{}'",
-                                        out->model, model_id),
-                   "model_not_found");
+    return Invalid(
+        "model",
+        fmt::format("the model '{}' does not exist; this server serves '{}'", out->model, model_id),
+        "model_not_found");
   }
   if (endpoint == Endpoint::kCompletions) {
     if (Error e = ParsePrompt(body, out)) return e;
@@ -666,8 +670,8 @@ Error Parse(const json& body, std::string_view raw, Endpoint endpoint, std::stri
   if (Error e = GetBool(body, "stream", &out->stream)) return e;
   if (const json& so = Field(body, "stream_options"); !so.is_null()) {
     if (!so.is_object()) {
-      return Invalid("stream_options", fmt::format("stream_options must be an object, not {}",
-                                                   TypeName(so)));
+      return Invalid("stream_options",
+                     fmt::format("stream_options must be an object, not {}", TypeName(so)));
     }
     if (const json& iu = Field(so, "include_usage"); !iu.is_null()) {
       if (!iu.is_boolean()) {
@@ -688,13 +692,15 @@ Error Parse(const json& body, std::string_view raw, Endpoint endpoint, std::stri
   if (Error e = ParseTools(body, raw, endpoint, out)) return e;
   if (out->grammar != nullptr &&
       (out->tool_choice == ToolChoice::kRequired || out->tool_choice == ToolChoice::kNamed)) {
-    return Invalid("tool_choice", "a required tool call and a constrained output format "
-                                  "cannot both hold");
+    return Invalid("tool_choice",
+                   "a required tool call and a constrained output format "
+                   "cannot both hold");
   }
   // Auto: calls, or an answer in the format; one grammar of both needs the format's schema.
   if (out->tool_choice == ToolChoice::kAuto && out->grammar != nullptr && !out->format_schema) {
-    return Invalid("grammar", "a GBNF grammar cannot be combined with tools; send a JSON "
-                              "schema (response_format, json_schema) or tool_choice \"none\"");
+    return Invalid("grammar",
+                   "a GBNF grammar cannot be combined with tools; send a JSON "
+                   "schema (response_format, json_schema) or tool_choice \"none\"");
   }
   return std::nullopt;
 }
@@ -728,14 +734,15 @@ Error ParseJson(std::string_view body, json* out) {
 Error ParseObject(std::string_view body, std::string_view model_id, json* out) {
   if (Error e = ParseJson(body, out)) return e;
   if (!out->is_object()) {
-    return Invalid("", fmt::format("the request body must be a JSON object, not {}",
-                                   TypeName(*out)));
+    return Invalid("",
+                   fmt::format("the request body must be a JSON object, not {}", TypeName(*out)));
   }
   const json& model = Field(*out, "model");
   if (!model.is_null() && model != model_id) {
-    return Invalid("model", fmt::format("the model {} does not exist; this server serves '{}'",
-                                        Dump(model), model_id),
-                   "model_not_found");
+    return Invalid(
+        "model",
+        fmt::format("the model {} does not exist; this server serves '{}'", Dump(model), model_id),
+        "model_not_found");
   }
   return std::nullopt;
 }
@@ -780,8 +787,8 @@ std::optional<ApiError> ParseDetokenizeRequest(std::string_view body, std::strin
   if (Error e = ParseObject(body, model_id, &j)) return e;
   const json& tokens = Field(j, "tokens");
   if (!tokens.is_array()) {
-    return Invalid("tokens", fmt::format("tokens must be an array of token ids, not {}",
-                                         TypeName(tokens)));
+    return Invalid("tokens",
+                   fmt::format("tokens must be an array of token ids, not {}", TypeName(tokens)));
   }
   for (size_t i = 0; i < tokens.size(); ++i) {
     int64_t id = 0;
@@ -817,8 +824,9 @@ std::optional<ApiError> ParseInfillRequest(std::string_view body, std::string_vi
   if (Error e = text("prompt", false, &out->prompt)) return e;
   if (const json& extra = Field(j, "input_extra"); !extra.is_null()) {
     if (!extra.is_array()) {
-      return Invalid("input_extra", "input_extra must be an array of {\"filename\": string, "
-                                    "\"text\": string}");
+      return Invalid("input_extra",
+                     "input_extra must be an array of {\"filename\": string, "
+                     "\"text\": string}");
     }
     for (size_t i = 0; i < extra.size(); ++i) {
       const json& chunk = extra[i];
@@ -847,8 +855,9 @@ std::optional<ApiError> ParseInfillRequest(std::string_view body, std::string_vi
   bool stream = false;
   if (Error e = GetBool(j, "stream", &stream)) return e;
   if (stream) {
-    return Unsupported("stream", "streaming from /infill (send stream: false, or use "
-                                 "/v1/completions with a suffix)");
+    return Unsupported("stream",
+                       "streaming from /infill (send stream: false, or use "
+                       "/v1/completions with a suffix)");
   }
   return std::nullopt;
 }
@@ -879,8 +888,9 @@ std::optional<ApiError> ParseNativeCompletionRequest(std::string_view body,
     for (const json& pair : bias) {
       if (!pair.is_array() || pair.size() != 2 || !pair[0].is_number_integer() ||
           !(pair[1].is_number() || pair[1] == false)) {
-        return Invalid("logit_bias", "logit_bias must be an object of token id -> bias, or an "
-                                     "array of [token id, bias or false]");
+        return Invalid("logit_bias",
+                       "logit_bias must be an object of token id -> bias, or an "
+                       "array of [token id, bias or false]");
       }
       as_object[std::to_string(pair[0].get<int64_t>())] = pair[1] == false ? json(-100) : pair[1];
     }
@@ -1010,9 +1020,8 @@ json CompletionJson(Endpoint endpoint, const ResponseMeta& meta, std::span<const
   out["choices"] = json::array();
   for (size_t i = 0; i < choices.size(); ++i) {
     const Choice& c = choices[i];
-    json choice = {{"index", i},
-                   {"logprobs", c.logprobs},
-                   {"finish_reason", FinishReason(c.finish_reason)}};
+    json choice = {
+        {"index", i}, {"logprobs", c.logprobs}, {"finish_reason", FinishReason(c.finish_reason)}};
     if (endpoint == Endpoint::kChat) {
       choice["message"] = {{"role", "assistant"}, {"content", c.text}};
       if (c.reasoning) choice["message"]["reasoning_content"] = *c.reasoning;
@@ -1100,8 +1109,8 @@ json ToolCallsChunkJson(const ResponseMeta& meta, std::span<const ApiToolCall> c
 }
 
 json UsageChunkJson(Endpoint endpoint, const ResponseMeta& meta, const Usage& usage) {
-  json out = Envelope(meta, endpoint == Endpoint::kChat ? "chat.completion.chunk"
-                                                        : "text_completion");
+  json out =
+      Envelope(meta, endpoint == Endpoint::kChat ? "chat.completion.chunk" : "text_completion");
   out["choices"] = json::array();
   out["usage"] = UsageJson(usage);
   return out;

@@ -77,14 +77,13 @@
 
 #include <cstdint>
 #include <memory>
+#include <nlohmann/json.hpp>
 #include <optional>
 #include <span>
 #include <string>
 #include <string_view>
 #include <utility>
 #include <vector>
-
-#include <nlohmann/json.hpp>
 
 #include "base/status.h"
 #include "grammar/grammar.h"
@@ -96,7 +95,7 @@ enum class Endpoint { kCompletions, kChat };
 // A function call, asked for by the model (a response's tool_calls) or sent back in an
 // assistant message of the conversation.
 struct ApiToolCall {
-  std::string id;         // "call_..." (may be empty in a request)
+  std::string id;  // "call_..." (may be empty in a request)
   std::string name;
   std::string arguments;  // JSON text of the arguments object
 };
@@ -131,27 +130,27 @@ struct SamplingRequest {
   float repeat_penalty = 1.0f;
   float presence_penalty = 0.0f;
   float frequency_penalty = 0.0f;
-  std::optional<uint64_t> seed;  // absent: the server picks one
+  std::optional<uint64_t> seed;                       // absent: the server picks one
   std::vector<std::pair<int64_t, float>> logit_bias;  // (unchecked token id, bias)
 };
 
 struct ApiRequest {
   Endpoint endpoint = Endpoint::kCompletions;
   std::string model;
-  std::vector<ApiPrompt> prompts;  // completions: one, or a batch (a choice each)
+  std::vector<ApiPrompt> prompts;     // completions: one, or a batch (a choice each)
   std::optional<std::string> suffix;  // completions: fill in the middle before this text
-  std::vector<ApiMessage> messages;  // chat
+  std::vector<ApiMessage> messages;   // chat
   std::optional<int64_t> max_tokens;  // absent: the endpoint's default
   SamplingRequest sampling;
   std::vector<std::string> stop;
   bool stream = false;
   bool include_usage = false;  // stream_options.include_usage
   bool ignore_eos = false;
-  bool cache_prompt = true;  // extension: reuse a slot's KV cache for a shared prefix
+  bool cache_prompt = true;    // extension: reuse a slot's KV cache for a shared prefix
   int64_t max_predict_ms = 0;  // llama-server's t_max_predict_ms (native endpoints); 0: none
-  int32_t n = 1;          // choices per prompt
-  int32_t logprobs = -1;  // alternatives per token in the logprobs; -1: no logprobs
-  bool echo = false;      // completions: prepend the prompt
+  int32_t n = 1;               // choices per prompt
+  int32_t logprobs = -1;       // alternatives per token in the logprobs; -1: no logprobs
+  bool echo = false;           // completions: prepend the prompt
   // The grammar the output must follow (response_format, grammar, json_schema); null: none.
   std::shared_ptr<const grammar::Grammar> grammar;
   std::string grammar_gbnf;  // its GBNF text (start rule root)
@@ -253,10 +252,10 @@ struct ResponseMeta {
 
 // One token of a response's logprobs.
 struct LogprobEntry {
-  std::string token;              // its bytes (a piece may hold part of a UTF-8 character)
-  std::optional<float> logprob;   // absent: none (the first token of an echoed prompt)
+  std::string token;             // its bytes (a piece may hold part of a UTF-8 character)
+  std::optional<float> logprob;  // absent: none (the first token of an echoed prompt)
   std::vector<std::pair<std::string, float>> top;  // (top_n) the most likely, descending
-  int64_t text_offset = 0;        // code points of the response's text before the token
+  int64_t text_offset = 0;  // code points of the response's text before the token
 };
 
 // choices[].logprobs for `entries`. Completions: {tokens, token_logprobs, top_logprobs (an
@@ -272,7 +271,7 @@ struct Choice {
   std::string text;
   std::string finish_reason;
   nlohmann::json logprobs;
-  std::vector<ApiToolCall> tool_calls = {};  // chat: message.tool_calls (content null if none)
+  std::vector<ApiToolCall> tool_calls = {};   // chat: message.tool_calls (content null if none)
   std::optional<std::string> reasoning = {};  // chat: message.reasoning_content, if it thought
 };
 

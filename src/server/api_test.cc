@@ -163,16 +163,15 @@ TEST(ApiTest, ChatMessages) {
                     Endpoint::kChat)
                 .param,
             "messages");
-  for (const char* bad : {R"("chat_template_kwargs": "x")",
-                          R"("chat_template_kwargs": {"enable_thinking": "no"})"}) {
+  for (const char* bad :
+       {R"("chat_template_kwargs": "x")", R"("chat_template_kwargs": {"enable_thinking": "no"})"}) {
     const std::string body =
         std::string(R"({"model": "olmoe", "messages": [{"role": "user", "content": "x"}], )") +
         bad + "}";
     EXPECT_EQ(Refused(body, Endpoint::kChat).param, "chat_template_kwargs") << bad;
   }
   // A chat body on the completions endpoint lacks its prompt.
-  EXPECT_EQ(Refused(R"({"model": "olmoe", "messages": [{"role": "user", "content": "x"}]})")
-                .param,
+  EXPECT_EQ(Refused(R"({"model": "olmoe", "messages": [{"role": "user", "content": "x"}]})").param,
             "prompt");
 }
 
@@ -206,71 +205,72 @@ TEST(ApiTest, WrongTypesAndRangesNameTheField) {
     const char* field_json;
     const char* param;
   };
-  for (const Case& c : std::initializer_list<Case>{
-           {R"("max_tokens": "5")", "max_tokens"},
-           {R"("max_tokens": -3)", "max_tokens"},
-           {R"("max_tokens": 2.5)", "max_tokens"},
-           {R"("max_tokens": 99999999999999)", "max_tokens"},
-           {R"("temperature": "hot")", "temperature"},
-           {R"("temperature": 2.5)", "temperature"},
-           {R"("temperature": -0.1)", "temperature"},
-           {R"("top_p": 1.5)", "top_p"},
-           {R"("top_k": true)", "top_k"},
-           {R"("min_p": [0])", "min_p"},
-           {R"("repeat_penalty": 0)", "repeat_penalty"},
-           {R"("stop": 5)", "stop"},
-           {R"("stop": ["a", 1])", "stop"},
-           {R"("stop": ["1","2","3","4","5","6","7","8","9","10","11","12","13","14","15","16","17"])",
-            "stop"},
-           {R"("seed": "1")", "seed"},
-           {R"("seed": 1.5)", "seed"},
-           {R"("stream": "yes")", "stream"},
-           {R"("stream": 1)", "stream"},
-           {R"("stream_options": true)", "stream_options"},
-           {R"("stream_options": {"include_usage": "yes"})", "stream_options"},
-           {R"("ignore_eos": 0)", "ignore_eos"},
-           {R"("user": 5)", "user"},
-           {R"("n": 0)", "n"},
-           {R"("n": 65)", "n"},
-           {R"("n": "1")", "n"},
-           {R"("best_of": 3)", "best_of"},
-           {R"("n": 3, "best_of": 2)", "best_of"},
-           {R"("presence_penalty": -2.5)", "presence_penalty"},
-           {R"("presence_penalty": "0")", "presence_penalty"},
-           {R"("frequency_penalty": 3)", "frequency_penalty"},
-           {R"("logprobs": true)", "logprobs"},
-           {R"("logprobs": -1)", "logprobs"},
-           {R"("logprobs": 21)", "logprobs"},
-           {R"("logprobs": 1.5)", "logprobs"},
-           {R"("top_logprobs": 2)", "top_logprobs"},
-           {R"("echo": 1)", "echo"},
-           {R"("suffix": 1)", "suffix"},
-           {R"("suffix": ["x"])", "suffix"},
-           {R"("suffix": "x", "echo": true)", "suffix"},
-           {R"("logit_bias": [1])", "logit_bias"},
-           {R"("logit_bias": {"x": 1})", "logit_bias"},
-           {R"("logit_bias": {"-1": 1})", "logit_bias"},
-           {R"("logit_bias": {"99999999999": 1})", "logit_bias"},
-           {R"("logit_bias": {"5": 101})", "logit_bias"},
-           {R"("logit_bias": {"5": "1"})", "logit_bias"},
-           {R"("tools": [{}])", "tools"},
-           {R"("response_format": {"type": "xml"})", "response_format"},
-           {R"("response_format": "text")", "response_format"},
-           {R"("response_format": {"type": "json_schema"})", "response_format"},
-           {R"("response_format": {"type": "json_schema", "json_schema": {"schema": 5}})",
-            "response_format"},
-           {R"("response_format": {"type": "json_schema", "json_schema": {"schema":
-               {"type": "string", "pattern": "a+"}}})", "response_format"},
-           {R"("grammar": 5)", "grammar"},
-           {R"("grammar": "root ::= item")", "grammar"},
-           {R"("json_schema": "{}")", "json_schema"},
-           {R"("json_schema": {"type": "integer", "minimum": 3})", "json_schema"},
-           {R"("guided_json": [1])", "guided_json"},
-           {R"("response_format": {"type": "json_object"}, "grammar": "root ::= \"a\"")",
-            "grammar"},
-       }) {
-    const std::string body = std::string(R"({"model": "olmoe", "prompt": "x", )") +
-                             c.field_json + "}";
+  for (
+      const Case& c : std::initializer_list<Case>{
+          {R"("max_tokens": "5")", "max_tokens"},
+          {R"("max_tokens": -3)", "max_tokens"},
+          {R"("max_tokens": 2.5)", "max_tokens"},
+          {R"("max_tokens": 99999999999999)", "max_tokens"},
+          {R"("temperature": "hot")", "temperature"},
+          {R"("temperature": 2.5)", "temperature"},
+          {R"("temperature": -0.1)", "temperature"},
+          {R"("top_p": 1.5)", "top_p"},
+          {R"("top_k": true)", "top_k"},
+          {R"("min_p": [0])", "min_p"},
+          {R"("repeat_penalty": 0)", "repeat_penalty"},
+          {R"("stop": 5)", "stop"},
+          {R"("stop": ["a", 1])", "stop"},
+          {R"("stop": ["1","2","3","4","5","6","7","8","9","10","11","12","13","14","15","16","17"])",
+           "stop"},
+          {R"("seed": "1")", "seed"},
+          {R"("seed": 1.5)", "seed"},
+          {R"("stream": "yes")", "stream"},
+          {R"("stream": 1)", "stream"},
+          {R"("stream_options": true)", "stream_options"},
+          {R"("stream_options": {"include_usage": "yes"})", "stream_options"},
+          {R"("ignore_eos": 0)", "ignore_eos"},
+          {R"("user": 5)", "user"},
+          {R"("n": 0)", "n"},
+          {R"("n": 65)", "n"},
+          {R"("n": "1")", "n"},
+          {R"("best_of": 3)", "best_of"},
+          {R"("n": 3, "best_of": 2)", "best_of"},
+          {R"("presence_penalty": -2.5)", "presence_penalty"},
+          {R"("presence_penalty": "0")", "presence_penalty"},
+          {R"("frequency_penalty": 3)", "frequency_penalty"},
+          {R"("logprobs": true)", "logprobs"},
+          {R"("logprobs": -1)", "logprobs"},
+          {R"("logprobs": 21)", "logprobs"},
+          {R"("logprobs": 1.5)", "logprobs"},
+          {R"("top_logprobs": 2)", "top_logprobs"},
+          {R"("echo": 1)", "echo"},
+          {R"("suffix": 1)", "suffix"},
+          {R"("suffix": ["x"])", "suffix"},
+          {R"("suffix": "x", "echo": true)", "suffix"},
+          {R"("logit_bias": [1])", "logit_bias"},
+          {R"("logit_bias": {"x": 1})", "logit_bias"},
+          {R"("logit_bias": {"-1": 1})", "logit_bias"},
+          {R"("logit_bias": {"99999999999": 1})", "logit_bias"},
+          {R"("logit_bias": {"5": 101})", "logit_bias"},
+          {R"("logit_bias": {"5": "1"})", "logit_bias"},
+          {R"("tools": [{}])", "tools"},
+          {R"("response_format": {"type": "xml"})", "response_format"},
+          {R"("response_format": "text")", "response_format"},
+          {R"("response_format": {"type": "json_schema"})", "response_format"},
+          {R"("response_format": {"type": "json_schema", "json_schema": {"schema": 5}})",
+           "response_format"},
+          {R"("response_format": {"type": "json_schema", "json_schema": {"schema":
+               {"type": "string", "pattern": "a+"}}})",
+           "response_format"},
+          {R"("grammar": 5)", "grammar"},
+          {R"("grammar": "root ::= item")", "grammar"},
+          {R"("json_schema": "{}")", "json_schema"},
+          {R"("json_schema": {"type": "integer", "minimum": 3})", "json_schema"},
+          {R"("guided_json": [1])", "guided_json"},
+          {R"("response_format": {"type": "json_object"}, "grammar": "root ::= \"a\"")", "grammar"},
+      }) {
+    const std::string body =
+        std::string(R"({"model": "olmoe", "prompt": "x", )") + c.field_json + "}";
     ApiError e = Refused(body);
     EXPECT_EQ(e.http_status, 400) << body;
     EXPECT_EQ(e.param, c.param) << body << ": " << e.message;
@@ -279,9 +279,9 @@ TEST(ApiTest, WrongTypesAndRangesNameTheField) {
   // Negative and huge seeds are fine (any 64-bit value).
   EXPECT_EQ(Accepted(R"({"model": "olmoe", "prompt": "x", "seed": -1})").sampling.seed,
             ~uint64_t{0});
-  EXPECT_EQ(Accepted(R"({"model": "olmoe", "prompt": "x", "seed": 18446744073709551615})")
-                .sampling.seed,
-            ~uint64_t{0});
+  EXPECT_EQ(
+      Accepted(R"({"model": "olmoe", "prompt": "x", "seed": 18446744073709551615})").sampling.seed,
+      ~uint64_t{0});
   // Chat's logprobs is a boolean, top_logprobs needs it; chat has no echo and its
   // max_tokens is at least 1.
   for (const auto& [field_json, param] : std::vector<std::pair<std::string, std::string>>{
@@ -293,8 +293,7 @@ TEST(ApiTest, WrongTypesAndRangesNameTheField) {
            {R"("max_tokens": 0)", "max_tokens"},
        }) {
     const std::string body =
-        R"({"model": "olmoe", "messages": [{"role": "user", "content": "x"}], )" + field_json +
-        "}";
+        R"({"model": "olmoe", "messages": [{"role": "user", "content": "x"}], )" + field_json + "}";
     EXPECT_EQ(Refused(body, Endpoint::kChat).param, param) << body;
   }
 }
@@ -335,8 +334,7 @@ TEST(ApiTest, LogprobsAndEcho) {
   const std::string chat = R"({"model": "olmoe", "messages": [{"role": "user", "content": "x"}])";
   EXPECT_EQ(Accepted(chat + R"(, "logprobs": false})", Endpoint::kChat).logprobs, -1);
   EXPECT_EQ(Accepted(chat + R"(, "logprobs": true})", Endpoint::kChat).logprobs, 0);
-  EXPECT_EQ(Accepted(chat + R"(, "logprobs": true, "top_logprobs": 5})", Endpoint::kChat)
-                .logprobs,
+  EXPECT_EQ(Accepted(chat + R"(, "logprobs": true, "top_logprobs": 5})", Endpoint::kChat).logprobs,
             5);
   EXPECT_EQ(Accepted(chat + R"(, "top_logprobs": 0})", Endpoint::kChat).logprobs, -1);
 }
@@ -387,10 +385,12 @@ TEST(ApiTest, ResponsesAndChunks) {
   EXPECT_TRUE(usage["choices"].empty());
   EXPECT_EQ(usage["usage"]["total_tokens"], 4);
 
-
   EXPECT_EQ(SseEvent(json{{"a", 1}}), "data: {\"a\":1}\n\n");
   // Bytes that are not UTF-8 (a model can emit any) become U+FFFD instead of throwing.
-  EXPECT_EQ(Dump(json("a\xff" "b")), "\"a\xef\xbf\xbd" "b\"");
+  EXPECT_EQ(Dump(json("a\xff"
+                      "b")),
+            "\"a\xef\xbf\xbd"
+            "b\"");
 }
 
 // The shapes of OpenAI's two logprobs objects.
@@ -542,8 +542,8 @@ TEST(ApiTest, NativeCompletionBodies) {
   EXPECT_TRUE(r.prompts[0].is_tokens);
   EXPECT_FALSE(r.max_tokens.has_value());
   EXPECT_EQ(r.sampling.logit_bias.size(), 1u);
-  ASSERT_FALSE(ParseNativeCompletionRequest(R"({"prompt": "a", "t_max_predict_ms": 250})",
-                                            kModel, &r));
+  ASSERT_FALSE(
+      ParseNativeCompletionRequest(R"({"prompt": "a", "t_max_predict_ms": 250})", kModel, &r));
   EXPECT_EQ(r.max_predict_ms, 250);
   ASSERT_FALSE(ParseNativeCompletionRequest(R"({"prompt": "a", "seed": -1})", kModel, &r));
   EXPECT_FALSE(r.sampling.seed.has_value());  // llama-server's "random"
@@ -575,9 +575,9 @@ TEST(ApiTest, ConstraintsCompileToGrammars) {
     return m.Accept(text) && m.IsComplete();
   };
   EXPECT_EQ(Accepted(R"({"model": "olmoe", "prompt": "x"})").grammar, nullptr);
-  EXPECT_EQ(Accepted(R"({"model": "olmoe", "prompt": "x", "response_format": {"type": "text"}})")
-                .grammar,
-            nullptr);
+  EXPECT_EQ(
+      Accepted(R"({"model": "olmoe", "prompt": "x", "response_format": {"type": "text"}})").grammar,
+      nullptr);
   const ApiRequest object =
       Accepted(R"({"model": "olmoe", "prompt": "x", "response_format": {"type": "json_object"}})");
   EXPECT_TRUE(whole(object, R"({"a": [1, {"b": null}]})"));
@@ -591,9 +591,9 @@ TEST(ApiTest, ConstraintsCompileToGrammars) {
       "alpha": {"type": "boolean"}}, "required": ["zeta", "alpha"]})";
   for (const std::string& field :
        {std::string(R"("response_format": {"type": "json_schema", "json_schema":
-            {"name": "t", "strict": true, "schema": )") + schema + "}}",
-        std::string(R"("json_schema": )") + schema,
-        std::string(R"("guided_json": )") + schema}) {
+            {"name": "t", "strict": true, "schema": )") +
+            schema + "}}",
+        std::string(R"("json_schema": )") + schema, std::string(R"("guided_json": )") + schema}) {
     const ApiRequest r =
         Accepted(std::string(R"({"model": "olmoe", "prompt": "x", )") + field + "}");
     EXPECT_TRUE(whole(r, R"({"zeta": 3, "alpha": true})")) << field;
@@ -603,8 +603,7 @@ TEST(ApiTest, ConstraintsCompileToGrammars) {
   // A compile error is a 400 naming the field, with the grammar's message.
   const ApiError e = Refused(R"({"model": "olmoe", "prompt": "x", "grammar": "root ::= [z-a]"})");
   EXPECT_EQ(e.param, "grammar");
-  EXPECT_EQ(e.message,
-            "grammar: line 1, column 14: character range with its end before its start");
+  EXPECT_EQ(e.message, "grammar: line 1, column 14: character range with its end before its start");
 }
 
 TEST(ApiTest, ToolsAndToolChoice) {
@@ -621,12 +620,12 @@ TEST(ApiTest, ToolsAndToolChoice) {
   EXPECT_EQ(r.tools_json[0]["function"]["parameters"]["properties"].begin().key(), "z");
   EXPECT_TRUE(r.parallel_tool_calls);
   r = Accepted(chat + tools + R"(, "tool_choice": {"type": "function", "function": {"name":
-      "now"}}, "parallel_tool_calls": false})", Endpoint::kChat);
+      "now"}}, "parallel_tool_calls": false})",
+               Endpoint::kChat);
   EXPECT_EQ(r.tool_choice, ToolChoice::kNamed);
   EXPECT_EQ(r.tool_choice_name, "now");
   EXPECT_FALSE(r.parallel_tool_calls);
-  EXPECT_EQ(Accepted(chat + tools + R"(, "tool_choice": "required"})", Endpoint::kChat)
-                .tool_choice,
+  EXPECT_EQ(Accepted(chat + tools + R"(, "tool_choice": "required"})", Endpoint::kChat).tool_choice,
             ToolChoice::kRequired);
   EXPECT_NE(Accepted(chat + tools + R"(, "tool_choice": "none", "response_format":
                 {"type": "json_object"}})",
@@ -639,8 +638,7 @@ TEST(ApiTest, ToolsAndToolChoice) {
   EXPECT_EQ(r.format_schema, nlohmann::ordered_json({{"type", "object"}}));
   EXPECT_EQ(Accepted(chat + tools + R"(, "tool_choice": "none"})", Endpoint::kChat).tool_choice,
             ToolChoice::kNone);
-  EXPECT_EQ(Accepted(chat + R"("tools": [], "tool_choice": "none"})", Endpoint::kChat)
-                .tool_choice,
+  EXPECT_EQ(Accepted(chat + R"("tools": [], "tool_choice": "none"})", Endpoint::kChat).tool_choice,
             ToolChoice::kNone);
   // A conversation that went through a call.
   r = Accepted(R"({"model": "olmoe", "messages": [{"role": "user", "content": "x"},
@@ -658,15 +656,18 @@ TEST(ApiTest, ToolsAndToolChoice) {
            {chat + R"("tools": [{"type": "function"}]})", "tools"},
            {chat + R"("tools": [{"type": "function", "function": {"name": "a b"}}]})", "tools"},
            {chat + R"("tools": [{"type": "function", "function": {"name": "f"}},
-                {"type": "function", "function": {"name": "f"}}]})", "tools"},
+                {"type": "function", "function": {"name": "f"}}]})",
+            "tools"},
            {chat + R"("tools": [{"type": "function", "function": {"name": "f",
-                "parameters": []}}]})", "tools"},
+                "parameters": []}}]})",
+            "tools"},
            {chat + R"("tool_choice": "required"})", "tool_choice"},
            {chat + R"("tool_choice": {"type": "function", "function": {"name": "f"}}})",
             "tool_choice"},
            {chat + tools + R"(, "tool_choice": "always"})", "tool_choice"},
            {chat + tools + R"(, "tool_choice": {"type": "function", "function": {"name":
-                "nope"}}})", "tool_choice"},
+                "nope"}}})",
+            "tool_choice"},
            {chat + tools + R"(, "tool_choice": "required", "grammar": "root ::= \"a\""})",
             "tool_choice"},
            // Auto with a GBNF grammar: no schema to build "calls or the format" from.

@@ -1,9 +1,9 @@
 #include "server/generation.h"
 
+#include <fmt/format.h>
+
 #include <utility>
 #include <vector>
-
-#include <fmt/format.h>
 
 #include "grammar/chat_answer.h"
 #include "grammar/grammar.h"
@@ -70,8 +70,8 @@ Result<ChatPrompt> RenderChat(const ChatTemplate& chat, const ApiRequest& r,
                      kwargs);
 }
 
-std::optional<ApiError> InfillPrompt(const Tokenizer& tok, const InfillRequest& r,
-                                     uint32_t n_ctx, std::vector<int32_t>* out) {
+std::optional<ApiError> InfillPrompt(const Tokenizer& tok, const InfillRequest& r, uint32_t n_ctx,
+                                     std::vector<int32_t>* out) {
   const std::optional<Tokenizer::Fim> fim = tok.fim();
   if (!fim) {
     return ApiError{501,
@@ -130,8 +130,8 @@ std::optional<ApiError> InfillPrompt(const Tokenizer& tok, const InfillRequest& 
   return std::nullopt;
 }
 
-std::optional<ApiError> MakeSpec(const GenerationTarget& target, const ApiRequest& r,
-                                 size_t which, uint64_t fresh_seed, GenerationSpec* spec) {
+std::optional<ApiError> MakeSpec(const GenerationTarget& target, const ApiRequest& r, size_t which,
+                                 uint64_t fresh_seed, GenerationSpec* spec) {
   const Tokenizer& tok = target.tok;
   const ChatTemplate* chat = target.chat;
   // How messages name the prompt: its index when the request holds several.
@@ -407,8 +407,8 @@ std::optional<ApiError> ChoiceStream::Take(const JobUpdate& u, std::string* out)
   if (tools_) {  // what was held back: content, or the calls
     ToolCallOutput rest = tools_->Finish();
     if (!rest.content.empty()) {
-      *out += SseEvent(ChunkJson(options_.endpoint, meta_, rest.content, "", false, nullptr,
-                                 index_));
+      *out +=
+          SseEvent(ChunkJson(options_.endpoint, meta_, rest.content, "", false, nullptr, index_));
     }
     if (!rest.calls.empty()) {
       for (ApiToolCall& call : rest.calls) call.id = new_call_id_();

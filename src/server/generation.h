@@ -30,7 +30,7 @@ struct GenerationTarget {
   const ChatTemplate* chat;
   std::string_view chat_error;
   uint32_t n_ctx;
-  bool enable_thinking = true;  // when the request does not say
+  bool enable_thinking = true;             // when the request does not say
   std::string_view reasoning_effort = {};  // when the request does not say; empty: the template's
 };
 
@@ -44,8 +44,8 @@ Result<ChatPrompt> RenderChat(const ChatTemplate& chat, const ApiRequest& r,
 // rendered by the template, with the tools offered), sampling (`fresh_seed` when the
 // request gives none), limits and grammar (the request's, or the one tool_choice asks for).
 // An error is the response to send (a 400 naming the field; a 500 for a tokenizer failure).
-std::optional<ApiError> MakeSpec(const GenerationTarget& target, const ApiRequest& r,
-                                 size_t which, uint64_t fresh_seed, GenerationSpec* spec);
+std::optional<ApiError> MakeSpec(const GenerationTarget& target, const ApiRequest& r, size_t which,
+                                 uint64_t fresh_seed, GenerationSpec* spec);
 
 // /infill's prompt (llama-server's, the repo-level fill-in-the-middle format of Qwen's coders):
 //   [<repo>"myproject\n"] for each extra file: (<file_sep> filename "\n" | "\n\n--- snippet
@@ -55,8 +55,8 @@ std::optional<ApiError> MakeSpec(const GenerationTarget& target, const ApiReques
 // plain text). As llama-server keeps the middle to one batch B, here min(n_ctx / 2, 2048): the
 // prefix's last 3/4 B tokens, the suffix's first B/4 - 2 - |prompt|, and the extra files' last
 // n_ctx - B - 2 max_tokens. Errors: a model without FIM tokens (501); a tokenizer failure.
-std::optional<ApiError> InfillPrompt(const Tokenizer& tok, const InfillRequest& r,
-                                     uint32_t n_ctx, std::vector<int32_t>* out);
+std::optional<ApiError> InfillPrompt(const Tokenizer& tok, const InfillRequest& r, uint32_t n_ctx,
+                                     std::vector<int32_t>* out);
 
 // A server-side error object (type "server_error").
 ApiError ServerError(int status, std::string message, std::string code);
@@ -155,7 +155,7 @@ class ChoiceStream {
   std::optional<ReasoningSplitter> reasoning_;
   std::optional<ToolCallSplitter> tools_;
   std::optional<HarmonySplitter> harmony_;  // harmony: reasoning, content and calls at once
-  std::string generated_;  // the generated text so far (for logprob text offsets)
+  std::string generated_;                   // the generated text so far (for logprob text offsets)
   bool finished_ = false;
   int64_t completion_tokens_ = 0;
   int64_t cached_tokens_ = 0;

@@ -59,15 +59,15 @@ TEST(MakeSpec, EnableThinkingFromTheRequestOrTheServer) {
     GenerationSpec unset, off, on;
     ASSERT_FALSE(MakeSpec(target, Parse(chat + "}", Endpoint::kChat), 0, 1, &unset));
     EXPECT_EQ(Tok().Decode(unset.prompt), server_default ? prompt : no_thinking);
-    ASSERT_FALSE(MakeSpec(target,
-                          Parse(chat + R"(, "chat_template_kwargs": {"enable_thinking": false}})",
-                                Endpoint::kChat),
-                          0, 1, &off));
+    ASSERT_FALSE(MakeSpec(
+        target,
+        Parse(chat + R"(, "chat_template_kwargs": {"enable_thinking": false}})", Endpoint::kChat),
+        0, 1, &off));
     EXPECT_EQ(Tok().Decode(off.prompt), no_thinking);
-    ASSERT_FALSE(MakeSpec(target,
-                          Parse(chat + R"(, "chat_template_kwargs": {"enable_thinking": true}})",
-                                Endpoint::kChat),
-                          0, 1, &on));
+    ASSERT_FALSE(MakeSpec(
+        target,
+        Parse(chat + R"(, "chat_template_kwargs": {"enable_thinking": true}})", Endpoint::kChat), 0,
+        1, &on));
     EXPECT_EQ(Tok().Decode(on.prompt), prompt);
   }
 }
@@ -108,8 +108,8 @@ TEST(MakeSpec, AFormatAfterAnOptionalThinkBlock) {
   EXPECT_FALSE(Completes(thinking, "<think></think>{\"b\": 1}"));
   EXPECT_FALSE(Completes(thinking, "Sure: {\"a\": 1}"));
   // enable_thinking false: the prompt closed the block; the format holds from the start.
-  const std::string off = body.substr(0, body.size() - 1) +
-                          R"(, "chat_template_kwargs": {"enable_thinking": false}})";
+  const std::string off =
+      body.substr(0, body.size() - 1) + R"(, "chat_template_kwargs": {"enable_thinking": false}})";
   ASSERT_FALSE(MakeSpec({Tok(), &qwen3, "", 512}, Parse(off, Endpoint::kChat), 0, 1, &direct));
   EXPECT_TRUE(Completes(direct, "{\"a\": 1}"));
   EXPECT_FALSE(Completes(direct, "<think></think>{\"a\": 1}"));
@@ -125,13 +125,13 @@ TEST(MakeSpec, ChatRendersTheTemplateAndTheTools) {
   EXPECT_EQ(plain.sampling.seed, 5u);
   EXPECT_EQ(plain.max_tokens, -1);  // chat: until the context is full
   EXPECT_EQ(plain.grammar, nullptr);
-  ASSERT_FALSE(MakeSpec(target, Parse(chat + kTools + R"(, "tool_choice": "none"})",
-                                      Endpoint::kChat),
-                        0, 99, &offered));
+  ASSERT_FALSE(MakeSpec(target,
+                        Parse(chat + kTools + R"(, "tool_choice": "none"})", Endpoint::kChat), 0,
+                        99, &offered));
   EXPECT_EQ(offered.prompt, plain.prompt);  // none: the tools stay out of the prompt
   EXPECT_EQ(offered.sampling.seed, 99u);    // no seed in the request: the fresh one
-  ASSERT_FALSE(MakeSpec(target, Parse(chat + kTools + R"(, "tool_choice": "required"})",
-                                      Endpoint::kChat),
+  ASSERT_FALSE(MakeSpec(target,
+                        Parse(chat + kTools + R"(, "tool_choice": "required"})", Endpoint::kChat),
                         0, 99, &required));
   EXPECT_NE(Tok().Decode(required.prompt).find("<tools>\n{\"type\": \"function\""),
             std::string::npos);
@@ -149,13 +149,13 @@ TEST(MakeSpec, RefusesWhatTheModelCannotDo) {
   const ChatTemplate tulu(ChatTemplate::Kind::kTulu, "</s>", "name");
   const std::string chat = R"({"model": "m", "messages": [{"role": "user", "content": "Hi"}], )";
   GenerationSpec spec;
-  std::optional<ApiError> e = MakeSpec({Tok(), &tulu, "", 512},
-                                       Parse(chat + kTools + "}", Endpoint::kChat), 0, 1, &spec);
+  std::optional<ApiError> e =
+      MakeSpec({Tok(), &tulu, "", 512}, Parse(chat + kTools + "}", Endpoint::kChat), 0, 1, &spec);
   ASSERT_TRUE(e.has_value());
   EXPECT_EQ(e->param, "tools");
   EXPECT_NE(e->message.find("tulu"), std::string::npos);
-  e = MakeSpec({Tok(), nullptr, "no template here", 512}, Parse(chat + R"("n": 1})", Endpoint::kChat), 0,
-               1, &spec);
+  e = MakeSpec({Tok(), nullptr, "no template here", 512},
+               Parse(chat + R"("n": 1})", Endpoint::kChat), 0, 1, &spec);
   ASSERT_TRUE(e.has_value());
   EXPECT_EQ(e->code, "chat_template_unavailable");
   EXPECT_EQ(e->message, "no template here");
@@ -392,7 +392,6 @@ TEST(ChoiceStream, AFailedJobReturnsItsError) {
   EXPECT_TRUE(events[0]["choices"][0]["finish_reason"].is_null());
 }
 
-
 // A thinking model calling tools reasons first: "required" calls may follow a think block,
 // and an auto call's trigger does not fire on "<tool_call>" written inside the reasoning.
 TEST(MakeSpec, ToolCallsAfterTheReasoning) {
@@ -427,14 +426,14 @@ TEST(MakeSpec, ToolCallsAfterTheReasoning) {
 
   // Auto: free text, calls after "<tool_call>" outside the reasoning.
   GenerationSpec automatic, automatic_forced;
-  ASSERT_FALSE(MakeSpec({Tok(), &qwen3, "", 512}, Parse(chat + kTools + "}", Endpoint::kChat),
-                        0, 1, &automatic));
+  ASSERT_FALSE(MakeSpec({Tok(), &qwen3, "", 512}, Parse(chat + kTools + "}", Endpoint::kChat), 0, 1,
+                        &automatic));
   EXPECT_FALSE(After(automatic, "<think>\nI could write <tool_call> now")->active());
   EXPECT_TRUE(After(automatic, "<think>\nmaybe <tool_call>\n</think>\n\n<tool_call>")->active());
   EXPECT_TRUE(After(automatic, "<tool_call>")->active());  // no reasoning
   EXPECT_TRUE(Completes(automatic, "<think>\nno call needed\n</think>\n\nIt is noon."));
-  ASSERT_FALSE(MakeSpec({Tok(), &thinker, "", 512}, Parse(chat + kTools + "}", Endpoint::kChat),
-                        0, 1, &automatic_forced));
+  ASSERT_FALSE(MakeSpec({Tok(), &thinker, "", 512}, Parse(chat + kTools + "}", Endpoint::kChat), 0,
+                        1, &automatic_forced));
   EXPECT_FALSE(After(automatic_forced, "a <tool_call> b")->active());
   EXPECT_TRUE(After(automatic_forced, "a\n</think>\n\n<tool_call>")->active());
 }
@@ -443,8 +442,8 @@ TEST(MakeSpec, ToolCallsAfterTheReasoning) {
 // token>; a model without FIM tokens refuses it, naming the field.
 TEST(MakeSpec, SuffixFillsInTheMiddle) {
   static const Tokenizer coder = [] {
-    VocabSpec spec = BuiltinBpeVocab(1000, "qwen2", {"<|fim_prefix|>", "<|fim_suffix|>",
-                                                     "<|fim_middle|>"});
+    VocabSpec spec =
+        BuiltinBpeVocab(1000, "qwen2", {"<|fim_prefix|>", "<|fim_suffix|>", "<|fim_middle|>"});
     return std::move(Tokenizer::Create(std::move(spec))).value();
   }();
   const Tokenizer::Fim fim = coder.fim().value();
@@ -462,10 +461,10 @@ TEST(MakeSpec, SuffixFillsInTheMiddle) {
   EXPECT_EQ(spec.prompt, want);
   // Token prompts are the prefix as given.
   GenerationSpec tokens;
-  ASSERT_FALSE(MakeSpec({coder, nullptr, "", 512},
-                        Parse(R"({"model": "m", "prompt": [100, 101], "suffix": ""})",
-                              Endpoint::kCompletions),
-                        0, 1, &tokens));
+  ASSERT_FALSE(MakeSpec(
+      {coder, nullptr, "", 512},
+      Parse(R"({"model": "m", "prompt": [100, 101], "suffix": ""})", Endpoint::kCompletions), 0, 1,
+      &tokens));
   EXPECT_EQ(tokens.prompt, (std::vector<int32_t>{fim.prefix, 100, 101, fim.suffix, fim.middle}));
   GenerationSpec plain;
   const std::optional<ApiError> e = MakeSpec({Tok(), nullptr, "", 512}, r, 0, 1, &plain);

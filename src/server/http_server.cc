@@ -1,6 +1,7 @@
 #include "server/http_server.h"
 
 #include <dirent.h>
+#include <httplib.h>
 #include <netdb.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
@@ -15,8 +16,6 @@
 #include <span>
 #include <thread>
 #include <utility>
-
-#include <httplib.h>
 
 #include "base/log.h"
 #include "server/api.h"
@@ -132,9 +131,12 @@ bool ReadRequest(const httplib::Request& req, httplib::Response& res,
   return true;
 }
 
-const char* kKnownPaths[] = {"/v1/completions", "/v1/chat/completions", "/v1/models", "/health",
-                             "/metrics", "/tokenize", "/detokenize", "/tokenizer_info",
-                             "/apply-template", "/completion", "/infill", "/props"};
+const char* kKnownPaths[] = {"/v1/completions", "/v1/chat/completions",
+                             "/v1/models",      "/health",
+                             "/metrics",        "/tokenize",
+                             "/detokenize",     "/tokenizer_info",
+                             "/apply-template", "/completion",
+                             "/infill",         "/props"};
 
 // Metrics label of a path: unknown paths share one label, so clients cannot grow the set.
 std::string EndpointLabel(const std::string& path) {
@@ -165,10 +167,9 @@ struct HttpServer::Impl {
       : ctx(c),
         tok(*c.model().tokenizer()),
         options(o),
-        scheduler(c,
-                  SchedulerOptions{o.n_parallel, std::max(o.step_tokens, o.n_parallel),
-                                   o.max_queue},
-                  &metrics),
+        scheduler(
+            c, SchedulerOptions{o.n_parallel, std::max(o.step_tokens, o.n_parallel), o.max_queue},
+            &metrics),
         created(std::time(nullptr)) {}
 
   void Routes();
@@ -182,8 +183,7 @@ struct HttpServer::Impl {
                       const httplib::ContentReader& reader);
   // Runs a parsed request's jobs and answers: streamed (r.stream), or whole, as OpenAI's
   // response or as llama-server's native one (`native`: one choice).
-  void Run(const httplib::Request& req, httplib::Response& res, const ApiRequest& r,
-           bool native);
+  void Run(const httplib::Request& req, httplib::Response& res, const ApiRequest& r, bool native);
   // Streams the choices `jobs` (index i: jobs[i]) as Server-Sent Events. echoes[i]: text to
   // send before choice i's generated text (an echoed prompt); n_prompt: prompt tokens of all.
   void Stream(const httplib::Request& req, httplib::Response& res,
@@ -197,8 +197,8 @@ struct HttpServer::Impl {
   std::string NewToolCallId() { return fmt::format("call_{:016x}", FreshSeed()); }
 
   uint64_t FreshSeed() {
-    const uint64_t t = static_cast<uint64_t>(
-        std::chrono::system_clock::now().time_since_epoch().count());
+    const uint64_t t =
+        static_cast<uint64_t>(std::chrono::system_clock::now().time_since_epoch().count());
     return t ^ (seed_counter.fetch_add(1) * 0x9E3779B97F4A7C15ull);
   }
 
@@ -279,8 +279,8 @@ void HttpServer::Impl::NativeComplete(const httplib::Request& req, httplib::Resp
   Run(req, res, r, /*native=*/true);
 }
 
-void HttpServer::Impl::Run(const httplib::Request& req, httplib::Response& res,
-                           const ApiRequest& r, bool native) {
+void HttpServer::Impl::Run(const httplib::Request& req, httplib::Response& res, const ApiRequest& r,
+                           bool native) {
   const Endpoint endpoint = r.endpoint;
   // A job per choice: n per prompt (chat: one prompt), choice p * n + k. They run together
   // like any other requests.
@@ -314,10 +314,10 @@ void HttpServer::Impl::Run(const httplib::Request& req, httplib::Response& res,
   if (Status s = scheduler.SubmitAll(jobs); !s.ok()) {
     LeaveGeneration();
     res.set_header("Retry-After", "1");
-    return SendError(res, ServerError(503, s.message(),
-                                      s.code() == StatusCode::kResourceExhausted
-                                          ? "server_busy"
-                                          : "shutting_down"));
+    return SendError(
+        res,
+        ServerError(503, s.message(),
+                    s.code() == StatusCode::kResourceExhausted ? "server_busy" : "shutting_down"));
   }
   ResponseMeta meta;
   meta.id = fmt::format("{}-{:x}", endpoint == Endpoint::kChat ? "chatcmpl" : "cmpl",
@@ -378,16 +378,15 @@ void HttpServer::Impl::Run(const httplib::Request& req, httplib::Response& res,
 }
 
 void HttpServer::Impl::StreamNative(const httplib::Request& req, httplib::Response& res,
-                                    std::shared_ptr<Job> job, ResponseMeta meta,
-                                    int64_t n_prompt) {
+                                    std::shared_ptr<Job> job, ResponseMeta meta, int64_t n_prompt) {
   struct State {
     std::shared_ptr<Job> job;
     ResponseMeta meta;
     int64_t n_prompt;
     ConnectionProbe probe;
   };
-  auto st = std::make_shared<State>(State{std::move(job), std::move(meta), n_prompt,
-                                          ConnectionProbe(req)});
+  auto st = std::make_shared<State>(
+      State{std::move(job), std::move(meta), n_prompt, ConnectionProbe(req)});
   res.set_header("Cache-Control", "no-cache");
   res.set_chunked_content_provider(
       "text/event-stream",
@@ -529,19 +528,18 @@ void HttpServer::Impl::Stream(const httplib::Request& req, httplib::Response& re
 
 void HttpServer::Impl::Routes() {
   http.Post("/v1/completions", [this](const httplib::Request& req, httplib::Response& res,
-                                       const httplib::ContentReader& reader) {
+                                      const httplib::ContentReader& reader) {
     Generate(req, res, reader, Endpoint::kCompletions);
   });
   http.Post("/v1/chat/completions", [this](const httplib::Request& req, httplib::Response& res,
-                                            const httplib::ContentReader& reader) {
+                                           const httplib::ContentReader& reader) {
     Generate(req, res, reader, Endpoint::kChat);
   });
-  http.Post("/completion", [this](const httplib::Request& req, httplib::Response& res,
-                                   const httplib::ContentReader& reader) {
-    NativeComplete(req, res, reader);
-  });
+  http.Post("/completion",
+            [this](const httplib::Request& req, httplib::Response& res,
+                   const httplib::ContentReader& reader) { NativeComplete(req, res, reader); });
   http.Post("/infill", [this](const httplib::Request& req, httplib::Response& res,
-                               const httplib::ContentReader& reader) { Infill(req, res, reader); });
+                              const httplib::ContentReader& reader) { Infill(req, res, reader); });
   auto model_json = [this] {
     return json{{"id", options.model_id},
                 {"object", "model"},
@@ -552,19 +550,19 @@ void HttpServer::Impl::Routes() {
   http.Get("/v1/models", [model_json](const httplib::Request&, httplib::Response& res) {
     SendJson(res, 200, {{"object", "list"}, {"data", json::array({model_json()})}});
   });
-  http.Get(R"(/v1/models/(.+))", [this, model_json](const httplib::Request& req,
-                                                     httplib::Response& res) {
-    if (req.matches[1] != options.model_id) {
-      ApiError e;
-      e.http_status = 404;
-      e.message = fmt::format("the model '{}' does not exist; this server serves '{}'",
-                              req.matches[1].str(), options.model_id);
-      e.param = "model";
-      e.code = "model_not_found";
-      return SendError(res, e);
-    }
-    SendJson(res, 200, model_json());
-  });
+  http.Get(R"(/v1/models/(.+))",
+           [this, model_json](const httplib::Request& req, httplib::Response& res) {
+             if (req.matches[1] != options.model_id) {
+               ApiError e;
+               e.http_status = 404;
+               e.message = fmt::format("the model '{}' does not exist; this server serves '{}'",
+                                       req.matches[1].str(), options.model_id);
+               e.param = "model";
+               e.code = "model_not_found";
+               return SendError(res, e);
+             }
+             SendJson(res, 200, model_json());
+           });
   http.Get("/health", [this](const httplib::Request&, httplib::Response& res) {
     const SchedulerGauges g = scheduler.Gauges();
     const bool ok = scheduler.accepting();
@@ -583,8 +581,7 @@ void HttpServer::Impl::Routes() {
     const SamplingRequest defaults;
     // The float as written (0.8, not 0.800000011920929).
     auto num = [](float f) { return std::stod(fmt::format("{}", f)); };
-    const std::string* jinja =
-        ctx.model().gguf().metadata().FindString("tokenizer.chat_template");
+    const std::string* jinja = ctx.model().gguf().metadata().FindString("tokenizer.chat_template");
     SendJson(res, 200,
              {{"default_generation_settings",
                {{"n_ctx", ctx.n_ctx()},
@@ -608,8 +605,7 @@ void HttpServer::Impl::Routes() {
     auto text = [this](std::optional<int32_t> id) {
       return id ? json(std::string(tok.token_text(*id))) : json(nullptr);
     };
-    const std::string* jinja =
-        ctx.model().gguf().metadata().FindString("tokenizer.chat_template");
+    const std::string* jinja = ctx.model().gguf().metadata().FindString("tokenizer.chat_template");
     SendJson(res, 200,
              {{"tokenizer_class", "moetier"},
               {"eos_token", text(tok.eos_id())},
@@ -632,9 +628,9 @@ void HttpServer::Impl::Routes() {
     if (!ids.ok()) {
       return SendError(res, ServerError(500, ids.status().message(), "tokenizer_error"));
     }
-    SendJson(res, 200, {{"tokens", ids.value()},
-                        {"count", ids.value().size()},
-                        {"max_model_len", ctx.n_ctx()}});
+    SendJson(
+        res, 200,
+        {{"tokens", ids.value()}, {"count", ids.value().size()}, {"max_model_len", ctx.n_ctx()}});
   });
   // llama-server's: the chat prompt a chat completions body would run, without running it.
   http.Post("/apply-template", [this](const httplib::Request& req, httplib::Response& res,
@@ -694,8 +690,8 @@ void HttpServer::Impl::Routes() {
   });
   // httplib calls this for every status >= 400; fill in only responses without a body
   // (unknown paths, bodies over the limit, ...).
-  http.set_error_handler(httplib::Server::HandlerWithResponse(
-      [](const httplib::Request& req, httplib::Response& res) {
+  http.set_error_handler(httplib::Server::HandlerWithResponse([](const httplib::Request& req,
+                                                                 httplib::Response& res) {
     if (!res.body.empty()) return httplib::Server::HandlerResponse::Unhandled;
     ApiError e;
     e.http_status = res.status;
@@ -753,8 +749,8 @@ Result<std::unique_ptr<HttpServer>> HttpServer::Create(Context& ctx, const Serve
     impl->chat.emplace(kind.value(), eos_text, "--chat-template");
   } else {
     const std::string* jinja = model.gguf().metadata().FindString("tokenizer.chat_template");
-    Result<ChatTemplate> t = ChatTemplate::ForModel(jinja ? *jinja : "", model.hparams().arch,
-                                                    eos_text);
+    Result<ChatTemplate> t =
+        ChatTemplate::ForModel(jinja ? *jinja : "", model.hparams().arch, eos_text);
     if (t.ok()) {
       impl->chat.emplace(t.value());
     } else {

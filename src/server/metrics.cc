@@ -121,8 +121,8 @@ std::string Metrics::Render(const SchedulerGauges& g) const {
          "Seconds in batched forward steps: decode (generated tokens only) or mixed (prompt "
          "tokens too).");
   for (int k = 0; k < 2; ++k) {
-    out += fmt::format("moetier_step_seconds_total{{kind=\"{}\"}} {}\n", kinds[k],
-                       g.step_seconds[k]);
+    out +=
+        fmt::format("moetier_step_seconds_total{{kind=\"{}\"}} {}\n", kinds[k], g.step_seconds[k]);
   }
   Header(&out, "moetier_step_generated_tokens_total", "counter",
          "Generated tokens evaluated by those steps, by the same kinds.");
@@ -160,8 +160,7 @@ std::string Metrics::Render(const SchedulerGauges& g) const {
                "Time with no expert read in flight, between two reads.", t.disk_idle_ns * 1e-9);
   if (g.tier.cache_slots > 0) {
     Header(&out, "moetier_expert_cache_slots", "gauge", "Experts the cache holds at once.");
-    out += fmt::format("moetier_expert_cache_slots{{tier=\"{}\"}} {}\n", tier,
-                       g.tier.cache_slots);
+    out += fmt::format("moetier_expert_cache_slots{{tier=\"{}\"}} {}\n", tier, g.tier.cache_slots);
   }
   return out;
 }

@@ -18,7 +18,7 @@ namespace mt::server {
 class Histogram {
  public:
   static constexpr std::array<double, 14> kBounds = {0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5,
-                                                     1,     2.5,  5,     10,   30,  60,  120};
+                                                     1,     2.5,  5,     10,   30,  60,   120};
   void Observe(double v);
   // The Prometheus lines: name_bucket{le="..."} (cumulative, ending with +Inf), name_sum,
   // name_count.
@@ -27,25 +27,26 @@ class Histogram {
   uint64_t count() const { return count_; }
 
  private:
-  std::array<uint64_t, kBounds.size()> buckets_{};  // (bounds) observations <= bound, not cumulative
+  std::array<uint64_t, kBounds.size()>
+      buckets_{};  // (bounds) observations <= bound, not cumulative
   uint64_t count_ = 0;
   double sum_ = 0;
 };
 
 // What the scheduler reports about its state (gauges) and the expert tier.
 struct SchedulerGauges {
-  uint64_t queue_depth = 0;   // requests waiting for a slot
+  uint64_t queue_depth = 0;  // requests waiting for a slot
   uint64_t slots_busy = 0;
   uint64_t slots_total = 0;
-  uint64_t steps = 0;         // batched forward steps run
-  uint64_t step_tokens = 0;   // tokens evaluated in those steps
+  uint64_t steps = 0;          // batched forward steps run
+  uint64_t step_tokens = 0;    // tokens evaluated in those steps
   uint64_t cached_tokens = 0;  // prompt tokens found in a slot's KV cache, not evaluated
   // The steps' forward passes by kind: [0] decode only (every token a generated one), [1]
   // mixed (prompt tokens too). Generated tokens over seconds of [0] is the pace of decoding
   // alone, which the wall time (prefill included) hides.
   std::array<double, 2> step_seconds{};
   std::array<uint64_t, 2> step_generated{};
-  TierStats tier;             // the expert store's counters
+  TierStats tier;  // the expert store's counters
 };
 
 class Metrics {

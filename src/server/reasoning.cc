@@ -49,8 +49,7 @@ ReasoningOutput ReasoningSplitter::Drain(bool final) {
       case State::kStart: {
         // Leading whitespace, then "<think>" or not.
         const std::string_view rest = TrimLeft(held_);
-        if (rest.size() >= kOpen.size() || final ||
-            rest != kOpen.substr(0, rest.size())) {
+        if (rest.size() >= kOpen.size() || final || rest != kOpen.substr(0, rest.size())) {
           if (rest.substr(0, kOpen.size()) == kOpen) {
             thought_ = true;
             held_ = std::string(rest.substr(kOpen.size()));

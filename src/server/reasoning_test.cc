@@ -58,8 +58,8 @@ TEST(Reasoning, SplitterMatchesTheWholeSplitAtEveryCut) {
   for (std::string_view text :
        {std::string_view("<think>\nLet me see. </thin no.\n\n</think>\n\n  Paris. <think>x"),
         std::string_view("  \n<think>  a  b  "), std::string_view("Plain  text </think>"),
-        std::string_view("<thinking>x"), std::string_view("<think>"),
-        std::string_view("   "), std::string_view("\n still </think>\n answer")}) {
+        std::string_view("<thinking>x"), std::string_view("<think>"), std::string_view("   "),
+        std::string_view("\n still </think>\n answer")}) {
     for (bool open : {false, true}) {
       const ReasoningOutput whole = SplitReasoning(text, open);
       for (size_t piece = 1; piece <= text.size(); ++piece) {
@@ -79,7 +79,7 @@ TEST(Reasoning, SplitterMatchesTheWholeSplitAtEveryCut) {
     }
   }
   ReasoningSplitter s;
-  EXPECT_EQ(s.Push("<thi").reasoning, "");  // undecided
+  EXPECT_EQ(s.Push("<thi").reasoning, "");          // undecided
   EXPECT_EQ(s.Push("nk>\nOne ").reasoning, "One");  // the space may precede </think>: held
   EXPECT_EQ(s.Push("two</th").reasoning, " two");
   const ReasoningOutput end = s.Push("ink>\n\nAnswer");

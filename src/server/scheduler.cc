@@ -33,10 +33,9 @@ TokenLogprob ScoreToken(std::span<const float> logits, int32_t id, int32_t top_n
   for (size_t i = 0; i < logits.size() && n > 0; ++i) {
     const float l = logits[i];
     if (top.size() == n && l <= top.back().second) continue;
-    auto at = std::upper_bound(top.begin(), top.end(), l,
-                               [](float v, const std::pair<int32_t, float>& p) {
-                                 return v > p.second;
-                               });
+    auto at =
+        std::upper_bound(top.begin(), top.end(), l,
+                         [](float v, const std::pair<int32_t, float>& p) { return v > p.second; });
     top.insert(at, {static_cast<int32_t>(i), l});
     if (top.size() > n) top.pop_back();
   }
@@ -44,19 +43,22 @@ TokenLogprob ScoreToken(std::span<const float> logits, int32_t id, int32_t top_n
   return e;
 }
 
-bool ScoresPrompt(const GenerationSpec& spec) {
-  return spec.logprobs >= 0 && spec.prompt_logprobs;
-}
+bool ScoresPrompt(const GenerationSpec& spec) { return spec.logprobs >= 0 && spec.prompt_logprobs; }
 
 }  // namespace
 
 const char* FinishReasonName(FinishReason r) {
   switch (r) {
-    case FinishReason::kNone: return "";
-    case FinishReason::kStop: return "stop";
-    case FinishReason::kLength: return "length";
-    case FinishReason::kCancelled: return "cancelled";
-    case FinishReason::kError: return "error";
+    case FinishReason::kNone:
+      return "";
+    case FinishReason::kStop:
+      return "stop";
+    case FinishReason::kLength:
+      return "length";
+    case FinishReason::kCancelled:
+      return "cancelled";
+    case FinishReason::kError:
+      return "error";
   }
   return "";
 }
@@ -114,12 +116,12 @@ void Job::Finish(FinishReason reason, Status error, bool stop_string, double pro
 
 // One sequence of the Context and the job that runs in it.
 struct Scheduler::Slot {
-  std::shared_ptr<Job> job;  // null: free
-  uint64_t order = 0;        // admission number
-  uint32_t n_past = 0;       // positions filled in this slot's KV cache
-  size_t n_fed = 0;          // prompt tokens evaluated (or found in the cache)
-  size_t cached = 0;         // prompt tokens found in the slot's KV cache
-  int32_t pending = -1;      // sampled token to evaluate next step; -1: none
+  std::shared_ptr<Job> job;      // null: free
+  uint64_t order = 0;            // admission number
+  uint32_t n_past = 0;           // positions filled in this slot's KV cache
+  size_t n_fed = 0;              // prompt tokens evaluated (or found in the cache)
+  size_t cached = 0;             // prompt tokens found in the slot's KV cache
+  int32_t pending = -1;          // sampled token to evaluate next step; -1: none
   std::vector<int32_t> history;  // (n_prompt + generated) for the repetition penalty
   std::optional<Sampler> sampler;
   std::optional<grammar::GrammarFilter> grammar;  // when the job has a grammar
@@ -164,9 +166,9 @@ Status Scheduler::SubmitAll(std::span<const std::shared_ptr<Job>> jobs) {
     std::lock_guard lock(mu_);
     if (draining_) return Status(StatusCode::kCancelled, "the server is shutting down");
     if (queue_.size() >= options_.max_queue) {
-      return Status(StatusCode::kResourceExhausted,
-                    fmt::format("the server is busy: {} requests are waiting (--max-queue)",
-                                queue_.size()));
+      return Status(
+          StatusCode::kResourceExhausted,
+          fmt::format("the server is busy: {} requests are waiting (--max-queue)", queue_.size()));
     }
     for (const auto& job : jobs) queue_.push_back(job);
     gauges_.queue_depth = queue_.size();
@@ -297,8 +299,7 @@ uint32_t Scheduler::PickSlot(const GenerationSpec& spec, size_t* reuse) const {
       while (common < limit && kv[common] == spec.prompt[common]) ++common;
       common = ctx_.ReusablePrefix(s, static_cast<uint32_t>(common));
     }
-    if (!found || common > *reuse ||
-        (common == *reuse && released_at_[s] < released_at_[best])) {
+    if (!found || common > *reuse || (common == *reuse && released_at_[s] < released_at_[best])) {
       best = s;
       *reuse = common;
       found = true;
@@ -330,8 +331,7 @@ void Scheduler::Release(Slot& slot, FinishReason reason, Status error) {
         return std::chrono::duration<double>(t - job.arrival_).count();
       };
       metrics_->ObserveLatency(seconds(job.started_),
-                               slot.n_generated > 0 ? seconds(job.first_token_) : -1,
-                               seconds(now));
+                               slot.n_generated > 0 ? seconds(job.first_token_) : -1, seconds(now));
     }
   }
   using Seconds = std::chrono::duration<double>;
@@ -363,7 +363,7 @@ void Scheduler::Step() {
   }
   std::sort(prefill.begin(), prefill.end(),
             [&](uint32_t a, uint32_t b) { return slots_[a].order < slots_[b].order; });
-  std::vector<uint32_t> fed(slots_.size(), 0);  // (n_slots) prompt tokens in this batch
+  std::vector<uint32_t> fed(slots_.size(), 0);       // (n_slots) prompt tokens in this batch
   std::vector<int64_t> prompt_at(batch.size(), -1);  // (batch) prompt position; -1: generated
   uint32_t scored_rows = kScoredPromptRowsPerStep;
   for (uint32_t s : prefill) {
@@ -457,8 +457,8 @@ void Scheduler::Step() {
   std::lock_guard lock(mu_);
   ++gauges_.steps;
   gauges_.step_tokens += batch.size();
-  const uint64_t generated = static_cast<uint64_t>(
-      std::count(prompt_at.begin(), prompt_at.end(), int64_t{-1}));
+  const uint64_t generated =
+      static_cast<uint64_t>(std::count(prompt_at.begin(), prompt_at.end(), int64_t{-1}));
   const int kind = generated == batch.size() ? 0 : 1;  // decode only, or mixed
   gauges_.step_seconds[kind] += step_seconds;
   gauges_.step_generated[kind] += generated;
@@ -489,7 +489,8 @@ void Scheduler::Sample(Slot& slot, std::span<const float> logits) {
   if (id < 0 && !grammar->IsComplete()) {  // -1 only under a grammar
     Release(slot, FinishReason::kError,
             InvalidArgument("grammar: no token of the vocabulary can continue the output "
-                            "after {} generated tokens", slot.n_generated));
+                            "after {} generated tokens",
+                            slot.n_generated));
     return;
   }
   // Under a grammar an end-of-generation token ends the output even with ignore_eos: it is

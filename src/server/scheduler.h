@@ -56,7 +56,7 @@ struct GenerationSpec {
   // first token), the next token whose text holds a newline ends it (kLength). 0: no limit.
   double max_predict_ms = 0;
   bool ignore_eos = false;
-  int32_t logprobs = -1;       // alternatives per token (TokenLogprob::top); -1: no logprobs
+  int32_t logprobs = -1;         // alternatives per token (TokenLogprob::top); -1: no logprobs
   bool prompt_logprobs = false;  // with logprobs: an entry for every prompt token too
   // Reuse a slot's KV cache for the prompt's longest prefix already in it (from an earlier
   // request; the same bits as evaluating it again). Never for scored prompts.
@@ -89,13 +89,13 @@ const char* FinishReasonName(FinishReason r);
 
 // What a handler has received of its generation so far.
 struct JobUpdate {
-  std::string text;  // text produced since the previous update
+  std::string text;                    // text produced since the previous update
   std::vector<TokenLogprob> logprobs;  // entries released since the previous update
   bool finished = false;
   FinishReason reason = FinishReason::kNone;
-  Status error;                 // kError: what failed (names file, layer, expert)
-  int64_t prompt_tokens = 0;    // prompt tokens evaluated
-  int64_t cached_tokens = 0;    // prompt tokens found in the slot's KV cache, not evaluated
+  Status error;                   // kError: what failed (names file, layer, expert)
+  int64_t prompt_tokens = 0;      // prompt tokens evaluated
+  int64_t cached_tokens = 0;      // prompt tokens found in the slot's KV cache, not evaluated
   int64_t completion_tokens = 0;  // tokens sampled (including an end-of-generation token)
   // Once finished: whether a stop string ended it (kStop; else an end-of-generation token),
   // and its times from admission to a slot to the first token (the prompt's evaluation) and
@@ -140,7 +140,7 @@ class Job {
 
   std::mutex mu_;
   std::condition_variable cv_;
-  std::string text_;  // produced, not yet taken by Wait
+  std::string text_;                    // produced, not yet taken by Wait
   std::vector<TokenLogprob> logprobs_;  // released, not yet taken by Wait
   bool changed_ = false;
   JobUpdate state_;  // all but text
@@ -214,7 +214,7 @@ class Scheduler {
   std::vector<float> step_logits_;
   // The vocabulary as grammars see it, built at the first request with a grammar.
   std::shared_ptr<const grammar::GrammarVocab> grammar_vocab_;
-  uint64_t admitted_ = 0;    // admission counter: prefill goes in admission order
+  uint64_t admitted_ = 0;  // admission counter: prefill goes in admission order
 
   mutable std::mutex mu_;
   std::condition_variable cv_;

@@ -174,8 +174,8 @@ TEST_F(SchedulerTest, BatchedJobsGetExactlyTheirTextAlone) {
   std::vector<GenerationSpec> specs;
   for (size_t i = 0; i < kPrompts.size(); ++i) {
     // Mixed greedy and seeded sampling, different lengths.
-    specs.push_back(Spec(kPrompts[i], 6 + 3 * static_cast<int64_t>(i), i % 2 ? 0.9f : 0.0f,
-                         1000 + i));
+    specs.push_back(
+        Spec(kPrompts[i], 6 + 3 * static_cast<int64_t>(i), i % 2 ? 0.9f : 0.0f, 1000 + i));
   }
   std::vector<std::shared_ptr<Job>> jobs;
   for (const GenerationSpec& s : specs) {
@@ -211,8 +211,8 @@ TEST_F(SchedulerTest, BatchedJobsGetExactlyTheirTextAlone) {
 
 TEST_F(SchedulerTest, GrammarJobsFollowTheirGrammarInABatch) {
   constexpr uint32_t kCtx = 96;
-  auto g = grammar::Grammar::Parse(
-      R"(root ::= "{\"n\": " [0-9]{1,3} ", \"w\": \"" [a-z ]{1,8} "\"}")");
+  auto g =
+      grammar::Grammar::Parse(R"(root ::= "{\"n\": " [0-9]{1,3} ", \"w\": \"" [a-z ]{1,8} "\"}")");
   ASSERT_TRUE(g.ok()) << g.status().message();
   auto ctx = MakeContext(4, kCtx);
   Scheduler sched(*ctx, SchedulerOptions{4, 16, 16}, nullptr);
@@ -418,9 +418,9 @@ TEST_F(SchedulerTest, AnUnreadableExpertFailsOnlyTheJobsThatNeedIt) {
   };
   {
     auto probe = MakeContext(1, kCtx, faulty_storage([seen](const ReadOp& op) {
-      seen->push_back({op.offset, op.length});
-      return false;
-    }));
+                               seen->push_back({op.offset, op.length});
+                               return false;
+                             }));
     std::vector<float> logits;
     ASSERT_TRUE(probe->Eval(Prompt("x"), LogitsFor::kLast, &logits).ok());
   }
@@ -525,8 +525,7 @@ TEST_F(SchedulerTest, APromptSharingAPrefixReusesTheSlotsCache) {
   EXPECT_EQ(u5.cached_tokens, 0);
   const SchedulerGauges g = sched.Gauges();
   sched.Shutdown(1s);
-  EXPECT_EQ(g.cached_tokens,
-            static_cast<uint64_t>(u2.cached_tokens + u3.cached_tokens));
+  EXPECT_EQ(g.cached_tokens, static_cast<uint64_t>(u2.cached_tokens + u3.cached_tokens));
   const Outcome want = Alone(next, kCtx);
   EXPECT_EQ(b.text, want.text);
   EXPECT_EQ(again.text, want.text);

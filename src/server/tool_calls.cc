@@ -21,8 +21,7 @@ bool ParseCall(std::string_view body, ApiToolCall* out) {
   if (!j.is_object()) return false;
   const auto name = j.find("name");
   const auto arguments = j.find("arguments");
-  if (name == j.end() || !name->is_string() || arguments == j.end() ||
-      !arguments->is_object()) {
+  if (name == j.end() || !name->is_string() || arguments == j.end() || !arguments->is_object()) {
     return false;
   }
   out->name = name->get<std::string>();

@@ -24,8 +24,8 @@ TEST(ToolCalls, ParsesContentAndCalls) {
   // when its JSON is whole.
   EXPECT_EQ(ParseToolCalls("just text").content, "just text");
   EXPECT_TRUE(ParseToolCalls("just text").calls.empty());
-  const ToolCallOutput open = ParseToolCalls(
-      "<tool_call>\n{\"name\": \"f\", \"arguments\": {\"x\": 1}}\n");
+  const ToolCallOutput open =
+      ParseToolCalls("<tool_call>\n{\"name\": \"f\", \"arguments\": {\"x\": 1}}\n");
   ASSERT_EQ(open.calls.size(), 1u);
   EXPECT_EQ(open.calls[0].arguments, R"({"x":1})");
   // Cut short inside the second call: the first stays, the rest is dropped.
@@ -72,7 +72,7 @@ TEST(ToolCalls, SplitterMatchesTheWholeParseAtEveryCut) {
   EXPECT_EQ(s.Push("Hello <"), "Hello ");  // '<' may begin a block: held
   EXPECT_EQ(s.Push("b>"), "<b>");          // it did not
   EXPECT_EQ(s.Push(" <tool_"), " ");
-  EXPECT_EQ(s.Push("call>{"), "");         // a block: everything waits for Finish
+  EXPECT_EQ(s.Push("call>{"), "");  // a block: everything waits for Finish
   EXPECT_EQ(s.Push("more"), "");
 }
 
@@ -99,10 +99,12 @@ TEST(ToolCalls, GrammarForcesCallsOfTheGivenTools) {
   EXPECT_TRUE(accepts(any, time));
   EXPECT_TRUE(accepts(any, weather + "\n" + time));
   EXPECT_FALSE(accepts(any, "Sure. " + weather));  // only calls
-  EXPECT_FALSE(accepts(any, "<tool_call>\n{\"name\": \"get_weather\", \"arguments\": {}}\n"
-                            "</tool_call>"));  // city is required
-  EXPECT_FALSE(accepts(any, "<tool_call>\n{\"name\": \"other\", \"arguments\": {}}\n"
-                            "</tool_call>"));
+  EXPECT_FALSE(accepts(any,
+                       "<tool_call>\n{\"name\": \"get_weather\", \"arguments\": {}}\n"
+                       "</tool_call>"));  // city is required
+  EXPECT_FALSE(accepts(any,
+                       "<tool_call>\n{\"name\": \"other\", \"arguments\": {}}\n"
+                       "</tool_call>"));
   const Result<std::string> one = ToolCallGbnf(tools, "", /*parallel=*/false);
   EXPECT_TRUE(accepts(one, time));
   EXPECT_FALSE(accepts(one, weather + "\n" + time));

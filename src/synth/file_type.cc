@@ -1,8 +1,8 @@
 #include "synth/file_type.h"
 
-#include <array>
-
 #include <fmt/format.h>
+
+#include <array>
 
 namespace mt {
 namespace {
@@ -91,7 +91,8 @@ std::optional<GgmlType> Fallback(GgmlType t) {
       return T::kQ5_1;
     case T::kQ6_K:
       return T::kQ8_0;
-    default: return std::nullopt;
+    default:
+      return std::nullopt;
   }
 }
 

@@ -135,8 +135,8 @@ Result<VocabSpec> BuildSynthVocab(const SynthPreset& preset, const SynthOptions&
     return BuiltinSpmVocab(n_vocab);
   }
   std::string pre(preset.bpe_pre);
-  VocabSpec v = BuiltinBpeVocab(n_vocab, pre, {"<|endoftext|>", "<|padding|>", "<|im_start|>",
-                                               "<|im_end|>"});
+  VocabSpec v =
+      BuiltinBpeVocab(n_vocab, pre, {"<|endoftext|>", "<|padding|>", "<|im_start|>", "<|im_end|>"});
   v.eos_id = FindTokenId(v, "<|endoftext|>");
   v.bos_id = v.eos_id;
   v.pad_id = FindTokenId(v, "<|padding|>");
@@ -235,7 +235,8 @@ Result<RoutingReport> MeasureRouting(const std::string& path, const HParams& hp,
   // A seeded sequence of ordinary tokens (no control or padding tokens).
   std::vector<uint32_t> normal;
   for (uint32_t i = 0; i < vocab.size(); ++i) {
-    if (vocab.token_types.empty() || vocab.token_types[i] == static_cast<int32_t>(TokenType::kNormal))
+    if (vocab.token_types.empty() ||
+        vocab.token_types[i] == static_cast<int32_t>(TokenType::kNormal))
       normal.push_back(i);
   }
   if (normal.empty()) return InvalidArgument("{}: the vocab has no normal tokens", path);
@@ -343,8 +344,7 @@ Result<SynthResult> Synthesize(const SynthOptions& opt) {
   }
   const FileType* ft = FindFileType(opt.file_type);
   if (ft == nullptr) {
-    return InvalidArgument("unknown type '{}' (choose one of: {})", opt.file_type,
-                           FileTypeNames());
+    return InvalidArgument("unknown type '{}' (choose one of: {})", opt.file_type, FileTypeNames());
   }
   if (!(opt.router_skew >= 0 && opt.router_skew <= 3)) {
     return InvalidArgument("--router-skew {} is outside [0, 3]", opt.router_skew);
@@ -418,8 +418,8 @@ Result<SynthResult> Synthesize(const SynthOptions& opt) {
   }
   if (opt.dry_run) return result;  // nothing written (the writer leaves no file)
   MT_RETURN_IF_ERROR(writer.Begin());
-  int n_threads = opt.n_threads > 0 ? opt.n_threads
-                                    : std::max(1u, std::thread::hardware_concurrency());
+  int n_threads =
+      opt.n_threads > 0 ? opt.n_threads : std::max(1u, std::thread::hardware_concurrency());
   ProgressLine progress(opt.show_progress, total_bytes);
   InitContext init_ctx{hp, opt.seed, result.router_offset_scale, vocab->token_types, &parts};
   for (const PlannedTensor& t : planned) {

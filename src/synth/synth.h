@@ -16,14 +16,14 @@
 namespace mt {
 
 struct SynthOptions {
-  std::string output_path;     // "model.gguf"; split sets become model-0000K-of-0000N.gguf
-  std::string preset;          // see SynthPresets()
-  uint32_t n_layers = 0;       // write only the first N layers (0: all of the preset's)
-  bool legacy_mla = false;     // deepseek2: the legacy attn_kv_b layout
+  std::string output_path;  // "model.gguf"; split sets become model-0000K-of-0000N.gguf
+  std::string preset;       // see SynthPresets()
+  uint32_t n_layers = 0;    // write only the first N layers (0: all of the preset's)
+  bool legacy_mla = false;  // deepseek2: the legacy attn_kv_b layout
   std::string file_type = "q4_k_m";
   uint64_t seed = 1;
-  std::string tokenizer_json;  // a Hugging Face tokenizer.json; empty: the preset's default
-  float router_skew = 0;       // 0 uniform, 1 like trained MoE models
+  std::string tokenizer_json;    // a Hugging Face tokenizer.json; empty: the preset's default
+  float router_skew = 0;         // 0 uniform, 1 like trained MoE models
   uint64_t split_max_bytes = 0;  // 0: one file
   int n_threads = 0;             // 0: all cores
   bool show_progress = false;    // a progress line on stderr (for terminals)

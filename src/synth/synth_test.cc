@@ -210,8 +210,7 @@ TEST(WeightInitTest, ResidualBranchesAreScaledDown) {
   InitContext ctx{.hp = hp};
   EXPECT_FLOAT_EQ(InitFor(embd, ctx).stddev, 1.0f);
   EXPECT_FLOAT_EQ(InitFor(up, ctx).stddev, 1.0f / std::sqrt(2048.0f));
-  EXPECT_FLOAT_EQ(InitFor(down, ctx).stddev,
-                  1.0f / std::sqrt(768.0f) / std::sqrt(2.0f * 48));
+  EXPECT_FLOAT_EQ(InitFor(down, ctx).stddev, 1.0f / std::sqrt(768.0f) / std::sqrt(2.0f * 48));
 }
 
 TEST(WeightInitTest, UnusedTokensGetNearZeroOutputRows) {

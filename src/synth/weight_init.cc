@@ -166,7 +166,8 @@ WeightInit InitFor(const TensorDesc& desc, const InitContext& ctx) {
         // h . u ~ share sqrt(n) / sqrt(1 + share^2), and the random part of the logit has
         // std 1.5 / sqrt(1 + share^2).
         const float share2 = kSkewEmbeddingShare * kSkewEmbeddingShare;
-        const float proj = kSkewEmbeddingShare * std::sqrt(float(hp.n_embd)) / std::sqrt(1 + share2);
+        const float proj =
+            kSkewEmbeddingShare * std::sqrt(float(hp.n_embd)) / std::sqrt(1 + share2);
         const float sigma = 1.5f / std::sqrt(1 + share2);
         std::vector<float> q =
             ShuffledNormalQuantiles(hp.n_expert, SplitMix64(ctx.seed ^ (desc.layer + 1)));
@@ -193,8 +194,8 @@ float Element(float mean, float stddev, uint64_t tensor_seed, uint64_t row, uint
 
 }  // namespace
 
-void GenerateRows(const WeightInit& init, uint64_t tensor_seed, uint64_t first_row,
-                  uint64_t n_rows, uint64_t row_len, float* out) {
+void GenerateRows(const WeightInit& init, uint64_t tensor_seed, uint64_t first_row, uint64_t n_rows,
+                  uint64_t row_len, float* out) {
   for (uint64_t r = 0; r < n_rows; ++r) {
     const uint64_t row = first_row + r;
     float* dst = out + r * row_len;
@@ -250,7 +251,10 @@ float CalibrateRouterOffsets(float skew, uint32_t n_expert, uint32_t n_expert_us
   float lo = 0, hi = 16;
   for (int it = 0; it < 30; ++it) {
     float mid = 0.5f * (lo + hi);
-    if (SimulatedTopShare(mid, n_expert, n_expert_used, 0.2) < target) lo = mid; else hi = mid;
+    if (SimulatedTopShare(mid, n_expert, n_expert_used, 0.2) < target)
+      lo = mid;
+    else
+      hi = mid;
   }
   return 0.5f * (lo + hi);
 }

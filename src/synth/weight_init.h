@@ -61,8 +61,8 @@ WeightInit InitFor(const TensorDesc& desc, const InitContext& ctx);
 uint64_t TensorSeed(uint64_t seed, const std::string& tensor_name);
 
 // Writes rows [first_row, first_row + n_rows) of length `row_len` into `out`.
-void GenerateRows(const WeightInit& init, uint64_t tensor_seed, uint64_t first_row,
-                  uint64_t n_rows, uint64_t row_len, float* out);
+void GenerateRows(const WeightInit& init, uint64_t tensor_seed, uint64_t first_row, uint64_t n_rows,
+                  uint64_t row_len, float* out);
 
 // The scale s of the per-expert router offsets for a skew in [0, 3]: expert e's logit
 // offset is s * sigma * q_e, with q_e shuffled normal quantiles and sigma the std of the

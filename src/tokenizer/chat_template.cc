@@ -671,9 +671,10 @@ Result<ChatPrompt> ChatTemplate::Render(std::span<const ChatMessage> messages,
 
 Result<ChatTemplateKwargs> ChatTemplateKwargsFromJson(const nlohmann::json& kwargs) {
   if (!kwargs.is_object()) {
-    return InvalidArgument("chat_template_kwargs must be a JSON object, not {} (e.g. "
-                           "{{\"enable_thinking\": false}})",
-                           kwargs.type_name());
+    return InvalidArgument(
+        "chat_template_kwargs must be a JSON object, not {} (e.g. "
+        "{{\"enable_thinking\": false}})",
+        kwargs.type_name());
   }
   ChatTemplateKwargs k;
   if (const auto it = kwargs.find("enable_thinking"); it != kwargs.end() && !it->is_null()) {
@@ -704,8 +705,9 @@ Status CheckReasoningEffort(std::string_view effort) {
 Result<ChatTemplateKwargs> ParseChatTemplateKwargs(std::string_view json_text) {
   const nlohmann::json j = nlohmann::json::parse(json_text, nullptr, /*allow_exceptions=*/false);
   if (j.is_discarded()) {
-    return InvalidArgument("chat_template_kwargs is not valid JSON (e.g. "
-                           "{{\"enable_thinking\": false}})");
+    return InvalidArgument(
+        "chat_template_kwargs is not valid JSON (e.g. "
+        "{{\"enable_thinking\": false}})");
   }
   return ChatTemplateKwargsFromJson(j);
 }

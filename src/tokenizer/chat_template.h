@@ -80,7 +80,7 @@ struct ChatMessage {
 };
 
 struct ChatPrompt {
-  std::string text;  // the rendered prompt; encode it with parse_special = true
+  std::string text;      // the rendered prompt; encode it with parse_special = true
   bool add_bos = false;  // put BOS before `text` (the template starts with the BOS token)
   // The text ends inside an open <think> block (a template that makes the model think), so
   // what the model writes starts as reasoning and its </think> ends it.
@@ -211,8 +211,7 @@ class ChatTemplate {
   // "tool" message with no tool call before it; glm4.5, arguments that are not a JSON object.
   // Thread-safe (const, no shared state); the result owns its text.
   Result<ChatPrompt> Render(std::span<const ChatMessage> messages, bool add_generation_prompt,
-                            const nlohmann::ordered_json& tools,
-                            bool enable_thinking = true) const;
+                            const nlohmann::ordered_json& tools, bool enable_thinking = true) const;
   // The same with all of the template variables moetier reads (ChatTemplateKwargs above).
   Result<ChatPrompt> Render(std::span<const ChatMessage> messages, bool add_generation_prompt,
                             const nlohmann::ordered_json& tools,

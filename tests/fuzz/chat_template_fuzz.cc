@@ -6,11 +6,10 @@
 // a one-line error, never a crash; chatml, deepseek3, harmony and glm4.5 render every user
 // message's content (deepseek3 every system message's too).
 #include <cstdint>
+#include <nlohmann/json.hpp>
 #include <string>
 #include <string_view>
 #include <vector>
-
-#include <nlohmann/json.hpp>
 
 #include "tokenizer/chat_template.h"
 
@@ -29,7 +28,8 @@ std::vector<mt::ChatMessage> Messages(const Json& body) {
   const auto it = body.is_object() ? body.find("messages") : body.end();
   if (it == body.end() || !it->is_array()) return out;
   for (const Json& m : *it) {
-    mt::ChatMessage& c = out.emplace_back(mt::ChatMessage{StringOr(m, "role"), StringOr(m, "content")});
+    mt::ChatMessage& c =
+        out.emplace_back(mt::ChatMessage{StringOr(m, "role"), StringOr(m, "content")});
     if (m.is_object() && m.contains("reasoning_content")) {
       c.reasoning_content = StringOr(m, "reasoning_content");
     }
@@ -64,8 +64,8 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     CheckError(k.status());
   }
   std::vector<mt::ChatTemplate> templates;
-  for (const char* arch : {"qwen3moe", "qwen2moe", "olmoe", "llama", "deepseek2", "gpt-oss",
-                           "glm4moe"}) {
+  for (const char* arch :
+       {"qwen3moe", "qwen2moe", "olmoe", "llama", "deepseek2", "gpt-oss", "glm4moe"}) {
     mt::Result<mt::ChatTemplate> t = mt::ChatTemplate::ForModel(jinja, arch, "</s>");
     if (t.ok()) {
       templates.push_back(std::move(t).value());
@@ -91,7 +91,8 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
         continue;
       }
       const bool deepseek = t.kind() == mt::ChatTemplate::Kind::kDeepseek3;
-      if (t.kind() == mt::ChatTemplate::Kind::kTulu || t.kind() == mt::ChatTemplate::Kind::kLlama2) {
+      if (t.kind() == mt::ChatTemplate::Kind::kTulu ||
+          t.kind() == mt::ChatTemplate::Kind::kLlama2) {
         continue;
       }
       for (const mt::ChatMessage& m : messages) {

@@ -16,11 +16,10 @@
 #include <cstddef>
 #include <cstdint>
 #include <memory>
+#include <nlohmann/json.hpp>
 #include <string>
 #include <string_view>
 #include <vector>
-
-#include <nlohmann/json.hpp>
 
 #include "grammar/grammar.h"
 #include "grammar/json_schema.h"
@@ -114,8 +113,12 @@ void FuzzFilter(std::string_view rest) {
   }();
   static const auto vocab = std::make_shared<const mt::grammar::GrammarVocab>(tok);
   if (rest.empty()) return;
-  const LazyStart starts[] = {{}, {"<@"}, {"", "<t>", "</t>"}, {"<@", "<t>", "</t>"},
-                              {"<@", "<t>", "</t>", true}, {"", "<t>", "</t>", true}};
+  const LazyStart starts[] = {{},
+                              {"<@"},
+                              {"", "<t>", "</t>"},
+                              {"<@", "<t>", "</t>"},
+                              {"<@", "<t>", "</t>", true},
+                              {"", "<t>", "</t>", true}};
   GrammarFilter f(JsonObject(), vocab, starts[static_cast<uint8_t>(rest[0]) % 6]);
   auto ids = tok.Encode(rest.substr(1), /*add_bos=*/false, /*parse_special=*/false);
   if (!ids.ok()) return;

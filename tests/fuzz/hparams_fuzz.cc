@@ -59,9 +59,9 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   const mt::RopeParts& r = parts.rope;
   if (r.n_rot > 0 && r.n_rot <= 4096) {
     std::vector<float> cs(r.n_rot);
-    mt::RopeAngles({r.n_rot, r.freq_base, r.freq_scale, r.ext_factor, r.attn_factor, r.corr_low,
-                    r.corr_high},
-                   1000, cs.data());
+    mt::RopeAngles(
+        {r.n_rot, r.freq_base, r.freq_scale, r.ext_factor, r.attn_factor, r.corr_low, r.corr_high},
+        1000, cs.data());
     sum += static_cast<uint64_t>(cs[0] == cs[0]);
   }
   g_sink = sum;

@@ -1,8 +1,9 @@
 // libFuzzer target for the expert layout of a GGUF (model/expert_layout_gguf.h), above all
 // the metadata of an expert-major pack: moetier.expert_layout, moetier.expert_checksums,
-// moetier.expert_weights and the per-expert tensors that make up each record. Any bytes that the GGUF reader accepts
-// give a layout or a one-line error, never a crash; a layout's every extent and record lies
-// inside the file, and each record is hashed whole, so ASan checks the bounds it promised.
+// moetier.expert_weights and the per-expert tensors that make up each record. Any bytes that the
+// GGUF reader accepts give a layout or a one-line error, never a crash; a layout's every extent and
+// record lies inside the file, and each record is hashed whole, so ASan checks the bounds it
+// promised.
 #include <algorithm>
 #include <cstddef>
 #include <cstdint>
@@ -75,9 +76,8 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   if (l.weight_layout() == mt::WeightLayout::kPanels && l.n_expert() > 0) {
     for (uint32_t il = 0; il < l.n_layer(); ++il) {
       if (!l.has_experts(il)) continue;
-      const mt::ExpertMatrices m =
-          l.Matrices(il, l.mapped(il, 0, mt::kGate), l.mapped(il, 0, mt::kUp),
-                     l.mapped(il, 0, mt::kDown));
+      const mt::ExpertMatrices m = l.Matrices(il, l.mapped(il, 0, mt::kGate),
+                                              l.mapped(il, 0, mt::kUp), l.mapped(il, 0, mt::kDown));
       for (const mt::WeightMatrix* w : {&m.gate, &m.up, &m.down}) {
         if (w->layout != mt::WeightLayout::kPanels) continue;
         std::vector<uint8_t> rows(w->data, w->data + w->row_bytes * w->rows);

@@ -11,8 +11,8 @@
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   constexpr uint32_t kLayers = 2, kExperts = 4;
   const std::string_view text(reinterpret_cast<const char*>(data), size);
-  mt::Result<mt::RoutingStats> r = mt::RoutingStats::Parse(text, "fuzz.json", "olmoe", kLayers,
-                                                           kExperts);
+  mt::Result<mt::RoutingStats> r =
+      mt::RoutingStats::Parse(text, "fuzz.json", "olmoe", kLayers, kExperts);
   if (!r.ok()) return 0;
   if (r->n_layer() != kLayers || r->n_expert() != kExperts) __builtin_trap();
   std::vector<uint64_t> bytes(kLayers, 4096);

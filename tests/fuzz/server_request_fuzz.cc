@@ -60,8 +60,7 @@ void FuzzInfillBody(std::string_view body) {
 // POST /completion bodies: one prompt, sampling in range.
 void FuzzNativeCompletionBody(std::string_view body) {
   mt::server::ApiRequest r;
-  std::optional<mt::server::ApiError> e =
-      mt::server::ParseNativeCompletionRequest(body, "m", &r);
+  std::optional<mt::server::ApiError> e = mt::server::ParseNativeCompletionRequest(body, "m", &r);
   if (e) {
     if (e->http_status != 400 || e->message.empty()) __builtin_trap();
     (void)mt::server::Dump(mt::server::ErrorJson(*e));
