@@ -79,7 +79,9 @@ class GqaAttention final : public AttentionBlock {
  private:
   static constexpr uint32_t kNoPosition = UINT32_MAX;
   // The cell of position pos in layer il's cache (the first of two for a ring).
-  uint32_t Cell(int il, uint32_t pos) const { return ring_[il] ? pos % ring_[il] : pos; }
+  uint32_t Cell(int il, uint32_t pos) const { return Ringed(il) ? pos % ring_ : pos; }
+  // Whether layer il's cache is a ring (only a ring holds fewer cells than n_ctx).
+  bool Ringed(int il) const { return cells_[il] != shape_.n_ctx; }
   // Query heads per AttendTokens call, and tokens per run: up to 16 queries take each K/V
   // tile through L1/L2 together (AVX2: pp512 at 2048 positions 1.4-1.9x faster than one
   // query's pass over its head's cache at a time); longer runs would unbalance the threads.
@@ -110,9 +112,10 @@ class GqaAttention final : public AttentionBlock {
   int n_runs_ = 0;
   std::vector<int> token_runs_;     // (n_batch + 1) 0, 1, ..., n_batch: a run per token
   QuantizedInput in_;               // the block's input (xn, then attn_)
-  std::vector<uint32_t> cells_;     // (n_layer) KV cells per sequence and kv head
-  std::vector<uint32_t> ring_;      // (n_layer) ring length R of a sliding layer, 0: a full cache
-  int first_ring_layer_ = -1;       // every ring has the same R, so one table serves them all
+  std::vector<uint32_t> cells_;     // (n_layer) KV cells per sequence and kv head: n_ctx or 2 ring_
+  uint32_t window_ = 0;             // the widest sliding window of the model's GQA layers
+  uint32_t ring_ = 0;               // R = window_ + n_batch where rings save memory, else 0
+  int first_ring_layer_ = -1;       // -1: no ring
   std::vector<uint32_t> ring_pos_;  // (n_seq, R) the position ring cell c holds, or kNoPosition
   // KV cache per layer (empty for other kinds' layers): (n_seq, n_head_kv, cells, head_dim),
   // f16, f32 or q8_0 (KvTypes). One head's positions are contiguous, so attention's prefetch

@@ -52,13 +52,20 @@ GqaAttention::GqaAttention(const Model& model, ThreadPool& pool, const Attention
       shape_(shape),
       attend_tokens_(std::max(1, 16 / std::min<int>(hp_.n_head / hp_.n_head_kv, kAttendGroupMax))) {
   cells_.assign(hp_.n_layer, shape_.n_ctx);
-  ring_.assign(hp_.n_layer, 0);
+  // One ring length for every sliding layer (the widest window's), so one table of what each
+  // cell holds serves them all.
+  for (const LayerParts& l : model_.parts().layers) {
+    if (l.attention.kind == AttentionKind::kGqa) {
+      window_ = std::max(window_, l.attention.sliding_window);
+    }
+  }
+  const uint64_t ring = uint64_t{window_} + shape_.n_batch;
+  if (window_ == 0 || 2 * ring >= shape_.n_ctx) return;  // a ring would save nothing
+  ring_ = static_cast<uint32_t>(ring);
   for (uint32_t il = 0; il < hp_.n_layer; ++il) {
-    const uint32_t window = model_.parts().layers[il].attention.sliding_window;
-    const uint64_t ring = uint64_t{window} + shape_.n_batch;
-    if (window == 0 || !IsGqa(model_, static_cast<int>(il)) || 2 * ring >= shape_.n_ctx) continue;
-    ring_[il] = static_cast<uint32_t>(ring);
-    cells_[il] = static_cast<uint32_t>(2 * ring);
+    if (!IsGqa(model_, static_cast<int>(il))) continue;
+    if (model_.parts().layers[il].attention.sliding_window == 0) continue;
+    cells_[il] = 2 * ring_;
     if (first_ring_layer_ < 0) first_ring_layer_ = static_cast<int>(il);
   }
 }
@@ -77,8 +84,7 @@ void GqaAttention::SizeScratch(ScratchSizer& sizer) {
                static_cast<size_t>(pool_.size()) * attend_heads() * attend_tokens_ * kAttendTile);
   sizer.Resize(run_start_, B + 1);
   sizer.Resize(token_runs_, B + 1);
-  if (first_ring_layer_ >= 0)
-    sizer.Resize(ring_pos_, size_t{shape_.n_seq} * ring_[first_ring_layer_]);
+  sizer.Resize(ring_pos_, size_t{shape_.n_seq} * ring_);
   const int64_t widest = std::max<int64_t>(hp_.n_embd, int64_t{hp_.n_head} * hp_.head_dim_v);
   sizer.Reserve(in_, static_cast<int64_t>(B), widest);
 }
@@ -136,20 +142,15 @@ void GqaAttention::Run(int il, std::span<const BatchToken> batch, const float* x
     for (int64_t i = 0; i < D; ++i) out[t * D + i] += L.bo[i];
   }
   if (il == first_ring_layer_) {
-    const uint32_t R = ring_[il];
-    for (const BatchToken& b : batch) ring_pos_[size_t{b.seq} * R + b.pos % R] = b.pos;
+    for (const BatchToken& b : batch) ring_pos_[size_t{b.seq} * ring_ + b.pos % ring_] = b.pos;
   }
 }
 
 uint32_t GqaAttention::ReusablePrefix(uint32_t seq, uint32_t n) const {
   if (first_ring_layer_ < 0 || n == 0) return n;
   // Position n's window reads positions [n + 1 - W, n - 1]; each must still be in its cell.
-  const uint32_t R = ring_[first_ring_layer_];
-  uint32_t window = 0;
-  for (const LayerParts& l : model_.parts().layers) {
-    window = std::max(window, l.attention.sliding_window);
-  }
-  for (uint32_t p = n + 1 > window ? n + 1 - window : 0; p < n; ++p) {
+  const uint32_t R = ring_;
+  for (uint32_t p = n + 1 > window_ ? n + 1 - window_ : 0; p < n; ++p) {
     if (ring_pos_[size_t{seq} * R + p % R] != p) return 0;
   }
   return n;
@@ -162,9 +163,9 @@ void GqaAttention::StoreHeads(int il, const float* row, uint32_t head_dim, KvEle
   for (uint32_t h = 0; h < hp_.n_head_kv; ++h) {
     const int64_t first = (int64_t{token.seq} * hp_.n_head_kv + h) * cells_[il];
     StoreKv(row + size_t{h} * head_dim, head_dim, type, cache + (first + cell) * row_bytes);
-    if (ring_[il]) {  // the ring's second copy (see attention_block.h)
+    if (Ringed(il)) {  // the ring's second copy (see attention_block.h)
       StoreKv(row + size_t{h} * head_dim, head_dim, type,
-              cache + (first + cell + ring_[il]) * row_bytes);
+              cache + (first + cell + ring_) * row_bytes);
     }
   }
 }
