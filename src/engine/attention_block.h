@@ -48,9 +48,15 @@ class AttentionBlock {
   // be xn. The layer must be of this block's kind.
   virtual void Run(int il, std::span<const BatchToken> batch, const float* xn, const float* rope_cs,
                    float* out) = 0;
-  // n, or 0 where sequence `seq` cannot go on at position n after being truncated there: a
-  // sliding layer's ring (GqaAttention) no longer holds the window before n.
+  // The longest prefix m <= n of sequence `seq`'s cached positions it can go on from (at
+  // position m) after being truncated: n, or 0 where a sliding layer's ring (GqaAttention) no
+  // longer holds the window before n, or where a recurrent state was saved (DeltaNetAttention).
   virtual uint32_t ReusablePrefix(uint32_t /*seq*/, uint32_t n) const { return n; }
+  // Before a Decode's first Run: checks that the block can take `batch` (all of it, before
+  // it is split into forward passes). After its last: `committed` says whether every pass
+  // succeeded. Blocks whose state outlives a batch keep it as before when it did not.
+  virtual Status BeginDecode(std::span<const BatchToken> /*batch*/) { return Status::Ok(); }
+  virtual void EndDecode(bool /*committed*/) {}
 };
 
 // The block of `kind` for `model`'s layers of that kind.
@@ -103,6 +109,11 @@ class GqaAttention final : public AttentionBlock {
   const int attend_tokens_;
 
   std::vector<float> q_;     // (n_batch, n_head * head_dim_k)
+  // With an output gate (GqaParts::output_gate): attn_q's rows per head [q | gate], and the
+  // gates apart; both empty otherwise.
+  std::vector<float> qg_;    // (n_batch, 2 * n_head * head_dim_k)
+  std::vector<float> gate_;  // (n_batch, n_head * head_dim_k)
+  bool gated_ = false;       // some GQA layer has an output gate
   std::vector<float> k_;     // (n_batch, n_head_kv * head_dim_k)
   std::vector<float> v_;     // (n_batch, n_head_kv * head_dim_v)
   std::vector<float> attn_;  // (n_batch, n_head * head_dim_v) attention output per head
@@ -170,6 +181,83 @@ class MlaAttention final : public AttentionBlock {
   std::vector<QuantizedInput> head_in_;  // (n_threads) per-head inputs of k_b and v_b
   // (n_layer) per MLA layer (n_seq, n_ctx, L + R), K's type; empty for other layers
   std::vector<AlignedBuffer> cache_;
+};
+
+// Gated DeltaNet (model/layer_parts.h DeltaNetParts): per layer and sequence a recurrent state,
+// the convolution's last d_conv - 1 inputs and each value head's matrix, instead of a cache
+// that grows with the positions. Tokens of a sequence run one after the other, as decode runs
+// them (so a prompt gives the bits its tokens give one at a time: batch invariance).
+//
+// Each sequence has three copies of its state per layer: the live one (the state after
+// live_pos_ tokens), the next one a Decode writes (it reads the live one for its first token,
+// then updates the next in place; EndDecode(true) makes it live, so a failed Decode leaves the
+// live state as it was), and a checkpoint: the state before the last token of a Decode that
+// evaluated two or more of the sequence's tokens (a prompt), so a request that repeats or
+// extends the prompt goes on from there. A sequence may resume only where a state was saved
+// (the live one, the checkpoint, or position 0); BeginDecode refuses any other position.
+class DeltaNetAttention final : public AttentionBlock {
+ public:
+  DeltaNetAttention(const Model& model, ThreadPool& pool, const AttentionShape& shape);
+
+  void SizeScratch(ScratchSizer& sizer) override;
+  uint64_t kv_bytes() const override;
+  Status AllocateKv(bool populate) override;
+  void Run(int il, std::span<const BatchToken> batch, const float* xn, const float* rope_cs,
+           float* out) override;
+  uint32_t ReusablePrefix(uint32_t seq, uint32_t n) const override;
+  Status BeginDecode(std::span<const BatchToken> batch) override;
+  void EndDecode(bool committed) override;
+
+  // The state bytes of one sequence in one layer (one copy).
+  static uint64_t StateBytes(const DeltaNetParts& d);
+
+ private:
+  static constexpr uint32_t kNone = UINT32_MAX;
+  enum Copy { kLive0, kLive1, kCheckpoint };
+  enum class Source { kZero, kLive, kCheckpoint };
+  // A sequence's state copy in layer il: the convolution's window (C, d_conv - 1), then the
+  // heads' matrices (H_v, S_v, S_k).
+  float* State(int il, uint32_t seq, int copy);
+  // The copy a Decode writes, and the one its first token reads (null: zeros).
+  int NextCopy(uint32_t seq) const { return live_[seq] == kLive0 ? kLive1 : kLive0; }
+  const float* SourceState(int il, uint32_t seq);
+  // The batch's tokens grouped by sequence, in batch order (order_, seq_runs_).
+  void GroupBySequence(std::span<const BatchToken> batch);
+  void Convolve(int il, std::span<const BatchToken> batch);
+  void DeltaRule(int il, std::span<const BatchToken> batch);
+
+  const Model& model_;
+  const HParams& hp_;
+  ThreadPool& pool_;
+  const AttentionShape shape_;
+  const DeltaNetParts d_;        // every DeltaNet layer's (one model has one shape)
+  const int64_t C_, V_, H_, S_;  // conv channels, value dim, value heads, head size
+  const int64_t conv_floats_;    // (C, d_conv - 1) a copy's window
+  const int64_t copy_floats_;    // a copy: window + H_v S_v S_k
+
+  std::vector<float> qkv_;  // (n_batch, C) the projection, then its convolution (in place)
+  std::vector<float> z_;    // (n_batch, V) the output norm's gate
+  std::vector<float> ba_;   // (n_batch, 2 H) b and a as the file orders them
+  std::vector<float> bg_;   // (n_batch, 2 H) each value head's beta, then its g
+  std::vector<float> o_;    // (n_batch, V) the heads' outputs, then normed and gated
+  std::vector<int> order_;  // (n_batch) token indices grouped by sequence
+  struct SeqRun {
+    uint32_t seq;
+    int begin, end;  // in order_
+  };
+  std::vector<SeqRun> seq_runs_;  // (n_batch)
+  QuantizedInput in_;
+
+  // Per sequence (n_seq).
+  std::vector<int> live_;                 // kLive0 or kLive1
+  std::vector<uint32_t> live_pos_;        // tokens the live state holds, kNone: none valid
+  std::vector<uint32_t> checkpoint_pos_;  // tokens the checkpoint holds, kNone: none
+  // The Decode in progress: its first and last position per sequence (kNone: not in it),
+  // where its first token reads from, and the checkpoint it takes (kNone: none).
+  std::vector<uint32_t> first_pos_, last_pos_, take_checkpoint_;
+  std::vector<Source> source_;
+  // (n_layer) per DeltaNet layer (n_seq, 3 copies, copy_floats_), empty for other layers
+  std::vector<AlignedBuffer> state_;
 };
 
 }  // namespace mt

@@ -15,6 +15,7 @@ uint64_t KvBytesPerPosition(const Model& model, int il, KvTypes kv_types) {
   if (a.kind == AttentionKind::kMla) {
     return KvBytes(kv_types.k, int64_t{a.mla.kv_lora_rank} + hp.n_rot);
   }
+  if (a.kind == AttentionKind::kDeltaNet) return 0;  // a state per sequence, not per position
   return KvBytes(kv_types.k, hp.n_embd_k_gqa()) + KvBytes(kv_types.v, hp.n_embd_v_gqa());
 }
 
@@ -33,6 +34,8 @@ std::unique_ptr<AttentionBlock> MakeAttentionBlock(AttentionKind kind, const Mod
       return std::make_unique<GqaAttention>(model, pool, shape);
     case AttentionKind::kMla:
       return std::make_unique<MlaAttention>(model, pool, shape);
+    case AttentionKind::kDeltaNet:
+      return std::make_unique<DeltaNetAttention>(model, pool, shape);
   }
   MT_CHECK_MSG(false, "MakeAttentionBlock: unknown attention kind");
 }
@@ -57,8 +60,10 @@ GqaAttention::GqaAttention(const Model& model, ThreadPool& pool, const Attention
   for (const LayerParts& l : model_.parts().layers) {
     if (l.attention.kind == AttentionKind::kGqa) {
       window_ = std::max(window_, l.attention.sliding_window);
+      gated_ = gated_ || l.attention.gqa.output_gate;
     }
   }
+  MT_CHECK(!gated_ || hp_.head_dim_k == hp_.head_dim_v);
   const uint64_t ring = uint64_t{window_} + shape_.n_batch;
   if (window_ == 0 || 2 * ring >= shape_.n_ctx) return;  // a ring would save nothing
   ring_ = static_cast<uint32_t>(ring);
@@ -77,6 +82,8 @@ int GqaAttention::attend_heads() const {
 void GqaAttention::SizeScratch(ScratchSizer& sizer) {
   const size_t B = shape_.n_batch;
   sizer.Resize(q_, B * hp_.n_embd_q());
+  sizer.Resize(qg_, gated_ ? 2 * B * hp_.n_embd_q() : 0);
+  sizer.Resize(gate_, gated_ ? B * hp_.n_embd_q() : 0);
   sizer.Resize(k_, B * hp_.n_embd_k_gqa());
   sizer.Resize(v_, B * hp_.n_embd_v_gqa());
   sizer.Resize(attn_, B * hp_.n_head * hp_.head_dim_v);
@@ -131,11 +138,19 @@ void GqaAttention::Run(int il, std::span<const BatchToken> batch, const float* x
   const int64_t D = hp_.n_embd;
   const int64_t QD = hp_.n_embd_q(), KD = hp_.n_embd_k_gqa(), VD = hp_.n_embd_v_gqa();
   const int64_t AD = int64_t{hp_.n_head} * hp_.head_dim_v;
+  const bool gated = model_.parts().layers[il].attention.gqa.output_gate;
   in_.Set(xn, D, n, D);
-  ProjectAll(pool_, {{&L.wq, q_.data(), QD}, {&L.wk, k_.data(), KD}, {&L.wv, v_.data(), VD}}, in_);
+  ProjectAll(pool_,
+             {{&L.wq, gated ? qg_.data() : q_.data(), gated ? 2 * QD : QD},
+              {&L.wk, k_.data(), KD},
+              {&L.wv, v_.data(), VD}},
+             in_);
   Prepare(il, batch, rope_cs);
   FindRuns(batch);
   Attend(il, batch);
+  for (int64_t i = 0; gated && i < int64_t{n} * AD; ++i) {
+    attn_[i] *= 1.0f / (1.0f + std::exp(-gate_[i]));  // ggml_sigmoid
+  }
   in_.Set(attn_.data(), AD, n, AD);
   Project(pool_, L.wo, in_, out, D);
   for (int t = 0; t < n && !L.bo.empty(); ++t) {
@@ -207,6 +222,14 @@ void GqaAttention::Prepare(int il, std::span<const BatchToken> batch, const floa
       const float* cos_sin = rope_cs + t * rp.n_rot;
       switch (parts[item % 3]) {
         case kQ:
+          if (gqa.output_gate) {  // [q | gate] per head, apart
+            const int64_t dk = hp_.head_dim_k;
+            for (uint32_t h = 0; h < hp_.n_head; ++h) {
+              const float* src = qg_.data() + t * 2 * QD + h * 2 * dk;
+              std::copy(src, src + dk, q_.data() + t * QD + h * dk);
+              std::copy(src + dk, src + 2 * dk, gate_.data() + t * QD + h * dk);
+            }
+          }
           finish(q_.data() + t * QD, QD, L.bq, L.attn_q_norm, hp_.n_head, cos_sin);
           break;
         case kK: {

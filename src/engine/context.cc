@@ -11,6 +11,7 @@
 
 #include "base/aligned_buffer.h"
 #include "base/thread_pool.h"
+#include "base/units.h"
 #include "engine/attention_block.h"
 #include "engine/moe_step.h"
 #include "engine/projection.h"
@@ -269,6 +270,19 @@ Result<std::unique_ptr<Context>> Context::Create(const Model& model,
     impl.plan.kv_layout = fmt::format("MLA latent: {} values a position and layer, {}", k_row,
                                       KvTypeName(options.kv_types.k));
   }
+  if (const auto& delta = impl.attention[static_cast<int>(AttentionKind::kDeltaNet)]) {
+    uint32_t layers = 0;
+    DeltaNetParts d;
+    for (const LayerParts& l : model.parts().layers) {
+      if (l.attention.kind != AttentionKind::kDeltaNet) continue;
+      ++layers;
+      d = l.attention.delta_net;
+    }
+    impl.plan.kv_layout = fmt::format(
+        "with recurrent states: {} layers x {} a sequence, kept 3 times (live, next, the "
+        "checkpoint before a prompt's last token)",
+        layers, HumanBytes(DeltaNetAttention::StateBytes(d)));
+  }
   RoutingStats& routing = impl.moe.routing();
   routing = RoutingStats(model.hparams().arch, model.hparams().n_layer, model.hparams().n_expert);
   if (!options.routing_stats_file.empty()) {
@@ -317,8 +331,12 @@ Result<std::unique_ptr<Context>> Context::Create(const Model& model,
 }
 
 uint32_t Context::ReusablePrefix(uint32_t seq, uint32_t n) const {
-  for (const auto& block : impl_->attention) {
-    if (block) n = std::min(n, block->ReusablePrefix(seq, n));
+  // Until every block agrees: a shorter prefix one block needs may not suit another.
+  for (uint32_t before = n + 1; n != before;) {
+    before = n;
+    for (const auto& block : impl_->attention) {
+      if (block) n = std::min(n, block->ReusablePrefix(seq, n));
+    }
   }
   return n;
 }
@@ -375,8 +393,26 @@ Status Context::Decode(std::span<const BatchToken> batch, std::vector<float>* lo
     n_out += b.logits;
   }
   logits->resize(n_out * n_vocab);
+  auto& blocks = impl_->attention;
+  for (size_t i = 0; i < blocks.size(); ++i) {
+    if (!blocks[i]) continue;
+    if (Status s = blocks[i]->BeginDecode(batch); !s.ok()) {
+      for (size_t j = 0; j < i; ++j) {
+        if (blocks[j]) blocks[j]->EndDecode(false);
+      }
+      return s;
+    }
+  }
+  const Status status = DecodeParts(batch, logits->data());
+  for (const auto& block : blocks) {
+    if (block) block->EndDecode(status.ok());
+  }
+  return status;
+}
+
+Status Context::DecodeParts(std::span<const BatchToken> batch, float* out) {
+  const uint32_t n_vocab = model_.hparams().n_vocab;
   const size_t B = impl_->n_batch;
-  float* out = logits->data();
   for (size_t i = 0; i < batch.size(); i += B) {
     std::span<const BatchToken> part = batch.subspan(i, std::min(B, batch.size() - i));
     MT_RETURN_IF_ERROR(impl_->Forward(part, out));

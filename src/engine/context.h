@@ -122,6 +122,8 @@ class Context {
  private:
   struct Impl;
   Context(const Model& model, uint32_t n_ctx);
+  // Decode's forward passes of n_batch tokens each, writing the wanted logits to `out`.
+  Status DecodeParts(std::span<const BatchToken> batch, float* out);
 
   const Model& model_;
   uint32_t n_ctx_ = 0;

@@ -66,8 +66,9 @@ std::vector<float> ToFloats(const GgufTensor* t) {
 }  // namespace
 
 std::vector<WeightMatrix*> LayerWeights::matrices() {
-  return {&wq,   &wk,       &wv,     &wo,       &wq_a,       &wq_b,     &wkv_a,     &wk_b,
-          &wv_b, &ffn_gate, &ffn_up, &ffn_down, &shexp_gate, &shexp_up, &shexp_down};
+  return {&wq,      &wk,       &wv,     &wo,        &wq_a,       &wq_b,     &wkv_a,
+          &wk_b,    &wv_b,     &wqkv,   &wqkv_gate, &ssm_ba,     &ssm_beta, &ssm_alpha,
+          &ssm_out, &ffn_gate, &ffn_up, &ffn_down,  &shexp_gate, &shexp_up, &shexp_down};
 }
 
 std::vector<const WeightMatrix*> LayerWeights::matrices() const {
@@ -78,7 +79,8 @@ std::vector<const WeightMatrix*> LayerWeights::matrices() const {
 std::vector<const std::vector<float>*> LayerWeights::vectors() const {
   return {&attn_norm,   &bq,          &bk,          &bv,        &bo,          &attn_sinks,
           &attn_q_norm, &attn_k_norm, &q_a_norm,    &kv_a_norm, &ffn_norm,    &router,
-          &router_b,    &exp_probs_b, &gate_exps_b, &up_exps_b, &down_exps_b, &shexp_gate_inp};
+          &router_b,    &exp_probs_b, &gate_exps_b, &up_exps_b, &down_exps_b, &shexp_gate_inp,
+          &ssm_conv1d,  &ssm_dt,      &ssm_a,       &ssm_norm};
 }
 
 Model::Model(std::string path, GgufModel gguf) : path_(std::move(path)), gguf_(std::move(gguf)) {}
@@ -229,6 +231,36 @@ Status Model::BindTensors() {
         break;
       case R::kAttnKvB:
         MT_RETURN_IF_ERROR(SplitKvB(desc.layer, *t));
+        break;
+      case R::kAttnQkv:
+        L.wqkv = MatrixOf(*t);
+        break;
+      case R::kAttnGate:
+        L.wqkv_gate = MatrixOf(*t);
+        break;
+      case R::kSsmConv1d:
+        L.ssm_conv1d = ToFloats(t);
+        break;
+      case R::kSsmDt:
+        L.ssm_dt = ToFloats(t);
+        break;
+      case R::kSsmA:
+        L.ssm_a = ToFloats(t);
+        break;
+      case R::kSsmBetaAlpha:
+        L.ssm_ba = MatrixOf(*t);
+        break;
+      case R::kSsmBeta:
+        L.ssm_beta = MatrixOf(*t);
+        break;
+      case R::kSsmAlpha:
+        L.ssm_alpha = MatrixOf(*t);
+        break;
+      case R::kSsmNorm:
+        L.ssm_norm = ToFloats(t);
+        break;
+      case R::kSsmOut:
+        L.ssm_out = MatrixOf(*t);
         break;
       case R::kFfnNorm:
       case R::kAttnPostNorm:

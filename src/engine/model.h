@@ -25,7 +25,7 @@ namespace mt {
 struct LayerWeights {
   std::vector<float> attn_norm;  // (n_embd)
   // GQA; wq also serves MLA without q LoRA: (n_head*(N+R) rows of n_embd).
-  WeightMatrix wq;                 // (n_head*head_dim_k rows of n_embd)
+  WeightMatrix wq;                 // (n_head*head_dim_k rows of n_embd; 2x with an output gate)
   WeightMatrix wk;                 // (n_head_kv*head_dim_k rows of n_embd)
   WeightMatrix wv;                 // (n_head_kv*head_dim_v rows of n_embd)
   WeightMatrix wo;                 // (n_embd rows of n_head*head_dim_v) (MLA: n_head*V)
@@ -42,7 +42,19 @@ struct LayerWeights {
   std::vector<float> kv_a_norm;  // (L)
   WeightMatrix wk_b;             // (n_head*L rows of N): head h is rows [h*L, (h+1)*L)
   WeightMatrix wv_b;             // (n_head*V rows of L): head h is rows [h*V, (h+1)*V)
-  std::vector<float> ffn_norm;   // (n_embd)
+  // Gated DeltaNet: K key dim, V value dim, C = 2K + V conv channels, H value heads, S a
+  // head's size, d the convolution's window (model/layer_parts.h DeltaNetParts).
+  WeightMatrix wqkv;              // (C rows of n_embd) attn_qkv: [q | k | v]
+  WeightMatrix wqkv_gate;         // (V rows of n_embd) attn_gate: z
+  std::vector<float> ssm_conv1d;  // (C, d) per channel its window's weights, oldest first
+  std::vector<float> ssm_dt;      // (H)
+  std::vector<float> ssm_a;       // (H) -exp(A_log)
+  WeightMatrix ssm_ba;            // (2H rows of n_embd) b and a by key head, or empty
+  WeightMatrix ssm_beta;          // (H rows of n_embd) or empty
+  WeightMatrix ssm_alpha;         // (H rows of n_embd) or empty
+  std::vector<float> ssm_norm;    // (S)
+  WeightMatrix ssm_out;           // (n_embd rows of V)
+  std::vector<float> ffn_norm;    // (n_embd)
   // Dense FFN
   WeightMatrix ffn_gate, ffn_up;  // (n_ff rows of n_embd)
   WeightMatrix ffn_down;          // (n_embd rows of n_ff)

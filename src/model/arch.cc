@@ -18,11 +18,13 @@ extern const ArchDef kArchQwen2Moe;
 extern const ArchDef kArchDeepseek2;
 extern const ArchDef kArchGlm4Moe;
 extern const ArchDef kArchGptOss;
+extern const ArchDef kArchQwen3Next;
+extern const ArchDef kArchQwen35Moe;
 
 namespace {
-constexpr std::array<const ArchDef*, 7> kArchs = {&kArchQwen3Moe, &kArchOlmoe,     &kArchLlama,
+constexpr std::array<const ArchDef*, 9> kArchs = {&kArchQwen3Moe, &kArchOlmoe,     &kArchLlama,
                                                   &kArchQwen2Moe, &kArchDeepseek2, &kArchGlm4Moe,
-                                                  &kArchGptOss};
+                                                  &kArchGptOss,   &kArchQwen3Next, &kArchQwen35Moe};
 
 // ggml_rope_yarn_corr_dim: the dim whose wavelength spins n_rot_turns times over n_ctx_orig.
 float YarnCorrDim(int n_dims, uint32_t n_ctx_orig, float n_rot_turns, float base) {
@@ -179,7 +181,14 @@ namespace {
 
 std::string LayerSummary(const LayerParts& l, int n_rot) {
   std::string attn;
-  if (l.attention.kind == AttentionKind::kMla) {
+  if (l.attention.kind == AttentionKind::kDeltaNet) {
+    const DeltaNetParts& d = l.attention.delta_net;
+    attn = fmt::format("gated DeltaNet ({} key heads, {} value heads of {}, conv {}{})",
+                       d.n_k_heads, d.n_v_heads, d.head_v_dim, d.conv_kernel,
+                       d.n_k_heads == d.n_v_heads              ? ""
+                       : d.key_heads == KeyHeadOrder::kGrouped ? ", grouped"
+                                                               : ", tiled");
+  } else if (l.attention.kind == AttentionKind::kMla) {
     const MlaParts& m = l.attention.mla;
     attn = fmt::format("MLA ({}kv rank {}, rope {}, nope {}, v {}{})",
                        m.q_lora_rank ? fmt::format("q rank {}, ", m.q_lora_rank) : "",
@@ -192,6 +201,7 @@ std::string LayerSummary(const LayerParts& l, int n_rot) {
                        : g.qk_norm == QkNorm::kWholeProjection ? " (q/k norm)"
                                                                : "",
                        g.qkv_bias ? (g.out_bias ? " (q/k/v/o bias)" : " (q/k/v bias)") : "");
+    if (g.output_gate) attn += ", output gate";
     if (l.attention.sinks) attn += ", sinks";
     if (l.attention.sliding_window) attn += fmt::format(", window {}", l.attention.sliding_window);
   }
@@ -247,6 +257,23 @@ void AddAttentionTensors(const AttentionParts& a, const HParams& hp, int il,
   constexpr TensorSuffix kW = TensorSuffix::kWeight;
   constexpr TensorSuffix kB = TensorSuffix::kBias;
   const uint64_t n_embd = hp.n_embd;
+  if (a.kind == AttentionKind::kDeltaNet) {
+    const DeltaNetParts& d = a.delta_net;
+    t.push_back({R::kAttnQkv, il, kW, {n_embd, d.conv_channels()}, true});
+    t.push_back({R::kAttnGate, il, kW, {n_embd, d.value_dim()}, true});
+    t.push_back({R::kSsmConv1d, il, kW, {d.conv_kernel, d.conv_channels()}, true});
+    t.push_back({R::kSsmDt, il, kB, {d.n_v_heads}, true});
+    t.push_back({R::kSsmA, il, TensorSuffix::kNone, {d.n_v_heads}, true});
+    if (d.separate_beta_alpha) {
+      t.push_back({R::kSsmBeta, il, kW, {n_embd, d.n_v_heads}, true});
+      t.push_back({R::kSsmAlpha, il, kW, {n_embd, d.n_v_heads}, true});
+    } else {
+      t.push_back({R::kSsmBetaAlpha, il, kW, {n_embd, 2 * uint64_t{d.n_v_heads}}, true});
+    }
+    t.push_back({R::kSsmNorm, il, kW, {d.head_v_dim}, true});
+    t.push_back({R::kSsmOut, il, kW, {d.value_dim(), n_embd}, true});
+    return;
+  }
   if (a.kind == AttentionKind::kMla) {
     const MlaParts& m = a.mla;
     const uint64_t head_k = uint64_t{m.head_dim_nope} + hp.n_rot;
@@ -272,7 +299,7 @@ void AddAttentionTensors(const AttentionParts& a, const HParams& hp, int il,
     t.push_back({R::kAttnOutput, il, kW, {uint64_t{hp.n_head} * m.head_dim_v, n_embd}, true});
     return;
   }
-  t.push_back({R::kAttnQ, il, kW, {n_embd, hp.n_embd_q()}, true});
+  t.push_back({R::kAttnQ, il, kW, {n_embd, (a.gqa.output_gate ? 2u : 1u) * hp.n_embd_q()}, true});
   t.push_back({R::kAttnK, il, kW, {n_embd, hp.n_embd_k_gqa()}, true});
   t.push_back({R::kAttnV, il, kW, {n_embd, hp.n_embd_v_gqa()}, true});
   if (a.gqa.qkv_bias) {

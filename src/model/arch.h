@@ -83,6 +83,16 @@ RouterPolicy RouterFromHParams(const HParams& hp, bool selection_bias);
 // (subtracted from n_layer into n_layer_nextn); each checked against the others.
 Status ReadDeepseekStyleMoeKeys(const HParamsKeys& keys, ExpertScoring absent_gating, HParams& hp);
 
+// The keys of the hybrid DeltaNet models (qwen3next, qwen35moe): expert and shared-expert
+// widths, the ssm.* sizes (checked against each other), full_attention_interval and the
+// NextN/MTP layers after the trunk.
+Status ReadHybridDeltaNetKeys(const HParamsKeys& keys, HParams& hp);
+// Their parts: DeltaNet layers but every full_attention_interval-th, which is GQA with an
+// output gate and per-head q/k norms; experts + a sigmoid-gated shared expert everywhere.
+ModelParts DescribeHybridDeltaNet(const HParams& hp, KeyHeadOrder key_heads,
+                                  bool separate_beta_alpha);
+void WriteHybridDeltaNetKeys(const HParams& hp, GgufMetadata& md);
+
 // One line per run of layers with the same parts, then the router and the RoPE, e.g.
 //   "layers 0-1: MLA (q rank 128, kv rank 128, rope 32), dense FFN 768"
 //   "router: sigmoid + bias, 4 groups (2 used), top-4, renormalised, x2.5"

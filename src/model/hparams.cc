@@ -1,5 +1,6 @@
 #include "model/hparams.h"
 
+#include <algorithm>
 #include <cmath>
 
 #include "gguf/gguf.h"
@@ -38,6 +39,26 @@ Status HParamsKeys::Uint(std::string_view suffix, uint32_t& out, std::optional<u
   }
   if (*u > max) return OutOfRange("key {}: value {} is larger than {}", key, *u, max);
   out = static_cast<uint32_t>(*u);
+  return Status::Ok();
+}
+
+Status HParamsKeys::UintArray(std::string_view suffix, std::span<uint32_t> out,
+                              uint64_t max) const {
+  std::string key = Key(suffix);
+  std::fill(out.begin(), out.end(), 0u);
+  const GgufValue* v = md_.Find(key);
+  if (v == nullptr) return Status::Ok();
+  const GgufArray* a = v->AsArray();
+  if (a == nullptr || a->items.size() != out.size()) {
+    return InvalidArgument("key {}: expected an array of {} integers", key, out.size());
+  }
+  for (size_t i = 0; i < out.size(); ++i) {
+    std::optional<uint64_t> u = a->items[i].AsUint();
+    if (!u || *u > max) {
+      return InvalidArgument("key {}: element {} is not an integer in 0..{}", key, i, max);
+    }
+    out[i] = static_cast<uint32_t>(*u);
+  }
   return Status::Ok();
 }
 

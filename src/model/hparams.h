@@ -4,8 +4,10 @@
 // them (ArchDef::describe, model/layer_parts.h).
 #pragma once
 
+#include <array>
 #include <cstdint>
 #include <optional>
+#include <span>
 #include <string>
 #include <string_view>
 
@@ -63,6 +65,19 @@ struct HParams {
   uint32_t n_swa = 0;
   uint32_t swa_pattern = 0;
 
+  // Gated DeltaNet layers (qwen3next, qwen35moe): {arch}.ssm.* as llama.cpp names them, and
+  // full_attention_interval I: layer il attends fully when (il + 1) % I == 0, else it is a
+  // DeltaNet layer.
+  uint32_t ssm_d_conv = 0;          // ssm.conv_kernel
+  uint32_t ssm_d_inner = 0;         // ssm.inner_size: value heads x their size
+  uint32_t ssm_d_state = 0;         // ssm.state_size: a key head's size
+  uint32_t ssm_dt_rank = 0;         // ssm.time_step_rank: value heads
+  uint32_t ssm_n_group = 0;         // ssm.group_count: key heads
+  uint32_t full_attn_interval = 0;  // full_attention_interval (llama.cpp's default: 4)
+  // rope.dimension_sections (qwen35moe's interleaved M-RoPE): rotated pairs per section
+  // (time, height, width, extra); all zero when absent.
+  std::array<uint32_t, 4> rope_sections{};
+
   // RoPE. rope.scaling.* as llama.cpp reads them (llama_model::load_hparams).
   float rope_freq_base = 10000.0f;                          // {arch}.rope.freq_base
   float rope_freq_scale = 1.0f;                             // 1 / {arch}.rope.scaling.factor
@@ -94,6 +109,8 @@ class HParamsKeys {
               uint64_t max = kMaxDim) const;
   Status Float(std::string_view suffix, float& out, std::optional<float> fallback) const;
   Status Bool(std::string_view suffix, bool& out, bool fallback) const;
+  // An array of exactly out.size() unsigned integers, each at most `max`; zeros if absent.
+  Status UintArray(std::string_view suffix, std::span<uint32_t> out, uint64_t max = kMaxDim) const;
   // A string key; `fallback` if absent.
   Status String(std::string_view suffix, std::string& out, std::string_view fallback) const;
 

@@ -36,8 +36,11 @@ struct RopeParts {
 enum class AttentionKind {
   kGqa,  // grouped-query attention: q, k, v projections, a K and a V cache per kv head
   kMla,  // multi-head latent attention: one compressed latent + rotated key per position
+  // linear attention (gated DeltaNet): a short convolution and a matrix state per head that
+  // every token updates; no cache grows with the positions
+  kDeltaNet,
 };
-inline constexpr int kAttentionKinds = 2;
+inline constexpr int kAttentionKinds = 3;
 
 enum class QkNorm {
   kNone,
@@ -51,6 +54,9 @@ struct GqaParts {
   bool qkv_bias = false;          // attn_{q,k,v}.bias: optional (qwen2moe checkpoints have them)...
   bool qkv_bias_required = false;  // ... or required (gpt-oss)
   bool out_bias = false;           // attn_output.bias (gpt-oss), required
+  // attn_q emits per head [q (head_dim) | gate (head_dim)], and the head's attention output is
+  // multiplied by sigmoid(gate) before attn_output (qwen3next, qwen35moe).
+  bool output_gate = false;
 };
 
 // DeepSeek's MLA. A head's query is [q_nope (head_dim_nope) | q_pe (n_rot)]; the cache holds
@@ -67,10 +73,37 @@ struct MlaParts {
   bool legacy_kv_b = false;
 };
 
+// Which key head a value head of a DeltaNet layer reads when there are fewer key heads: its
+// group's (v / (H_v / H_k): the checkpoints' order, qwen3next) or v % H_k (the converter
+// reorders qwen35moe's value heads so that ggml's broadcast applies).
+enum class KeyHeadOrder { kGrouped, kTiled };
+
+// Gated DeltaNet as llama.cpp computes it (qwen3next, qwen35moe). Per token:
+//   [q | k | v] = silu(causal conv over the last d_conv projections attn_qkv x, per channel)
+//   z = attn_gate x, beta = sigmoid(b), g = softplus(a + ssm_dt) * ssm_a (a decay, < 0)
+//   q, k l2-normalised per head; per value head h, with S the head's (S_k x S_v) state:
+//   S = exp(g) S; S += k (beta (v - S^T k))^T; o = S^T q / sqrt(S_k)
+//   out = ssm_out (rms_norm(o per head) * ssm_norm * silu(z))
+struct DeltaNetParts {
+  uint32_t conv_kernel = 0;  // d_conv: the convolution's window, the token's own included (4)
+  uint32_t n_k_heads = 0;    // H_k, ssm.group_count
+  uint32_t n_v_heads = 0;    // H_v, ssm.time_step_rank (a multiple of H_k)
+  uint32_t head_k_dim = 0;   // S_k, ssm.state_size
+  uint32_t head_v_dim = 0;   // S_v, ssm.inner_size / H_v (= S_k)
+  KeyHeadOrder key_heads = KeyHeadOrder::kGrouped;
+  // b and a from ssm_beta and ssm_alpha (qwen35moe), or from ssm_ba: per key head, the b of
+  // its value heads then their a (qwen3next).
+  bool separate_beta_alpha = false;
+  uint32_t key_dim() const { return n_k_heads * head_k_dim; }
+  uint32_t value_dim() const { return n_v_heads * head_v_dim; }
+  uint32_t conv_channels() const { return 2 * key_dim() + value_dim(); }  // [q | k | v]
+};
+
 struct AttentionParts {
   AttentionKind kind = AttentionKind::kGqa;
   GqaParts gqa;
   MlaParts mla;
+  DeltaNetParts delta_net;
   float kq_scale = 1;  // scores = kq_scale * q . k
   // attn_sinks (n_head): a learned logit per head that joins the softmax without a value,
   // so a head can attend to nothing (gpt-oss).

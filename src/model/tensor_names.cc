@@ -16,7 +16,7 @@ struct NameEntry {
   bool per_layer;
 };
 
-constexpr std::array<NameEntry, 37> kNames = {{
+constexpr std::array<NameEntry, 47> kNames = {{
     {TensorRole::kTokenEmbd, "token_embd", false},
     {TensorRole::kOutputNorm, "output_norm", false},
     {TensorRole::kOutput, "output", false},
@@ -28,6 +28,16 @@ constexpr std::array<NameEntry, 37> kNames = {{
     {TensorRole::kAttnQNorm, "attn_q_norm", true},
     {TensorRole::kAttnKNorm, "attn_k_norm", true},
     {TensorRole::kAttnSinks, "attn_sinks", true},
+    {TensorRole::kAttnQkv, "attn_qkv", true},
+    {TensorRole::kAttnGate, "attn_gate", true},
+    {TensorRole::kSsmConv1d, "ssm_conv1d", true},
+    {TensorRole::kSsmDt, "ssm_dt", true},
+    {TensorRole::kSsmA, "ssm_a", true},
+    {TensorRole::kSsmBetaAlpha, "ssm_ba", true},
+    {TensorRole::kSsmBeta, "ssm_beta", true},
+    {TensorRole::kSsmAlpha, "ssm_alpha", true},
+    {TensorRole::kSsmNorm, "ssm_norm", true},
+    {TensorRole::kSsmOut, "ssm_out", true},
     {TensorRole::kAttnQA, "attn_q_a", true},
     {TensorRole::kAttnQANorm, "attn_q_a_norm", true},
     {TensorRole::kAttnQB, "attn_q_b", true},
@@ -59,11 +69,13 @@ constexpr std::array<NameEntry, 37> kNames = {{
 }  // namespace
 
 std::string TensorName(TensorRole role, int layer, TensorSuffix suffix) {
-  const char* ext = suffix == TensorSuffix::kWeight ? "weight" : "bias";
+  const std::string_view ext = suffix == TensorSuffix::kWeight ? ".weight"
+                               : suffix == TensorSuffix::kBias ? ".bias"
+                                                               : "";
   for (const NameEntry& e : kNames) {
     if (e.role != role) continue;
-    if (e.per_layer) return fmt::format("blk.{}.{}.{}", layer, e.base, ext);
-    return fmt::format("{}.{}", e.base, ext);
+    if (e.per_layer) return fmt::format("blk.{}.{}{}", layer, e.base, ext);
+    return fmt::format("{}{}", e.base, ext);
   }
   MT_CHECK_MSG(false, "TensorRole missing from the name table");
 }

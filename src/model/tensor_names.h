@@ -21,6 +21,18 @@ enum class TensorRole {
   kAttnQNorm,   // blk.N.attn_q_norm     (head_dim_k) or (n_embd)
   kAttnKNorm,   // blk.N.attn_k_norm     (head_dim_k) or (n_kv)
   kAttnSinks,   // blk.N.attn_sinks      (n_head)  a sink logit per head (gpt-oss)
+  // Gated DeltaNet (qwen3next, qwen35moe); dims: K = key_dim, V = value_dim, H = H_v,
+  // C = 2K + V conv channels, S = head_v_dim.
+  kAttnQkv,       // blk.N.attn_qkv        (n_embd, C)  [q | k | v] before the convolution
+  kAttnGate,      // blk.N.attn_gate       (n_embd, V)  z, the output norm's gate
+  kSsmConv1d,     // blk.N.ssm_conv1d      (d_conv, C)  per channel its window's weights
+  kSsmDt,         // blk.N.ssm_dt.bias     (H)  added to a before the softplus
+  kSsmA,          // blk.N.ssm_a           (H)  -exp(A_log): the decay rate (no suffix)
+  kSsmBetaAlpha,  // blk.N.ssm_ba          (n_embd, 2H)  b and a interleaved by key head
+  kSsmBeta,       // blk.N.ssm_beta        (n_embd, H)
+  kSsmAlpha,      // blk.N.ssm_alpha       (n_embd, H)
+  kSsmNorm,       // blk.N.ssm_norm        (S)  the gated RMS norm's weight
+  kSsmOut,        // blk.N.ssm_out         (V, n_embd)
   // MLA (deepseek2); dims: L = kv_lora_rank, Q = q_lora_rank, R = n_rot, N = head_dim_nope,
   // V = head_dim_v.
   kAttnQA,           // blk.N.attn_q_a        (n_embd, Q)
@@ -52,7 +64,8 @@ enum class TensorRole {
   kNextnSharedHeadNorm,  // blk.N.nextn.shared_head_norm (n_embd)
 };
 
-enum class TensorSuffix { kWeight, kBias };
+// kNone: the name has no ".weight"/".bias" (llama.cpp's ssm_a).
+enum class TensorSuffix { kWeight, kBias, kNone };
 
 // "blk.3.ffn_down_exps.weight". `layer` is ignored for non-layer tensors.
 std::string TensorName(TensorRole role, int layer, TensorSuffix suffix = TensorSuffix::kWeight);

@@ -170,10 +170,10 @@ TensorTypeMixer::TensorTypeMixer(const FileType& file_type, const HParams& hp,
 
 std::optional<GgmlType> TensorTypeMixer::Next(const TensorDesc& desc, const std::string& name,
                                               std::string* error) {
-  // 1-D tensors (norms, biases, the shared-expert gate) and the routers stay f32, as the
-  // converter writes them and llama-quantize leaves them.
+  // 1-D tensors (norms, biases, the shared-expert gate), the routers and the DeltaNet
+  // convolution stay f32, as the converter writes them and llama-quantize leaves them.
   bool keep_f32 = desc.shape.size() < 2 || desc.role == TensorRole::kFfnGateInp ||
-                  desc.suffix == TensorSuffix::kBias;
+                  desc.role == TensorRole::kSsmConv1d || desc.suffix != TensorSuffix::kWeight;
   if (keep_f32 || ft_.base == T::kF32) return T::kF32;
   if (IsFloatType(ft_.base)) return ft_.base;
 

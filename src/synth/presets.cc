@@ -1,6 +1,7 @@
 #include "synth/presets.h"
 
 #include <array>
+#include <string_view>
 
 namespace mt {
 namespace {
@@ -117,11 +118,41 @@ HParams GptOss(uint32_t n_layer, uint32_t n_embd, uint32_t n_head, uint32_t n_he
   return hp;
 }
 
+// A qwen3next / qwen35moe model: DeltaNet layers with full attention every 4th (GQA with an
+// output gate over 256-wide heads, rope over a quarter of each), experts plus a gated shared
+// expert of the same width, one NextN block after the trunk (as the converter writes it).
+struct HybridShape {
+  const char* arch;
+  uint32_t n_layer, n_embd, n_head, n_head_kv, head_dim, n_expert, n_expert_used, n_ff_exp;
+  uint32_t n_k_heads, n_v_heads, state;
+};
+
+HParams HybridDeltaNet(const HybridShape& h) {
+  HParams hp = Make(h.arch, h.n_layer, h.n_embd, h.n_head, h.n_head_kv, h.head_dim, h.n_expert,
+                    h.n_expert_used, h.n_ff_exp, 5120, 151936, 262144, 1e7f, 1e-6f, h.n_ff_exp);
+  hp.n_rot = h.head_dim / 4;  // partial_rotary_factor 0.25
+  hp.expert_weights_norm = true;
+  hp.ssm_d_conv = 4;
+  hp.ssm_n_group = h.n_k_heads;
+  hp.ssm_dt_rank = h.n_v_heads;
+  hp.ssm_d_state = h.state;
+  hp.ssm_d_inner = h.n_v_heads * h.state;
+  hp.full_attn_interval = 4;
+  hp.n_layer_nextn = 1;
+  if (std::string_view(h.arch) == "qwen35moe") {
+    // Qwen3.5's mrope_section [11, 11, 10] of 32 rotated pairs, scaled to the model's pairs.
+    const uint32_t pairs = hp.n_rot / 2;
+    const uint32_t t = (pairs * 11 + 31) / 32, hgt = (pairs * 11 + 31) / 32;
+    hp.rope_sections = {t, hgt, pairs - t - hgt, 0};
+  }
+  return hp;
+}
+
 constexpr ExpertScoring kSoftmax = ExpertScoring::kSoftmax;
 constexpr ExpertScoring kSigmoid = ExpertScoring::kSigmoid;
 
 // Shapes of the real models come from their Hugging Face config.json files.
-const std::array<SynthPreset, 17> kPresets = {{
+const std::array<SynthPreset, 20> kPresets = {{
     {"tiny", "qwen3moe, 4 layers, n_embd 256, 8 experts top-2 (tests)",
      Make("qwen3moe", 4, 256, 4, 2, 64, 8, 2, 512, 1024, 151936, 40960, 1e6f, 1e-6f),
      PresetTokenizer::kQwen3, "qwen2"},
@@ -207,6 +238,24 @@ const std::array<SynthPreset, 17> kPresets = {{
      "gpt-oss-120b shape: 36 layers, n_embd 2880, 64 heads of 64 (8 kv), 128 experts top-4, "
      "n_ff_exp 2880 (--layers N for a slice)",
      GptOss(36, 2880, 64, 8, 128, 4, 2880), PresetTokenizer::kGptOss, "gpt-4o"},
+    {"qwen3next-tiny",
+     "qwen3next, 4 layers (3 gated DeltaNet, then full attention with an output gate) + a NextN "
+     "block, n_embd 256, 2 key and 4 value heads of 64, 16 experts top-4 + a gated shared "
+     "expert (tests)",
+     HybridDeltaNet({"qwen3next", 4, 256, 4, 2, 64, 16, 4, 128, 2, 4, 64}), PresetTokenizer::kQwen3,
+     "qwen2"},
+    {"qwen35moe-tiny",
+     "qwen35moe (Qwen3.5 MoE), 4 layers (3 gated DeltaNet, then full attention) + a NextN block, "
+     "n_embd 256, 2 key and 4 value heads of 64 (tiled), 16 experts top-4 + a gated shared "
+     "expert (tests; Qwen3's tokenizer)",
+     HybridDeltaNet({"qwen35moe", 4, 256, 4, 2, 64, 16, 4, 128, 2, 4, 64}), PresetTokenizer::kQwen3,
+     "qwen2"},
+    {"qwen3-next-80b-a3b",
+     "Qwen3-Next-80B-A3B shape: 48 layers (every 4th full attention) + a NextN block, n_embd "
+     "2048, 16 key and 32 value heads of 128, 512 experts top-10 + a shared expert, n_ff_exp 512 "
+     "(--layers N for a slice)",
+     HybridDeltaNet({"qwen3next", 48, 2048, 16, 2, 256, 512, 10, 512, 16, 32, 128}),
+     PresetTokenizer::kQwen3, "qwen2"},
 }};
 
 }  // namespace

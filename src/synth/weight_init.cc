@@ -74,6 +74,14 @@ WeightInit InitFor(const TensorDesc& desc, const InitContext& ctx) {
   auto inv_sqrt = [](uint64_t n) { return 1.0f / std::sqrt(static_cast<float>(n)); };
   const uint64_t fan_in = desc.shape[0];  // a projection's input width: its row length
   WeightInit w;
+  if (desc.role == R::kSsmDt || desc.role == R::kSsmA) {
+    // The DeltaNet decay g = softplus(a + ssm_dt) * ssm_a with a ~ N(0, 1): exp(g) around
+    // 0.8, so the state remembers a few tokens back (the checkpoints' A_log and dt_bias spread
+    // wider).
+    w.mean = desc.role == R::kSsmDt ? -2.0f : -1.0f;
+    w.stddev = desc.role == R::kSsmDt ? 0.5f : 0.2f;
+    return w;
+  }
   if (desc.suffix == TensorSuffix::kBias) {
     // gpt-oss's expert gate/up biases wide enough that its SwiGLU's clamps at 7 bite (for a
     // few in a thousand activations), so tests see them.
@@ -101,6 +109,7 @@ WeightInit InitFor(const TensorDesc& desc, const InitContext& ctx) {
     case R::kAttnKNorm:
     case R::kAttnQANorm:
     case R::kAttnKvANorm:
+    case R::kSsmNorm:
       w.mean = 1.0f;
       w.stddev = 0.02f;
       break;
@@ -128,6 +137,12 @@ WeightInit InitFor(const TensorDesc& desc, const InitContext& ctx) {
     case R::kFfnUpShexp:
     case R::kFfnGateInpShexp:
     case R::kNextnEhProj:
+    case R::kAttnQkv:
+    case R::kAttnGate:
+    case R::kSsmConv1d:
+    case R::kSsmBetaAlpha:
+    case R::kSsmBeta:
+    case R::kSsmAlpha:
       w.stddev = inv_sqrt(fan_in);
       break;
     case R::kAttnKB:
@@ -148,12 +163,15 @@ WeightInit InitFor(const TensorDesc& desc, const InitContext& ctx) {
       break;
     }
     case R::kAttnOutput:
+    case R::kSsmOut:
     case R::kFfnDown:
     case R::kFfnDownExps:
     case R::kFfnDownShexp:
       w.stddev = inv_sqrt(fan_in) * residual;
       break;
     case R::kFfnExpProbsB:  // a bias (handled above)
+    case R::kSsmDt:
+    case R::kSsmA:
       break;
     case R::kAttnSinks:
       w.stddev = 1.0f;  // logits comparable to the scores: the sink takes a share, not all
