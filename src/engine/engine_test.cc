@@ -312,9 +312,10 @@ TEST_F(EngineTest, LoadErrorsNameWhatIsWrong) {
   std::string gpt2 = WriteMetadataOnly(models_->dir(), "gpt2.gguf", md);
   auto r = Model::Load(gpt2, LoadOptions{});
   ASSERT_FALSE(r.ok());
-  EXPECT_EQ(r.status().message(), gpt2 +
-                                      ": unsupported architecture 'gpt2' (supported: qwen3moe, "
-                                      "olmoe, llama, qwen2moe, deepseek2, glm4moe, gpt-oss)");
+  EXPECT_EQ(r.status().message(),
+            gpt2 +
+                ": unsupported architecture 'gpt2' (supported: qwen3moe, "
+                "olmoe, llama, qwen2moe, deepseek2, glm4moe, gpt-oss, qwen3next, qwen35moe)");
 
   // A real model's metadata without its tensors: the first missing tensor is named.
   auto good = GgufModel::Open(Synth("olmoe-tiny", "q8_0"));

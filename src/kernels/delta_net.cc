@@ -1,7 +1,6 @@
 #include "kernels/delta_net.h"
 
 #include "base/check.h"
-#include "kernels/isa.h"
 
 namespace mt {
 namespace {
@@ -22,6 +21,11 @@ DeltaRuleFn Variant(Isa isa) {
 }
 
 }  // namespace
+
+void DeltaRuleStepWith(Isa isa, const DeltaRuleArgs& a) {
+  MT_CHECK(IsaSupported(isa) && a.dim_k >= 1 && a.dim_v >= 1 && a.state_out != nullptr);
+  Variant(isa)(a);
+}
 
 void DeltaRuleStep(const DeltaRuleArgs& a) {
   MT_CHECK(a.dim_k >= 1 && a.dim_v >= 1 && a.state_out != nullptr);

@@ -14,6 +14,8 @@
 
 #include <cstdint>
 
+#include "kernels/isa.h"
+
 namespace mt {
 
 struct DeltaRuleArgs {
@@ -32,6 +34,8 @@ struct DeltaRuleArgs {
 
 // One token's step with the active variant (ActiveIsa).
 void DeltaRuleStep(const DeltaRuleArgs& a);
+// ... with a given one (it must be IsaSupported; for tests).
+void DeltaRuleStepWith(Isa isa, const DeltaRuleArgs& a);
 
 namespace kernels {
 void DeltaRuleScalar(const DeltaRuleArgs& a);

@@ -68,7 +68,8 @@ ModelParts PartsOf(std::string arch) {
 }
 
 TEST(ArchTest, TableHasTheFamiliesAndTheirParts) {
-  EXPECT_EQ(SupportedArchNames(), "qwen3moe, olmoe, llama, qwen2moe, deepseek2, glm4moe, gpt-oss");
+  EXPECT_EQ(SupportedArchNames(),
+            "qwen3moe, olmoe, llama, qwen2moe, deepseek2, glm4moe, gpt-oss, qwen3next, qwen35moe");
   EXPECT_EQ(FindArch("gpt2"), nullptr);
   const ModelParts olmoe = PartsOf("olmoe"), llama = PartsOf("llama");
   const ModelParts qwen3 = PartsOf("qwen3moe"), qwen2 = PartsOf("qwen2moe");
@@ -181,7 +182,7 @@ TEST(HParamsTest, ErrorsNameTheKey) {
   md.Set("general.architecture", GgufValue::String("gpt2"));
   EXPECT_EQ(ReadHParams(md).status().message(),
             "unsupported architecture 'gpt2' (supported: qwen3moe, olmoe, llama, qwen2moe, "
-            "deepseek2, glm4moe, gpt-oss)");
+            "deepseek2, glm4moe, gpt-oss, qwen3next, qwen35moe)");
   GgufMetadata good;
   WriteHParams(Qwen3Like(), good);
   GgufMetadata missing = good;
@@ -540,6 +541,125 @@ TEST(GptOssHParamsTest, PatternAndWindowKeys) {
   md = GptOss20bKeys();
   md.Erase("gpt-oss.expert_feed_forward_length");
   EXPECT_EQ(ReadHParams(md).status().message(), "missing key gpt-oss.expert_feed_forward_length");
+}
+
+// Qwen3-Next-80B-A3B's keys as llama.cpp's converter writes them (config.json: 48 layers + one
+// MTP layer, head_dim 256, partial_rotary_factor 0.25, linear_* heads 16 key / 32 value of
+// 128, conv 4, full_attention_interval 4).
+GgufMetadata Qwen3Next80bKeys() {
+  GgufMetadata md;
+  auto u = [&](const char* k, uint32_t v) {
+    md.Set(std::string("qwen3next.") + k, GgufValue::Uint32(v));
+  };
+  md.Set("general.architecture", GgufValue::String("qwen3next"));
+  u("block_count", 49);
+  u("context_length", 262144);
+  u("embedding_length", 2048);
+  u("feed_forward_length", 5120);
+  u("attention.head_count", 16);
+  u("attention.head_count_kv", 2);
+  u("attention.key_length", 256);
+  u("attention.value_length", 256);
+  md.Set("qwen3next.rope.freq_base", GgufValue::Float32(1e7f));
+  md.Set("qwen3next.attention.layer_norm_rms_epsilon", GgufValue::Float32(1e-6f));
+  u("expert_count", 512);
+  u("expert_used_count", 10);
+  u("expert_feed_forward_length", 512);
+  u("expert_shared_feed_forward_length", 512);
+  u("ssm.conv_kernel", 4);
+  u("ssm.state_size", 128);
+  u("ssm.group_count", 16);
+  u("ssm.time_step_rank", 32);
+  u("ssm.inner_size", 4096);
+  u("full_attention_interval", 4);
+  u("rope.dimension_count", 64);
+  u("nextn_predict_layers", 1);
+  return md;
+}
+
+TEST(Qwen3NextHParamsTest, EightyBKeysGiveItsParts) {
+  Result<HParams> hp = ReadHParams(Qwen3Next80bKeys());
+  ASSERT_TRUE(hp.ok()) << hp.status().message();
+  EXPECT_EQ(hp->n_layer, 48u);
+  EXPECT_EQ(hp->n_layer_nextn, 1u);
+  const ModelParts parts = DescribeModel(hp.value());
+  ASSERT_EQ(parts.layers.size(), 48u);
+  for (int il : {0, 1, 2, 44, 46}) {
+    EXPECT_EQ(parts.layers[il].attention.kind, AttentionKind::kDeltaNet) << il;
+  }
+  for (int il : {3, 7, 47}) {
+    EXPECT_EQ(parts.layers[il].attention.kind, AttentionKind::kGqa) << il;
+    EXPECT_TRUE(parts.layers[il].attention.gqa.output_gate);
+    EXPECT_EQ(parts.layers[il].attention.gqa.qk_norm, QkNorm::kPerHead);
+    EXPECT_FLOAT_EQ(parts.layers[il].attention.kq_scale, 1.0f / 16);  // 1/sqrt(256)
+  }
+  const DeltaNetParts& d = parts.layers[0].attention.delta_net;
+  EXPECT_EQ(d.key_heads, KeyHeadOrder::kGrouped);
+  EXPECT_FALSE(d.separate_beta_alpha);
+  EXPECT_EQ(d.conv_channels(), 8192u);
+  EXPECT_TRUE(parts.router.normalize);
+  EXPECT_EQ(parts.layers[5].ffn.shared_gate, SharedExpertGate::kSigmoid);
+  EXPECT_TRUE(parts.layers[5].ffn.norm_named_post_attention);
+  EXPECT_EQ(parts.rope.n_rot, 64);
+  EXPECT_EQ(parts.rope.type, RopeType::kNeox);
+
+  // llama.cpp's qwen3next loader: every tensor and shape.
+  std::vector<TensorDesc> t = ArchTensors(parts, hp.value());
+  auto find = [&](TensorRole role, int layer, TensorSuffix s = TensorSuffix::kWeight) {
+    for (const TensorDesc& desc : t) {
+      if (desc.role == role && desc.layer == layer && desc.suffix == s) return &desc;
+    }
+    return static_cast<const TensorDesc*>(nullptr);
+  };
+  using R = TensorRole;
+  using Shape = std::vector<uint64_t>;
+  EXPECT_EQ(find(R::kAttnQkv, 0)->shape, (Shape{2048, 8192}));
+  EXPECT_EQ(find(R::kAttnGate, 0)->shape, (Shape{2048, 4096}));
+  EXPECT_EQ(find(R::kSsmConv1d, 0)->shape, (Shape{4, 8192}));
+  EXPECT_EQ(find(R::kSsmDt, 0, TensorSuffix::kBias)->shape, (Shape{32}));
+  EXPECT_EQ(find(R::kSsmA, 0, TensorSuffix::kNone)->shape, (Shape{32}));
+  EXPECT_EQ(find(R::kSsmBetaAlpha, 0)->shape, (Shape{2048, 64}));
+  EXPECT_EQ(find(R::kSsmNorm, 0)->shape, (Shape{128}));
+  EXPECT_EQ(find(R::kSsmOut, 0)->shape, (Shape{4096, 2048}));
+  EXPECT_EQ(find(R::kAttnQ, 0), nullptr);
+  EXPECT_EQ(find(R::kAttnQ, 3)->shape, (Shape{2048, 8192}));  // [q | gate] per head
+  EXPECT_EQ(find(R::kAttnK, 3)->shape, (Shape{2048, 512}));
+  EXPECT_EQ(find(R::kAttnOutput, 3)->shape, (Shape{4096, 2048}));
+  EXPECT_EQ(find(R::kAttnQNorm, 3)->shape, (Shape{256}));
+  EXPECT_EQ(find(R::kFfnGateInpShexp, 5)->shape, (Shape{2048}));
+  EXPECT_EQ(find(R::kFfnDownExps, 5)->shape, (Shape{512, 2048, 512}));
+  EXPECT_EQ(TensorName(R::kSsmA, 7, TensorSuffix::kNone), "blk.7.ssm_a");
+  EXPECT_EQ(TensorName(R::kSsmDt, 7, TensorSuffix::kBias), "blk.7.ssm_dt.bias");
+  EXPECT_EQ(TensorName(R::kSsmBetaAlpha, 7), "blk.7.ssm_ba.weight");
+
+  // The same written back and read again.
+  GgufMetadata again;
+  WriteHParams(hp.value(), again);
+  Result<HParams> back = ReadHParams(again);
+  ASSERT_TRUE(back.ok()) << back.status().message();
+  EXPECT_EQ(back->n_layer, 48u);
+  EXPECT_EQ(back->ssm_d_inner, 4096u);
+}
+
+TEST(Qwen3NextHParamsTest, Qwen35MoeReadsItsSectionsAndTilesItsHeads) {
+  GgufMetadata md = Qwen3Next80bKeys();
+  GgufMetadata q35;
+  for (const auto& [key, value] : md.entries()) {
+    std::string k = key;
+    if (k.starts_with("qwen3next.")) k = "qwen35moe." + k.substr(10);
+    q35.Set(k, k == "general.architecture" ? GgufValue::String("qwen35moe") : value);
+  }
+  q35.Set("qwen35moe.rope.dimension_sections", GgufValue::Int32Array({11, 11, 10, 0}));
+  Result<HParams> hp = ReadHParams(q35);
+  ASSERT_TRUE(hp.ok()) << hp.status().message();
+  const ModelParts parts = DescribeModel(hp.value());
+  EXPECT_EQ(parts.layers[0].attention.delta_net.key_heads, KeyHeadOrder::kTiled);
+  EXPECT_TRUE(parts.layers[0].attention.delta_net.separate_beta_alpha);
+  // 32 rotated pairs: sectors 30 (time) and 31 (height) are still in their sections.
+  q35.Set("qwen35moe.rope.dimension_sections", GgufValue::Int32Array({10, 11, 11, 0}));
+  EXPECT_NE(ReadHParams(q35).status().message().find("pair 30 takes the 4th section"),
+            std::string::npos)
+      << ReadHParams(q35).status().message();
 }
 
 // A glm4moe file whose last block is a NextN layer: its tensors are in no part of the plan.

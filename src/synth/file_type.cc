@@ -198,7 +198,8 @@ GgmlType TensorTypeMixer::QuantizedType(const TensorDesc& desc, const std::strin
   GgmlType t = ft_.base;
   const bool eight_experts = hp_.n_expert == 8;
   const uint32_t n_gqa = hp_.n_head_kv ? hp_.n_head / hp_.n_head_kv : 1;
-  const int n_layer = static_cast<int>(hp_.n_layer);
+  // llama.cpp's n_layer_all: the NextN/MTP blocks count too.
+  const int n_layer = static_cast<int>(hp_.n_layer + hp_.n_layer_nextn);
   Category category = CategoryOf(name);
   if (category == Category::kTokenEmbd && tied_embeddings_) category = Category::kOutput;
   const bool iq2_family =
@@ -301,7 +302,8 @@ GgmlType TensorTypeMixer::QuantizedType(const TensorDesc& desc, const std::strin
 // shared experts and dense FFNs Q4_K with ffn_down Q6_K; the head Q6_K, the embedding Q4_K.
 GgmlType TensorTypeMixer::DynamicType(const TensorDesc& desc, const std::string& name) {
   const Category category = CategoryOf(name);
-  const int n_layer = static_cast<int>(hp_.n_layer);
+  // llama.cpp's n_layer_all: the NextN/MTP blocks count too.
+  const int n_layer = static_cast<int>(hp_.n_layer + hp_.n_layer_nextn);
   if (category == Category::kOutput) return T::kQ6_K;
   if (category == Category::kTokenEmbd) return T::kQ4_K;
   if (IsRoutedExpert(desc)) {

@@ -23,7 +23,9 @@ namespace {
 std::map<std::string, GgmlType> MixOf(const HParams& hp, std::string_view type) {
   const FileType* ft = FindFileType(type);
   EXPECT_TRUE(ft);
-  const std::vector<TensorDesc> descs = ArchTensors(DescribeModel(hp), hp);
+  const ModelParts parts = DescribeModel(hp);
+  std::vector<TensorDesc> descs = ArchTensors(parts, hp);
+  for (TensorDesc& d : NextnTensors(parts, hp)) descs.push_back(std::move(d));  // as synth
   std::vector<std::string> names;
   for (const TensorDesc& d : descs) names.push_back(TensorName(d.role, d.layer, d.suffix));
   TensorTypeMixer mixer(*ft, hp, names);

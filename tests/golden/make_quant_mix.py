@@ -14,7 +14,7 @@ import subprocess
 import sys
 import tempfile
 
-PRESETS = [("tiny", []), ("qwen2moe-tiny", []), ("deepseek3-tiny", []),
+PRESETS = [("tiny", []), ("qwen2moe-tiny", []), ("deepseek3-tiny", []), ("qwen3next-tiny", []),
            ("deepseek3-tiny", ["--legacy-mla"])]
 TYPES = {"q2_k": "Q2_K", "q3_k_s": "Q3_K_S", "q3_k_m": "Q3_K_M", "q3_k_l": "Q3_K_L",
          "iq4_xs": "IQ4_XS", "iq4_nl": "IQ4_NL", "iq3_xxs": "IQ3_XXS", "iq3_s": "IQ3_S",
