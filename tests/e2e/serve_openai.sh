@@ -117,6 +117,41 @@ done
   fail "gpt-oss: $same of 4 concurrent answers equal to the lone ones"
 kill -TERM "$PID"; wait "$PID"
 
+# qwen3next (recurrent DeltaNet states per slot): 32 requests at once on 4 slots get, token
+# for token, what each gets alone. Their prompts share prefixes and repeat, so slots go on
+# from a saved state (the live one or the checkpoint before a prompt's last token) or from 0.
+qn="$WORK/qwen3next.gguf"
+"$MOETIER" synth --preset qwen3next-tiny --type q4_k_m -q -o "$qn" > /dev/null || fail "synth qn"
+start_server "$WORK/serve-qn.log" "$qn" --parallel 4 --ctx 512 -b 16 --max-queue 64
+grep -q "recurrent states" "$WORK/serve-qn.log" && pass "qwen3next: the plan line shows the states" ||
+  fail "qwen3next plan: $(grep -m1 'memory plan' "$WORK/serve-qn.log")"
+body='{"model": "qwen3next", "messages": [{"role": "user", "content": "Hi"}], "max_tokens": 8,
+       "temperature": 0}'
+curl -s "$BASE/chat/completions" -d "$body" > "$WORK/qn-chat.json"
+grep -q '"finish_reason":"length"' "$WORK/qn-chat.json" &&
+  pass "qwen3next: a chat request is answered" ||
+  fail "qwen3next chat: $(head -c 300 "$WORK/qn-chat.json")"
+ask_qn() {  # ask_qn N: a completion of prompt N (8 distinct prompts, each 4 times), its text
+  local prompt="Request number $(($1 % 8)) says $(printf 'la %.0s' $(seq 0 $(($1 % 5))))"
+  curl -s "$BASE/completions" -d "{\"model\": \"qwen3next\", \"prompt\": \"$prompt\",
+    \"max_tokens\": $((6 + $1 % 7)), \"temperature\": 0, \"ignore_eos\": true}" |
+    sed -n 's/.*"text":"\([^"]*\)".*/\1/p'
+}
+for i in $(seq 1 32); do ask_qn "$i" > "$WORK/qn-alone.$i"; done
+asks=()
+for i in $(seq 1 32); do ask_qn "$i" > "$WORK/qn-together.$i" & asks+=($!); done
+wait "${asks[@]}"
+same=0
+for i in $(seq 1 32); do
+  [ -s "$WORK/qn-alone.$i" ] && cmp -s "$WORK/qn-alone.$i" "$WORK/qn-together.$i" && same=$((same + 1))
+done
+[ "$same" = 32 ] && pass "qwen3next: 32 concurrent requests == each alone" ||
+  fail "qwen3next: $same of 32 concurrent answers equal to the lone ones"
+cached=$(curl -s "${BASE%/v1}/metrics" | sed -n 's/^moetier_prompt_tokens_cached_total \([0-9.e+]*\).*/\1/p')
+[ -n "$cached" ] && [ "$cached" != 0 ] && pass "qwen3next: slots went on from saved states ($cached prompt tokens)" ||
+  fail "qwen3next: no prompt token came from a saved state ('$cached')"
+kill -TERM "$PID"; wait "$PID"
+
 # Start-up errors are one line.
 expect_error 2 "bad --parallel" -- "$MOETIER" serve -m "$model" --parallel 0
 expect_error 1 "missing model" -- "$MOETIER" serve -m "$WORK/nope.gguf"
