@@ -1,9 +1,12 @@
 """Compare an engine's logits with the numpy reference forward pass (forward.py).
 
 usage: compare_logits.py --model M.gguf --ids "[1, 2, 3]" --check f32=A.npy [--check f16=B.npy]
+                         [--mutate NAME]
   --ids    the token ids the engine evaluated (a Python-style list, as `moetier tokenize --ids`)
   --check  KV=FILE: float32 .npy [n_tokens, n_vocab] that the engine wrote with a KV cache of
            type KV (f32 or f16)
+  --mutate a deliberate error in the reference (qwen3next.MUTATIONS; qwen3next and qwen35moe
+           only), for checking that the comparison fails
 Exit status 0 when every metric is within its tolerance, 1 otherwise, 2 on bad usage.
 
 Each FILE is compared with two references:
@@ -69,6 +72,7 @@ import numpy as np
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import forward as F  # noqa: E402
+import qwen3next  # noqa: E402
 
 # (rel_max, kl_max, min_router_gap) vs the engine-method reference, by KV cache type.
 # Measured, moetier vs reference after sync, prompt of tests/e2e/reference_logits.sh (14-40
@@ -78,6 +82,11 @@ import forward as F  # noqa: E402
 #     near-ties resolved per run (without sync, quantized types: rel_max up to 0.4).
 #   KV f16, the positions compared: rel_max 2.9e-5 (float weights, after several resolved
 #     f16 near-ties), kl_max 2.9e-12 (these tolerances end the prefix, so they bound it).
+# The gated DeltaNet hybrids, same prompt, seed 1, qwen3next-tiny f32 q8_0 q4_k_m and
+# qwen35moe-tiny f32 q4_k_m (the delta rule's state in float32 in the engine): KV f32 rel_max
+# <= 1.7e-6, KV f16 <= 3.0e-6, kl_max <= 1.9e-12, every position; 0 or 1 near-tie resolved.
+# With the 184 tokens of gpt-oss's long prompt (KV f32; qwen35moe-tiny f32, qwen3next-tiny q8_0
+# q4_k_m): rel_max <= 1.8e-6.
 # rel_max and kl_max tolerances are about 4x the worst KV f32 value; for KV f16 the same
 # tolerances decide where the compared prefix ends.
 # min_router_gap: 100x the float32 noise (the reference models the f16 cache too). (olmoe-
@@ -215,6 +224,7 @@ def main():
     ap.add_argument("--model", required=True)
     ap.add_argument("--ids", required=True)
     ap.add_argument("--check", action="append", required=True, metavar="KV=FILE")
+    ap.add_argument("--mutate", choices=qwen3next.MUTATIONS)
     a = ap.parse_args()
     try:
         ids = ast.literal_eval(a.ids.strip())
@@ -228,6 +238,11 @@ def main():
         return 2
 
     model = F.Model(a.model)
+    if a.mutate:
+        if model.hp.arch not in qwen3next.ARCHS:
+            print(f"--mutate: not for {model.hp.arch}")
+            return 2
+        model.hp.mutations = {a.mutate}
     n_vocab = model.g.tensors["token_embd.weight"].ne[1]
     exact = None
     name = os.path.basename(a.model)

@@ -23,7 +23,10 @@ Written from the model definitions, independent of moetier's C++ engine:
 rms_norm(x) = x / sqrt(mean(x^2) + eps), eps = {arch}.attention.layer_norm_rms_epsilon.
 deepseek2 has the same residual stream, output and numerical method, with its own attention
 (multi-head latent attention, YaRN) and FFN (dense leading layers; sigmoid or softmax routing
-with selection bias and expert groups; shared experts): deepseek2.py.
+with selection bias and expert groups; shared experts): deepseek2.py. gpt-oss (sinks, sliding
+window, clamped SwiGLU): gptoss.py. qwen3next and qwen35moe (gated DeltaNet layers, token by
+token, between full-attention layers with an output gate; qwen2moe's gated shared expert,
+renormalised): qwen3next.py.
 
 Weights are dequantized exactly (dequant.py); all arithmetic runs in `dtype` (float64 by default).
 float64 matters: a float32 run of this same code differs from the float64 one by max|d|/std
@@ -60,10 +63,15 @@ from dequant import dequantize, tensor_f32, tensor_rows_f32  # noqa: E402
 from gguf_reader import GGUFFile  # noqa: E402
 import deepseek2  # noqa: E402  (imports this module back; uses it only at call time)
 import gptoss  # noqa: E402  (likewise)
+import qwen3next  # noqa: E402  (likewise)
 
-ARCHS = ("qwen3moe", "olmoe", "llama", "qwen2moe", "deepseek2", "glm4moe", "gpt-oss")
+ARCHS = ("qwen3moe", "olmoe", "llama", "qwen2moe", "deepseek2", "glm4moe", "gpt-oss",
+         "qwen3next", "qwen35moe")
 NEOX = {"qwen3moe": True, "olmoe": True, "qwen2moe": True, "llama": False, "glm4moe": True}
-RENORM = {"qwen3moe": True, "olmoe": False, "qwen2moe": False, "llama": True}
+RENORM = {"qwen3moe": True, "olmoe": False, "qwen2moe": False, "llama": True,
+          "qwen3next": True, "qwen35moe": True}
+# a shared expert gated by sigmoid(h . ffn_gate_inp_shexp)
+GATED_SHEXP = ("qwen2moe", "qwen3next", "qwen35moe")
 
 
 class HParams:
@@ -95,6 +103,9 @@ class HParams:
             return
         if arch == "gpt-oss":
             gptoss.read_hparams(self, g, key)
+            return
+        if arch in qwen3next.ARCHS:
+            qwen3next.read_hparams(self, g, key)
             return
         if arch == "glm4moe":  # deepseek2's FFN and router fields (no groups), GQA attention
             self.n_layer -= int(key("nextn_predict_layers", 0))
@@ -419,7 +430,7 @@ def moe(ps, il, h):
     p = f"blk.{il}."
     ids, w = route(ps, il, h)
     out = routed_experts(ps, il, h, ids, w)
-    if hp.arch == "qwen2moe":
+    if hp.arch in GATED_SHEXP:
         # the gate vector is read as floats by the engine (as the router): never quantized
         g = h @ m.w(p + "ffn_gate_inp_shexp.weight").reshape(-1)   # [T]
         sh = (silu(ps.linear(p + "ffn_gate_shexp.weight", h, p + "ffn_norm")) *
@@ -443,9 +454,12 @@ def forward(model, tokens, act_quant=False, kv_f16=False, flips=(), ambiguous=(0
     ps = Pass(model, len(tokens), act_quant, kv_f16, flips, ambiguous, mla)
     attn, ffn = {"deepseek2": (deepseek2.attention, deepseek2.ffn),
                  "glm4moe": (attention, deepseek2.ffn),
-                 "gpt-oss": (gptoss.attention, gptoss.ffn)}.get(hp.arch, (attention, moe))
-    # glm4moe and gpt-oss store the FFN's norm as post_attention_norm
-    ffn_norm = "post_attention_norm" if hp.arch in ("glm4moe", "gpt-oss") else "ffn_norm"
+                 "gpt-oss": (gptoss.attention, gptoss.ffn),
+                 "qwen3next": (qwen3next.attention, moe),
+                 "qwen35moe": (qwen3next.attention, moe)}.get(hp.arch, (attention, moe))
+    # glm4moe, gpt-oss, qwen3next and qwen35moe store the FFN's norm as post_attention_norm
+    ffn_norm = ("post_attention_norm" if hp.arch in ("glm4moe", "gpt-oss") + qwen3next.ARCHS
+                else "ffn_norm")
     x = model.embed(tokens)
     for il in range(hp.n_layer):
         p = f"blk.{il}."

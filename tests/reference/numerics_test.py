@@ -1,6 +1,7 @@
 """Hand-derived values for the reference's model of the engine's roundings (forward.py):
 blockwise activation quantization (quantize_blocks, Pass.input) and the f16 KV cache
-(Pass.kv), with their margins and flips; and the deepseek2 cases (deepseek2_test.py).
+(Pass.kv), with their margins and flips; and the deepseek2 cases (deepseek2_test.py) and the
+gated DeltaNet ones (qwen3next_test.py).
 Run: python3 numerics_test.py   (exit status 1 on a mismatch)
 """
 
@@ -12,6 +13,7 @@ import numpy as np
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import forward as F  # noqa: E402
 import deepseek2_test  # noqa: E402
+import qwen3next_test  # noqa: E402
 
 bad = 0
 
@@ -130,6 +132,7 @@ def main():
     pass_cases()
     kv_cases()
     bad += deepseek2_test.run()
+    bad += qwen3next_test.run()
     print("numerics_test: " + ("all passed" if not bad else f"{bad} failure(s)"))
     return 1 if bad else 0
 
