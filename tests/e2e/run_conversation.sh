@@ -11,21 +11,24 @@ model="$WORK/chat.gguf"
 "$MOETIER" synth --preset tiny --type q8_0 --tokenizer "$QWEN" -q -o "$model" > /dev/null ||
   { fail "synth"; finish; }
 
-printf 'Hi there\nAnd then?\n' |
-  "$MOETIER" run -m "$model" -cnv -n 8 --temp 0 -t 2 > "$WORK/out" 2> "$WORK/err"
-rc=$?
-[ $rc -eq 0 ] && pass "-cnv: two turns, exit 0" || fail "-cnv exit $rc: $(cat "$WORK/err")"
-kept=$(sed -n 's/.*2 turns; prompt tokens: [0-9]* evaluated, \([0-9]*\) kept.*/\1/p' "$WORK/err")
-[ -n "$kept" ] && [ "$kept" -gt 0 ] && pass "-cnv: the second turn kept $kept tokens" ||
-  fail "-cnv stats: $(cat "$WORK/err")"
+# cnv_equals_serve MODEL NAME: two turns of -cnv, then the same conversation through serve.
+cnv_equals_serve() {
+  local model=$1 name=$2
+  printf 'Hi there\nAnd then?\n' |
+    "$MOETIER" run -m "$model" -cnv -n 8 --temp 0 -t 2 > "$WORK/out" 2> "$WORK/err"
+  rc=$?
+  [ $rc -eq 0 ] && pass "$name -cnv: two turns, exit 0" || fail "$name -cnv exit $rc: $(cat "$WORK/err")"
+  kept=$(sed -n 's/.*2 turns; prompt tokens: [0-9]* evaluated, \([0-9]*\) kept.*/\1/p' "$WORK/err")
+  [ -n "$kept" ] && [ "$kept" -gt 0 ] && pass "$name -cnv: the second turn kept $kept tokens" ||
+    fail "$name -cnv stats: $(cat "$WORK/err")"
 
-# The same conversation through serve (greedy, 8 tokens a turn, nothing cached).
-start_server "$WORK/serve.log" "$model" --ctx 1024
-$PY - "$BASE" "$WORK/out" <<'PY' && pass "-cnv answers equal serve's fresh evaluation" ||
+  # The same conversation through serve (greedy, 8 tokens a turn, nothing cached).
+  start_server "$WORK/serve.log" "$model" --ctx 1024
+  $PY - "$BASE" "$WORK/out" "$(basename "$model" .gguf)" <<'PY' &&
 import json, sys, urllib.request
 base, out = sys.argv[1], open(sys.argv[2], encoding="utf-8", errors="replace").read()
 def ask(messages):
-    body = {"model": "chat", "messages": messages, "max_tokens": 8, "temperature": 0,
+    body = {"model": sys.argv[3], "messages": messages, "max_tokens": 8, "temperature": 0,
             "cache_prompt": False}
     req = urllib.request.Request(base + "/chat/completions", data=json.dumps(body).encode(),
                                  headers={"Content-Type": "application/json"})
@@ -35,8 +38,17 @@ second = ask([{"role": "user", "content": "Hi there"}, {"role": "assistant", "co
               {"role": "user", "content": "And then?"}])
 assert out == first + "\n" + second + "\n", (out, first, second)
 PY
-  fail "-cnv and serve differ: $(cat "$WORK/out")"
-kill -TERM "$PID"; wait "$PID"
+    pass "$name -cnv answers equal serve's fresh evaluation" ||
+    fail "$name -cnv and serve differ: $(cat "$WORK/out")"
+  kill -TERM "$PID"; wait "$PID"
+}
+cnv_equals_serve "$model" qwen3moe
+# A hybrid model's second turn goes on from a saved recurrent state (the checkpoint before the
+# first prompt's last token, or the live one).
+hybrid="$WORK/hybrid.gguf"
+"$MOETIER" synth --preset qwen3next-tiny --type q8_0 -q -o "$hybrid" > /dev/null ||
+  fail "synth qwen3next"
+cnv_equals_serve "$hybrid" qwen3next
 
 # --chat on a thinking model (Qwen3's template, thinking on): a JSON schema holds for the
 # answer after the <think> block, which stays free; a GBNF grammar describes the whole output.
