@@ -217,17 +217,49 @@ std::string LayerSummary(const LayerParts& l, int n_rot) {
 
 }  // namespace
 
+namespace {
+
+// "layer 3: ..." or "layers 0-2: ..." for each run of equal summaries in [begin, end), the
+// numbers shifted by -begin and prefixed (for the pattern of a repeating block).
+void AddRuns(const std::vector<std::string>& summary, int begin, int end, std::string_view prefix,
+             bool relative, std::vector<std::string>& out) {
+  for (int first = begin; first < end;) {
+    int last = first;
+    while (last + 1 < end && summary[last + 1] == summary[first]) ++last;
+    const int a = relative ? first - begin : first, b = relative ? last - begin : last;
+    out.push_back(a == b ? fmt::format("{}layer {}: {}", prefix, a, summary[first])
+                         : fmt::format("{}layers {}-{}: {}", prefix, a, b, summary[first]));
+    first = last + 1;
+  }
+}
+
+}  // namespace
+
 std::vector<std::string> DescribeParts(const ModelParts& parts) {
   std::vector<std::string> out;
   const int n = static_cast<int>(parts.layers.size());
-  for (int first = 0; first < n;) {
-    const std::string s = LayerSummary(parts.layers[first], parts.rope.n_rot);
-    int last = first;
-    while (last + 1 < n && LayerSummary(parts.layers[last + 1], parts.rope.n_rot) == s) ++last;
-    out.push_back(first == last ? fmt::format("layer {}: {}", first, s)
-                                : fmt::format("layers {}-{}: {}", first, last, s));
-    first = last + 1;
+  std::vector<std::string> summary;
+  for (const LayerParts& l : parts.layers) summary.push_back(LayerSummary(l, parts.rope.n_rot));
+  // A block of p layers repeated to the end from some layer on (qwen3next: 3 DeltaNet layers
+  // and one attention layer) is shown once, when that takes fewer lines than the runs.
+  std::vector<std::string> runs;
+  AddRuns(summary, 0, n, "", false, runs);
+  std::vector<std::string> best = runs;
+  for (int p = 2; p <= 8; ++p) {
+    for (int start = 0; start + 3 * p <= n; ++start) {
+      bool periodic = (n - start) % p == 0;
+      for (int l = start + p; l < n && periodic; ++l) periodic = summary[l] == summary[l - p];
+      if (!periodic) continue;
+      std::vector<std::string> lines;
+      AddRuns(summary, 0, start, "", false, lines);
+      lines.push_back(fmt::format("layers {}-{}: a block of {} layers, {} times:", start, n - 1, p,
+                                  (n - start) / p));
+      AddRuns(summary, start, start + p, "  ", true, lines);
+      if (lines.size() < best.size()) best = std::move(lines);
+      break;
+    }
   }
+  out = std::move(best);
   const RouterPolicy& r = parts.router;
   out.push_back(fmt::format(
       "router: {}{}{}, top-{} of {}{}{}",

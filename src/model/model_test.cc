@@ -632,6 +632,14 @@ TEST(Qwen3NextHParamsTest, EightyBKeysGiveItsParts) {
   EXPECT_EQ(TensorName(R::kSsmDt, 7, TensorSuffix::kBias), "blk.7.ssm_dt.bias");
   EXPECT_EQ(TensorName(R::kSsmBetaAlpha, 7), "blk.7.ssm_ba.weight");
 
+  // inspect shows the repeating block once.
+  const std::vector<std::string> lines = DescribeParts(parts);
+  ASSERT_EQ(lines.size(), 5u);
+  EXPECT_EQ(lines[0], "layers 0-47: a block of 4 layers, 12 times:");
+  EXPECT_TRUE(lines[1].starts_with("  layers 0-2: gated DeltaNet (16 key heads, 32 value heads"))
+      << lines[1];
+  EXPECT_TRUE(lines[2].starts_with("  layer 3: GQA (q/k norm per head), output gate")) << lines[2];
+
   // The same written back and read again.
   GgufMetadata again;
   WriteHParams(hp.value(), again);
