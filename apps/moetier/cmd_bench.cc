@@ -214,6 +214,7 @@ int Run(const BenchFlags& f) {
                    {"type_k", KvTypeName(o.kv_types.k)},
                    {"type_v", KvTypeName(o.kv_types.v)},
                    {"kv_bytes_per_position", cost.kv_bytes_per_position},
+                   {"state_bytes_per_token", cost.state_bytes},
                    {"mem_read_gbps", membw},
                    {"isa", IsaName(ActiveIsa())},
                    {"storage_read_bytes", s.storage_read_bytes},
@@ -241,13 +242,16 @@ int Run(const BenchFlags& f) {
       // average.
       const auto kv =
           static_cast<uint64_t>(cost.kv_bytes_per_position * (s.n_depth + (s.n_gen + 1) / 2.0));
-      const double gbps = double(cost.bytes + kv) * s.mean / 1e9;
+      const double gbps = double(cost.bytes + kv + cost.state_bytes) * s.mean / 1e9;
+      const std::string state = cost.state_bytes == 0 ? ""
+                                                      : fmt::format(" and {} of recurrent state",
+                                                                    HumanBytes(cost.state_bytes));
       fmt::print(
-          "roofline: {} reads {} of weights and {} of KV cache ({}) per token; achieved "
+          "roofline: {} reads {} of weights and {} of KV cache ({}){} per token; achieved "
           "{:.1f} GB/s; memory read bandwidth measured now {:.1f} GB/s ({} threads); "
           "ratio {:.0f} %\n",
-          s.test, HumanBytes(cost.bytes), HumanBytes(kv), KvTypesName(o.kv_types), gbps, membw,
-          threads, 100 * gbps / membw);
+          s.test, HumanBytes(cost.bytes), HumanBytes(kv), KvTypesName(o.kv_types), state, gbps,
+          membw, threads, 100 * gbps / membw);
     }
     if (s.n_prompt > 0) {
       const double ops = 2.0 * (double(cost.macs_per_token) * s.n_prompt + cost.macs_head);

@@ -116,6 +116,10 @@ TokenCost TokenCostOf(const Model& m, KvTypes kv_types) {
       c.bytes += bytes(*w);
       c.macs_per_token += macs(*w);
     }
+    const AttentionParts& attention = m.parts().layers[il].attention;
+    if (attention.kind == AttentionKind::kDeltaNet) {
+      c.state_bytes += DeltaNetAttention::StateBytes(attention.delta_net);
+    }
     c.bytes += L.router.size() * sizeof(float);
     c.macs_per_token += L.router.size();
     const ExpertSpec& spec = m.expert_layout().spec(il);

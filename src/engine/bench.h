@@ -43,6 +43,7 @@ Result<BenchSample> BenchDecode(Context& ctx, int n_gen, int n_seq, int n_depth,
 struct TokenCost {
   uint64_t bytes = 0;                  // decode: weight bytes read per token
   uint64_t kv_bytes_per_position = 0;  // decode: K and V of every layer, of the cache's type
+  uint64_t state_bytes = 0;            // decode: recurrent states read per token (DeltaNet)
   uint64_t macs_per_token = 0;         // prefill: multiply-adds per token, without the head
   uint64_t macs_head = 0;              // the head, once per sequence
 };
