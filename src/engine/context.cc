@@ -17,7 +17,6 @@
 #include "engine/projection.h"
 #include "engine/scratch.h"
 #include "engine/swiglu_ffn.h"
-#include "experts/stream_store.h"
 #include "kernels/attention.h"
 #include "kernels/ops.h"
 #include "quant/dequant.h"
@@ -310,7 +309,7 @@ Result<std::unique_ptr<Context>> Context::Create(const Model& model,
   if (!store.ok()) return store.status();
   impl.store = std::move(store.value());
   int prefetch_depth = 0;
-  if (auto* stream = dynamic_cast<StreamStore*>(impl.store.get())) {
+  if (ExpertStore& bounded = *impl.store; bounded.cache_slots() > 0) {
     if (options.storage.prefetch) {
       // A pack's single-request reads land early enough for a second layer of hints to pay
       // (olmoe pack, 25 %: +14 %, median of 3 pairs); on a tensor-major file they do not
@@ -321,8 +320,8 @@ Result<std::unique_ptr<Context>> Context::Create(const Model& model,
       prefetch_depth = static_cast<int>(depth);
     }
     if (profile) {
-      stream->Place(profile->RankByActivationsPerByte(ExpertBytesPerLayer(model)),
-                    static_cast<uint32_t>(options.storage.placement_share * stream->n_slots()));
+      bounded.Place(profile->RankByActivationsPerByte(ExpertBytesPerLayer(model)),
+                    static_cast<uint32_t>(options.storage.placement_share * bounded.cache_slots()));
     }
   }
   impl.moe.Attach(impl.store.get(), prefetch_depth);

@@ -91,6 +91,16 @@ class ExpertStore {
   // Advisory: experts that will probably be needed soon (prefetch class). May be ignored.
   virtual void Hint(uint32_t layer, std::span<const int32_t> experts) {}
 
+  // The experts a bounded cache holds at once (the stream tier's slots); 0 for a store that
+  // holds every expert, where prefetch and placement have nothing to do.
+  virtual uint32_t cache_slots() const { return 0; }
+  // Keeps (layer, expert) pairs, best first, in the cache for good, up to `max_slots`; returns
+  // how many it will keep. A store without a bounded cache keeps none.
+  virtual uint32_t Place(std::span<const std::pair<uint32_t, uint32_t>> experts,
+                         uint32_t max_slots) {
+    return 0;
+  }
+
   // Checks that the model files still are what was opened (size, identity), so a file
   // truncated or replaced under a running process is reported, not computed with.
   virtual Status CheckFiles() { return Status::Ok(); }

@@ -89,7 +89,9 @@ class StreamStore final : public ExpertStore {
   // top-k (min_slots) of each class unplaced. They load in the
   // background, at most a few reads at a time, behind any demand; the first token does not
   // wait for them. Returns how many will be placed.
-  uint32_t Place(std::span<const std::pair<uint32_t, uint32_t>> experts, uint32_t max_slots);
+  uint32_t Place(std::span<const std::pair<uint32_t, uint32_t>> experts,
+                 uint32_t max_slots) override;
+  uint32_t cache_slots() const override { return n_slots(); }
   Status CheckFiles() override { return watch_.Check(); }
   void WaitForMemory() override {
     if (populate_.joinable()) populate_.join();
