@@ -197,36 +197,7 @@ void DequantQ6_K(const uint8_t* src, float* dst, int64_t n) {
 
 }  // namespace
 
-bool CanDequantize(GgmlType type) {
-  switch (type) {
-    case GgmlType::kF32:
-    case GgmlType::kF16:
-    case GgmlType::kBF16:
-    case GgmlType::kQ8_0:
-    case GgmlType::kQ4_0:
-    case GgmlType::kQ4_1:
-    case GgmlType::kQ5_0:
-    case GgmlType::kQ5_1:
-    case GgmlType::kQ4_K:
-    case GgmlType::kQ5_K:
-    case GgmlType::kQ6_K:
-    case GgmlType::kMXFP4:
-    case GgmlType::kQ2_K:
-    case GgmlType::kQ3_K:
-    case GgmlType::kIQ4_NL:
-    case GgmlType::kIQ4_XS:
-    case GgmlType::kIQ2_XXS:  // the IQ lattice types: quant/dequant_iq.h
-    case GgmlType::kIQ2_XS:
-    case GgmlType::kIQ2_S:
-    case GgmlType::kIQ3_XXS:
-    case GgmlType::kIQ3_S:
-    case GgmlType::kIQ1_S:
-    case GgmlType::kIQ1_M:
-      return true;
-    default:
-      return false;
-  }
-}
+bool CanDequantize(GgmlType type) { return TraitsOf(type).dequantized; }
 
 void DequantizeRow(GgmlType type, const void* src, float* dst, int64_t n) {
   MT_CHECK_MSG(CanDequantize(type), "DequantizeRow: type has no reference dequantizer");

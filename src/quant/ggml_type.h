@@ -49,9 +49,11 @@ enum class GgmlType : uint32_t {
 };
 
 struct GgmlTypeTraits {
-  std::string_view name;  // ggml's name: "f32", "q4_K", "mxfp4"
-  uint32_t block_size;    // elements per block
-  uint32_t type_size;     // bytes per block
+  std::string_view name;     // ggml's name: "f32", "q4_K", "mxfp4"
+  uint32_t block_size;       // elements per block
+  uint32_t type_size;        // bytes per block
+  bool dequantized = false;  // moetier reads it (quant/dequant.h) and computes with it
+  bool quantized = false;    // moetier writes it (quant/quantize.h: synth, repacking)
 };
 
 // Returns the traits of a type id read from a file, or nullopt for an id ggml does not

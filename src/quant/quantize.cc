@@ -695,37 +695,7 @@ void QuantizeQ6_K(const float* x, uint8_t* dst, int64_t n, QuantEffort effort) {
 
 }  // namespace
 
-bool CanQuantize(GgmlType type) {
-  switch (type) {
-    case GgmlType::kF32:
-    case GgmlType::kF16:
-    case GgmlType::kBF16:
-    case GgmlType::kQ8_0:
-    case GgmlType::kQ4_0:
-    case GgmlType::kQ4_1:
-    case GgmlType::kQ5_0:
-    case GgmlType::kQ5_1:
-    case GgmlType::kQ4_K:
-    case GgmlType::kQ5_K:
-    case GgmlType::kQ6_K:
-    case GgmlType::kMXFP4:
-    case GgmlType::kQ2_K:
-    case GgmlType::kQ3_K:
-    case GgmlType::kIQ4_NL:
-    case GgmlType::kIQ4_XS:
-      return true;
-    case GgmlType::kIQ2_XXS:  // the IQ lattice types: quant/quantize_iq.h
-    case GgmlType::kIQ2_XS:
-    case GgmlType::kIQ2_S:
-    case GgmlType::kIQ3_XXS:
-    case GgmlType::kIQ3_S:
-    case GgmlType::kIQ1_S:
-    case GgmlType::kIQ1_M:
-      return true;
-    default:
-      return false;
-  }
-}
+bool CanQuantize(GgmlType type) { return TraitsOf(type).quantized; }
 
 void QuantizeRow(GgmlType type, const float* src, void* dst, int64_t n, QuantEffort effort) {
   MT_CHECK_MSG(CanQuantize(type), "QuantizeRow: type has no quantizer");
