@@ -22,6 +22,7 @@
 #include "server/generation.h"
 #include "server/metrics.h"
 #include "server/scheduler.h"
+#include "server/tiers.h"
 #include "tokenizer/chat_template.h"
 
 namespace mt::server {
@@ -132,11 +133,12 @@ bool ReadRequest(const httplib::Request& req, httplib::Response& res,
 }
 
 const char* kKnownPaths[] = {"/v1/completions", "/v1/chat/completions",
-                             "/v1/models",      "/health",
-                             "/metrics",        "/tokenize",
-                             "/detokenize",     "/tokenizer_info",
-                             "/apply-template", "/completion",
-                             "/infill",         "/props"};
+                             "/v1/models",      "/v1/tiers",
+                             "/health",         "/metrics",
+                             "/tokenize",       "/detokenize",
+                             "/tokenizer_info", "/apply-template",
+                             "/completion",     "/infill",
+                             "/props"};
 
 // Metrics label of a path: unknown paths share one label, so clients cannot grow the set.
 std::string EndpointLabel(const std::string& path) {
@@ -218,6 +220,7 @@ struct HttpServer::Impl {
   Context& ctx;
   const Tokenizer& tok;
   const ServerOptions options;
+  const std::chrono::steady_clock::time_point started = std::chrono::steady_clock::now();
   std::optional<ChatTemplate> chat;
   std::string chat_error;  // why there is no chat template
   // A chat prompt ends inside an open <think> block (the template opens it), so the
@@ -527,6 +530,11 @@ void HttpServer::Impl::Stream(const httplib::Request& req, httplib::Response& re
 }
 
 void HttpServer::Impl::Routes() {
+  http.Get("/v1/tiers", [this](const httplib::Request&, httplib::Response& res) {
+    const double uptime =
+        std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
+    SendJson(res, 200, TiersJson(scheduler.Gauges(), scheduler.Activity(), uptime));
+  });
   http.Post("/v1/completions", [this](const httplib::Request& req, httplib::Response& res,
                                       const httplib::ContentReader& reader) {
     Generate(req, res, reader, Endpoint::kCompletions);

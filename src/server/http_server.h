@@ -2,6 +2,7 @@
 //
 //   POST /v1/completions, POST /v1/chat/completions   (api.h says what a body may hold)
 //   GET  /v1/models, /v1/models/{id}, /health, /metrics (Prometheus text)
+//   GET  /v1/tiers (the expert tiers as JSON: tiers.h)
 //
 // Generation requests are tokenized on the HTTP thread and handed to the Scheduler
 // (scheduler.h), which batches all running sequences into one forward step. Answers:
