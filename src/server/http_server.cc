@@ -19,6 +19,7 @@
 
 #include "base/log.h"
 #include "server/api.h"
+#include "server/api_keys.h"
 #include "server/generation.h"
 #include "server/metrics.h"
 #include "server/scheduler.h"
@@ -530,6 +531,27 @@ void HttpServer::Impl::Stream(const httplib::Request& req, httplib::Response& re
 }
 
 void HttpServer::Impl::Routes() {
+  // API keys: checked before routing, so unknown paths and bodies are not looked at either.
+  http.set_pre_routing_handler([this](const httplib::Request& req, httplib::Response& res) {
+    if (options.api_keys.empty() || req.path == "/health") {
+      return httplib::Server::HandlerResponse::Unhandled;
+    }
+    const std::string header = req.get_header_value("Authorization");
+    if (ApiKeyMatches(BearerToken(header), options.api_keys)) {
+      return httplib::Server::HandlerResponse::Unhandled;
+    }
+    ApiError e;
+    e.http_status = 401;
+    e.code = "invalid_api_key";
+    e.message = header.empty()
+                    ? "this server needs an API key: send the header 'Authorization: Bearer KEY'"
+                    : "the API key is not valid (send 'Authorization: Bearer KEY' with a key the "
+                      "server was started with)";
+    res.set_header("WWW-Authenticate", "Bearer");
+    res.set_header("Connection", "close");  // a body the request may have is left unread
+    SendError(res, e);
+    return httplib::Server::HandlerResponse::Handled;
+  });
   http.Get("/v1/tiers", [this](const httplib::Request&, httplib::Response& res) {
     const double uptime =
         std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
@@ -578,7 +600,8 @@ void HttpServer::Impl::Routes() {
              {{"status", ok ? "ok" : "shutting down"},
               {"slots_idle", g.slots_total - g.slots_busy},
               {"slots_busy", g.slots_busy},
-              {"queue_depth", g.queue_depth}});
+              {"queue_depth", g.queue_depth},
+              {"api_key_required", !options.api_keys.empty()}});
   });
   // The server's tokenizer, as vLLM and llama-server expose theirs: clients that send token
   // ids (lm-eval's local-completions finds these by itself) need no copy of it.
