@@ -1,7 +1,7 @@
 // moetier serve -m MODEL [--host 127.0.0.1] [--port 8080] [--parallel N] [--ctx N]
 //               [--api-key KEY]... [--api-key-file FILE] ...
-// An OpenAI-compatible HTTP server (src/server/http_server.h) with continuous batching.
-// Without a key it should listen on loopback only (it warns otherwise).
+// An OpenAI-compatible HTTP server (src/server/http_server.h) with continuous batching, and
+// a chat page at /. Without a key it should listen on loopback only (it warns otherwise).
 // SIGTERM or SIGINT drains: no new requests, running ones finish (up to --drain-timeout),
 // then the process exits 0; a second signal cancels what is still running.
 #include <pthread.h>
@@ -129,6 +129,8 @@ int Serve(const ServeFlags& f) {
   std::fprintf(
       stderr, "moetier: serving '%s' on http://%s:%d/v1 (%u slots of %u positions, queue %zu)\n",
       so.model_id.c_str(), f.host.c_str(), http.port(), f.n_parallel, (*ctx)->n_ctx(), f.max_queue);
+  std::fprintf(stderr, "moetier: chat page at http://%s:%d/%s\n", f.host.c_str(), http.port(),
+               so.api_keys.empty() ? "" : " (requests need an API key)");
   if (so.api_keys.empty() && !server::IsLoopbackHost(f.host)) {
     std::fprintf(stderr,
                  "moetier: warning: listening on %s without an API key: anyone who can reach "
@@ -209,7 +211,7 @@ CommandMain SetupServe(CLI::App& sub) {
       ->default_str("30");
   sub.add_option("--api-key", f->api_keys,
                  "A key requests must send as 'Authorization: Bearer KEY' (repeatable); /health "
-                 "stays open")
+                 "and the chat page stay open")
       ->allow_extra_args(false);
   sub.add_option("--api-key-file", f->api_key_file,
                  "A file of API keys, one per line (blank lines and # comments ignored)");
