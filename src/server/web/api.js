@@ -1,6 +1,7 @@
 // The server's HTTP API as the page uses it: requests carry the stored API key, failures
 // come back as ApiError (with the server's OpenAI-style message), and a streamed chat
-// completion is read event by event.
+// completion is read event by event. Paths are relative to the page, so the page also works
+// behind a proxy that serves it under a sub-path.
 
 const KEY_STORE = 'moetier.apiKey';
 
@@ -48,7 +49,7 @@ export async function getJson(path, { signal } = {}) {
 // stream's "[DONE]". An error event from the server throws ApiError; aborting `signal`
 // throws the fetch's AbortError.
 export async function streamChat(body, signal, onChunk) {
-  const res = await fetch('/v1/chat/completions', {
+  const res = await fetch('v1/chat/completions', {
     method: 'POST',
     headers: headers({ 'Content-Type': 'application/json' }),
     body: JSON.stringify(body),

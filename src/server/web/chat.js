@@ -189,7 +189,12 @@ function fillAnswer(view, message, index) {
   if (message.reasoning) {
     thought.textContent = message.reasoning;
     summary.textContent = streaming && !message.content ? 'Thinking…' : 'Thinking';
+    // Open while the model thinks; folded once, when the answer starts.
     if (streaming && !message.content) thinking.open = true;
+    if (streaming && message.content && !view.parts.folded) {
+      thinking.open = false;
+      view.parts.folded = true;
+    }
   }
   content.innerHTML = renderMarkdown(message.content ?? '');
   const notes = [];
@@ -430,7 +435,7 @@ el.newChat.addEventListener('click', () => {
 // --- start ---------------------------------------------------------------------------------
 
 const tierPanel = new TierPanel({
-  storage: $('tier-storage'), tps: $('tier-tps'), hit: $('tier-hit'), read: $('tier-read'),
+  panel: el.tiers, storage: $('tier-storage'), tps: $('tier-tps'), hit: $('tier-hit'), read: $('tier-read'),
   stall: $('tier-stall'), evict: $('tier-evict'), generated: $('tier-generated'),
   slots: $('tier-slots'), canvas: $('heat'), summary: $('heat-summary'),
   layerRows: $('layer-rows'), modes: document.querySelectorAll('input[name="heat-mode"]'),
@@ -438,7 +443,7 @@ const tierPanel = new TierPanel({
 
 async function connect() {
   try {
-    const health = await getJson('/health');
+    const health = await getJson('health');
     keyRequired = health.api_key_required === true;
     if (keyRequired && !apiKey.get()) {
       if (!(await askForKey('This server needs an API key.'))) {
@@ -446,7 +451,7 @@ async function connect() {
         return;
       }
     }
-    const [models, props] = await Promise.all([getJson('/v1/models'), getJson('/props')]);
+    const [models, props] = await Promise.all([getJson('v1/models'), getJson('props')]);
     model = models.data[0].id;
     el.model.textContent = model;
     const params = props.default_generation_settings?.params ?? {};

@@ -43,8 +43,12 @@ export class TierPanel {
   }
 
   async poll() {
+    if (this.el.panel.hidden) {  // folded away: ask again once it shows
+      setTimeout(() => this.poll(), POLL_MS);
+      return;
+    }
     try {
-      this.update(await this.getJson('/v1/tiers'));
+      this.update(await this.getJson('v1/tiers'));
     } catch (error) {
       if (error.status === 401) {
         this.running = false;
