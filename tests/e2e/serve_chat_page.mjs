@@ -270,15 +270,16 @@ const shot = path.join(shotDir, 'chat-page.png');
 await page.screenshot({ path: shot });
 console.log(`screenshot: ${shot}`);
 
-// --- 3. timings: a fresh page load, then one message --------------------------------------
+// --- 3. timings: a fresh page load, then one message in a new conversation -----------------
 await page.evaluate(() => {
   const s = JSON.parse(localStorage.getItem('moetier.settings'));
   localStorage.setItem('moetier.settings', JSON.stringify({ ...s, max_tokens: 8 }));
 });
 const rows = [];
-for (let i = 0; i < 3; i++) {
+for (let i = 0; i < 5; i++) {
   await page.reload({ waitUntil: 'load' });
   await page.waitForFunction(() => window.moetier.ready, WAIT);
+  await page.click('#new-chat');
   const ttftSum = await metricSum('moetier_time_to_first_token_seconds_sum');
   const totalSum = await metricSum('moetier_request_duration_seconds_sum');
   await page.focus('#prompt');
@@ -289,17 +290,40 @@ for (let i = 0; i < 3; i++) {
   const nav = await page.evaluate(() => performance.getEntriesByType('navigation')[0].domContentLoadedEventEnd);
   const serverTtft = 1e3 * ((await metricSum('moetier_time_to_first_token_seconds_sum')) - ttftSum);
   const serverTotal = 1e3 * ((await metricSum('moetier_request_duration_seconds_sum')) - totalSum);
+  // The same request from a bare client (node's fetch): what HTTP and the server's work
+  // before a job starts (template, tokenizer) add, without a browser.
+  const bareTtftSum = await metricSum('moetier_time_to_first_token_seconds_sum');
+  const bareStart = performance.now();
+  const res = await fetch(`${root}/v1/chat/completions`, {
+    method: 'POST',
+    headers: { Authorization: `Bearer ${key}`, 'Content-Type': 'application/json' },
+    body: JSON.stringify({ model: modelId, stream: true, max_tokens: 8, messages: [
+      { role: 'system', content: 'Be terse.' }, { role: 'user', content: 'Hi' }] }),
+  });
+  let bareFirst = null;
+  for await (const bytes of res.body) {
+    if (bareFirst === null && new TextDecoder().decode(bytes).includes('"content"')) {
+      bareFirst = performance.now() - bareStart;
+    }
+  }
+  const bareServerTtft = 1e3 * ((await metricSum('moetier_time_to_first_token_seconds_sum')) - bareTtftSum);
   rows.push({ nav, sendToFirst: t.firstToken - t.sent, shown: t.firstShown - t.sent, serverTtft,
-              serverTotal, pageTotal: t.done - t.sent });
+              serverTotal, pageTotal: t.done - t.sent, bareOver: bareFirst - bareServerTtft });
 }
 for (const r of rows) {
   console.log(`timing: page ready (DOMContentLoaded) ${r.nav.toFixed(0)} ms; send -> first token ` +
               `${r.sendToFirst.toFixed(1)} ms (on screen ${r.shown.toFixed(1)} ms), server's time ` +
               `to first token ${r.serverTtft.toFixed(1)} ms, page over server ` +
               `${(r.shown - r.serverTtft).toFixed(1)} ms; whole answer ${r.pageTotal.toFixed(0)} ms ` +
-              `(server ${r.serverTotal.toFixed(0)} ms)`);
+              `(server ${r.serverTotal.toFixed(0)} ms); a bare client over the server ` +
+              `${r.bareOver.toFixed(1)} ms`);
 }
 check(rows.every((r) => r.serverTtft > 0 && r.sendToFirst > 0), 'timings measured');
+const median = (xs) => xs.slice().sort((a, b) => a - b)[Math.floor(xs.length / 2)];
+console.log(`timing: medians: page over server ${median(rows.map((r) => r.shown - r.serverTtft)).toFixed(1)} ms, ` +
+            `server's time to first token ${median(rows.map((r) => r.serverTtft)).toFixed(1)} ms, ` +
+            `page ${median(rows.map((r) => r.shown)).toFixed(1)} ms, ` +
+            `bare client over server ${median(rows.map((r) => r.bareOver)).toFixed(1)} ms`);
 
 // --- the thinking model: reasoning apart from the answer; no cache to show ------------------
 const think = await newPage();
