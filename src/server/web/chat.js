@@ -74,23 +74,26 @@ function hideBanner() {
 
 // --- the API key ---------------------------------------------------------------------------
 
-let keyRequired = false;
-
-// Asks for a key; resolves true when one was saved.
+// Asks for a key; resolves true when the dialog was saved (an empty key: none). Callers that ask while the dialog is
+// open (the chat and the tier panel both got a 401) share its answer.
+let keyPrompt = null;
 function askForKey(reason) {
+  if (keyPrompt) return keyPrompt;
   el.keyReason.textContent = reason;
   el.keyInput.value = apiKey.get();
   el.keyDialog.returnValue = '';
-  return new Promise((resolve) => {
+  keyPrompt = new Promise((resolve) => {
     el.keyDialog.addEventListener('close', () => {
-      const saved = el.keyDialog.returnValue === 'save' && el.keyInput.value.trim() !== '';
+      const saved = el.keyDialog.returnValue === 'save';
       if (saved) apiKey.set(el.keyInput.value.trim());
       el.keyInput.value = '';
+      keyPrompt = null;
       resolve(saved);
     }, { once: true });
     el.keyDialog.showModal();
     el.keyInput.focus();
   });
+  return keyPrompt;
 }
 
 async function handleAuthError(error) {
@@ -444,8 +447,7 @@ const tierPanel = new TierPanel({
 async function connect() {
   try {
     const health = await getJson('health');
-    keyRequired = health.api_key_required === true;
-    if (keyRequired && !apiKey.get()) {
+    if (health.api_key_required === true && !apiKey.get()) {
       if (!(await askForKey('This server needs an API key.'))) {
         showBanner('The server needs an API key.', { label: 'Enter API key', run: connect });
         return;
