@@ -301,9 +301,14 @@ for (let i = 0; i < 5; i++) {
       { role: 'system', content: 'Be terse.' }, { role: 'user', content: 'Hi' }] }),
   });
   let bareFirst = null;
-  for await (const bytes of res.body) {
-    if (bareFirst === null && new TextDecoder().decode(bytes).includes('"content"')) {
-      bareFirst = performance.now() - bareStart;
+  let pending = '';
+  for await (const text of res.body.pipeThrough(new TextDecoderStream())) {
+    pending += text;
+    const events = pending.split('\n\n');
+    pending = events.pop();
+    for (const e of events) {
+      if (bareFirst !== null || !e.startsWith('data: {')) continue;
+      if (JSON.parse(e.slice(6)).choices?.[0]?.delta?.content) bareFirst = performance.now() - bareStart;
     }
   }
   const bareServerTtft = 1e3 * ((await metricSum('moetier_time_to_first_token_seconds_sum')) - bareTtftSum);
