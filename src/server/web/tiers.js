@@ -130,9 +130,8 @@ export class TierPanel {
     const { canvas, summary } = this.el;
     const rows = this.heatRows();
     const ctx = canvas.getContext('2d');
-    if (!rows || rows.length === 0 || t.n_expert === 0) {
-      canvas.width = 1;
-      canvas.height = 1;
+    canvas.hidden = !rows || rows.length === 0 || t.n_expert === 0;
+    if (canvas.hidden) {
       const why = this.mode === 'resident' ? `no cache to show (${t.storage})` : 'no experts';
       summary.textContent = why;
       canvas.setAttribute('aria-label', `Heat map: ${why}`);
