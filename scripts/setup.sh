@@ -9,6 +9,7 @@ apt_packages=(
   libfmt-dev libcli11-dev nlohmann-json3-dev libxxhash-dev liburing-dev libnuma-dev
   libcpp-httplib-dev libgtest-dev libgmock-dev libbenchmark-dev libpcre2-dev libutf8proc-dev
   python3-numpy python3-jinja2
+  chromium  # the chat page's browser test (tests/e2e/serve_chat_page.sh), headless
 )
 # Node.js may come from elsewhere on the machine; take Debian's only when none is on PATH.
 command -v npm >/dev/null 2>&1 || apt_packages+=(nodejs npm)
@@ -23,7 +24,8 @@ if ((${#missing[@]})); then
   DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq --no-install-recommends "${missing[@]}"
 fi
 
-# npm oracles (tokenizer reference); versions pinned by tools/oracle/package-lock.json.
+# npm oracles (tokenizer reference, the openai client, puppeteer-core for the chat page's
+# browser test); versions pinned by tools/oracle/package-lock.json.
 if [ ! -d tools/oracle/node_modules ] || [ tools/oracle/package-lock.json -nt tools/oracle/node_modules ]; then
   (cd tools/oracle && npm ci --no-audit --no-fund --loglevel=error)
   touch tools/oracle/node_modules

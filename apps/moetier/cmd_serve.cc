@@ -1,5 +1,7 @@
-// moetier serve -m MODEL [--host 127.0.0.1] [--port 8080] [--parallel N] [--ctx N] ...
-// An OpenAI-compatible HTTP server (src/server/http_server.h) with continuous batching.
+// moetier serve -m MODEL [--host 127.0.0.1] [--port 8080] [--parallel N] [--ctx N]
+//               [--api-key KEY]... [--api-key-file FILE] ...
+// An OpenAI-compatible HTTP server (src/server/http_server.h) with continuous batching, and
+// a chat page at /. Without a key it should listen on loopback only (it warns otherwise).
 // SIGTERM or SIGINT drains: no new requests, running ones finish (up to --drain-timeout),
 // then the process exits 0; a second signal cancels what is still running.
 #include <pthread.h>
@@ -10,10 +12,12 @@
 #include <cstdio>
 #include <filesystem>
 #include <thread>
+#include <vector>
 
 #include "command.h"
 #include "engine/context.h"
 #include "engine/model.h"
+#include "server/api_keys.h"
 #include "server/http_server.h"
 #include "storage_flags.h"
 #include "tokenizer/chat_template.h"
@@ -37,8 +41,25 @@ struct ServeFlags {
   std::string reasoning_format = "deepseek";
   std::string chat_template_kwargs;
   double drain_timeout = 30;
+  std::vector<std::string> api_keys;
+  std::string api_key_file;
   StorageFlags storage;
 };
+
+// --api-key and --api-key-file's keys, each checked; errors name the flag or the file's line.
+Result<std::vector<std::string>> ApiKeys(const ServeFlags& f) {
+  std::vector<std::string> keys;
+  for (const std::string& key : f.api_keys) {
+    if (Status s = server::CheckApiKey(key, "--api-key"); !s.ok()) return s;
+    keys.push_back(key);
+  }
+  if (!f.api_key_file.empty()) {
+    Result<std::vector<std::string>> from_file = server::ReadApiKeyFile(f.api_key_file);
+    if (!from_file.ok()) return from_file.status();
+    keys.insert(keys.end(), from_file->begin(), from_file->end());
+  }
+  return keys;
+}
 
 int Serve(const ServeFlags& f) {
   if (f.port < 0 || f.port > 65535) {
@@ -65,6 +86,8 @@ int Serve(const ServeFlags& f) {
     return ReportError(InvalidArgument("--reasoning-format must be deepseek or none, not '{}'",
                                        f.reasoning_format));
   }
+  Result<std::vector<std::string>> api_keys = ApiKeys(f);
+  if (!api_keys.ok()) return ReportError(api_keys.status());
   ChatTemplateKwargs kwargs;
   if (!f.chat_template_kwargs.empty()) {
     Result<ChatTemplateKwargs> k = ParseChatTemplateKwargs(f.chat_template_kwargs);
@@ -98,6 +121,7 @@ int Serve(const ServeFlags& f) {
   so.n_parallel = f.n_parallel;
   so.step_tokens = copt.n_batch;
   so.max_queue = f.max_queue;
+  so.api_keys = std::move(api_keys.value());
   Result<std::unique_ptr<server::HttpServer>> created = server::HttpServer::Create(**ctx, so);
   if (!created.ok()) return ReportError(created.status());
   server::HttpServer& http = *created.value();
@@ -105,6 +129,14 @@ int Serve(const ServeFlags& f) {
   std::fprintf(
       stderr, "moetier: serving '%s' on http://%s:%d/v1 (%u slots of %u positions, queue %zu)\n",
       so.model_id.c_str(), f.host.c_str(), http.port(), f.n_parallel, (*ctx)->n_ctx(), f.max_queue);
+  std::fprintf(stderr, "moetier: chat page at http://%s:%d/%s\n", f.host.c_str(), http.port(),
+               so.api_keys.empty() ? "" : " (requests need an API key)");
+  if (so.api_keys.empty() && !server::IsLoopbackHost(f.host)) {
+    std::fprintf(stderr,
+                 "moetier: warning: listening on %s without an API key: anyone who can reach "
+                 "it can use this server (--api-key, --api-key-file)\n",
+                 f.host.c_str());
+  }
   std::fflush(stderr);
 
   // First signal: drain (on its own thread, so a second signal can cut it short).
@@ -177,6 +209,12 @@ CommandMain SetupServe(CLI::App& sub) {
   sub.add_option("--drain-timeout", f->drain_timeout,
                  "Seconds running requests may take to finish after SIGTERM")
       ->default_str("30");
+  sub.add_option("--api-key", f->api_keys,
+                 "A key requests must send as 'Authorization: Bearer KEY' (repeatable); /health "
+                 "and the chat page stay open")
+      ->allow_extra_args(false);
+  sub.add_option("--api-key-file", f->api_key_file,
+                 "A file of API keys, one per line (blank lines and # comments ignored)");
   AddStorageFlags(sub, &f->storage);
   return [f]() { return Serve(*f); };
 }

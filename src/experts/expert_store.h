@@ -20,6 +20,7 @@
 #include <span>
 #include <string>
 #include <utility>
+#include <vector>
 
 #include "base/status.h"
 #include "experts/expert_layout.h"
@@ -109,6 +110,12 @@ class ExpertStore {
   // pool in the background at start). For benchmarks: they time steady-state decode, as
   // with resident experts, not the first touch of fresh memory.
   virtual void WaitForMemory() {}
+
+  // Which experts' bytes the store's cache holds now: `out` becomes (n_layer * n_expert) bytes
+  // (layer-major), 1 for an expert ready in the cache. Returns false, leaving `out` alone,
+  // when the store keeps no cache of its own (resident: every expert is in RAM; mmap: the
+  // page cache decides). Owner thread only.
+  virtual bool Residency(std::vector<uint8_t>* out) const { return false; }
 
   virtual const TierStats& stats() const = 0;
   virtual void ResetStats() = 0;

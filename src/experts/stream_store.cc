@@ -236,6 +236,16 @@ Result<std::unique_ptr<StreamStore>> StreamStore::Create(const ExpertLayout& lay
   return s;
 }
 
+bool StreamStore::Residency(std::vector<uint8_t>* out) const {
+  out->assign(size_t{layout_.n_layer()} * layout_.n_expert(), 0);
+  for (const Slot& slot : slots_) {
+    if (slot.state == SlotState::kReady && slot.layer >= 0) {
+      (*out)[size_t(slot.layer) * layout_.n_expert() + size_t(slot.expert)] = 1;
+    }
+  }
+  return true;
+}
+
 void StreamStore::ResetStats() {
   TierStats fresh;
   fresh.tier = "stream";

@@ -96,6 +96,7 @@ class StreamStore final : public ExpertStore {
   void WaitForMemory() override {
     if (populate_.joinable()) populate_.join();
   }
+  bool Residency(std::vector<uint8_t>* out) const override;
   const TierStats& stats() const override { return stats_; }
   void ResetStats() override;
   std::string name() const override { return "stream"; }

@@ -17,11 +17,15 @@
 #include <thread>
 #include <utility>
 
+#include "base/check.h"
 #include "base/log.h"
 #include "server/api.h"
+#include "server/api_keys.h"
 #include "server/generation.h"
 #include "server/metrics.h"
 #include "server/scheduler.h"
+#include "server/tiers.h"
+#include "server/web_assets.h"
 #include "tokenizer/chat_template.h"
 
 namespace mt::server {
@@ -132,11 +136,12 @@ bool ReadRequest(const httplib::Request& req, httplib::Response& res,
 }
 
 const char* kKnownPaths[] = {"/v1/completions", "/v1/chat/completions",
-                             "/v1/models",      "/health",
-                             "/metrics",        "/tokenize",
-                             "/detokenize",     "/tokenizer_info",
-                             "/apply-template", "/completion",
-                             "/infill",         "/props"};
+                             "/v1/models",      "/v1/tiers",
+                             "/health",         "/metrics",
+                             "/tokenize",       "/detokenize",
+                             "/tokenizer_info", "/apply-template",
+                             "/completion",     "/infill",
+                             "/props",          "/"};
 
 // Metrics label of a path: unknown paths share one label, so clients cannot grow the set.
 std::string EndpointLabel(const std::string& path) {
@@ -144,7 +149,42 @@ std::string EndpointLabel(const std::string& path) {
     if (path == p) return p;
   }
   if (path.rfind("/v1/models/", 0) == 0) return "/v1/models/{id}";
+  if (path.rfind("/web/", 0) == 0) return "/web/{file}";
   return "other";
+}
+
+// The chat page's files: GET / is index.html, GET /web/NAME the rest. They are open to
+// anyone; the page asks for an API key when /health says one is needed.
+bool IsPagePath(const std::string& path) { return path == "/" || path.rfind("/web/", 0) == 0; }
+
+const WebAsset* FindWebAsset(std::string_view name) {
+  for (const WebAsset& a : WebAssets()) {
+    if (a.name == name) return &a;
+  }
+  return nullptr;
+}
+
+const char* ContentTypeOf(std::string_view name) {
+  auto ends = [name](std::string_view ext) { return name.ends_with(ext); };
+  if (ends(".html")) return "text/html; charset=utf-8";
+  if (ends(".js")) return "text/javascript; charset=utf-8";
+  if (ends(".css")) return "text/css; charset=utf-8";
+  if (ends(".svg")) return "image/svg+xml";
+  return "application/octet-stream";
+}
+
+// Scripts, styles and requests from the server itself only: model output that the page
+// renders can never load or run anything, even if the Markdown renderer let markup through.
+constexpr const char* kPagePolicy =
+    "default-src 'self'; script-src 'self'; style-src 'self'; img-src 'self' data:; "
+    "connect-src 'self'; object-src 'none'; base-uri 'none'; form-action 'none'; "
+    "frame-ancestors 'none'";
+
+void SendWebAsset(httplib::Response& res, const WebAsset& asset) {
+  res.set_header("Cache-Control", "no-cache");  // the page changes with the binary
+  res.set_header("X-Content-Type-Options", "nosniff");
+  res.set_header("Content-Security-Policy", kPagePolicy);
+  res.set_content(std::string(asset.bytes), ContentTypeOf(asset.name));
 }
 
 // A finished job's native response (/completion, /infill) with `content`.
@@ -218,6 +258,7 @@ struct HttpServer::Impl {
   Context& ctx;
   const Tokenizer& tok;
   const ServerOptions options;
+  const std::chrono::steady_clock::time_point started = std::chrono::steady_clock::now();
   std::optional<ChatTemplate> chat;
   std::string chat_error;  // why there is no chat template
   // A chat prompt ends inside an open <think> block (the template opens it), so the
@@ -527,6 +568,45 @@ void HttpServer::Impl::Stream(const httplib::Request& req, httplib::Response& re
 }
 
 void HttpServer::Impl::Routes() {
+  // API keys: checked before routing, so unknown paths and bodies are not looked at either.
+  http.set_pre_routing_handler([this](const httplib::Request& req, httplib::Response& res) {
+    if (options.api_keys.empty() || req.path == "/health" || IsPagePath(req.path)) {
+      return httplib::Server::HandlerResponse::Unhandled;
+    }
+    const std::string header = req.get_header_value("Authorization");
+    if (ApiKeyMatches(BearerToken(header), options.api_keys)) {
+      return httplib::Server::HandlerResponse::Unhandled;
+    }
+    ApiError e;
+    e.http_status = 401;
+    e.code = "invalid_api_key";
+    e.message = header.empty()
+                    ? "this server needs an API key: send the header 'Authorization: Bearer KEY'"
+                    : "the API key is not valid (send 'Authorization: Bearer KEY' with a key the "
+                      "server was started with)";
+    res.set_header("WWW-Authenticate", "Bearer");
+    res.set_header("Connection", "close");  // a body the request may have is left unread
+    SendError(res, e);
+    return httplib::Server::HandlerResponse::Handled;
+  });
+  http.Get("/", [](const httplib::Request&, httplib::Response& res) {
+    const WebAsset* page = FindWebAsset("index.html");
+    MT_CHECK(page != nullptr);
+    SendWebAsset(res, *page);
+  });
+  http.Get(R"(/web/([A-Za-z0-9_.-]+))", [](const httplib::Request& req, httplib::Response& res) {
+    const WebAsset* asset = FindWebAsset(req.matches[1].str());
+    if (asset == nullptr) {
+      res.status = 404;  // the error handler writes the body
+      return;
+    }
+    SendWebAsset(res, *asset);
+  });
+  http.Get("/v1/tiers", [this](const httplib::Request&, httplib::Response& res) {
+    const double uptime =
+        std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
+    SendJson(res, 200, TiersJson(scheduler.Gauges(), scheduler.Activity(), uptime));
+  });
   http.Post("/v1/completions", [this](const httplib::Request& req, httplib::Response& res,
                                       const httplib::ContentReader& reader) {
     Generate(req, res, reader, Endpoint::kCompletions);
@@ -570,7 +650,8 @@ void HttpServer::Impl::Routes() {
              {{"status", ok ? "ok" : "shutting down"},
               {"slots_idle", g.slots_total - g.slots_busy},
               {"slots_busy", g.slots_busy},
-              {"queue_depth", g.queue_depth}});
+              {"queue_depth", g.queue_depth},
+              {"api_key_required", !options.api_keys.empty()}});
   });
   // The server's tokenizer, as vLLM and llama-server expose theirs: clients that send token
   // ids (lm-eval's local-completions finds these by itself) need no copy of it.

@@ -2,6 +2,11 @@
 //
 //   POST /v1/completions, POST /v1/chat/completions   (api.h says what a body may hold)
 //   GET  /v1/models, /v1/models/{id}, /health, /metrics (Prometheus text)
+//   GET  /v1/tiers (the expert tiers as JSON: tiers.h), / (the chat page: src/server/web/)
+//
+// With API keys (ServerOptions::api_keys), every request but GET /health and the chat page's
+// files needs "Authorization: Bearer KEY" with one of them, else 401 with code
+// "invalid_api_key". /health says whether keys are required ("api_key_required").
 //
 // Generation requests are tokenized on the HTTP thread and handed to the Scheduler
 // (scheduler.h), which batches all running sequences into one forward step. Answers:
@@ -20,6 +25,7 @@
 #include <cstdint>
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "base/status.h"
 #include "engine/context.h"
@@ -46,6 +52,8 @@ struct ServerOptions {
   // Chat: gpt-oss's reasoning_effort for requests that do not set it; empty: the template's
   // ("medium").
   std::string reasoning_effort;
+  // Keys a request may carry (api_keys.h); empty: no authentication.
+  std::vector<std::string> api_keys;
 };
 
 class HttpServer {

@@ -46,7 +46,8 @@ struct SchedulerGauges {
   // alone, which the wall time (prefill included) hides.
   std::array<double, 2> step_seconds{};
   std::array<uint64_t, 2> step_generated{};
-  TierStats tier;  // the expert store's counters
+  uint64_t sampled_tokens = 0;  // tokens sampled (a request's completion_tokens, as they come)
+  TierStats tier;               // the expert store's counters
 };
 
 class Metrics {

@@ -148,6 +148,7 @@ Scheduler::Scheduler(Context& ctx, const SchedulerOptions& options, Metrics* met
   MT_CHECK(ctx.model().tokenizer() != nullptr);
   gauges_.slots_total = options.n_slots;
   gauges_.tier = ctx.expert_store().stats();
+  CopyActivity(&activity_);  // routing counts loaded at start (--routing-stats) show at once
 }
 
 Scheduler::~Scheduler() { Shutdown(std::chrono::milliseconds(0)); }
@@ -210,6 +211,28 @@ bool Scheduler::accepting() const {
 SchedulerGauges Scheduler::Gauges() const {
   std::lock_guard lock(mu_);
   return gauges_;
+}
+
+ExpertActivity Scheduler::Activity() const {
+  std::lock_guard lock(mu_);
+  return activity_;
+}
+
+void Scheduler::CopyActivity(ExpertActivity* out) const {
+  const RoutingStats& routing = ctx_.routing_stats();
+  out->n_layer = routing.n_layer();
+  out->n_expert = routing.n_expert();
+  out->routed_tokens = routing.tokens();
+  out->routed.resize(size_t{out->n_layer} * out->n_expert);
+  for (uint32_t l = 0; l < out->n_layer; ++l) {
+    for (uint32_t e = 0; e < out->n_expert; ++e) {
+      out->routed[size_t{l} * out->n_expert + e] = routing.count(l, e);
+    }
+  }
+  if (!ctx_.expert_store().Residency(&out->resident) ||
+      out->resident.size() != out->routed.size()) {
+    out->resident.clear();
+  }
 }
 
 void Scheduler::Loop() {
@@ -439,6 +462,7 @@ void Scheduler::Step() {
     if (fed[s] == 0) slots_[s].pending = -1;  // it was in the batch, or it had no token
   }
   size_t row = 0;
+  uint64_t sampled = 0;
   for (size_t i = 0; i < batch.size(); ++i) {
     if (!batch[i].logits) continue;
     if (!failed[owner[i]]) {
@@ -449,12 +473,15 @@ void Scheduler::Step() {
         ScorePrompt(slot, static_cast<size_t>(prompt_at[i]), row_logits);
       } else {
         Sample(slot, row_logits);
+        ++sampled;
       }
     }
     ++row;
   }
 
+  CopyActivity(&activity_next_);
   std::lock_guard lock(mu_);
+  std::swap(activity_, activity_next_);  // the old snapshot's buffers serve the next copy
   ++gauges_.steps;
   gauges_.step_tokens += batch.size();
   const uint64_t generated =
@@ -462,6 +489,7 @@ void Scheduler::Step() {
   const int kind = generated == batch.size() ? 0 : 1;  // decode only, or mixed
   gauges_.step_seconds[kind] += step_seconds;
   gauges_.step_generated[kind] += generated;
+  gauges_.sampled_tokens += sampled;
   gauges_.slots_busy = busy_;
   gauges_.tier = ctx_.expert_store().stats();
 }

@@ -44,6 +44,7 @@
 #include "grammar/token_filter.h"
 #include "sampler/sampler.h"
 #include "server/metrics.h"
+#include "server/tiers.h"
 
 namespace mt::server {
 
@@ -181,6 +182,9 @@ class Scheduler {
   // Queue depth, busy slots, step counts and a copy of the expert tier counters as of the
   // end of the last step. Thread-safe.
   SchedulerGauges Gauges() const;
+  // Routing counts and cache residency per (layer, expert) as of the end of the last step
+  // (for GET /v1/tiers). Thread-safe.
+  ExpertActivity Activity() const;
 
  private:
   struct Slot;
@@ -199,6 +203,9 @@ class Scheduler {
   // The prompt entry of the token after prompt position `at`, from that position's logits.
   void ScorePrompt(Slot& slot, size_t at, std::span<const float> logits);
   void Release(Slot& slot, FinishReason reason, Status error);
+  // The Context's routing counts and the store's residency into `out` (its buffers reused).
+  // Scheduler thread only (or before Start).
+  void CopyActivity(ExpertActivity* out) const;
 
   Context& ctx_;
   const SchedulerOptions options_;
@@ -221,8 +228,10 @@ class Scheduler {
   std::deque<std::shared_ptr<Job>> queue_;
   uint32_t busy_ = 0;  // slots with a job
   bool draining_ = false;
-  Clock::time_point deadline_;  // draining: when what is left gets cancelled
-  SchedulerGauges gauges_;      // as of the last step
+  Clock::time_point deadline_;    // draining: when what is left gets cancelled
+  SchedulerGauges gauges_;        // as of the last step
+  ExpertActivity activity_;       // as of the last step
+  ExpertActivity activity_next_;  // scheduler thread only: the next snapshot, filled unlocked
   std::thread thread_;
   std::mutex join_mu_;  // serializes Shutdown's join
 };

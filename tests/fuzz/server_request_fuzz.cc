@@ -3,7 +3,8 @@
 // /tokenize, or /detokenize with bit 0 clear; else completions, or chat with bit 0 set), the
 // rest is the body, which is also read as model output with tool
 // calls (server/tool_calls.h, Hermes and GLM-4.5 blocks) and as gpt-oss's harmony messages
-// (server/harmony.h). Any bytes must give a parsed request or a 400 error object,
+// (server/harmony.h), as a key file and an Authorization header (server/api_keys.h). Any
+// bytes must give a parsed request or a 400 error object,
 // never a crash or an exception, and what parses obeys the documented ranges.
 #include <algorithm>
 #include <cstdint>
@@ -12,10 +13,27 @@
 
 #include "grammar/grammar.h"
 #include "server/api.h"
+#include "server/api_keys.h"
 #include "server/harmony.h"
 #include "server/tool_calls.h"
 
 namespace {
+
+// A key file (--api-key-file) and an Authorization header: keys parsed are non-empty
+// printable ASCII without spaces, and each is accepted; a bearer token is part of the header.
+void FuzzApiKeys(std::string_view text) {
+  auto keys = mt::server::ParseApiKeys(text, "keys");
+  if (keys.ok()) {
+    for (const std::string& k : keys.value()) {
+      if (k.empty() || !mt::server::CheckApiKey(k, "k").ok()) __builtin_trap();
+      if (!mt::server::ApiKeyMatches(k, keys.value())) __builtin_trap();
+    }
+  } else if (keys.status().message().rfind("keys", 0) != 0) {
+    __builtin_trap();  // the error names the file
+  }
+  const std::string_view token = mt::server::BearerToken(text);
+  if (!token.empty() && (token.data() < text.data() || token.end() > text.end())) __builtin_trap();
+}
 
 // POST /tokenize and /detokenize bodies.
 void FuzzTokenizerBodies(bool tokenize, std::string_view body) {
@@ -109,6 +127,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   FuzzToolCallOutput(body, mt::server::ToolCallSyntax::kHermes);
   FuzzToolCallOutput(body, mt::server::ToolCallSyntax::kGlm45);
   FuzzHarmonyOutput(body, data[0] & 8);
+  FuzzApiKeys(body);
   if (data[0] & 4) {
     if (data[0] & 1) {
       FuzzNativeCompletionBody(body);
