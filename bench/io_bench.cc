@@ -12,9 +12,9 @@
 // in flight and nothing else to do: the device's time for exactly those bytes (the disk's
 // part of memory_pressure.sh's bound).
 // --busy N: meanwhile N threads stream memory without pause. On a small VM the host's I/O
-// work shares the guest's cores, so the disk gives less while they are busy (docs/tiering.md,
-// 2026-12-02 (evening)). A diagnostic, not a bound: decode's threads sleep through read
-// waits, so its disk lies between the idle and the busy figure.
+// work shares the guest's cores, so the disk gives less while they are busy
+// (docs/journal/tiering.md, 2026-12-02 (evening)). A diagnostic, not a bound: decode's threads
+// sleep through read waits, so its disk lies between the idle and the busy figure.
 
 #include <fmt/format.h>
 #include <sys/stat.h>
@@ -91,7 +91,7 @@ std::string BusyNote(const Options& o) {
 // in one 2 MiB-aligned buffer on transparent huge pages, as the stream tier's slots are;
 // "4k": separate aligned_alloc blocks on 4 KiB pages (as dd's). On this project's VMs O_DIRECT
 // reads into 4 KiB pages ran at a third to two thirds of the rate into huge pages
-// (docs/tiering.md, 2026-12-02), so "4k" under-measures what stream mode gets.
+// (docs/journal/tiering.md, 2026-12-02), so "4k" under-measures what stream mode gets.
 class ReadBuffers {
  public:
   ReadBuffers(const Options& o, uint64_t max_len) : slots_(static_cast<size_t>(o.depth)) {

@@ -161,7 +161,7 @@ random_gbs() {
 #    mmap over a page cache warmed by reading the file once. Eight repetitions, and the
 #    fastest is the bound: on this VM decode speeds up over the first ~20 s after a cold
 #    load (qwen3 resident, rep by rep: 9.5, 13.9, 15.5, 16.2, 17.3, 17.8, 16.1, 18.0 tok/s;
-#    docs/tiering.md).
+#    docs/journal/tiering.md).
 ram_reps=8
 ram_storage=resident
 ram_t0=$(date +%s.%N)
@@ -182,7 +182,7 @@ echo "in RAM: $(printf %.2f "$ram_tps") tok/s (the fastest of $ram_reps repetiti
 # 2b. The same decode with the disk reading beside it (io_bench's random 1-4 MiB O_DIRECT
 #     reads of the model file, depth 8, for the whole run). The bound takes the stream
 #     tier's reads to cost its compute nothing; on a VM whose host does the guest's I/O on
-#     the vCPUs' time they do not (docs/tiering.md, 2026-12-02 (late afternoon)).
+#     the vCPUs' time they do not (docs/journal/tiering.md, 2026-12-02 (late afternoon)).
 if [ -x "$io_bench" ]; then
   "$io_bench" "$model" --engine io_uring --depth 8 --seconds $((ram_s * 2)) --min-mib 1 \
     --max-mib 4 --direct on > "$work/beside.txt" 2>&1 &
@@ -215,7 +215,7 @@ for pct in $limits; do
   limit=$(( model_bytes * pct / 100 ))
   reversed_rounds=()
   for round in $(seq "$rounds"); do
-    # Each replay warms the host cache for the row after it (docs/tiering.md, 2026-12-02
+    # Each replay warms the host cache for the row after it (docs/journal/tiering.md, 2026-12-02
     # (later)), so every other pass runs its rows in reverse order; they print in one order.
     order=$(seq 0 $((n_cfg - 1)))
     [ $((pass % 2)) = 1 ] && { order=$(seq $((n_cfg - 1)) -1 0); reversed_rounds+=("$round"); }

@@ -80,7 +80,7 @@ Status MoeStep::Run(int il, int n, const float* x, const float* xn, float* ffn_o
           store_->NextReady(/*wait=*/false, /*defer_checks=*/true);
       if (first && next.ok() && !next.value() && store_->Pending()) {
         // Nothing ready: block on the reads, and let the workers sleep meanwhile (a vCPU
-        // spinning through a read wait slows this VM's disk: docs/tiering.md).
+        // spinning through a read wait slows this VM's disk: docs/journal/tiering.md).
         ThreadPool::LetSleep idle(pool_);
         next = store_->NextReady(/*wait=*/true, /*defer_checks=*/true);
       }

@@ -38,9 +38,9 @@ struct StorageOptions {
   bool prefetch = true;
   // How many layers ahead it predicts: 1, the next layer; d > 1 also hints layers il+2..il+d
   // from the same hidden state (less accurate; pays where reads land sooner than compute
-  // needs them, as from a pack: docs/tiering.md). 0: 2 for an expert-major pack, else 1.
+  // needs them, as from a pack: docs/journal/tiering.md). 0: 2 for an expert-major pack, else 1.
   uint32_t prefetch_depth = 0;
-  std::string eviction = "lfu";  // stream: lfu, lru, placement (docs/tiering.md)
+  std::string eviction = "lfu";  // stream: lfu, lru, placement (docs/journal/tiering.md)
   // stream: routing statistics (moetier profile / --routing-stats) whose hottest experts
   // are pinned in the cache, up to placement_share of its slots.
   std::string placement_file;

@@ -120,7 +120,7 @@ TEST(EvictionPolicyTest, ACycleLongerThanTheCacheDefeatsLruNotLfu) {
   // A token visits 6 layers in order; layers 0-2 always route to the same expert, layers
   // 3-5 to one of 5 others. 4 slots hold less than a token's 6 experts: LRU evicts each
   // expert just before its layer comes round again (why LFU is the default,
-  // docs/tiering.md); LFU keeps the three that every token uses.
+  // docs/journal/tiering.md); LFU keeps the three that every token uses.
   std::vector<uint32_t> keys;
   for (uint32_t t = 0; t < 200; ++t) {
     for (uint32_t layer = 0; layer < 6; ++layer) {

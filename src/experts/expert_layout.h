@@ -1,5 +1,5 @@
 // Where the routed experts' bytes are, described without naming an architecture: the
-// ExpertSpec (numerical shape) and ExpertLayout (physical extents) of DESIGN.md. Caches,
+// ExpertSpec (numerical shape) and ExpertLayout (physical extents) of an expert. Caches,
 // I/O and schedulers see only these.
 #pragma once
 

@@ -224,7 +224,7 @@ Result<std::unique_ptr<StreamStore>> StreamStore::Create(const ExpertLayout& lay
     Log(LogLevel::kWarn,
         "transparent huge pages are off (/sys/kernel/mm/transparent_hugepage/"
         "enabled: never), so the expert cache lies on 4 KiB pages, into which O_DIRECT reads "
-        "ran at a third of the rate on a test VM (docs/tiering.md); 'madvise' there lets "
+        "ran at a third of the rate on a test VM (docs/journal/tiering.md); 'madvise' there lets "
         "moetier use them");
   }
   Result<FileWatch> watch = FileWatch::Open(layout.files());

@@ -206,7 +206,7 @@ class StreamStore final : public ExpertStore {
   AlignedBuffer pool_;      // (SlotPlan::bytes) made resident by populate_
   // Faults the pool's pages in from the first slot on, in the background: an O_DIRECT read
   // into a never-touched slot faults its pages inside the kernel's read path, which made
-  // reads ~10x slower while a large cache was filling (docs/tiering.md, 2026-12-01).
+  // reads ~10x slower while a large cache was filling (docs/journal/tiering.md, 2026-12-01).
   std::thread populate_;
   std::atomic<bool> stop_populate_{false};
   std::vector<SlotClass> classes_;

@@ -2,7 +2,7 @@
 // exactly those reads alone (io_bench --replay) and take the device's own time for them as
 // the disk's share of the bound: on the same device and host cache, with nothing else to do.
 // A generic random-read probe cannot give that number where a host cache serves re-read
-// blocks faster than the device (docs/tiering.md).
+// blocks faster than the device (docs/journal/tiering.md).
 //
 // Text format, one item per line:
 //   moetier-read-trace 1
