@@ -108,7 +108,7 @@ class GqaAttention final : public AttentionBlock {
   const AttentionShape shape_;
   const int attend_tokens_;
 
-  std::vector<float> q_;     // (n_batch, n_head * head_dim_k)
+  std::vector<float> q_;  // (n_batch, n_head * head_dim_k)
   // With an output gate (GqaParts::output_gate): attn_q's rows per head [q | gate], and the
   // gates apart; both empty otherwise.
   std::vector<float> qg_;    // (n_batch, 2 * n_head * head_dim_k)
