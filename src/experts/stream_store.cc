@@ -282,6 +282,7 @@ void StreamStore::Release(int32_t s) {
     // Failed Verify: its bytes go, whatever pinned them, and the next demand reads again.
     if (slot.placed) {
       slot.placed = false;
+      --ClassOfSlot(s).placed_slots;
       --slot.pins;
     }
     if (slot.pins > 0) return;
@@ -313,7 +314,11 @@ void StreamStore::DropSlot(int32_t s) {
 
 int32_t StreamStore::TakeSlot(uint32_t layer, bool for_prefetch) {
   SlotClass& c = classes_[layer_class_[layer]];
-  if (for_prefetch && c.prefetch_slots >= prefetch_share_ * static_cast<double>(c.n_slots)) {
+  // A prefetch holds at most its share of the class, and leaves one layer's top-k to demand
+  // besides the placed slots (a landed prefetch cannot be evicted until its layer runs).
+  if (for_prefetch &&
+      (c.prefetch_slots + 1 > prefetch_share_ * static_cast<double>(c.n_slots) ||
+       c.n_slots - c.placed_slots - (c.prefetch_slots + 1) < static_cast<int32_t>(min_slots_))) {
     return -1;
   }
   if (!c.free.empty()) {
@@ -387,15 +392,24 @@ void StreamStore::SubmitQueued() {
   } else {
     // The engine refused the batch: fail every slot in it as if its reads had failed.
     for (const ReadOp& op : queued_) {
-      Slot& slot = slots_[op.tag / 4];
-      if (slot.error.ok()) slot.error = st;
+      const auto s = static_cast<int32_t>(op.tag / 4);
+      Slot& slot = slots_[s];
+      if (slot.error.ok()) {
+        const ByteExtent ext = ExtentOf(s, op.tag % 4);
+        slot.error = IoError("{}: layer {} expert {} ({}): the read at offset {} was refused: {}",
+                             layout_.files()[ext.file], slot.layer, slot.expert, kWhat[op.tag % 4],
+                             ext.offset, st.message());
+      }
       if (--slot.parts_pending == 0) {
-        auto it = std::find(waiting_.begin(), waiting_.end(), static_cast<int32_t>(op.tag / 4));
+        ++stats_.total.read_errors;
+        ++stats_.layers[slot.layer].read_errors;
+        EndPrefetch(s);  // or the refused prefetch would hold its share for good
+        auto it = std::find(waiting_.begin(), waiting_.end(), s);
         if (it != waiting_.end()) {
           waiting_.erase(it);
-          failed_.push_back(static_cast<int32_t>(op.tag / 4));
+          failed_.push_back(s);
         } else {
-          DropSlot(static_cast<int32_t>(op.tag / 4));
+          DropSlot(s);
         }
       }
     }
@@ -459,6 +473,7 @@ void StreamStore::Reap(bool block) {
     if (!slot.error.ok()) {
       if (slot.placed) {
         slot.placed = false;
+        --ClassOfSlot(s).placed_slots;
         --slot.pins;
       }
       ++stats_.total.read_errors;
@@ -728,6 +743,7 @@ void StreamStore::StartPlacements() {
     Slot& slot = slots_[s];
     if (!slot.placed) {
       slot.placed = true;
+      ++ClassOfSlot(s).placed_slots;
       ++slot.pins;  // never released: a placed expert is never evicted
       ++stats_.total.placed;
       ++stats_.layers[layer].placed;

@@ -153,6 +153,7 @@ class StreamStore final : public ExpertStore {
     int32_t n_slots = 0;
     std::vector<int32_t> free;               // empty slots
     int32_t prefetch_slots = 0;              // slots held by prefetches not yet demanded
+    int32_t placed_slots = 0;                // slots pinned for good by placement
     std::unique_ptr<EvictionPolicy> policy;  // over slot - first_slot
   };
 

@@ -390,14 +390,11 @@ TEST_F(StreamStoreTest, ALeasedExpertIsNeverEvicted) {
   EXPECT_EQ(st->stats().total.reads, reads);
 }
 
-// DISABLED: exposes a StreamStore bug. A cache of exactly min_slots (top-k) slots, prefetch
-// within its share (1 of 4 = 25 %): the prefetch takes a free slot before the demand comes,
-// lands while the demand waits and is then held (unevictable until layer 1 runs). A demand
-// of min_slots experts whose leases are all held (a caller may gather every ready expert and
-// run them together, expert_store.h) then has 3 slots for 4 experts, and NextReady fails with
-// "the expert cache is too small: all 4 slots for layer 0's experts are held by experts in
-// use". TakeSlot(for_prefetch) does not keep min_slots slots for demand (placement does).
-TEST_F(StreamStoreTest, DISABLED_APrefetchLeavesOneLayersSlotsToDemand) {
+// A cache of exactly min_slots (top-k) slots: a prefetch, even within its share, may not take
+// one of them, or it would land while the demand waits and be held until its layer runs, and a
+// demand holding all its leases (a caller may gather every ready expert, expert_store.h) would
+// find 3 slots for 4 experts ("the expert cache is too small ...").
+TEST_F(StreamStoreTest, APrefetchLeavesOneLayersSlotsToDemand) {
   FaultPlan plan;
   FaultRule slow;  // the prefetch lands while the demand waits
   slow.kind = FaultKind::kDelay;
@@ -414,10 +411,9 @@ TEST_F(StreamStoreTest, DISABLED_APrefetchLeavesOneLayersSlotsToDemand) {
   for (const ReadyExpert& e : got) EXPECT_TRUE(HasFileBytes(e, 0));
 }
 
-// DISABLED: the header says prefetch "may hold at most `prefetch_share` of the slots", but
-// TakeSlot refuses only once prefetch_slots >= share * n_slots, so it rounds up: with 2
-// slots and share 0.25 a prefetch takes 1 slot (50 %); with 5 slots, 2 (40 %).
-TEST_F(StreamStoreTest, DISABLED_PrefetchHoldsAtMostItsShare) {
+// Prefetch holds at most `prefetch_share` of the slots, rounded down (it used to round up:
+// with 2 slots and share 0.25 a prefetch took 1 slot, 50 %; with 5 slots, 2, 40 %).
+TEST_F(StreamStoreTest, PrefetchHoldsAtMostItsShare) {
   auto st = MakeStore(Slots(2, 1, 0.25));
   ASSERT_NE(st, nullptr);
   st->Hint(1, std::vector<int32_t>{0, 1});
@@ -469,11 +465,9 @@ TEST_F(StreamStoreTest, ARefusedBatchFailsTheDemandAndTheStoreRecovers) {
   RunLayer(**st, 0, {1, 2});
 }
 
-// DISABLED: exposes a StreamStore bug. When the engine refuses a batch, SubmitQueued drops the
-// slots of reads nobody demanded (DropSlot) without EndPrefetch: the class's prefetch_slots
-// count keeps the refused prefetches for good, and prefetch stays shut off afterwards (the
-// same path leaks placing_ for a placement load, which stops placement after two).
-TEST_F(StreamStoreTest, DISABLED_ARefusedPrefetchDoesNotUseUpTheShare) {
+// When the engine refuses a batch, the refused prefetches give their share back (they used to
+// keep it for good, and prefetch stayed shut off afterwards).
+TEST_F(StreamStoreTest, ARefusedPrefetchDoesNotUseUpTheShare) {
   auto io = std::make_unique<RefusingEngine>(CreatePreadEngine(2).value());
   RefusingEngine* engine = io.get();
   auto st = StreamStore::Create(*layout_, std::move(io), Slots(4, 2, 0.5));
