@@ -213,6 +213,7 @@ TEST_F(Qwen3NextTest, AFailedDecodeLeavesTheStatesAsTheyWere) {
   FaultRule rule;
   rule.kind = FaultKind::kError;
   rule.every_nth = 1;
+  rule.max_faults = 1;  // one failed read: no other faulted read still in flight after it
   plan.rules.push_back(rule);
   auto armed = std::make_shared<bool>(false);
   plan.rules[0].match = [armed](const ReadOp&) { return *armed; };
