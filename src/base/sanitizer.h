@@ -1,20 +1,33 @@
-// Which sanitizer this build runs under (CMake MT_SANITIZE, docs/testing.md), so the few
-// tests whose timing or memory assumptions a sanitizer breaks can skip in one visible way.
+// Which sanitizer this translation unit is built with (CMake MT_SANITIZE, docs/testing.md),
+// so the few tests whose assumptions a sanitizer breaks skip in one visible way.
 #pragma once
+
+#if defined(__has_feature)
+#if __has_feature(address_sanitizer)
+#define MT_ASAN 1  // ASan (+ UBSan in MT_SANITIZE=address)
+#endif
+#if __has_feature(thread_sanitizer)
+#define MT_TSAN 1
+#endif
+#endif
+#if defined(__SANITIZE_ADDRESS__) && !defined(MT_ASAN)
+#define MT_ASAN 1
+#endif
+#if defined(__SANITIZE_THREAD__) && !defined(MT_TSAN)
+#define MT_TSAN 1
+#endif
 
 namespace mt {
 
-#if defined(MT_SANITIZE_ADDRESS)
-inline constexpr const char* kSanitizer = "address";  // ASan + UBSan
-#elif defined(MT_SANITIZE_THREAD)
-inline constexpr const char* kSanitizer = "thread";  // TSan
+#if defined(MT_ASAN)
+inline constexpr bool kAddressSanitizer = true;
 #else
-inline constexpr const char* kSanitizer = nullptr;  // not sanitized
+inline constexpr bool kAddressSanitizer = false;
 #endif
-
-// True in an ASan (shadow memory, redzones, quarantine) build.
-inline constexpr bool kAddressSanitizer = kSanitizer != nullptr && kSanitizer[0] == 'a';
-// True in a TSan build (5-15x slower, shadow memory).
-inline constexpr bool kThreadSanitizer = kSanitizer != nullptr && kSanitizer[0] == 't';
+#if defined(MT_TSAN)
+inline constexpr bool kThreadSanitizer = true;
+#else
+inline constexpr bool kThreadSanitizer = false;
+#endif
 
 }  // namespace mt
