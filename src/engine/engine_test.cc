@@ -7,6 +7,7 @@
 #include <cstdio>
 #include <filesystem>
 
+#include "base/sanitizer.h"
 #include "engine/context.h"
 #include "engine/model.h"
 #include "gguf/gguf.h"
@@ -271,6 +272,9 @@ uint64_t ResidentBytes() {
 }
 
 TEST_F(EngineTest, PopulateKvMakesTheKvCacheResidentAtCreate) {
+  // Under TSan a lazy Create of a 134 MB KV grew the RSS by 105 MB (measured): the
+  // sanitizer's own memory counts in the RSS, which then says nothing about the KV's pages.
+  if (kThreadSanitizer) GTEST_SKIP() << "TSan's own memory counts in the resident bytes";
   auto m = Model::Load(Synth("olmoe-tiny", "q8_0"), LoadOptions{});
   ASSERT_TRUE(m.ok());
   ContextOptions o;
