@@ -120,6 +120,8 @@ kill -TERM "$PID"; wait "$PID"
 # qwen3next (recurrent DeltaNet states per slot): 32 requests at once on 4 slots get, token
 # for token, what each gets alone. Their prompts share prefixes and repeat, so slots go on
 # from a saved state (the live one or the checkpoint before a prompt's last token) or from 0.
+# Four prompts on four slots: asked one by one, each from the 5th finds its own checkpoint
+# (the least recently freed slot holds it), so the cached count cannot be 0 by chance.
 qn="$WORK/qwen3next.gguf"
 "$MOETIER" synth --preset qwen3next-tiny --type q4_k_m -q -o "$qn" > /dev/null || fail "synth qn"
 start_server "$WORK/serve-qn.log" "$qn" --parallel 4 --ctx 512 -b 16 --max-queue 64
@@ -131,8 +133,8 @@ curl -s "$BASE/chat/completions" -d "$body" > "$WORK/qn-chat.json"
 grep -q '"finish_reason":"length"' "$WORK/qn-chat.json" &&
   pass "qwen3next: a chat request is answered" ||
   fail "qwen3next chat: $(head -c 300 "$WORK/qn-chat.json")"
-ask_qn() {  # ask_qn N: a completion of prompt N (8 distinct prompts, each 4 times), its text
-  local prompt="Request number $(($1 % 8)) says $(printf 'la %.0s' $(seq 0 $(($1 % 5))))"
+ask_qn() {  # ask_qn N: a completion of prompt N % 4 (4 distinct prompts, each 8 times), its text
+  local prompt="Request number $(($1 % 4)) says $(printf 'la %.0s' $(seq 0 $(($1 % 4))))"
   curl -s "$BASE/completions" -d "{\"model\": \"qwen3next\", \"prompt\": \"$prompt\",
     \"max_tokens\": $((6 + $1 % 7)), \"temperature\": 0, \"ignore_eos\": true}" |
     sed -n 's/.*"text":"\([^"]*\)".*/\1/p'
