@@ -400,18 +400,7 @@ void StreamStore::SubmitQueued() {
                              layout_.files()[ext.file], slot.layer, slot.expert, kWhat[op.tag % 4],
                              ext.offset, st.message());
       }
-      if (--slot.parts_pending == 0) {
-        ++stats_.total.read_errors;
-        ++stats_.layers[slot.layer].read_errors;
-        EndPrefetch(s);  // or the refused prefetch would hold its share for good
-        auto it = std::find(waiting_.begin(), waiting_.end(), s);
-        if (it != waiting_.end()) {
-          waiting_.erase(it);
-          failed_.push_back(s);
-        } else {
-          DropSlot(s);
-        }
-      }
+      if (--slot.parts_pending == 0) FailLoad(s);
     }
     if (in_flight_ == 0) DiskIdle();
   }
@@ -466,25 +455,9 @@ void StreamStore::Reap(bool block) {
       if (what == kRecordTag) slot.unchecked = true;
     }
     if (--slot.parts_pending > 0) continue;
-    if (slot.placing) {
-      slot.placing = false;
-      --placing_;
-    }
+    EndPlacing(s);
     if (!slot.error.ok()) {
-      if (slot.placed) {
-        slot.placed = false;
-        --ClassOfSlot(s).placed_slots;
-        --slot.pins;
-      }
-      ++stats_.total.read_errors;
-      ++layer.read_errors;
-      EndPrefetch(s);
-      if (slot.demanded) {
-        waiting_.erase(std::find(waiting_.begin(), waiting_.end(), s));
-        failed_.push_back(s);
-      } else {
-        DropSlot(s);
-      }
+      FailLoad(s);
       continue;
     }
     slot.state = SlotState::kReady;
@@ -748,6 +721,34 @@ void StreamStore::StartPlacements() {
       ++stats_.total.placed;
       ++stats_.layers[layer].placed;
     }
+  }
+}
+
+void StreamStore::EndPlacing(int32_t s) {
+  if (slots_[s].placing) {
+    slots_[s].placing = false;
+    --placing_;
+  }
+}
+
+void StreamStore::FailLoad(int32_t s) {
+  Slot& slot = slots_[s];
+  ++stats_.total.read_errors;
+  ++stats_.layers[slot.layer].read_errors;
+  // Each of these would otherwise hold its count for good: placement would stop at
+  // kMaxPlacingReads, the placed slots would stay pinned, prefetch would stay shut off.
+  EndPlacing(s);
+  if (slot.placed) {
+    slot.placed = false;
+    --ClassOfSlot(s).placed_slots;
+    --slot.pins;
+  }
+  EndPrefetch(s);
+  if (slot.demanded) {
+    waiting_.erase(std::find(waiting_.begin(), waiting_.end(), s));
+    failed_.push_back(s);
+  } else {
+    DropSlot(s);
   }
 }
 

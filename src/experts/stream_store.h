@@ -190,6 +190,10 @@ class StreamStore final : public ExpertStore {
   void Retire(int32_t s);
   // Starts placement loads while few are in flight.
   void StartPlacements();
+  void EndPlacing(int32_t s);  // its placement read is done (or refused)
+  // A load whose read failed or was refused (slot.error set): counted, unpinned, its
+  // prefetch share given back; a demanded one goes to failed_, the rest are dropped.
+  void FailLoad(int32_t s);
   // The bytes a read of slot s fetches: part `what` (0..2) or the whole record (3).
   ByteExtent ExtentOf(int32_t s, uint64_t what) const;
   Status ReadError(int32_t s, uint64_t what, int64_t result, uint64_t wanted) const;

@@ -480,6 +480,24 @@ TEST_F(StreamStoreTest, ARefusedPrefetchDoesNotUseUpTheShare) {
   EXPECT_EQ((*st)->stats().total.prefetch_reads, 4u);  // the share is free again
 }
 
+// A refused placement load gives back its place among the placement reads in flight (it used
+// to keep it, and placement stopped for good after kMaxPlacingReads refusals).
+TEST_F(StreamStoreTest, ARefusedPlacementDoesNotStopPlacement) {
+  auto io = std::make_unique<RefusingEngine>(CreatePreadEngine(2).value());
+  RefusingEngine* engine = io.get();
+  auto st = StreamStore::Create(*layout_, std::move(io), Slots(8, 2, 0.0));
+  ASSERT_TRUE(st.ok()) << st.status().message();
+  engine->refuse = true;
+  const std::vector<std::pair<uint32_t, uint32_t>> hot = {{0, 0}, {0, 1}, {0, 2}, {0, 3}};
+  ASSERT_EQ((*st)->Place(hot, 6), 4u);
+  EXPECT_EQ((*st)->stats().total.placed, 2u);  // two reads at a time, both refused
+  EXPECT_EQ((*st)->stats().total.read_errors, 2u);
+  engine->refuse = false;
+  RunLayer(**st, 1, {4, 5});  // its reads' completions start the rest of the placement
+  EXPECT_EQ((*st)->stats().total.placed, 4u);
+  RunLayer(**st, 0, {2, 3});
+}
+
 TEST_F(StreamStoreTest, AChangedFileIsReportedInOneLine) {
   auto st = MakeStore(Whole());
   ASSERT_NE(st, nullptr);
