@@ -62,36 +62,48 @@ std::string FileTypeLabel(uint64_t ftype) {
   }
 }
 
-int Run(const BenchFlags& f) {
+// --seqs: a comma-separated list of counts 1..256.
+Result<std::vector<int>> ParseSeqs(const std::string& text) {
   std::vector<int> seqs;
-  {
-    std::stringstream ss(f.seqs);
-    std::string item;
-    while (std::getline(ss, item, ',')) {
-      try {
-        int v = std::stoi(item);
-        if (v < 1 || v > 256) throw std::out_of_range(item);
-        seqs.push_back(v);
-      } catch (const std::exception&) {
-        return ReportError(InvalidArgument("--seqs: '{}' is not a list of counts 1..256", f.seqs));
-      }
+  std::stringstream ss(text);
+  std::string item;
+  while (std::getline(ss, item, ',')) {
+    try {
+      int v = std::stoi(item);
+      if (v < 1 || v > 256) throw std::out_of_range(item);
+      seqs.push_back(v);
+    } catch (const std::exception&) {
+      return InvalidArgument("--seqs: '{}' is not a list of counts 1..256", text);
     }
   }
-  if (f.reps < 1 || f.n_prompt < 0 || f.n_gen < 0 || f.n_depth < 0) {
-    return ReportError(InvalidArgument("-r must be >= 1, -p, -n and -d >= 0"));
-  }
-  Result<KvTypes> kv_types = ResolveKvTypes(f.kv_type);
-  if (!kv_types.ok()) return ReportError(kv_types.status());
-  Result<std::unique_ptr<Model>> model = Model::Load(f.model, LoadOptions{});
-  if (!model.ok()) return ReportError(model.status());
-  const Model& m = *model.value();
+  return seqs;
+}
+
+// --read-trace: the stream tier's engine wrapped in one that records the reads. *tracer is
+// set when the tier creates its engine (it owns it, and outlives its use here); it stays
+// null when the experts are not streamed.
+void TraceReads(ContextOptions* o, TracingEngine** tracer) {
+  o->storage.make_io = [tracer, io = o->storage.io,
+                        depth = o->storage.io_queue_depth]() -> Result<std::unique_ptr<IoEngine>> {
+    Result<std::unique_ptr<IoEngine>> inner = CreateIoEngine(io, depth);
+    if (!inner.ok()) return inner.status();
+    auto traced = std::make_unique<TracingEngine>(std::move(inner).value());
+    *tracer = traced.get();
+    return std::unique_ptr<IoEngine>(std::move(traced));
+  };
+}
+
+// The context the tests need: positions for -d and the longest test, a sequence per
+// decoded stream, a batch that holds a prefill, a decode step or a -d fill.
+Result<ContextOptions> BenchContextOptions(const BenchFlags& f, const Model& m, KvTypes kv_types,
+                                           const std::vector<int>& seqs, TracingEngine** tracer) {
   ContextOptions o;
-  o.kv_types = kv_types.value();
+  o.kv_types = kv_types;
   const int64_t positions = int64_t{f.n_depth} + std::max({f.n_prompt, f.n_gen, 1});
   if (positions > m.hparams().n_ctx_train) {
-    return ReportError(InvalidArgument(
+    return InvalidArgument(
         "-d {} with -p {} / -n {} needs {} positions; the model's training context has {}",
-        f.n_depth, f.n_prompt, f.n_gen, positions, m.hparams().n_ctx_train));
+        f.n_depth, f.n_prompt, f.n_gen, positions, m.hparams().n_ctx_train);
   }
   o.n_ctx = static_cast<uint32_t>(positions);
   o.n_seq_max = static_cast<uint32_t>(*std::max_element(seqs.begin(), seqs.end()));
@@ -101,129 +113,155 @@ int Run(const BenchFlags& f) {
                         static_cast<uint32_t>(std::min(f.n_depth, 512))});
   o.n_threads = f.n_threads;
   o.pin_threads = f.pin_threads;
-  if (Status s = ResolveStorageFlags(f.storage, &o); !s.ok()) return ReportError(s);
-  // --read-trace: the stream tier's engine wrapped in one that records the reads.
-  TracingEngine* tracer = nullptr;  // owned by the stream tier, which outlives its use here
-  if (!f.read_trace.empty()) {
-    o.storage.make_io = [&tracer, io = o.storage.io,
-                         depth = o.storage.io_queue_depth]() -> Result<std::unique_ptr<IoEngine>> {
-      Result<std::unique_ptr<IoEngine>> inner = CreateIoEngine(io, depth);
-      if (!inner.ok()) return inner.status();
-      auto traced = std::make_unique<TracingEngine>(std::move(inner).value());
-      tracer = traced.get();
-      return std::unique_ptr<IoEngine>(std::move(traced));
-    };
-  }
-  Result<std::unique_ptr<Context>> ctx = Context::Create(m, o);
-  if (!ctx.ok()) return ReportError(ctx.status().WithContext(f.model));
-  if (!f.read_trace.empty() && tracer == nullptr) {
-    return ReportError(
-        InvalidArgument("--read-trace needs the experts streamed (--moe-storage "
-                        "stream); here they are {}",
-                        (*ctx)->expert_store().name()));
-  }
-  if (!f.read_trace.empty() && f.n_gen == 0) {
-    return ReportError(InvalidArgument("--read-trace records the reads of the tg test; -n is 0"));
-  }
-  if (!f.json) PrintStoragePlan(**ctx);
-  {
-    // Time steady-state decode: on a VM whose host backs fresh memory lazily, populating a
-    // few GiB of expert cache takes seconds of a core, which a short run would measure.
-    const auto t0 = std::chrono::steady_clock::now();
-    (*ctx)->expert_store().WaitForMemory();
-    const double waited =
-        std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-    if (waited >= 0.1) {
-      std::fprintf(stderr, "moetier: waited %.1f s for the expert cache's memory\n", waited);
-    }
-  }
+  if (Status s = ResolveStorageFlags(f.storage, &o); !s.ok()) return s;
+  if (!f.read_trace.empty()) TraceReads(&o, tracer);
+  return o;
+}
 
+// --read-trace needs the stream tier (which created `tracer`) and a tg test to record.
+Status CheckReadTrace(const BenchFlags& f, Context& ctx, const TracingEngine* tracer) {
+  if (f.read_trace.empty()) return Status::Ok();
+  if (tracer == nullptr) {
+    return InvalidArgument(
+        "--read-trace needs the experts streamed (--moe-storage stream); here they are {}",
+        ctx.expert_store().name());
+  }
+  if (f.n_gen == 0) {
+    return InvalidArgument("--read-trace records the reads of the tg test; -n is 0");
+  }
+  return Status::Ok();
+}
+
+// Time steady-state decode: on a VM whose host backs fresh memory lazily, populating a few
+// GiB of expert cache takes seconds of a core, which a short run would measure.
+void WaitForExpertMemory(Context& ctx) {
+  const auto t0 = std::chrono::steady_clock::now();
+  ctx.expert_store().WaitForMemory();
+  const double waited =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  if (waited >= 0.1) {
+    std::fprintf(stderr, "moetier: waited %.1f s for the expert cache's memory\n", waited);
+  }
+}
+
+// One tg test of `n_seq` sequences. The first (`first`) also reports the tier statistics and
+// writes the read trace: they and the bytes read cover the measured repetitions (not the cold
+// warm-up), as its tok/s does.
+Result<BenchSample> RunDecodeTest(const BenchFlags& f, Context& ctx, int n_seq, bool first,
+                                  TracingEngine* tracer) {
+  uint64_t read0 = 0;
+  auto t0 = std::chrono::steady_clock::now();
+  auto restart_counters = [&] {
+    ctx.expert_store().ResetStats();
+    if (tracer != nullptr && first) tracer->SetRecording(true);
+    read0 = ProcessStorageReadBytes();
+    t0 = std::chrono::steady_clock::now();
+  };
+  Result<BenchSample> s =
+      BenchDecode(ctx, f.n_gen, n_seq, f.n_depth, f.reps, f.seed, restart_counters);
+  if (!s.ok()) return s.status();
+  if (tracer != nullptr && first) {
+    tracer->SetRecording(false);
+    Result<std::string> text = FormatReadTrace(tracer->trace());
+    if (!text.ok()) return text.status();
+    MT_RETURN_IF_ERROR(WriteFileAtomically(f.read_trace, *text));
+  }
+  s->storage_read_bytes = ProcessStorageReadBytes() - read0;
+  if (first) {
+    const double secs =
+        std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    const uint64_t tokens = uint64_t(f.n_gen) * f.reps * n_seq;
+    MT_RETURN_IF_ERROR(ReportTierStats(f.storage, ctx, secs, tokens));
+  }
+  return s;
+}
+
+// The pp test (unless -p 0), then a tg test per --seqs entry (unless -n 0).
+Result<std::vector<BenchSample>> RunTests(const BenchFlags& f, const std::vector<int>& seqs,
+                                          Context& ctx, TracingEngine* tracer) {
   std::vector<BenchSample> samples;
   if (f.n_prompt > 0) {
-    Result<BenchSample> s = BenchPrefill(**ctx, f.n_prompt, f.n_depth, f.reps, f.seed);
-    if (!s.ok()) return ReportError(s.status());
-    samples.push_back(s.value());
+    Result<BenchSample> s = BenchPrefill(ctx, f.n_prompt, f.n_depth, f.reps, f.seed);
+    if (!s.ok()) return s.status();
+    samples.push_back(std::move(s).value());
   }
   if (f.n_gen > 0) {
     for (size_t i = 0; i < seqs.size(); ++i) {
-      const int n_seq = seqs[i];
-      // The tier statistics and the bytes read cover the measured repetitions of the first
-      // decode test in --seqs (not its cold warm-up), as its tok/s does.
-      uint64_t read0 = 0;
-      auto t0 = std::chrono::steady_clock::now();
-      auto restart_counters = [&] {
-        (*ctx)->expert_store().ResetStats();
-        if (tracer != nullptr && i == 0) tracer->SetRecording(true);
-        read0 = ProcessStorageReadBytes();
-        t0 = std::chrono::steady_clock::now();
-      };
-      Result<BenchSample> s =
-          BenchDecode(**ctx, f.n_gen, n_seq, f.n_depth, f.reps, f.seed, restart_counters);
-      if (!s.ok()) return ReportError(s.status());
-      if (tracer != nullptr && i == 0) {
-        tracer->SetRecording(false);
-        Result<std::string> text = FormatReadTrace(tracer->trace());
-        if (!text.ok()) return ReportError(text.status());
-        if (Status st = WriteFileAtomically(f.read_trace, *text); !st.ok()) return ReportError(st);
-      }
-      samples.push_back(s.value());
-      samples.back().storage_read_bytes = ProcessStorageReadBytes() - read0;
-      if (i == 0) {
-        const double secs =
-            std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-        const uint64_t tokens = uint64_t(f.n_gen) * f.reps * n_seq;
-        if (Status st = ReportTierStats(f.storage, **ctx, secs, tokens); !st.ok()) {
-          return ReportError(st);
-        }
-      }
+      Result<BenchSample> s = RunDecodeTest(f, ctx, seqs[i], i == 0, tracer);
+      if (!s.ok()) return s.status();
+      samples.push_back(std::move(s).value());
     }
   }
-  // The bandwidth probe runs after the context is gone, in at most a quarter of the budget,
-  // so it never pushes a memory-limited run over its limit.
-  const std::string tier = (*ctx)->expert_store().name();
-  const uint64_t probe_bytes =
-      std::min<uint64_t>(uint64_t{1} << 30, (*ctx)->storage_plan().budget / 4);
-  ctx.value().reset();
-  ThreadPool pool(f.n_threads, f.pin_threads);
-  const double membw = MeasureReadBandwidth(pool, probe_bytes, 5);
-  const TokenCost cost = TokenCostOf(m, o.kv_types);
+  return samples;
+}
 
+// What the report states besides the samples: the model, the machine, the costs per token.
+struct BenchReport {
+  std::string label;  // "ARCH FILE_TYPE", e.g. "qwen3moe Q4_K - Medium"
+  uint64_t model_bytes = 0;
   uint64_t n_params = 0;
-  for (const GgufTensor& t : m.gguf().tensors()) n_params += t.n_elements;
-  const std::string label =
+  int threads = 0;
+  KvTypes kv_types;
+  TokenCost cost;
+  double membw = 0;  // GB/s, memory read bandwidth measured after the tests
+  std::string tier;  // the experts' store
+};
+
+// Gathers the report, destroying `ctx` before the bandwidth probe: it runs after the context
+// is gone, in at most a quarter of the budget, so it never pushes a memory-limited run over
+// its limit.
+BenchReport MeasureReport(const BenchFlags& f, const Model& m, KvTypes kv_types,
+                          std::unique_ptr<Context> ctx) {
+  BenchReport r;
+  r.tier = ctx->expert_store().name();
+  const uint64_t probe_bytes =
+      std::min<uint64_t>(uint64_t{1} << 30, ctx->storage_plan().budget / 4);
+  ctx.reset();
+  ThreadPool pool(f.n_threads, f.pin_threads);
+  r.membw = MeasureReadBandwidth(pool, probe_bytes, 5);
+  r.kv_types = kv_types;
+  r.cost = TokenCostOf(m, kv_types);
+  for (const GgufTensor& t : m.gguf().tensors()) r.n_params += t.n_elements;
+  r.label =
       fmt::format("{} {}", m.hparams().arch,
                   FileTypeLabel(m.gguf().metadata().FindUint("general.file_type").value_or(999)));
-  const int threads = pool.size();
+  r.model_bytes = m.gguf().total_file_bytes();
+  r.threads = pool.size();
+  return r;
+}
 
-  if (f.json) {
-    nlohmann::json j = nlohmann::json::array();
-    for (const BenchSample& s : samples) {
-      j.push_back({{"model", label},
-                   {"model_bytes", m.gguf().total_file_bytes()},
-                   {"params", n_params},
-                   {"threads", threads},
-                   {"test", s.test},
-                   {"n_prompt", s.n_prompt},
-                   {"n_gen", s.n_gen},
-                   {"n_depth", s.n_depth},
-                   {"n_seq", s.n_seq},
-                   {"tps", s.tps},
-                   {"avg_ts", s.mean},
-                   {"stddev_ts", s.sd},
-                   {"weight_bytes_per_token", cost.bytes},
-                   {"type_k", KvTypeName(o.kv_types.k)},
-                   {"type_v", KvTypeName(o.kv_types.v)},
-                   {"kv_bytes_per_position", cost.kv_bytes_per_position},
-                   {"state_bytes_per_token", cost.state_bytes},
-                   {"mem_read_gbps", membw},
-                   {"isa", IsaName(ActiveIsa())},
-                   {"storage_read_bytes", s.storage_read_bytes},
-                   {"tokens_decoded", uint64_t(s.n_gen) * s.n_seq * f.reps},
-                   {"expert_tier", tier}});
-    }
-    fmt::print("{}\n", j.dump(2));
-    return kExitOk;
+// --json: one object per sample.
+void PrintJson(const BenchFlags& f, const std::vector<BenchSample>& samples, const BenchReport& r) {
+  nlohmann::json j = nlohmann::json::array();
+  for (const BenchSample& s : samples) {
+    j.push_back({{"model", r.label},
+                 {"model_bytes", r.model_bytes},
+                 {"params", r.n_params},
+                 {"threads", r.threads},
+                 {"test", s.test},
+                 {"n_prompt", s.n_prompt},
+                 {"n_gen", s.n_gen},
+                 {"n_depth", s.n_depth},
+                 {"n_seq", s.n_seq},
+                 {"tps", s.tps},
+                 {"avg_ts", s.mean},
+                 {"stddev_ts", s.sd},
+                 {"weight_bytes_per_token", r.cost.bytes},
+                 {"type_k", KvTypeName(r.kv_types.k)},
+                 {"type_v", KvTypeName(r.kv_types.v)},
+                 {"kv_bytes_per_position", r.cost.kv_bytes_per_position},
+                 {"state_bytes_per_token", r.cost.state_bytes},
+                 {"mem_read_gbps", r.membw},
+                 {"isa", IsaName(ActiveIsa())},
+                 {"storage_read_bytes", s.storage_read_bytes},
+                 {"tokens_decoded", uint64_t(s.n_gen) * s.n_seq * f.reps},
+                 {"expert_tier", r.tier}});
   }
+  fmt::print("{}\n", j.dump(2));
+}
+
+// llama-bench's markdown table.
+void PrintTable(const std::vector<BenchSample>& samples, const BenchReport& r) {
   size_t test_width = 8;  // as wide as the longest name ("tg32-b8 @ d4096")
   for (const BenchSample& s : samples) test_width = std::max(test_width, s.test.size());
   fmt::print("| {:<30} | {:>10} | {:>10} | {:<7} | {:>7} | {:>{}} | {:>16} |\n", "model", "size",
@@ -231,11 +269,17 @@ int Run(const BenchFlags& f) {
   fmt::print("| {:-<30} | {:->10}: | {:->9}: | {:-<7} | {:->6}: | {:->{}}: | {:->15}: |\n", "", "",
              "", "", "", "", test_width - 1, "");
   for (const BenchSample& s : samples) {
-    fmt::print("| {:<30} | {:>10} | {:>8.2f} B | {:<7} | {:>7} | {:>{}} | {:>16} |\n", label,
-               HumanBytes(m.gguf().total_file_bytes()), n_params / 1e9, "CPU", threads, s.test,
-               test_width, fmt::format("{:.2f} ± {:.2f}", s.mean, s.sd));
+    fmt::print("| {:<30} | {:>10} | {:>8.2f} B | {:<7} | {:>7} | {:>{}} | {:>16} |\n", r.label,
+               HumanBytes(r.model_bytes), r.n_params / 1e9, "CPU", r.threads, s.test, test_width,
+               fmt::format("{:.2f} ± {:.2f}", s.mean, s.sd));
   }
   fmt::print("\n");
+}
+
+// Each sample against the machine: a single-sequence tg test's bytes per token against the
+// measured read bandwidth (the roofline), a pp test's multiply-adds per second.
+void PrintRoofline(const std::vector<BenchSample>& samples, const BenchReport& r) {
+  const TokenCost& cost = r.cost;
   for (const BenchSample& s : samples) {
     if (s.n_gen > 0 && s.n_seq == 1) {
       // Generated token i attends to n_depth + i + 1 positions: n_depth + (n_gen + 1) / 2 on
@@ -250,8 +294,8 @@ int Run(const BenchFlags& f) {
           "roofline: {} reads {} of weights and {} of KV cache ({}){} per token; achieved "
           "{:.1f} GB/s; memory read bandwidth measured now {:.1f} GB/s ({} threads); "
           "ratio {:.0f} %\n",
-          s.test, HumanBytes(cost.bytes), HumanBytes(kv), KvTypesName(o.kv_types), state, gbps,
-          membw, threads, 100 * gbps / membw);
+          s.test, HumanBytes(cost.bytes), HumanBytes(kv), KvTypesName(r.kv_types), state, gbps,
+          r.membw, r.threads, 100 * gbps / r.membw);
     }
     if (s.n_prompt > 0) {
       const double ops = 2.0 * (double(cost.macs_per_token) * s.n_prompt + cost.macs_head);
@@ -262,7 +306,39 @@ int Run(const BenchFlags& f) {
     }
   }
   fmt::print("kernels: {} ({}), experts: {}\n", IsaName(ActiveIsa()), GetCpuFeatures().ToString(),
-             tier);
+             r.tier);
+}
+
+int Run(const BenchFlags& f) {
+  Result<std::vector<int>> seqs = ParseSeqs(f.seqs);
+  if (!seqs.ok()) return ReportError(seqs.status());
+  if (f.reps < 1 || f.n_prompt < 0 || f.n_gen < 0 || f.n_depth < 0) {
+    return ReportError(InvalidArgument("-r must be >= 1, -p, -n and -d >= 0"));
+  }
+  Result<KvTypes> kv_types = ResolveKvTypes(f.kv_type);
+  if (!kv_types.ok()) return ReportError(kv_types.status());
+  Result<std::unique_ptr<Model>> model = Model::Load(f.model, LoadOptions{});
+  if (!model.ok()) return ReportError(model.status());
+  const Model& m = *model.value();
+
+  TracingEngine* tracer = nullptr;  // with --read-trace, once the stream tier made its engine
+  Result<ContextOptions> o = BenchContextOptions(f, m, *kv_types, *seqs, &tracer);
+  if (!o.ok()) return ReportError(o.status());
+  Result<std::unique_ptr<Context>> ctx = Context::Create(m, *o);
+  if (!ctx.ok()) return ReportError(ctx.status().WithContext(f.model));
+  if (Status s = CheckReadTrace(f, **ctx, tracer); !s.ok()) return ReportError(s);
+  if (!f.json) PrintStoragePlan(**ctx);
+  WaitForExpertMemory(**ctx);
+
+  Result<std::vector<BenchSample>> samples = RunTests(f, *seqs, **ctx, tracer);
+  if (!samples.ok()) return ReportError(samples.status());
+  const BenchReport report = MeasureReport(f, m, o->kv_types, std::move(ctx).value());
+  if (f.json) {
+    PrintJson(f, *samples, report);
+  } else {
+    PrintTable(*samples, report);
+    PrintRoofline(*samples, report);
+  }
   return kExitOk;
 }
 

@@ -314,160 +314,235 @@ int Converse(const RunFlags& f, Context& ctx, const Tokenizer& tok, const ChatTe
   return kExitOk;
 }
 
-int Run(const RunFlags& f) {
-  if (Status s = CheckSampling(f.sampling); !s.ok()) return ReportError(s);
+using Clock = std::chrono::steady_clock;
+
+// What the flags give before a model is loaded.
+struct RunInputs {
+  std::vector<std::pair<int32_t, float>> logit_bias;
+  std::string gbnf;    // the grammar's GBNF text; empty: none
+  std::string prompt;  // -p, or the text of -f's file; empty only with -cnv
+  ChatTemplateKwargs kwargs;
+};
+
+// Checks the flags that need no model and reads the files they name (-f, the grammar's).
+Result<RunInputs> ReadInputs(const RunFlags& f) {
+  MT_RETURN_IF_ERROR(CheckSampling(f.sampling));
+  RunInputs in;
   Result<std::vector<std::pair<int32_t, float>>> logit_bias = ParseLogitBias(f.logit_bias);
-  if (!logit_bias.ok()) return ReportError(logit_bias.status());
+  if (!logit_bias.ok()) return logit_bias.status();
+  in.logit_bias = std::move(logit_bias).value();
   Result<std::string> gbnf = LoadGrammar(f);
-  if (!gbnf.ok()) return ReportError(gbnf.status());
-  if (f.n_batch == 0) return ReportError(InvalidArgument("-b must be positive (got 0)"));
+  if (!gbnf.ok()) return gbnf.status();
+  in.gbnf = std::move(gbnf).value();
+  if (f.n_batch == 0) return InvalidArgument("-b must be positive (got 0)");
   if (f.prompt_given && !f.prompt_file.empty()) {
-    return ReportError(InvalidArgument("give the prompt with one of -p or -f, not both"));
+    return InvalidArgument("give the prompt with one of -p or -f, not both");
   }
   if (!f.conversation && !f.prompt_given && f.prompt_file.empty()) {
-    return ReportError(InvalidArgument("give the prompt with -p or -f (or converse with -cnv)"));
+    return InvalidArgument("give the prompt with -p or -f (or converse with -cnv)");
   }
-  if (f.conversation && !gbnf->empty()) {
-    return ReportError(InvalidArgument("-cnv does not take a grammar or a JSON schema"));
+  if (f.conversation && !in.gbnf.empty()) {
+    return InvalidArgument("-cnv does not take a grammar or a JSON schema");
   }
   if (f.conversation && !f.dump_logits.empty()) {
-    return ReportError(InvalidArgument("-cnv does not take --dump-logits"));
+    return InvalidArgument("-cnv does not take --dump-logits");
   }
-  std::string prompt = f.prompt;
+  in.prompt = f.prompt;
   if (!f.prompt_file.empty()) {
     Result<std::string> text = ReadWholeFile(f.prompt_file);
-    if (!text.ok()) return ReportError(text.status());
-    prompt = text.value();
+    if (!text.ok()) return text.status();
+    in.prompt = text.value();
   }
-  if (prompt.empty() && !f.conversation) {
-    return ReportError(InvalidArgument("the prompt is empty"));
-  }
-  ChatTemplateKwargs kwargs;
+  if (in.prompt.empty() && !f.conversation) return InvalidArgument("the prompt is empty");
   if (!f.chat_template_kwargs.empty()) {
     Result<ChatTemplateKwargs> k = ParseChatTemplateKwargs(f.chat_template_kwargs);
-    if (!k.ok()) return ReportError(k.status().WithContext("--chat-template-kwargs"));
-    kwargs = k.value();
+    if (!k.ok()) return k.status().WithContext("--chat-template-kwargs");
+    in.kwargs = k.value();
   }
+  return in;
+}
 
-  Result<std::unique_ptr<Model>> model = Model::Load(f.model, LoadOptions{});
-  if (!model.ok()) return ReportError(model.status());
-  const Model& m = *model.value();
-  const Tokenizer& tok = *m.tokenizer();
-  for (const auto& [id, bias] : logit_bias.value()) {
-    if (static_cast<uint32_t>(id) >= m.hparams().n_vocab) {
-      return ReportError(
-          InvalidArgument("--logit-bias: token id {} is outside the vocabulary "
-                          "(0..{})",
-                          id, m.hparams().n_vocab - 1));
+// --logit-bias's token ids against the model's vocabulary.
+Status CheckLogitBias(const std::vector<std::pair<int32_t, float>>& logit_bias, uint32_t n_vocab) {
+  for (const auto& [id, bias] : logit_bias) {
+    if (static_cast<uint32_t>(id) >= n_vocab) {
+      return InvalidArgument("--logit-bias: token id {} is outside the vocabulary (0..{})", id,
+                             n_vocab - 1);
     }
   }
+  return Status::Ok();
+}
 
+// The context of -c (default 4096, at most the model's training context), -b, the threads,
+// the KV cache types and the storage flags.
+Result<std::unique_ptr<Context>> CreateContext(const RunFlags& f, const Model& m) {
   ContextOptions copt;
   copt.n_ctx = f.n_ctx != 0 ? f.n_ctx : std::min<uint32_t>(4096, m.hparams().n_ctx_train);
   copt.n_batch = f.n_batch;
   copt.n_threads = f.n_threads;
   copt.pin_threads = f.pin_threads;
   Result<KvTypes> kv_types = ResolveKvTypes(f.kv_type);
-  if (!kv_types.ok()) return ReportError(kv_types.status());
+  if (!kv_types.ok()) return kv_types.status();
   copt.kv_types = kv_types.value();
-  if (Status s = ResolveStorageFlags(f.storage, &copt); !s.ok()) return ReportError(s);
+  MT_RETURN_IF_ERROR(ResolveStorageFlags(f.storage, &copt));
   Result<std::unique_ptr<Context>> ctx = Context::Create(m, copt);
-  if (!ctx.ok()) return ReportError(ctx.status().WithContext(f.model));
-  PrintStoragePlan(**ctx);
+  if (!ctx.ok()) return ctx.status().WithContext(f.model);
+  return ctx;
+}
 
-  std::string text = prompt;
-  bool add_bos = tok.add_bos();
-  bool parse_special = true;
-  ChatPrompt chat_prompt;  // with --chat: whether the answer may start with reasoning
-  using Clock = std::chrono::steady_clock;
+// The sampling flags with the logit biases, seeded by -s or else by the clock.
+SamplerParams SamplingOf(const RunFlags& f,
+                         const std::vector<std::pair<int32_t, float>>& logit_bias) {
   SamplerParams sp = f.sampling;
-  sp.logit_bias = logit_bias.value();
+  sp.logit_bias = logit_bias;
   sp.seed = f.seed >= 0 ? static_cast<uint64_t>(f.seed)
                         : static_cast<uint64_t>(Clock::now().time_since_epoch().count());
-  Sampler sampler(sp);
-  if (f.chat || f.conversation) {
-    const std::string* jinja = m.gguf().metadata().FindString("tokenizer.chat_template");
-    std::optional<int32_t> eos = tok.eos_id();
-    std::string eos_text = eos ? std::string(tok.token_text(*eos)) : "";
-    Result<ChatTemplate> tmpl =
-        f.chat_template.empty()
-            ? ChatTemplate::ForModel(jinja ? *jinja : "", m.hparams().arch, eos_text)
-        : ChatTemplate::ByName(f.chat_template).ok()
-            ? Result<ChatTemplate>(ChatTemplate(ChatTemplate::ByName(f.chat_template).value(),
-                                                eos_text, "--chat-template"))
-            : Result<ChatTemplate>(ChatTemplate::ByName(f.chat_template).status());
-    if (!tmpl.ok()) return ReportError(tmpl.status());
-    if (f.conversation) {
-      std::fprintf(stderr, "moetier: chat template %s (from %s)\n",
-                   std::string(tmpl->name()).c_str(), tmpl->origin().c_str());
-      return Converse(f, **ctx, tok, *tmpl, kwargs, sampler, prompt);
-    }
-    std::vector<ChatMessage> messages;
-    if (!f.system_prompt.empty()) messages.push_back({"system", f.system_prompt});
-    messages.push_back({"user", prompt});
-    Result<ChatPrompt> rendered = tmpl->Render(messages, true, nullptr, kwargs);
-    if (!rendered.ok()) return ReportError(rendered.status());
-    text = rendered->text;
-    add_bos = rendered->add_bos;
-    chat_prompt = rendered.value();
-    std::fprintf(stderr, "moetier: chat template %s (from %s)\n", std::string(tmpl->name()).c_str(),
-                 tmpl->origin().c_str());
-  }
-  Result<std::vector<int32_t>> encoded = tok.Encode(text, add_bos, parse_special);
-  if (!encoded.ok()) return ReportError(encoded.status());
-  std::vector<int32_t> tokens = encoded.value();
-  if (tokens.empty()) return ReportError(InvalidArgument("the prompt has no tokens"));
-  if (tokens.size() >= (*ctx)->n_ctx()) {
-    return ReportError(
-        InvalidArgument("the prompt has {} tokens, more than the context of {} "
-                        "(raise -c)",
-                        tokens.size(), (*ctx)->n_ctx()));
-  }
+  return sp;
+}
 
-  std::vector<float> logits;
-  auto t0 = Clock::now();
-  const LogitsFor which = f.dump_logits.empty() ? LogitsFor::kLast : LogitsFor::kAll;
-  if (Status s = (*ctx)->Eval(tokens, which, &logits); !s.ok()) return ReportError(s);
-  auto t1 = Clock::now();
-  const size_t n_vocab = (*ctx)->n_vocab();
-  if (!f.dump_logits.empty()) {
-    if (Status s = WriteNpy(f.dump_logits, logits, tokens.size(), n_vocab); !s.ok()) {
-      return ReportError(s);
-    }
-    logits.erase(logits.begin(), logits.end() - static_cast<std::ptrdiff_t>(n_vocab));
+// --chat-template's built-in template, else the model's own (from its Jinja text or its
+// architecture).
+Result<ChatTemplate> LoadChatTemplate(const RunFlags& f, const Model& m) {
+  const Tokenizer& tok = *m.tokenizer();
+  const std::string* jinja = m.gguf().metadata().FindString("tokenizer.chat_template");
+  std::optional<int32_t> eos = tok.eos_id();
+  std::string eos_text = eos ? std::string(tok.token_text(*eos)) : "";
+  if (f.chat_template.empty()) {
+    return ChatTemplate::ForModel(jinja ? *jinja : "", m.hparams().arch, eos_text);
   }
-  if (!f.no_display_prompt) Print(prompt);
+  Result<ChatTemplate::Kind> kind = ChatTemplate::ByName(f.chat_template);
+  if (!kind.ok()) return kind.status();
+  return ChatTemplate(kind.value(), eos_text, "--chat-template");
+}
 
-  std::optional<grammar::GrammarFilter> filter;
-  if (!gbnf->empty()) {
-    // A JSON schema is for the answer (a thinking model's reasoning stays free); a GBNF
-    // grammar describes the whole output.
-    const bool schema = !f.json_schema.empty() || !f.json_schema_file.empty();
-    Result<grammar::StartedGrammar> g =
-        grammar::AnswerGrammar(*gbnf, schema ? chat_prompt : ChatPrompt());
-    if (!g.ok()) return ReportError(g.status());
-    filter.emplace(g->grammar, std::make_shared<const grammar::GrammarVocab>(tok), g->start);
+// The prompt as the model reads it.
+struct PromptText {
+  std::string text;
+  bool add_bos = false;
+  ChatPrompt chat;  // with --chat: whether the answer may start with reasoning
+};
+
+// --chat: the system prompt and the prompt as a user turn, rendered by `tmpl`.
+Result<PromptText> RenderChatPrompt(const RunFlags& f, const ChatTemplate& tmpl,
+                                    const std::string& prompt, const ChatTemplateKwargs& kwargs) {
+  std::vector<ChatMessage> messages;
+  if (!f.system_prompt.empty()) messages.push_back({"system", f.system_prompt});
+  messages.push_back({"user", prompt});
+  Result<ChatPrompt> rendered = tmpl.Render(messages, true, nullptr, kwargs);
+  if (!rendered.ok()) return rendered.status();
+  return PromptText{rendered->text, rendered->add_bos, rendered.value()};
+}
+
+// The prompt's tokens; an error when there are none or they leave no room in the context.
+Result<std::vector<int32_t>> EncodePrompt(const Tokenizer& tok, const PromptText& p,
+                                          uint32_t n_ctx) {
+  Result<std::vector<int32_t>> tokens = tok.Encode(p.text, p.add_bos, /*parse_special=*/true);
+  if (!tokens.ok()) return tokens.status();
+  if (tokens->empty()) return InvalidArgument("the prompt has no tokens");
+  if (tokens->size() >= n_ctx) {
+    return InvalidArgument("the prompt has {} tokens, more than the context of {} (raise -c)",
+                           tokens->size(), n_ctx);
   }
-  int n_generated = 0;
-  std::vector<int32_t> history = tokens;
-  Result<std::string> generated = GenerateAndPrint(
-      **ctx, tok, f, sampler, filter ? &*filter : nullptr, logits, history, &n_generated);
-  if (!generated.ok()) return ReportError(generated.status());
-  Print("\n");
-  auto t2 = Clock::now();
-  const double prompt_s = std::chrono::duration<double>(t1 - t0).count();
-  const double gen_s = std::chrono::duration<double>(t2 - t1).count();
+  return tokens;
+}
+
+// --dump-logits (`path`, nothing when empty): writes the logits of every prompt token
+// (n_tokens rows of n_vocab) to the .npy file, then keeps only the last row in *logits.
+Status DumpLogits(const std::string& path, size_t n_tokens, size_t n_vocab,
+                  std::vector<float>* logits) {
+  if (path.empty()) return Status::Ok();
+  MT_RETURN_IF_ERROR(WriteNpy(path, *logits, n_tokens, n_vocab));
+  logits->erase(logits->begin(), logits->end() - static_cast<std::ptrdiff_t>(n_vocab));
+  return Status::Ok();
+}
+
+// The filter of the grammar `gbnf` (nothing when it is empty) for an answer after `chat`. A
+// JSON schema is for the answer (a thinking model's reasoning stays free); a GBNF grammar
+// describes the whole output.
+Status StartGrammar(const RunFlags& f, const std::string& gbnf, const ChatPrompt& chat,
+                    const Tokenizer& tok, std::optional<grammar::GrammarFilter>* filter) {
+  if (gbnf.empty()) return Status::Ok();
+  const bool schema = !f.json_schema.empty() || !f.json_schema_file.empty();
+  Result<grammar::StartedGrammar> g = grammar::AnswerGrammar(gbnf, schema ? chat : ChatPrompt());
+  if (!g.ok()) return g.status();
+  filter->emplace(g->grammar, std::make_shared<const grammar::GrammarVocab>(tok), g->start);
+  return Status::Ok();
+}
+
+// The closing line on stderr (the speeds), the tier statistics and --routing-stats.
+Status ReportRun(const RunFlags& f, Context& ctx, size_t n_prompt, int n_generated, double prompt_s,
+                 double gen_s) {
   std::fprintf(stderr,
                "moetier: prompt %zu tokens in %.2f s (%.1f tok/s), generation %d tokens in %.2f s "
                "(%.1f tok/s)\n",
-               tokens.size(), prompt_s, tokens.size() / std::max(prompt_s, 1e-9), n_generated,
-               gen_s, n_generated / std::max(gen_s, 1e-9));
-  if (Status s = ReportTierStats(f.storage, **ctx, prompt_s + gen_s, tokens.size() + n_generated);
-      !s.ok()) {
+               n_prompt, prompt_s, n_prompt / std::max(prompt_s, 1e-9), n_generated, gen_s,
+               n_generated / std::max(gen_s, 1e-9));
+  MT_RETURN_IF_ERROR(ReportTierStats(f.storage, ctx, prompt_s + gen_s, n_prompt + n_generated));
+  return SaveRoutingStats(f.storage, ctx);
+}
+
+// One prompt, then the generated text after it: the prompt evaluated (timed), echoed unless
+// --no-display-prompt, then sampled from until GenerateAndPrint stops.
+int Complete(const RunFlags& f, Context& ctx, Sampler& sampler, const RunInputs& in,
+             const PromptText& p) {
+  const Tokenizer& tok = *ctx.model().tokenizer();
+  Result<std::vector<int32_t>> tokens = EncodePrompt(tok, p, ctx.n_ctx());
+  if (!tokens.ok()) return ReportError(tokens.status());
+  std::vector<float> logits;
+  const auto t0 = Clock::now();
+  const LogitsFor which = f.dump_logits.empty() ? LogitsFor::kLast : LogitsFor::kAll;
+  if (Status s = ctx.Eval(*tokens, which, &logits); !s.ok()) return ReportError(s);
+  const auto t1 = Clock::now();
+  if (Status s = DumpLogits(f.dump_logits, tokens->size(), ctx.n_vocab(), &logits); !s.ok()) {
     return ReportError(s);
   }
-  if (Status s = SaveRoutingStats(f.storage, **ctx); !s.ok()) return ReportError(s);
+  if (!f.no_display_prompt) Print(in.prompt);
+  std::optional<grammar::GrammarFilter> filter;
+  if (Status s = StartGrammar(f, in.gbnf, p.chat, tok, &filter); !s.ok()) return ReportError(s);
+  int n_generated = 0;
+  std::vector<int32_t> history = *tokens;
+  Result<std::string> generated = GenerateAndPrint(
+      ctx, tok, f, sampler, filter ? &*filter : nullptr, logits, history, &n_generated);
+  if (!generated.ok()) return ReportError(generated.status());
+  Print("\n");
+  const auto t2 = Clock::now();
+  const double prompt_s = std::chrono::duration<double>(t1 - t0).count();
+  const double gen_s = std::chrono::duration<double>(t2 - t1).count();
+  if (Status s = ReportRun(f, ctx, tokens->size(), n_generated, prompt_s, gen_s); !s.ok()) {
+    return ReportError(s);
+  }
   return kExitOk;
+}
+
+int Run(const RunFlags& f) {
+  Result<RunInputs> in = ReadInputs(f);
+  if (!in.ok()) return ReportError(in.status());
+  Result<std::unique_ptr<Model>> model = Model::Load(f.model, LoadOptions{});
+  if (!model.ok()) return ReportError(model.status());
+  const Model& m = *model.value();
+  const Tokenizer& tok = *m.tokenizer();
+  if (Status s = CheckLogitBias(in->logit_bias, m.hparams().n_vocab); !s.ok()) {
+    return ReportError(s);
+  }
+  Result<std::unique_ptr<Context>> ctx = CreateContext(f, m);
+  if (!ctx.ok()) return ReportError(ctx.status());
+  PrintStoragePlan(**ctx);
+  Sampler sampler(SamplingOf(f, in->logit_bias));
+  if (!f.chat && !f.conversation) {
+    return Complete(f, **ctx, sampler, *in, PromptText{in->prompt, tok.add_bos(), ChatPrompt()});
+  }
+  Result<ChatTemplate> tmpl = LoadChatTemplate(f, m);
+  if (!tmpl.ok()) return ReportError(tmpl.status());
+  if (f.conversation) {
+    std::fprintf(stderr, "moetier: chat template %s (from %s)\n", std::string(tmpl->name()).c_str(),
+                 tmpl->origin().c_str());
+    return Converse(f, **ctx, tok, *tmpl, in->kwargs, sampler, in->prompt);
+  }
+  Result<PromptText> chat_prompt = RenderChatPrompt(f, *tmpl, in->prompt, in->kwargs);
+  if (!chat_prompt.ok()) return ReportError(chat_prompt.status());
+  std::fprintf(stderr, "moetier: chat template %s (from %s)\n", std::string(tmpl->name()).c_str(),
+               tmpl->origin().c_str());
+  return Complete(f, **ctx, sampler, *in, *chat_prompt);
 }
 
 }  // namespace

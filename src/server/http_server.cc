@@ -200,6 +200,44 @@ NativeCompletion Native(const Tokenizer& tok, std::string content, const Job& jo
   return c;
 }
 
+// httplib calls this for every status >= 400; it fills in only responses without a body
+// (unknown paths, bodies over the limit, ...).
+httplib::Server::HandlerResponse FillErrorBody(const httplib::Request& req,
+                                               httplib::Response& res) {
+  if (!res.body.empty()) return httplib::Server::HandlerResponse::Unhandled;
+  ApiError e;
+  e.http_status = res.status;
+  switch (res.status) {
+    case 404:
+      e.message = fmt::format("no route for {} {}", req.method, req.path);
+      break;
+    case 413:
+      e.message =
+          fmt::format("the request body is over the server's limit of {} MiB", kMaxBodyBytes >> 20);
+      break;
+    case 400:
+      e.message = "the request could not be read (malformed HTTP, or a body that ended early)";
+      break;
+    default:
+      e.message = fmt::format("HTTP {}", res.status);
+  }
+  e.code = res.status == 404 ? "not_found" : "";
+  res.set_content(Dump(ErrorJson(e)), "application/json");
+  return httplib::Server::HandlerResponse::Handled;
+}
+
+// A handler's exception as a 500 naming it.
+void SendException(const httplib::Request&, httplib::Response& res, std::exception_ptr ep) {
+  std::string what = "unknown exception";
+  try {
+    std::rethrow_exception(ep);
+  } catch (const std::exception& e) {
+    what = e.what();
+  } catch (...) {
+  }
+  SendError(res, ServerError(500, "internal error: " + what, "internal_error"));
+}
+
 }  // namespace
 
 struct HttpServer::Impl {
@@ -212,7 +250,44 @@ struct HttpServer::Impl {
             &metrics),
         created(std::time(nullptr)) {}
 
+  // Registers every endpoint, a group at a time, and the handlers around them: the API key
+  // check before routing, error bodies, the request counter.
   void Routes();
+  // Before routing: a 401 (Handled) for a request without a valid API key, unless the path
+  // is open (/health, the chat page).
+  httplib::Server::HandlerResponse CheckApiKey(const httplib::Request& req, httplib::Response& res);
+  // GET / and /web/NAME: the chat page.
+  void PageRoutes();
+  // OpenAI's: POST /v1/completions, /v1/chat/completions; GET /v1/models, /v1/models/ID.
+  void OpenAiRoutes();
+  // llama-server's own: POST /completion, /infill, /apply-template; GET /props.
+  void LlamaServerRoutes();
+  // The server's tokenizer, as vLLM and llama-server expose theirs: clients that send token
+  // ids (lm-eval's local-completions finds these by itself) need no copy of it. POST
+  // /tokenize, /detokenize; GET /tokenizer_info.
+  void TokenizerRoutes();
+  // GET /health, /metrics (Prometheus), /v1/tiers (the expert tiers' live counters).
+  void MonitoringRoutes();
+
+  // The model's entry in /v1/models.
+  json ModelJson() const;
+  // llama-server's server properties, which its web UI and other llama.cpp clients read for
+  // the context size, the slots and the chat template. The defaults are the sampling a
+  // request gets when it sets nothing.
+  json PropsJson() const;
+  // GET /tokenizer_info: eos/bos, the chat template, the context length.
+  json TokenizerInfoJson() const;
+  // POST /apply-template (llama-server's): the chat prompt a chat completions body would run,
+  // without running it.
+  void ApplyTemplate(const httplib::Request& req, httplib::Response& res,
+                     const httplib::ContentReader& reader);
+  // POST /tokenize: {prompt, add_special_tokens} or {content, add_special} -> token ids.
+  void Tokenize(const httplib::Request& req, httplib::Response& res,
+                const httplib::ContentReader& reader);
+  // POST /detokenize: {tokens} -> the text, as `prompt` and as `content`.
+  void Detokenize(const httplib::Request& req, httplib::Response& res,
+                  const httplib::ContentReader& reader);
+
   void Generate(const httplib::Request& req, httplib::Response& res,
                 const httplib::ContentReader& reader, Endpoint endpoint);
   // POST /infill: the prompt built from the request (InfillPrompt), then Run.
@@ -570,25 +645,43 @@ void HttpServer::Impl::Stream(const httplib::Request& req, httplib::Response& re
 void HttpServer::Impl::Routes() {
   // API keys: checked before routing, so unknown paths and bodies are not looked at either.
   http.set_pre_routing_handler([this](const httplib::Request& req, httplib::Response& res) {
-    if (options.api_keys.empty() || req.path == "/health" || IsPagePath(req.path)) {
-      return httplib::Server::HandlerResponse::Unhandled;
-    }
-    const std::string header = req.get_header_value("Authorization");
-    if (ApiKeyMatches(BearerToken(header), options.api_keys)) {
-      return httplib::Server::HandlerResponse::Unhandled;
-    }
-    ApiError e;
-    e.http_status = 401;
-    e.code = "invalid_api_key";
-    e.message = header.empty()
-                    ? "this server needs an API key: send the header 'Authorization: Bearer KEY'"
-                    : "the API key is not valid (send 'Authorization: Bearer KEY' with a key the "
-                      "server was started with)";
-    res.set_header("WWW-Authenticate", "Bearer");
-    res.set_header("Connection", "close");  // a body the request may have is left unread
-    SendError(res, e);
-    return httplib::Server::HandlerResponse::Handled;
+    return CheckApiKey(req, res);
   });
+  PageRoutes();
+  OpenAiRoutes();
+  LlamaServerRoutes();
+  TokenizerRoutes();
+  MonitoringRoutes();
+  http.set_error_handler(httplib::Server::HandlerWithResponse(FillErrorBody));
+  http.set_exception_handler(SendException);
+  http.set_logger([this](const httplib::Request& req, const httplib::Response& res) {
+    metrics.CountRequest(EndpointLabel(req.path), res.status);
+  });
+}
+
+httplib::Server::HandlerResponse HttpServer::Impl::CheckApiKey(const httplib::Request& req,
+                                                               httplib::Response& res) {
+  if (options.api_keys.empty() || req.path == "/health" || IsPagePath(req.path)) {
+    return httplib::Server::HandlerResponse::Unhandled;
+  }
+  const std::string header = req.get_header_value("Authorization");
+  if (ApiKeyMatches(BearerToken(header), options.api_keys)) {
+    return httplib::Server::HandlerResponse::Unhandled;
+  }
+  ApiError e;
+  e.http_status = 401;
+  e.code = "invalid_api_key";
+  e.message = header.empty()
+                  ? "this server needs an API key: send the header 'Authorization: Bearer KEY'"
+                  : "the API key is not valid (send 'Authorization: Bearer KEY' with a key the "
+                    "server was started with)";
+  res.set_header("WWW-Authenticate", "Bearer");
+  res.set_header("Connection", "close");  // a body the request may have is left unread
+  SendError(res, e);
+  return httplib::Server::HandlerResponse::Handled;
+}
+
+void HttpServer::Impl::PageRoutes() {
   http.Get("/", [](const httplib::Request&, httplib::Response& res) {
     const WebAsset* page = FindWebAsset("index.html");
     MT_CHECK(page != nullptr);
@@ -602,11 +695,9 @@ void HttpServer::Impl::Routes() {
     }
     SendWebAsset(res, *asset);
   });
-  http.Get("/v1/tiers", [this](const httplib::Request&, httplib::Response& res) {
-    const double uptime =
-        std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
-    SendJson(res, 200, TiersJson(scheduler.Gauges(), scheduler.Activity(), uptime));
-  });
+}
+
+void HttpServer::Impl::OpenAiRoutes() {
   http.Post("/v1/completions", [this](const httplib::Request& req, httplib::Response& res,
                                       const httplib::ContentReader& reader) {
     Generate(req, res, reader, Endpoint::kCompletions);
@@ -615,34 +706,168 @@ void HttpServer::Impl::Routes() {
                                            const httplib::ContentReader& reader) {
     Generate(req, res, reader, Endpoint::kChat);
   });
+  http.Get("/v1/models", [this](const httplib::Request&, httplib::Response& res) {
+    SendJson(res, 200, {{"object", "list"}, {"data", json::array({ModelJson()})}});
+  });
+  http.Get(R"(/v1/models/(.+))", [this](const httplib::Request& req, httplib::Response& res) {
+    if (req.matches[1] != options.model_id) {
+      ApiError e;
+      e.http_status = 404;
+      e.message = fmt::format("the model '{}' does not exist; this server serves '{}'",
+                              req.matches[1].str(), options.model_id);
+      e.param = "model";
+      e.code = "model_not_found";
+      return SendError(res, e);
+    }
+    SendJson(res, 200, ModelJson());
+  });
+}
+
+json HttpServer::Impl::ModelJson() const {
+  return json{{"id", options.model_id},
+              {"object", "model"},
+              {"created", created},
+              {"owned_by", "moetier"},
+              {"context_length", ctx.n_ctx()}};
+}
+
+void HttpServer::Impl::LlamaServerRoutes() {
   http.Post("/completion",
             [this](const httplib::Request& req, httplib::Response& res,
                    const httplib::ContentReader& reader) { NativeComplete(req, res, reader); });
   http.Post("/infill", [this](const httplib::Request& req, httplib::Response& res,
                               const httplib::ContentReader& reader) { Infill(req, res, reader); });
-  auto model_json = [this] {
-    return json{{"id", options.model_id},
-                {"object", "model"},
-                {"created", created},
-                {"owned_by", "moetier"},
-                {"context_length", ctx.n_ctx()}};
-  };
-  http.Get("/v1/models", [model_json](const httplib::Request&, httplib::Response& res) {
-    SendJson(res, 200, {{"object", "list"}, {"data", json::array({model_json()})}});
+  http.Post("/apply-template",
+            [this](const httplib::Request& req, httplib::Response& res,
+                   const httplib::ContentReader& reader) { ApplyTemplate(req, res, reader); });
+  http.Get("/props", [this](const httplib::Request&, httplib::Response& res) {
+    SendJson(res, 200, PropsJson());
   });
-  http.Get(R"(/v1/models/(.+))",
-           [this, model_json](const httplib::Request& req, httplib::Response& res) {
-             if (req.matches[1] != options.model_id) {
-               ApiError e;
-               e.http_status = 404;
-               e.message = fmt::format("the model '{}' does not exist; this server serves '{}'",
-                                       req.matches[1].str(), options.model_id);
-               e.param = "model";
-               e.code = "model_not_found";
-               return SendError(res, e);
-             }
-             SendJson(res, 200, model_json());
-           });
+}
+
+void HttpServer::Impl::ApplyTemplate(const httplib::Request& req, httplib::Response& res,
+                                     const httplib::ContentReader& reader) {
+  ApiRequest r;
+  if (!ReadRequest(req, res, reader, [&](std::string_view body) {
+        // "model" may be left out here, as llama-server allows. (Ordered: the tools are
+        // rendered in the client's key order.)
+        auto j = nlohmann::ordered_json::parse(body, nullptr, /*allow_exceptions=*/false);
+        if (j.is_object() && !j.contains("model")) j["model"] = options.model_id;
+        return ParseRequest(j.is_object() ? j.dump() : std::string(body), Endpoint::kChat,
+                            options.model_id, &r);
+      })) {
+    return;
+  }
+  if (!chat) {
+    ApiError e;
+    e.message = chat_error;
+    e.param = "messages";
+    e.code = "chat_template_unavailable";
+    return SendError(res, e);
+  }
+  Result<ChatPrompt> p = RenderChat(*chat, r, options.enable_thinking, options.reasoning_effort);
+  if (!p.ok()) {
+    ApiError e;
+    e.message = p.status().message();
+    e.param = "messages";
+    return SendError(res, e);
+  }
+  SendJson(res, 200, {{"prompt", p->text}});
+}
+
+json HttpServer::Impl::PropsJson() const {
+  const SamplingRequest defaults;
+  // The float as written (0.8, not 0.800000011920929).
+  auto num = [](float f) { return std::stod(fmt::format("{}", f)); };
+  const std::string* jinja = ctx.model().gguf().metadata().FindString("tokenizer.chat_template");
+  return {{"default_generation_settings",
+           {{"n_ctx", ctx.n_ctx()},
+            {"params",
+             {{"n_predict", -1},
+              {"temperature", num(defaults.temperature)},
+              {"top_k", defaults.top_k},
+              {"top_p", num(defaults.top_p)},
+              {"min_p", num(defaults.min_p)},
+              {"repeat_penalty", num(defaults.repeat_penalty)},
+              {"presence_penalty", num(defaults.presence_penalty)},
+              {"frequency_penalty", num(defaults.frequency_penalty)}}}}},
+          {"total_slots", options.n_parallel},
+          {"model_alias", options.model_id},
+          {"model_path", ctx.model().path()},
+          {"chat_template", jinja != nullptr ? json(*jinja) : json(nullptr)},
+          {"modalities", {{"vision", false}, {"audio", false}}},
+          {"build_info", "moetier"}};
+}
+
+void HttpServer::Impl::TokenizerRoutes() {
+  http.Post("/tokenize",
+            [this](const httplib::Request& req, httplib::Response& res,
+                   const httplib::ContentReader& reader) { Tokenize(req, res, reader); });
+  http.Post("/detokenize",
+            [this](const httplib::Request& req, httplib::Response& res,
+                   const httplib::ContentReader& reader) { Detokenize(req, res, reader); });
+  http.Get("/tokenizer_info", [this](const httplib::Request&, httplib::Response& res) {
+    SendJson(res, 200, TokenizerInfoJson());
+  });
+}
+
+void HttpServer::Impl::Tokenize(const httplib::Request& req, httplib::Response& res,
+                                const httplib::ContentReader& reader) {
+  TokenizeRequest r;
+  if (!ReadRequest(req, res, reader, [&](std::string_view body) {
+        return ParseTokenizeRequest(body, options.model_id, &r);
+      })) {
+    return;
+  }
+  Result<std::vector<int32_t>> ids = tok.Encode(r.text, r.add_special && tok.add_bos(), true);
+  if (!ids.ok()) {
+    return SendError(res, ServerError(500, ids.status().message(), "tokenizer_error"));
+  }
+  SendJson(
+      res, 200,
+      {{"tokens", ids.value()}, {"count", ids.value().size()}, {"max_model_len", ctx.n_ctx()}});
+}
+
+void HttpServer::Impl::Detokenize(const httplib::Request& req, httplib::Response& res,
+                                  const httplib::ContentReader& reader) {
+  DetokenizeRequest r;
+  if (!ReadRequest(req, res, reader, [&](std::string_view body) {
+        return ParseDetokenizeRequest(body, options.model_id, &r);
+      })) {
+    return;
+  }
+  std::vector<int32_t> ids;
+  for (size_t i = 0; i < r.tokens.size(); ++i) {
+    if (r.tokens[i] >= tok.n_vocab()) {
+      ApiError e;
+      e.message = fmt::format("tokens[{}]: token id {} is outside the vocabulary (0..{})", i,
+                              r.tokens[i], tok.n_vocab() - 1);
+      e.param = "tokens";
+      return SendError(res, e);
+    }
+    ids.push_back(static_cast<int32_t>(r.tokens[i]));
+  }
+  const std::string text = tok.Decode(ids);
+  // vLLM names the text `prompt`, llama-server `content`.
+  SendJson(res, 200, {{"prompt", text}, {"content", text}});
+}
+
+json HttpServer::Impl::TokenizerInfoJson() const {
+  auto text = [this](std::optional<int32_t> id) {
+    return id ? json(std::string(tok.token_text(*id))) : json(nullptr);
+  };
+  const std::string* jinja = ctx.model().gguf().metadata().FindString("tokenizer.chat_template");
+  return {{"tokenizer_class", "moetier"},
+          {"eos_token", text(tok.eos_id())},
+          {"bos_token", text(tok.bos_id())},
+          {"pad_token", nullptr},
+          {"add_bos_token", tok.add_bos()},
+          {"vocab_size", tok.n_vocab()},
+          {"model_max_length", ctx.n_ctx()},
+          {"chat_template", jinja != nullptr ? json(*jinja) : json(nullptr)}};
+}
+
+void HttpServer::Impl::MonitoringRoutes() {
   http.Get("/health", [this](const httplib::Request&, httplib::Response& res) {
     const SchedulerGauges g = scheduler.Gauges();
     const bool ok = scheduler.accepting();
@@ -653,160 +878,13 @@ void HttpServer::Impl::Routes() {
               {"queue_depth", g.queue_depth},
               {"api_key_required", !options.api_keys.empty()}});
   });
-  // The server's tokenizer, as vLLM and llama-server expose theirs: clients that send token
-  // ids (lm-eval's local-completions finds these by itself) need no copy of it.
-  // llama-server's server properties, which its web UI and other llama.cpp clients read for the
-  // context size, the slots and the chat template. The defaults are the sampling a request
-  // gets when it sets nothing.
-  http.Get("/props", [this](const httplib::Request&, httplib::Response& res) {
-    const SamplingRequest defaults;
-    // The float as written (0.8, not 0.800000011920929).
-    auto num = [](float f) { return std::stod(fmt::format("{}", f)); };
-    const std::string* jinja = ctx.model().gguf().metadata().FindString("tokenizer.chat_template");
-    SendJson(res, 200,
-             {{"default_generation_settings",
-               {{"n_ctx", ctx.n_ctx()},
-                {"params",
-                 {{"n_predict", -1},
-                  {"temperature", num(defaults.temperature)},
-                  {"top_k", defaults.top_k},
-                  {"top_p", num(defaults.top_p)},
-                  {"min_p", num(defaults.min_p)},
-                  {"repeat_penalty", num(defaults.repeat_penalty)},
-                  {"presence_penalty", num(defaults.presence_penalty)},
-                  {"frequency_penalty", num(defaults.frequency_penalty)}}}}},
-              {"total_slots", options.n_parallel},
-              {"model_alias", options.model_id},
-              {"model_path", ctx.model().path()},
-              {"chat_template", jinja != nullptr ? json(*jinja) : json(nullptr)},
-              {"modalities", {{"vision", false}, {"audio", false}}},
-              {"build_info", "moetier"}});
-  });
-  http.Get("/tokenizer_info", [this](const httplib::Request&, httplib::Response& res) {
-    auto text = [this](std::optional<int32_t> id) {
-      return id ? json(std::string(tok.token_text(*id))) : json(nullptr);
-    };
-    const std::string* jinja = ctx.model().gguf().metadata().FindString("tokenizer.chat_template");
-    SendJson(res, 200,
-             {{"tokenizer_class", "moetier"},
-              {"eos_token", text(tok.eos_id())},
-              {"bos_token", text(tok.bos_id())},
-              {"pad_token", nullptr},
-              {"add_bos_token", tok.add_bos()},
-              {"vocab_size", tok.n_vocab()},
-              {"model_max_length", ctx.n_ctx()},
-              {"chat_template", jinja != nullptr ? json(*jinja) : json(nullptr)}});
-  });
-  http.Post("/tokenize", [this](const httplib::Request& req, httplib::Response& res,
-                                const httplib::ContentReader& reader) {
-    TokenizeRequest r;
-    if (!ReadRequest(req, res, reader, [&](std::string_view body) {
-          return ParseTokenizeRequest(body, options.model_id, &r);
-        })) {
-      return;
-    }
-    Result<std::vector<int32_t>> ids = tok.Encode(r.text, r.add_special && tok.add_bos(), true);
-    if (!ids.ok()) {
-      return SendError(res, ServerError(500, ids.status().message(), "tokenizer_error"));
-    }
-    SendJson(
-        res, 200,
-        {{"tokens", ids.value()}, {"count", ids.value().size()}, {"max_model_len", ctx.n_ctx()}});
-  });
-  // llama-server's: the chat prompt a chat completions body would run, without running it.
-  http.Post("/apply-template", [this](const httplib::Request& req, httplib::Response& res,
-                                      const httplib::ContentReader& reader) {
-    ApiRequest r;
-    if (!ReadRequest(req, res, reader, [&](std::string_view body) {
-          // "model" may be left out here, as llama-server allows. (Ordered: the tools are
-          // rendered in the client's key order.)
-          auto j = nlohmann::ordered_json::parse(body, nullptr, /*allow_exceptions=*/false);
-          if (j.is_object() && !j.contains("model")) j["model"] = options.model_id;
-          return ParseRequest(j.is_object() ? j.dump() : std::string(body), Endpoint::kChat,
-                              options.model_id, &r);
-        })) {
-      return;
-    }
-    if (!chat) {
-      ApiError e;
-      e.message = chat_error;
-      e.param = "messages";
-      e.code = "chat_template_unavailable";
-      return SendError(res, e);
-    }
-    Result<ChatPrompt> p = RenderChat(*chat, r, options.enable_thinking, options.reasoning_effort);
-    if (!p.ok()) {
-      ApiError e;
-      e.message = p.status().message();
-      e.param = "messages";
-      return SendError(res, e);
-    }
-    SendJson(res, 200, {{"prompt", p->text}});
-  });
-  http.Post("/detokenize", [this](const httplib::Request& req, httplib::Response& res,
-                                  const httplib::ContentReader& reader) {
-    DetokenizeRequest r;
-    if (!ReadRequest(req, res, reader, [&](std::string_view body) {
-          return ParseDetokenizeRequest(body, options.model_id, &r);
-        })) {
-      return;
-    }
-    std::vector<int32_t> ids;
-    for (size_t i = 0; i < r.tokens.size(); ++i) {
-      if (r.tokens[i] >= tok.n_vocab()) {
-        ApiError e;
-        e.message = fmt::format("tokens[{}]: token id {} is outside the vocabulary (0..{})", i,
-                                r.tokens[i], tok.n_vocab() - 1);
-        e.param = "tokens";
-        return SendError(res, e);
-      }
-      ids.push_back(static_cast<int32_t>(r.tokens[i]));
-    }
-    const std::string text = tok.Decode(ids);
-    // vLLM names the text `prompt`, llama-server `content`.
-    SendJson(res, 200, {{"prompt", text}, {"content", text}});
-  });
   http.Get("/metrics", [this](const httplib::Request&, httplib::Response& res) {
     res.set_content(metrics.Render(scheduler.Gauges()), "text/plain; version=0.0.4");
   });
-  // httplib calls this for every status >= 400; fill in only responses without a body
-  // (unknown paths, bodies over the limit, ...).
-  http.set_error_handler(httplib::Server::HandlerWithResponse([](const httplib::Request& req,
-                                                                 httplib::Response& res) {
-    if (!res.body.empty()) return httplib::Server::HandlerResponse::Unhandled;
-    ApiError e;
-    e.http_status = res.status;
-    switch (res.status) {
-      case 404:
-        e.message = fmt::format("no route for {} {}", req.method, req.path);
-        break;
-      case 413:
-        e.message = fmt::format("the request body is over the server's limit of {} MiB",
-                                kMaxBodyBytes >> 20);
-        break;
-      case 400:
-        e.message = "the request could not be read (malformed HTTP, or a body that ended early)";
-        break;
-      default:
-        e.message = fmt::format("HTTP {}", res.status);
-    }
-    e.code = res.status == 404 ? "not_found" : "";
-    res.set_content(Dump(ErrorJson(e)), "application/json");
-    return httplib::Server::HandlerResponse::Handled;
-  }));
-  http.set_exception_handler(
-      [](const httplib::Request&, httplib::Response& res, std::exception_ptr ep) {
-        std::string what = "unknown exception";
-        try {
-          std::rethrow_exception(ep);
-        } catch (const std::exception& e) {
-          what = e.what();
-        } catch (...) {
-        }
-        SendError(res, ServerError(500, "internal error: " + what, "internal_error"));
-      });
-  http.set_logger([this](const httplib::Request& req, const httplib::Response& res) {
-    metrics.CountRequest(EndpointLabel(req.path), res.status);
+  http.Get("/v1/tiers", [this](const httplib::Request&, httplib::Response& res) {
+    const double uptime =
+        std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
+    SendJson(res, 200, TiersJson(scheduler.Gauges(), scheduler.Activity(), uptime));
   });
 }
 

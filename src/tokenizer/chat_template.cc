@@ -588,9 +588,7 @@ Result<ChatPrompt> ChatTemplate::Render(std::span<const ChatMessage> messages,
   if (!tools.is_null() && !tools.is_array()) {
     return InvalidArgument("chat: tools must be an array (got {})", tools.type_name());
   }
-  if (kwargs.reasoning_effort) {
-    if (Status s = CheckReasoningEffort(*kwargs.reasoning_effort); !s.ok()) return s;
-  }
+  if (kwargs.reasoning_effort) MT_RETURN_IF_ERROR(CheckReasoningEffort(*kwargs.reasoning_effort));
   if (kind_ == Kind::kHarmony) {
     return chat_internal::RenderHarmony(messages, add_generation_prompt, tools, kwargs,
                                         date_.empty() ? Today() : date_);
