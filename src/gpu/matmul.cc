@@ -5,7 +5,9 @@
 #include <cstring>
 #include <string>
 
+#include "base/check.h"
 #include "gpu/shaders.h"
+#include "quant/iq_grids.h"
 
 namespace mt::gpu {
 namespace {
@@ -21,6 +23,42 @@ struct MatMulPush {
 static_assert(sizeof(MatMulPush) == 36);
 
 constexpr uint32_t kTokensPerGroup = 8;  // TOKENS in shaders/mm_main.glsl
+
+// The IQ lattice types read their grids from a 4th binding (shaders/mm_iq_grids.glsl).
+bool UsesGrids(GgmlType type) {
+  switch (type) {
+    case GgmlType::kIQ2_XXS:
+    case GgmlType::kIQ2_XS:
+    case GgmlType::kIQ2_S:
+    case GgmlType::kIQ3_XXS:
+    case GgmlType::kIQ3_S:
+    case GgmlType::kIQ1_S:
+    case GgmlType::kIQ1_M:
+      return true;
+    default:
+      return false;
+  }
+}
+
+template <typename Entry, int kPoints>
+void AppendGrid(const IqGrid<Entry, kPoints>& grid, std::vector<uint32_t>* words) {
+  const size_t at = words->size();
+  words->resize(at + sizeof(grid.entry) / 4);
+  std::memcpy(words->data() + at, grid.entry, sizeof(grid.entry));
+}
+
+// The grids one after another, at the word offsets IQ*_GRID of shaders/mm_iq_grids.glsl.
+std::vector<uint32_t> GridWords() {
+  std::vector<uint32_t> words;
+  AppendGrid(kIq2XxsGrid, &words);  // word 0
+  AppendGrid(kIq2XsGrid, &words);   // 512
+  AppendGrid(kIq2SGrid, &words);    // 1536
+  AppendGrid(kIq3XxsGrid, &words);  // 3584
+  AppendGrid(kIq3SGrid, &words);    // 3840
+  MT_CHECK_MSG(words.size() == 4352, "gpu matmul: IQ grid layout changed");
+  AppendGrid(kIq1SGrid, &words);  // 4352
+  return words;
+}
 
 // "mm_q4_k" for Q4_K: the shader's file name.
 std::string ShaderName(GgmlType type) {
@@ -46,10 +84,12 @@ BufferRange Binding(const Buffer* buffer, uint64_t offset, uint64_t bytes, uint6
 
 const std::vector<GgmlType>& GpuMatMulTypes() {
   static const std::vector<GgmlType> kTypes = {
-      GgmlType::kF32,  GgmlType::kF16,   GgmlType::kBF16,   GgmlType::kQ8_0,
-      GgmlType::kQ4_K, GgmlType::kQ6_K,  GgmlType::kQ5_K,   GgmlType::kQ4_0,
-      GgmlType::kQ4_1, GgmlType::kQ5_0,  GgmlType::kQ5_1,   GgmlType::kQ2_K,
-      GgmlType::kQ3_K, GgmlType::kMXFP4, GgmlType::kIQ4_NL, GgmlType::kIQ4_XS,
+      GgmlType::kF32,     GgmlType::kF16,    GgmlType::kBF16,   GgmlType::kQ8_0,
+      GgmlType::kQ4_K,    GgmlType::kQ6_K,   GgmlType::kQ5_K,   GgmlType::kQ4_0,
+      GgmlType::kQ4_1,    GgmlType::kQ5_0,   GgmlType::kQ5_1,   GgmlType::kQ2_K,
+      GgmlType::kQ3_K,    GgmlType::kMXFP4,  GgmlType::kIQ4_NL, GgmlType::kIQ4_XS,
+      GgmlType::kIQ2_XXS, GgmlType::kIQ2_XS, GgmlType::kIQ2_S,  GgmlType::kIQ3_XXS,
+      GgmlType::kIQ3_S,   GgmlType::kIQ1_S,  GgmlType::kIQ1_M,
   };
   return kTypes;
 }
@@ -59,12 +99,25 @@ bool GpuCanMatMul(GgmlType type) {
   return std::find(types.begin(), types.end(), type) != types.end();
 }
 
+Result<std::unique_ptr<MatMul>> MatMul::Create(Device* device) {
+  std::unique_ptr<MatMul> matmul(new MatMul(device));
+  const std::vector<uint32_t> words = GridWords();
+  const std::span<const uint8_t> bytes(reinterpret_cast<const uint8_t*>(words.data()),
+                                       words.size() * 4);
+  Result<Buffer> grids = device->CreateBuffer(bytes.size());
+  if (!grids.ok()) return grids.status();
+  MT_RETURN_IF_ERROR(device->Upload(*grids, 0, bytes));
+  matmul->grids_ = std::move(*grids);
+  return matmul;
+}
+
 Result<const Pipeline*> MatMul::PipelineFor(GgmlType type) {
   const auto id = static_cast<size_t>(type);
   if (id >= pipelines_.size()) pipelines_.resize(id + 1);
   if (pipelines_[id] == nullptr) {
     const std::string name = ShaderName(type);
-    Result<Pipeline> p = device_->CreatePipeline(name, ShaderSpirv(name), 3, sizeof(MatMulPush));
+    Result<Pipeline> p = device_->CreatePipeline(name, ShaderSpirv(name), UsesGrids(type) ? 4 : 3,
+                                                 sizeof(MatMulPush));
     if (!p.ok()) return p.status();
     pipelines_[id] = std::make_unique<Pipeline>(std::move(*p));
   }
@@ -100,10 +153,11 @@ Status MatMul::Record(CommandRecorder& rec, const MatMulArgs& a) {
   }
   const uint64_t align = device_->storage_offset_alignment();
   uint64_t w_skip, x_skip, y_skip;
-  const BufferRange ranges[3] = {
+  const BufferRange ranges[4] = {
       Binding(a.w, a.w_offset, w_bytes, align, &w_skip),
       Binding(a.x, a.x_offset * 4, x_floats * 4, align, &x_skip),
       Binding(a.y, a.y_offset * 4, y_floats * 4, align, &y_skip),
+      BufferRange{&grids_, 0, grids_.size()},
   };
   // The shader indexes 32-bit words with 32-bit integers.
   const uint64_t kMaxWords = uint64_t{1} << 32;
@@ -128,8 +182,9 @@ Status MatMul::Record(CommandRecorder& rec, const MatMulArgs& a) {
   const uint64_t groups_x = std::min<uint64_t>(static_cast<uint64_t>(a.m), max_x);
   const uint64_t groups_y = (static_cast<uint64_t>(a.m) + groups_x - 1) / groups_x;
   const uint64_t groups_z = (static_cast<uint64_t>(a.n) + kTokensPerGroup - 1) / kTokensPerGroup;
-  rec.Dispatch(**pipeline, ranges, push_bytes, static_cast<uint32_t>(groups_x),
-               static_cast<uint32_t>(groups_y), static_cast<uint32_t>(groups_z));
+  rec.Dispatch(**pipeline, std::span(ranges, UsesGrids(a.type) ? 4 : 3), push_bytes,
+               static_cast<uint32_t>(groups_x), static_cast<uint32_t>(groups_y),
+               static_cast<uint32_t>(groups_z));
   return rec.status();
 }
 

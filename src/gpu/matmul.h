@@ -36,11 +36,13 @@ struct MatMulArgs {
   int64_t y_stride = 0;       // floats between rows of Y; 0 means m
 };
 
-// The matrix-product pipelines of one Device, built on first use of each type. Used by one
-// thread at a time, as its Device; must be destroyed before the Device.
+// The matrix-product pipelines of one Device, built on first use of each type, and the IQ
+// types' grids in a device buffer. Used by one thread at a time, as its Device; must be
+// destroyed before the Device.
 class MatMul {
  public:
-  explicit MatMul(Device* device) : device_(device) {}
+  // Uploads the IQ grids (34 KB; a submission of its own, so not inside Device::Execute).
+  static Result<std::unique_ptr<MatMul>> Create(Device* device);
 
   // Records Y = X . W^T into `rec` (no barrier before or after: the caller orders it with
   // the work around it). kInvalidArgument for a type without a shader, a k that is not a
@@ -52,9 +54,11 @@ class MatMul {
   Status Run(const MatMulArgs& args);
 
  private:
+  explicit MatMul(Device* device) : device_(device) {}
   Result<const Pipeline*> PipelineFor(GgmlType type);
 
   Device* device_;
+  Buffer grids_;  // the IQ grids, laid out as shaders/mm_iq_grids.glsl reads them
   std::vector<std::unique_ptr<Pipeline>> pipelines_;  // by type id; null until first use
 };
 

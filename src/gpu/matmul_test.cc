@@ -28,7 +28,14 @@ Gpu& TheGpu() {
     Result<std::unique_ptr<Device>> device = Device::Create(0);
     if (device.ok()) {
       g->device = std::move(*device);
-      g->matmul = std::make_unique<MatMul>(g->device.get());
+      Result<std::unique_ptr<MatMul>> matmul = MatMul::Create(g->device.get());
+      if (matmul.ok()) {
+        g->matmul = std::move(*matmul);
+      } else {
+        ADD_FAILURE() << matmul.status().message();
+        g->device.reset();
+        g->skip = matmul.status().message();
+      }
     } else if (device.status().code() == StatusCode::kNotFound) {
       g->skip = device.status().message();
     } else {
