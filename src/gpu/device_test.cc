@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 
 #include <cstdint>
+#include <cstdlib>
 #include <numeric>
 #include <vector>
 
@@ -42,6 +43,35 @@ TEST(Device, MissingDeviceIsNotFound) {
   EXPECT_NE(device.status().message().find("Vulkan device"), std::string::npos)
       << device.status().message();
   EXPECT_FALSE(Device::Create(-1).ok());
+}
+
+// A machine without any Vulkan driver (the loader finds no ICD): an empty list, and opening
+// a device is kNotFound in one line, never a crash.
+TEST(Device, NoDriverIsNotFound) {
+  const char* kVars[] = {"VK_ICD_FILENAMES", "VK_DRIVER_FILES"};
+  std::string saved[2];
+  bool had[2];
+  for (int i = 0; i < 2; ++i) {
+    const char* v = std::getenv(kVars[i]);
+    had[i] = v != nullptr;
+    if (had[i]) saved[i] = v;
+    setenv(kVars[i], "/nonexistent/no_such_icd.json", 1);
+  }
+  Result<std::vector<DeviceInfo>> devices = ListDevices();
+  Result<std::unique_ptr<Device>> device = Device::Create(0);
+  for (int i = 0; i < 2; ++i) {
+    if (had[i]) {
+      setenv(kVars[i], saved[i].c_str(), 1);
+    } else {
+      unsetenv(kVars[i]);
+    }
+  }
+  ASSERT_TRUE(devices.ok()) << devices.status().message();
+  EXPECT_TRUE(devices->empty());
+  ASSERT_FALSE(device.ok());
+  EXPECT_EQ(device.status().code(), StatusCode::kNotFound) << device.status().message();
+  EXPECT_NE(device.status().message().find("no Vulkan device found"), std::string::npos)
+      << device.status().message();
 }
 
 TEST(Device, UploadDownloadRoundTripsAtAnyOffset) {
