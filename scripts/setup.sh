@@ -9,6 +9,7 @@ apt_packages=(
   libfmt-dev libcli11-dev nlohmann-json3-dev libxxhash-dev liburing-dev libnuma-dev
   libcpp-httplib-dev libgtest-dev libgmock-dev libbenchmark-dev libpcre2-dev libutf8proc-dev
   python3-numpy python3-jinja2
+  libvulkan-dev glslc mesa-vulkan-drivers  # the Vulkan backend (MT_VULKAN); lavapipe runs its tests
   chromium  # the chat page's browser test (tests/e2e/serve_chat_page.sh), headless
 )
 # Node.js may come from elsewhere on the machine; take Debian's only when none is on PATH.

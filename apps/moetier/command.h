@@ -52,5 +52,6 @@ CommandMain SetupBench(CLI::App& sub);
 CommandMain SetupProfile(CLI::App& sub);
 CommandMain SetupServe(CLI::App& sub);
 CommandMain SetupPack(CLI::App& sub);
+CommandMain SetupDevices(CLI::App& sub);
 
 }  // namespace mt::cli

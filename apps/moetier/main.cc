@@ -70,6 +70,7 @@ constexpr CommandDef kCommands[] = {
      "Rewrite a model as an expert-major pack (one aligned, checksummed record per "
      "expert), or --verify one",
      SetupPack},
+    {"devices", "List the Vulkan devices (also: moetier --list-devices)", SetupDevices},
 };
 
 }  // namespace
@@ -84,6 +85,9 @@ int main(int argc, char** argv) {
   std::string names;
   for (const CommandDef& def : kCommands)
     names += (names.empty() ? "" : ", ") + std::string(def.name);
+  // llama.cpp's `--list-devices` is the `devices` command here.
+  if (argc >= 2 && std::string_view(argv[1]) == "--list-devices")
+    argv[1] = const_cast<char*>("devices");
   if (argc == 1) {
     std::fprintf(stderr, "moetier: usage error: a command is required (%s; see moetier --help)\n",
                  names.c_str());

@@ -1,0 +1,222 @@
+#include "gpu/matmul.h"
+
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstdio>
+#include <cstring>
+#include <random>
+#include <vector>
+
+#include "quant/dequant.h"
+#include "quant/quantize.h"
+
+namespace mt::gpu {
+namespace {
+
+// One device and one MatMul for the whole binary (pipelines are built once per type), torn
+// down before the process exits.
+struct Gpu {
+  std::unique_ptr<Device> device;
+  std::unique_ptr<MatMul> matmul;
+  std::string skip;  // why there is no device
+};
+
+Gpu& TheGpu() {
+  static Gpu* gpu = [] {
+    auto* g = new Gpu;
+    Result<std::unique_ptr<Device>> device = Device::Create(0);
+    if (device.ok()) {
+      g->device = std::move(*device);
+      Result<std::unique_ptr<MatMul>> matmul = MatMul::Create(g->device.get());
+      if (matmul.ok()) {
+        g->matmul = std::move(*matmul);
+      } else {
+        ADD_FAILURE() << matmul.status().message();
+        g->device.reset();
+        g->skip = matmul.status().message();
+      }
+    } else if (device.status().code() == StatusCode::kNotFound) {
+      g->skip = device.status().message();
+    } else {
+      ADD_FAILURE() << device.status().message();
+      g->skip = device.status().message();
+    }
+    return g;
+  }();
+  return *gpu;
+}
+
+class GpuEnvironment : public ::testing::Environment {
+ public:
+  void TearDown() override {
+    Gpu& gpu = TheGpu();
+    gpu.matmul.reset();
+    gpu.device.reset();
+  }
+};
+const auto* const kEnvironment = ::testing::AddGlobalTestEnvironment(new GpuEnvironment);
+
+struct Shape {
+  int64_t m, k, n;
+  bool offsets;  // W, X and Y away from offset 0, rows of X and Y padded
+};
+
+// Shapes for a type with `block` elements per block: k a few blocks (fewer chunks than the
+// 64 threads of a workgroup) and many (each thread several), n = 1, a few and more than the
+// 8 tokens of a workgroup.
+std::vector<Shape> ShapesFor(int64_t block) {
+  std::vector<Shape> shapes = {
+      {5, 256, 1, false},
+      {19, 1280, 3, true},
+      {6, 4352, 11, true},
+  };
+  if (block <= 32) {
+    shapes.push_back({9, 96, 2, false});  // 3 blocks of 32
+  }
+  if (block == 1) {
+    shapes.push_back({3, 67, 4, true});  // an odd k
+  }
+  return shapes;
+}
+
+struct Error {
+  double max_rel = 0;  // max over outputs of |gpu - ref| / sum_i |w_i x_i|
+};
+
+// Runs one product on the GPU and compares it with the reference: the scalar dequantizer's
+// weights times X, summed in double.
+void CheckProduct(GgmlType type, const Shape& s, uint32_t seed, Error* error) {
+  Gpu& gpu = TheGpu();
+  std::mt19937 rng(seed);
+  std::normal_distribution<float> normal(0.0f, 1.0f);
+  std::uniform_real_distribution<float> uniform(-1.0f, 1.0f);
+  const uint64_t row_bytes = RowBytes(type, s.k);
+  const uint64_t w_offset = s.offsets ? 5 : 0;                               // bytes: an odd start
+  const int64_t x_offset = s.offsets ? 3 : 0, y_offset = s.offsets ? 2 : 0;  // floats
+  const int64_t x_stride = s.offsets ? s.k + 1 : s.k;
+  const int64_t y_stride = s.offsets ? s.m + 2 : s.m;
+
+  // W: rows of different magnitudes, quantized by the project's quantizer.
+  std::vector<uint8_t> w_bytes(w_offset + s.m * row_bytes, 0xA5);
+  std::vector<float> w_ref(s.m * s.k);  // (m, k) as the reference dequantizer reads W
+  std::vector<float> row(s.k);
+  for (int64_t r = 0; r < s.m; ++r) {
+    const float magnitude = std::ldexp(1.0f, static_cast<int>(r % 5) - 2);
+    for (float& v : row) v = magnitude * normal(rng);
+    uint8_t* dst = w_bytes.data() + w_offset + r * row_bytes;
+    QuantizeRow(type, row.data(), dst, s.k, QuantEffort::kFast);
+    DequantizeRow(type, dst, w_ref.data() + r * s.k, s.k);
+  }
+  std::vector<float> x(x_offset + s.n * x_stride, 1e30f);  // padding that must not be read
+  for (int64_t t = 0; t < s.n; ++t) {
+    for (int64_t i = 0; i < s.k; ++i) x[x_offset + t * x_stride + i] = uniform(rng);
+  }
+  const size_t y_floats = y_offset + s.n * y_stride;
+
+  Result<Buffer> w = gpu.device->CreateBuffer(w_bytes.size());
+  Result<Buffer> xb = gpu.device->CreateBuffer(x.size() * 4);
+  Result<Buffer> yb = gpu.device->CreateBuffer(y_floats * 4);
+  ASSERT_TRUE(w.ok() && xb.ok() && yb.ok());
+  ASSERT_TRUE(gpu.device->Upload(*w, 0, w_bytes).ok());
+  ASSERT_TRUE(
+      gpu.device->Upload(*xb, 0, {reinterpret_cast<const uint8_t*>(x.data()), x.size() * 4}).ok());
+  std::vector<float> y(y_floats, -7.0f);  // sentinels in the padding
+  ASSERT_TRUE(
+      gpu.device->Upload(*yb, 0, {reinterpret_cast<const uint8_t*>(y.data()), y.size() * 4}).ok());
+  MatMulArgs args;
+  args.type = type;
+  args.w = &*w;
+  args.w_offset = w_offset;
+  args.x = &*xb;
+  args.x_offset = x_offset;
+  args.y = &*yb;
+  args.y_offset = y_offset;
+  args.m = s.m;
+  args.k = s.k;
+  args.n = s.n;
+  args.x_stride = x_stride;
+  args.y_stride = y_stride;
+  Status run = gpu.matmul->Run(args);
+  ASSERT_TRUE(run.ok()) << run.message();
+  ASSERT_TRUE(
+      gpu.device->Download(*yb, 0, {reinterpret_cast<uint8_t*>(y.data()), y.size() * 4}).ok());
+
+  for (int64_t t = 0; t < s.n; ++t) {
+    for (int64_t r = 0; r < s.m; ++r) {
+      double sum = 0, magnitude = 0;
+      for (int64_t i = 0; i < s.k; ++i) {
+        const double p = double{w_ref[r * s.k + i]} * double{x[x_offset + t * x_stride + i]};
+        sum += p;
+        magnitude += std::fabs(p);
+      }
+      ASSERT_GT(magnitude, 0.0);
+      const double got = y[y_offset + t * y_stride + r];
+      const double rel = std::fabs(got - sum) / magnitude;
+      error->max_rel = std::max(error->max_rel, rel);
+      ASSERT_LE(rel, 1e-5) << TypeName(type) << " m=" << s.m << " k=" << s.k << " n=" << s.n
+                           << ": Y[" << t << ", " << r << "] = " << got << ", want " << sum;
+    }
+    for (int64_t r = s.m; r < y_stride; ++r) {
+      ASSERT_EQ(y[y_offset + t * y_stride + r], -7.0f) << "padding of Y written";
+    }
+  }
+  for (int64_t i = 0; i < y_offset; ++i) ASSERT_EQ(y[i], -7.0f) << "before Y written";
+}
+
+class GpuMatMulTest : public ::testing::TestWithParam<GgmlType> {};
+
+TEST_P(GpuMatMulTest, MatchesScalarDequantizer) {
+  Gpu& gpu = TheGpu();
+  if (gpu.device == nullptr) GTEST_SKIP() << gpu.skip;
+  const GgmlType type = GetParam();
+  Error error;
+  uint32_t seed = 1;
+  for (const Shape& s : ShapesFor(TraitsOf(type).block_size)) {
+    SCOPED_TRACE(testing::Message() << "m=" << s.m << " k=" << s.k << " n=" << s.n);
+    CheckProduct(type, s, seed++, &error);
+    if (HasFatalFailure()) return;
+  }
+  std::printf("gpu matmul %s: max |gpu - ref| / sum|w x| = %.2e\n",
+              std::string(TypeName(type)).c_str(), error.max_rel);
+}
+
+INSTANTIATE_TEST_SUITE_P(AllTypes, GpuMatMulTest, ::testing::ValuesIn(GpuMatMulTypes()),
+                         [](const ::testing::TestParamInfo<GgmlType>& info) {
+                           return std::string(TypeName(info.param));
+                         });
+
+TEST(GpuMatMul, RefusesBadArguments) {
+  Gpu& gpu = TheGpu();
+  if (gpu.device == nullptr) GTEST_SKIP() << gpu.skip;
+  Result<Buffer> w = gpu.device->CreateBuffer(144);  // one Q4_K block
+  Result<Buffer> x = gpu.device->CreateBuffer(256 * 4);
+  Result<Buffer> y = gpu.device->CreateBuffer(4);
+  ASSERT_TRUE(w.ok() && x.ok() && y.ok());
+  MatMulArgs args;
+  args.type = GgmlType::kQ4_K;
+  args.w = &*w;
+  args.x = &*x;
+  args.y = &*y;
+  args.m = 1;
+  args.k = 256;
+  args.n = 1;
+  EXPECT_TRUE(gpu.matmul->Run(args).ok());
+  MatMulArgs bad = args;
+  bad.k = 128;  // not a multiple of 256
+  EXPECT_EQ(gpu.matmul->Run(bad).code(), StatusCode::kInvalidArgument);
+  bad = args;
+  bad.m = 2;  // W past its buffer
+  EXPECT_EQ(gpu.matmul->Run(bad).code(), StatusCode::kInvalidArgument);
+  bad = args;
+  bad.n = 2;  // X and Y past their buffers
+  EXPECT_EQ(gpu.matmul->Run(bad).code(), StatusCode::kInvalidArgument);
+  bad = args;
+  bad.type = GgmlType::kQ8_K;  // no shader
+  Status s = gpu.matmul->Run(bad);
+  EXPECT_EQ(s.code(), StatusCode::kInvalidArgument);
+  EXPECT_NE(s.message().find("q8_K"), std::string::npos) << s.message();
+}
+
+}  // namespace
+}  // namespace mt::gpu

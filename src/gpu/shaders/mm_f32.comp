@@ -1,0 +1,10 @@
+// Y = X . W^T with W in f32 (one float per element).
+#version 450
+#define BLOCK_SIZE 1
+#define BLOCK_BYTES 4
+#define CHUNK 1
+#include "mm_head.glsl"
+
+void DequantChunk(uint b, uint sub, out float v[CHUNK]) { v[0] = uintBitsToFloat(U32(b)); }
+
+#include "mm_main.glsl"
