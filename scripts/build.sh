@@ -5,10 +5,14 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 if [ ! -f build/build.ninja ]; then
-  CC=clang CXX=clang++ cmake -S . -B build -G Ninja -DCMAKE_BUILD_TYPE=Release -DMT_WERROR=ON -DMT_VULKAN=ON "$@"
-elif ! grep -q '^MT_WERROR:BOOL=ON' build/CMakeCache.txt; then
-  cmake -B build -DMT_WERROR=ON "$@"  # a build/ configured before MT_WERROR existed
-elif ! grep -q '^MT_VULKAN:BOOL=ON' build/CMakeCache.txt; then
-  cmake -B build -DMT_VULKAN=ON "$@"  # a build/ configured before MT_VULKAN existed
+  CC=clang CXX=clang++ cmake -S . -B build -G Ninja -DCMAKE_BUILD_TYPE=Release -DMT_WERROR=ON \
+    -DMT_VULKAN=ON "$@"
+else
+  # A build/ configured before an option existed (or by hand without it) gets it turned on.
+  missing=()
+  for option in MT_WERROR MT_VULKAN; do
+    grep -q "^$option:BOOL=ON" build/CMakeCache.txt || missing+=("-D$option=ON")
+  done
+  [ ${#missing[@]} -eq 0 ] && [ $# -eq 0 ] || cmake -B build "${missing[@]}" "$@"
 fi
 cmake --build build -j "$(nproc)"
