@@ -448,54 +448,61 @@ class RefusingEngine final : public IoEngine {
   std::unique_ptr<IoEngine> inner_;
 };
 
-TEST_F(StreamStoreTest, ARefusedBatchFailsTheDemandAndTheStoreRecovers) {
+// A store over a RefusingEngine, which *engine points to (the store owns it).
+std::unique_ptr<StreamStore> MakeRefusingStore(const ExpertLayout& layout, const StreamOptions& o,
+                                               RefusingEngine** engine) {
   auto io = std::make_unique<RefusingEngine>(CreatePreadEngine(2).value());
-  RefusingEngine* engine = io.get();
-  auto st = StreamStore::Create(*layout_, std::move(io), Slots(4, 2, 0.5));
-  ASSERT_TRUE(st.ok()) << st.status().message();
+  *engine = io.get();
+  Result<std::unique_ptr<StreamStore>> st = StreamStore::Create(layout, std::move(io), o);
+  EXPECT_TRUE(st.ok()) << st.status().message();
+  return st.ok() ? std::move(st.value()) : nullptr;
+}
+
+TEST_F(StreamStoreTest, ARefusedBatchFailsTheDemandAndTheStoreRecovers) {
+  RefusingEngine* engine = nullptr;
+  auto st = MakeRefusingStore(*layout_, Slots(4, 2, 0.5), &engine);
+  ASSERT_NE(st, nullptr);
   engine->refuse = true;
-  (*st)->BeginLayer(0, std::vector<int32_t>{1, 2});
+  st->BeginLayer(0, std::vector<int32_t>{1, 2});
   std::vector<ReadyExpert> got;
   std::vector<Status> errors;
-  Drain(**st, &got, &errors);
+  Drain(*st, &got, &errors);
   EXPECT_TRUE(got.empty());
   ASSERT_EQ(errors.size(), 2u);
   EXPECT_NE(errors[0].message().find("queue refused"), std::string::npos) << errors[0].message();
   engine->refuse = false;
-  RunLayer(**st, 0, {1, 2});
+  RunLayer(*st, 0, {1, 2});
 }
 
 // When the engine refuses a batch, the refused prefetches give their share back (they used to
 // keep it for good, and prefetch stayed shut off afterwards).
 TEST_F(StreamStoreTest, ARefusedPrefetchDoesNotUseUpTheShare) {
-  auto io = std::make_unique<RefusingEngine>(CreatePreadEngine(2).value());
-  RefusingEngine* engine = io.get();
-  auto st = StreamStore::Create(*layout_, std::move(io), Slots(4, 2, 0.5));
-  ASSERT_TRUE(st.ok()) << st.status().message();
+  RefusingEngine* engine = nullptr;
+  auto st = MakeRefusingStore(*layout_, Slots(4, 2, 0.5), &engine);
+  ASSERT_NE(st, nullptr);
   engine->refuse = true;
-  (*st)->Hint(1, std::vector<int32_t>{0, 1});
-  EXPECT_EQ((*st)->stats().total.prefetch_reads, 2u);
+  st->Hint(1, std::vector<int32_t>{0, 1});
+  EXPECT_EQ(st->stats().total.prefetch_reads, 2u);
   engine->refuse = false;
-  (*st)->Hint(1, std::vector<int32_t>{2, 3});
-  EXPECT_EQ((*st)->stats().total.prefetch_reads, 4u);  // the share is free again
+  st->Hint(1, std::vector<int32_t>{2, 3});
+  EXPECT_EQ(st->stats().total.prefetch_reads, 4u);  // the share is free again
 }
 
 // A refused placement load gives back its place among the placement reads in flight (it used
 // to keep it, and placement stopped for good after kMaxPlacingReads refusals).
 TEST_F(StreamStoreTest, ARefusedPlacementDoesNotStopPlacement) {
-  auto io = std::make_unique<RefusingEngine>(CreatePreadEngine(2).value());
-  RefusingEngine* engine = io.get();
-  auto st = StreamStore::Create(*layout_, std::move(io), Slots(8, 2, 0.0));
-  ASSERT_TRUE(st.ok()) << st.status().message();
+  RefusingEngine* engine = nullptr;
+  auto st = MakeRefusingStore(*layout_, Slots(8, 2, 0.0), &engine);
+  ASSERT_NE(st, nullptr);
   engine->refuse = true;
   const std::vector<std::pair<uint32_t, uint32_t>> hot = {{0, 0}, {0, 1}, {0, 2}, {0, 3}};
-  ASSERT_EQ((*st)->Place(hot, 6), 4u);
-  EXPECT_EQ((*st)->stats().total.placed, 2u);  // two reads at a time, both refused
-  EXPECT_EQ((*st)->stats().total.read_errors, 2u);
+  ASSERT_EQ(st->Place(hot, 6), 4u);
+  EXPECT_EQ(st->stats().total.placed, 2u);  // two reads at a time, both refused
+  EXPECT_EQ(st->stats().total.read_errors, 2u);
   engine->refuse = false;
-  RunLayer(**st, 1, {4, 5});  // its reads' completions start the rest of the placement
-  EXPECT_EQ((*st)->stats().total.placed, 4u);
-  RunLayer(**st, 0, {2, 3});
+  RunLayer(*st, 1, {4, 5});  // its reads' completions start the rest of the placement
+  EXPECT_EQ(st->stats().total.placed, 4u);
+  RunLayer(*st, 0, {2, 3});
 }
 
 TEST_F(StreamStoreTest, AChangedFileIsReportedInOneLine) {

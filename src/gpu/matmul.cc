@@ -8,6 +8,7 @@
 #include "base/check.h"
 #include "gpu/shaders.h"
 #include "quant/iq_grids.h"
+#include "quant/quantize_iq.h"  // IsIqLatticeType: these read their grids from a 4th binding
 
 namespace mt::gpu {
 namespace {
@@ -23,22 +24,6 @@ struct MatMulPush {
 static_assert(sizeof(MatMulPush) == 36);
 
 constexpr uint32_t kTokensPerGroup = 8;  // TOKENS in shaders/mm_main.glsl
-
-// The IQ lattice types read their grids from a 4th binding (shaders/mm_iq_grids.glsl).
-bool UsesGrids(GgmlType type) {
-  switch (type) {
-    case GgmlType::kIQ2_XXS:
-    case GgmlType::kIQ2_XS:
-    case GgmlType::kIQ2_S:
-    case GgmlType::kIQ3_XXS:
-    case GgmlType::kIQ3_S:
-    case GgmlType::kIQ1_S:
-    case GgmlType::kIQ1_M:
-      return true;
-    default:
-      return false;
-  }
-}
 
 template <typename Entry, int kPoints>
 void AppendGrid(const IqGrid<Entry, kPoints>& grid, std::vector<uint32_t>* words) {
@@ -116,8 +101,8 @@ Result<const Pipeline*> MatMul::PipelineFor(GgmlType type) {
   if (id >= pipelines_.size()) pipelines_.resize(id + 1);
   if (pipelines_[id] == nullptr) {
     const std::string name = ShaderName(type);
-    Result<Pipeline> p = device_->CreatePipeline(name, ShaderSpirv(name), UsesGrids(type) ? 4 : 3,
-                                                 sizeof(MatMulPush));
+    Result<Pipeline> p = device_->CreatePipeline(name, ShaderSpirv(name),
+                                                 IsIqLatticeType(type) ? 4 : 3, sizeof(MatMulPush));
     if (!p.ok()) return p.status();
     pipelines_[id] = std::make_unique<Pipeline>(std::move(*p));
   }
@@ -182,7 +167,7 @@ Status MatMul::Record(CommandRecorder& rec, const MatMulArgs& a) {
   const uint64_t groups_x = std::min<uint64_t>(static_cast<uint64_t>(a.m), max_x);
   const uint64_t groups_y = (static_cast<uint64_t>(a.m) + groups_x - 1) / groups_x;
   const uint64_t groups_z = (static_cast<uint64_t>(a.n) + kTokensPerGroup - 1) / kTokensPerGroup;
-  rec.Dispatch(**pipeline, std::span(ranges, UsesGrids(a.type) ? 4 : 3), push_bytes,
+  rec.Dispatch(**pipeline, std::span(ranges, IsIqLatticeType(a.type) ? 4 : 3), push_bytes,
                static_cast<uint32_t>(groups_x), static_cast<uint32_t>(groups_y),
                static_cast<uint32_t>(groups_z));
   return rec.status();
