@@ -52,6 +52,10 @@ class Buffer {
   ~Buffer();
 
   uint64_t size() const { return size_; }  // bytes
+  // The host's view of a buffer from Device::CreateHostBuffer (coherent: no flush needed,
+  // but read results only after the Wait of the submission that wrote them); null for a
+  // device-local buffer.
+  uint8_t* host_data() const;
 
   struct Impl;
   Impl* impl() const { return impl_.get(); }
@@ -132,6 +136,10 @@ class Device {
   // A device-local buffer of `bytes` (> 0). kResourceExhausted when the device has no memory
   // for it.
   Result<Buffer> CreateBuffer(uint64_t bytes);
+  // A host-visible, mapped buffer of `bytes` (> 0) that shaders and copies use as any
+  // other (Buffer::host_data()): for inputs and outputs that move every step, without the
+  // staging buffer's extra copy and wait.
+  Result<Buffer> CreateHostBuffer(uint64_t bytes);
   // Copies host bytes into `dst` at `offset` (through the staging buffer, in chunks; waits
   // until done) and back. The range must lie inside the buffer (kOutOfRange otherwise).
   Status Upload(const Buffer& dst, uint64_t offset, std::span<const uint8_t> bytes);
@@ -145,18 +153,29 @@ class Device {
   // device has finished. Returns the first recording error or the submission's failure.
   template <typename F>
   Status Execute(F&& record) {
+    MT_RETURN_IF_ERROR(Submit(record));
+    return Wait();
+  }
+
+  // Execute in two halves, so the host works while the device does: Submit records and
+  // submits without waiting; Wait blocks until that submission has finished (and is Ok when
+  // nothing is in flight). Nothing else may use the Device between the two (Upload,
+  // Download and Execute submit too: a CHECK says so).
+  template <typename F>
+  Status Submit(F&& record) {
     MT_RETURN_IF_ERROR(BeginCommands());
     CommandRecorder recorder(recorder_impl());
     record(recorder);
-    return EndCommandsAndWait(recorder.status());
+    return EndCommandsAndSubmit(recorder.status());
   }
+  Status Wait();
 
   struct Impl;
 
  private:
   explicit Device(std::unique_ptr<Impl> impl);
   Status BeginCommands();
-  Status EndCommandsAndWait(const Status& recorded);
+  Status EndCommandsAndSubmit(const Status& recorded);
   CommandRecorder::Impl* recorder_impl();
   std::unique_ptr<Impl> impl_;
 };

@@ -95,6 +95,30 @@ TEST(Device, UploadDownloadRoundTripsAtAnyOffset) {
   EXPECT_EQ(middle, std::vector<uint8_t>(bytes.begin() + 3, bytes.begin() + 8));
 }
 
+TEST(Device, HostBuffersMoveBytesBetweenSubmitAndWait) {
+  std::string skip;
+  std::unique_ptr<Device> device = OpenOrSkip(&skip);
+  if (device == nullptr) GTEST_SKIP() << skip;
+  Result<Buffer> in = device->CreateHostBuffer(64);
+  Result<Buffer> mid = device->CreateBuffer(64);
+  Result<Buffer> out = device->CreateHostBuffer(64);
+  ASSERT_TRUE(in.ok() && mid.ok() && out.ok());
+  ASSERT_NE(in->host_data(), nullptr);
+  EXPECT_EQ(mid->host_data(), nullptr);
+  std::iota(in->host_data(), in->host_data() + 64, uint8_t{3});
+  std::fill(out->host_data(), out->host_data() + 64, uint8_t{0});
+  ASSERT_TRUE(device
+                  ->Submit([&](CommandRecorder& rec) {
+                    rec.Copy(*in, 0, *mid, 0, 64);
+                    rec.Barrier();
+                    rec.Copy(*mid, 8, *out, 0, 56);
+                  })
+                  .ok());
+  ASSERT_TRUE(device->Wait().ok());
+  ASSERT_TRUE(device->Wait().ok());  // nothing in flight: Ok
+  for (int i = 0; i < 56; ++i) EXPECT_EQ(out->host_data()[i], uint8_t(3 + 8 + i)) << i;
+}
+
 TEST(Device, OutOfRangeTransfersAreErrors) {
   std::string skip;
   std::unique_ptr<Device> device = OpenOrSkip(&skip);

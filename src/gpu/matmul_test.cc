@@ -8,54 +8,12 @@
 #include <random>
 #include <vector>
 
+#include "gpu/test_gpu.h"
 #include "quant/dequant.h"
 #include "quant/quantize.h"
 
 namespace mt::gpu {
 namespace {
-
-// One device and one MatMul for the whole binary (pipelines are built once per type), torn
-// down before the process exits.
-struct Gpu {
-  std::unique_ptr<Device> device;
-  std::unique_ptr<MatMul> matmul;
-  std::string skip;  // why there is no device
-};
-
-Gpu& TheGpu() {
-  static Gpu* gpu = [] {
-    auto* g = new Gpu;
-    Result<std::unique_ptr<Device>> device = Device::Create(0);
-    if (device.ok()) {
-      g->device = std::move(*device);
-      Result<std::unique_ptr<MatMul>> matmul = MatMul::Create(g->device.get());
-      if (matmul.ok()) {
-        g->matmul = std::move(*matmul);
-      } else {
-        ADD_FAILURE() << matmul.status().message();
-        g->device.reset();
-        g->skip = matmul.status().message();
-      }
-    } else if (device.status().code() == StatusCode::kNotFound) {
-      g->skip = device.status().message();
-    } else {
-      ADD_FAILURE() << device.status().message();
-      g->skip = device.status().message();
-    }
-    return g;
-  }();
-  return *gpu;
-}
-
-class GpuEnvironment : public ::testing::Environment {
- public:
-  void TearDown() override {
-    Gpu& gpu = TheGpu();
-    gpu.matmul.reset();
-    gpu.device.reset();
-  }
-};
-const auto* const kEnvironment = ::testing::AddGlobalTestEnvironment(new GpuEnvironment);
 
 struct Shape {
   int64_t m, k, n;
@@ -87,7 +45,7 @@ struct Error {
 // Runs one product on the GPU and compares it with the reference: the scalar dequantizer's
 // weights times X, summed in double.
 void CheckProduct(GgmlType type, const Shape& s, uint32_t seed, Error* error) {
-  Gpu& gpu = TheGpu();
+  TestGpu& gpu = TheGpu();
   std::mt19937 rng(seed);
   std::normal_distribution<float> normal(0.0f, 1.0f);
   std::uniform_real_distribution<float> uniform(-1.0f, 1.0f);
@@ -167,7 +125,7 @@ void CheckProduct(GgmlType type, const Shape& s, uint32_t seed, Error* error) {
 class GpuMatMulTest : public ::testing::TestWithParam<GgmlType> {};
 
 TEST_P(GpuMatMulTest, MatchesScalarDequantizer) {
-  Gpu& gpu = TheGpu();
+  TestGpu& gpu = TheGpu();
   if (gpu.device == nullptr) GTEST_SKIP() << gpu.skip;
   const GgmlType type = GetParam();
   Error error;
@@ -187,7 +145,7 @@ INSTANTIATE_TEST_SUITE_P(AllTypes, GpuMatMulTest, ::testing::ValuesIn(GpuMatMulT
                          });
 
 TEST(GpuMatMul, RefusesBadArguments) {
-  Gpu& gpu = TheGpu();
+  TestGpu& gpu = TheGpu();
   if (gpu.device == nullptr) GTEST_SKIP() << gpu.skip;
   Result<Buffer> w = gpu.device->CreateBuffer(144);  // one Q4_K block
   Result<Buffer> x = gpu.device->CreateBuffer(256 * 4);

@@ -20,6 +20,7 @@ Buffer::Buffer() = default;
 Buffer::Buffer(Buffer&&) noexcept = default;
 Buffer& Buffer::operator=(Buffer&&) noexcept = default;
 Buffer::~Buffer() = default;
+uint8_t* Buffer::host_data() const { return nullptr; }
 
 struct Pipeline::Impl {};
 Pipeline::Pipeline() = default;
@@ -49,6 +50,7 @@ uint64_t Device::storage_offset_alignment() const { return 1; }
 uint64_t Device::max_storage_range() const { return 0; }
 uint32_t Device::max_group_count_x() const { return 0; }
 Result<Buffer> Device::CreateBuffer(uint64_t) { return NoVulkan(); }
+Result<Buffer> Device::CreateHostBuffer(uint64_t) { return NoVulkan(); }
 Status Device::Upload(const Buffer&, uint64_t, std::span<const uint8_t>) { return NoVulkan(); }
 Status Device::Download(const Buffer&, uint64_t, std::span<uint8_t>) { return NoVulkan(); }
 Result<Pipeline> Device::CreatePipeline(std::string_view, std::span<const uint32_t>, uint32_t,
@@ -56,7 +58,8 @@ Result<Pipeline> Device::CreatePipeline(std::string_view, std::span<const uint32
   return NoVulkan();
 }
 Status Device::BeginCommands() { return NoVulkan(); }
-Status Device::EndCommandsAndWait(const Status&) { return NoVulkan(); }
+Status Device::EndCommandsAndSubmit(const Status&) { return NoVulkan(); }
+Status Device::Wait() { return NoVulkan(); }
 CommandRecorder::Impl* Device::recorder_impl() { return nullptr; }
 
 }  // namespace mt::gpu

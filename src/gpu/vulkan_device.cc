@@ -226,6 +226,9 @@ Buffer::Buffer() = default;
 Buffer::Buffer(Buffer&&) noexcept = default;
 Buffer& Buffer::operator=(Buffer&&) noexcept = default;
 Buffer::~Buffer() = default;
+uint8_t* Buffer::host_data() const {
+  return impl_ == nullptr ? nullptr : static_cast<uint8_t*>(impl_->mapped);
+}
 
 // ---- Pipeline ----
 
@@ -353,6 +356,7 @@ struct Device::Impl {
   Buffer staging;  // host-visible, kStagingBytes, made on the first upload or download
   CommandRecorder::Impl recorder;
   bool recording = false;
+  bool in_flight = false;  // submitted, not waited for
 
   ~Impl() {
     if (device != VK_NULL_HANDLE) {
@@ -518,8 +522,18 @@ Result<Buffer> Device::CreateBuffer(uint64_t bytes) {
                            VK_MEMORY_PROPERTY_DEVICE_LOCAL_BIT, 0, "a device buffer");
 }
 
+Result<Buffer> Device::CreateHostBuffer(uint64_t bytes) {
+  const VkMemoryPropertyFlags host =
+      VK_MEMORY_PROPERTY_HOST_VISIBLE_BIT | VK_MEMORY_PROPERTY_HOST_COHERENT_BIT;
+  return impl_->MakeBuffer(bytes,
+                           VK_BUFFER_USAGE_STORAGE_BUFFER_BIT | VK_BUFFER_USAGE_TRANSFER_SRC_BIT |
+                               VK_BUFFER_USAGE_TRANSFER_DST_BIT,
+                           host | VK_MEMORY_PROPERTY_HOST_CACHED_BIT, host, "a host buffer");
+}
+
 Status Device::BeginCommands() {
   MT_CHECK_MSG(!impl_->recording, "Device: Execute inside Execute");
+  MT_CHECK_MSG(!impl_->in_flight, "Device: a submission before the last one's Wait");
   VkResult r = vkResetDescriptorPool(impl_->device, impl_->descriptor_pool, 0);
   if (r != VK_SUCCESS) return VkError(r, "vkResetDescriptorPool");
   r = vkResetCommandBuffer(impl_->cmd, 0);
@@ -534,7 +548,7 @@ Status Device::BeginCommands() {
   return Status::Ok();
 }
 
-Status Device::EndCommandsAndWait(const Status& recorded) {
+Status Device::EndCommandsAndSubmit(const Status& recorded) {
   impl_->recording = false;
   FullBarrier(impl_->cmd);  // this submission's writes -> the host, after the fence
   VkResult r = vkEndCommandBuffer(impl_->cmd);
@@ -548,7 +562,14 @@ Status Device::EndCommandsAndWait(const Status& recorded) {
   if (r != VK_SUCCESS) return VkError(r, "vkResetFences");
   r = vkQueueSubmit(impl_->queue, 1, &si, impl_->fence);
   if (r != VK_SUCCESS) return VkError(r, "vkQueueSubmit", impl_->info.name);
-  r = vkWaitForFences(impl_->device, 1, &impl_->fence, VK_TRUE, kFenceTimeoutNs);
+  impl_->in_flight = true;
+  return Status::Ok();
+}
+
+Status Device::Wait() {
+  if (!impl_->in_flight) return Status::Ok();
+  impl_->in_flight = false;
+  VkResult r = vkWaitForFences(impl_->device, 1, &impl_->fence, VK_TRUE, kFenceTimeoutNs);
   if (r != VK_SUCCESS) return VkError(r, "vkWaitForFences", impl_->info.name);
   return Status::Ok();
 }
