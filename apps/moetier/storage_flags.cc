@@ -39,6 +39,13 @@ void AddStorageFlags(CLI::App& sub, StorageFlags* f) {
   sub.add_option("--routing-stats", f->routing_stats,
                  "Load routing statistics at start (placing their hottest experts) and save the "
                  "live ones on exit");
+  sub.add_option("--device", f->device,
+                 "cpu, or vulkan[:N]: routed experts on that GPU (moetier devices lists them); "
+                 "no device found: a notice, and the CPU runs everything")
+      ->default_str("cpu");
+  sub.add_option("--gpu-expert-cache", f->gpu_expert_cache,
+                 "Routed experts kept in GPU memory: BYTES or N% of the experts (implies "
+                 "--device vulkan; default with --device: what fits in 90% of its memory)");
 }
 
 Status ResolveStorageFlags(const StorageFlags& f, ContextOptions* copt) {
@@ -74,6 +81,11 @@ Status ResolveStorageFlags(const StorageFlags& f, ContextOptions* copt) {
   }
   if (!f.expert_cache.empty()) MT_RETURN_IF_ERROR(ParseExpertCache(f.expert_cache, o));
   o->warm = f.warm;
+  MT_RETURN_IF_ERROR(ParseDevice(f.device, &copt->gpu));
+  if (!f.gpu_expert_cache.empty()) {
+    MT_RETURN_IF_ERROR(ParseGpuExpertCache(f.gpu_expert_cache, &copt->gpu));
+    if (copt->gpu.device < 0) copt->gpu.device = 0;
+  }
   return Status::Ok();
 }
 

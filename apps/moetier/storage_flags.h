@@ -26,6 +26,8 @@ struct StorageFlags {
   std::string placement;
   double placement_share = 0.25;
   std::string routing_stats;
+  std::string device = "cpu";
+  std::string gpu_expert_cache;
 };
 
 void AddStorageFlags(CLI::App& sub, StorageFlags* flags);

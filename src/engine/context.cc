@@ -17,6 +17,7 @@
 #include "engine/projection.h"
 #include "engine/scratch.h"
 #include "engine/swiglu_ffn.h"
+#include "gpu/device.h"
 #include "kernels/attention.h"
 #include "kernels/ops.h"
 #include "quant/dequant.h"
@@ -48,6 +49,7 @@ struct Context::Impl {
   ThreadPool pool;
   StoragePlan plan;
   std::unique_ptr<ExpertStore> store;
+  std::unique_ptr<GpuExpertTier> gpu;  // the experts on a device, or none
   // The blocks a layer is made of, by its parts; a kind no layer uses has none.
   std::array<std::unique_ptr<AttentionBlock>, kAttentionKinds> attention;  // by AttentionKind
   MoeStep moe;                     // routed (and shared) experts
@@ -325,6 +327,27 @@ Result<std::unique_ptr<Context>> Context::Create(const Model& model,
     }
   }
   impl.moe.Attach(impl.store.get(), prefetch_depth);
+  if (options.gpu.wanted()) {
+    Result<std::unique_ptr<GpuExpertTier>> gpu =
+        GpuExpertTier::Create(model, options.gpu, impl.n_batch * model.hparams().n_expert_used,
+                              profile ? &*profile : nullptr);
+    if (gpu.ok()) {
+      impl.gpu = std::move(*gpu);
+      impl.moe.AttachGpu(impl.gpu.get());
+      impl.plan.gpu = fmt::format(
+          "device {}: {} routed experts ({}), {} for a batch's rows; attention and the dense "
+          "part on the CPU",
+          impl.gpu->device_name(), impl.gpu->n_experts(), HumanBytes(impl.gpu->weight_bytes()),
+          HumanBytes(impl.gpu->scratch_bytes()));
+    } else if (gpu.status().code() == StatusCode::kNotFound ||
+               (gpu.status().code() == StatusCode::kUnimplemented && !gpu::HaveVulkan())) {
+      // No device (or no Vulkan in this build): said once, and the CPU does it all.
+      impl.plan.gpu =
+          fmt::format("no device, every expert on the CPU ({})", gpu.status().message());
+    } else {
+      return gpu.status();
+    }
+  }
   MT_RETURN_IF_ERROR(impl.Allocate());
   return ctx;
 }

@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "base/status.h"
+#include "engine/gpu_experts.h"
 #include "engine/model.h"
 #include "engine/routing_stats.h"
 #include "engine/storage.h"
@@ -41,6 +42,7 @@ struct ContextOptions {
   // start-up rather than in the middle of serving.
   bool populate_kv = false;
   StorageOptions storage;  // where the routed experts come from
+  GpuExpertOptions gpu;    // experts on a device (--device, --gpu-expert-cache)
   // Routing statistics to start from (e.g. a restarted server's, --routing-stats); empty:
   // start from zero.
   std::string routing_stats_file;

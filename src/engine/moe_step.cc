@@ -29,6 +29,8 @@ void MoeStep::SizeScratch(ScratchSizer& sizer) {
   sizer.Resize(expert_start_, E + 1);
   sizer.Resize(expert_fill_, E);
   sizer.Reserve(used_experts_, E);
+  sizer.Reserve(host_experts_, E);
+  sizer.Reserve(gpu_experts_, E);
   ex_.resize(static_cast<size_t>(pool_.size()));  // empty shells; their buffers follow
   for (ExpertScratch& s : ex_) {
     sizer.Resize(s.in, B * D);
@@ -67,7 +69,19 @@ Status MoeStep::Run(int il, int n, const float* x, const float* xn, float* ffn_o
   const int K = static_cast<int>(hp_.n_expert_used);
   const int64_t D = hp_.n_embd;
   Route(il, n, xn);
-  store_->BeginLayer(static_cast<uint32_t>(il), used_experts_);
+  SplitByTier(il);
+  if (!gpu_experts_.empty()) {
+    MT_RETURN_IF_ERROR(gpu_->Start(static_cast<uint32_t>(il), gpu_experts_, expert_start_.data(),
+                                   expert_rows_.data(), K, xn));
+  }
+  // The device's work is waited for on every way out, so the next layer can submit.
+  struct WaitForGpu {
+    GpuExpertTier* gpu;
+    ~WaitForGpu() {
+      if (gpu != nullptr) static_cast<void>(gpu->Finish());
+    }
+  } wait_for_gpu{gpu_experts_.empty() ? nullptr : gpu_};
+  store_->BeginLayer(static_cast<uint32_t>(il), host_experts_);
   // Demand first, then the hint: the next layer's reads overlap this layer's experts.
   if (prefetch_depth_ > 0) PrefetchNextLayer(il, n, x);
   while (store_->Pending()) {
@@ -97,6 +111,11 @@ Status MoeStep::Run(int il, int n, const float* x, const float* xn, float* ffn_o
     }
   }
   group_.clear();  // releases the leases
+  if (wait_for_gpu.gpu != nullptr) {
+    wait_for_gpu.gpu = nullptr;
+    MT_RETURN_IF_ERROR(gpu_->Finish());
+    ScatterGpuOutputs(il);
+  }
   for (int t = 0; t < n; ++t) {
     float* out = ffn_out + t * D;
     std::copy_n(slot_out_.data() + int64_t{t} * K * D, D, out);
@@ -107,6 +126,34 @@ Status MoeStep::Run(int il, int n, const float* x, const float* xn, float* ffn_o
   }
   if (parts_.layers[il].ffn.n_ff_shared > 0) SharedExperts(il, n, xn, ffn_out);
   return Status::Ok();
+}
+
+void MoeStep::SplitByTier(int il) {
+  host_experts_.clear();
+  gpu_experts_.clear();
+  for (int32_t e : used_experts_) {
+    const bool on_gpu =
+        gpu_ != nullptr && gpu_->Owns(static_cast<uint32_t>(il), static_cast<uint32_t>(e));
+    (on_gpu ? gpu_experts_ : host_experts_).push_back(e);
+  }
+}
+
+void MoeStep::ScatterGpuOutputs(int il) {
+  const int64_t D = hp_.n_embd;
+  const LayerWeights& L = model_.layer(il);
+  for (size_t j = 0; j < gpu_experts_.size(); ++j) {
+    const int e = gpu_experts_[j];
+    const int m = expert_start_[e + 1] - expert_start_[e];
+    const int32_t* rows = expert_rows_.data() + expert_start_[e];
+    const float* out = gpu_->output(j);
+    for (int i = 0; i < m; ++i) {
+      const float wt = topk_weight_[rows[i]];
+      const float* src = out + int64_t{i} * D;
+      const float* bias = L.down_exps_b.empty() ? nullptr : L.down_exps_b.data() + e * D;
+      float* dst = slot_out_.data() + int64_t{rows[i]} * D;
+      for (int64_t d = 0; d < D; ++d) dst[d] = (bias ? src[d] + bias[d] : src[d]) * wt;
+    }
+  }
 }
 
 void MoeStep::Route(int il, int n, const float* xn) {
@@ -195,6 +242,9 @@ void MoeStep::HintPredicted(int target, int n, const uint8_t* flags) {
   const int E = static_cast<int>(hp_.n_expert);
   hinted_.clear();
   for (int e = 0; e < E; ++e) {
+    if (gpu_ != nullptr && gpu_->Owns(static_cast<uint32_t>(target), static_cast<uint32_t>(e))) {
+      continue;  // the device holds it: nothing to read
+    }
     for (int t = 0; t < n; ++t) {
       if (flags[int64_t{t} * E + e]) {
         hinted_.push_back(e);

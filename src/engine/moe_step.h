@@ -16,6 +16,7 @@
 #include "base/status.h"
 #include "base/thread_pool.h"
 #include "engine/context.h"
+#include "engine/gpu_experts.h"
 #include "engine/model.h"
 #include "engine/projection.h"
 #include "engine/routing_stats.h"
@@ -35,6 +36,9 @@ class MoeStep {
   // The store that supplies the experts, and the layers ahead whose experts are predicted
   // and hinted to it (0: no prefetch). Before the first Run.
   void Attach(ExpertStore* store, int prefetch_depth);
+  // The device tier (may be null): the experts it owns run there, the others come from the
+  // store. Before the first Run.
+  void AttachGpu(GpuExpertTier* gpu) { gpu_ = gpu; }
 
   // ffn_out (n, n_embd) = layer il's FFN of xn (n, n_embd), the normed FFN inputs; the layer
   // must have experts. x (n, n_embd) is the residual stream, which predicts the next layers'
@@ -76,6 +80,11 @@ class MoeStep {
   uint64_t PredictExperts(int target, int n, const float* x, uint8_t* flags);
   // Hints the union over the batch's tokens of `flags` for layer `target`.
   void HintPredicted(int target, int n, const uint8_t* flags);
+  // Sets host_experts_ and gpu_experts_ from used_experts_ (all host without a device tier).
+  void SplitByTier(int il);
+  // After the device tier's Finish: its experts' outputs, with layer il's down bias, times
+  // the router weights, into slot_out_.
+  void ScatterGpuOutputs(int il);
   // Runs the ready experts of `group` over their tokens, writing their weighted outputs
   // into slot_out_. With several experts and threads, each thread runs whole experts;
   // otherwise each expert's rows are split across threads. Same bits either way. An
@@ -95,6 +104,7 @@ class MoeStep {
   ThreadPool& pool_;
   const uint32_t n_batch_;
   ExpertStore* store_ = nullptr;
+  GpuExpertTier* gpu_ = nullptr;
   int prefetch_depth_ = 0;
   RoutingStats routing_;                                      // live (layer, expert) counts
   std::vector<Context::PrefetchCounters> prefetch_counters_;  // (n_layer)
@@ -107,6 +117,8 @@ class MoeStep {
   std::vector<int32_t> expert_start_;  // (n_expert + 1) where each expert's rows begin
   std::vector<int32_t> expert_fill_;   // (n_expert) fill cursor
   std::vector<int32_t> used_experts_;  // (n_expert) distinct experts of the batch
+  std::vector<int32_t> host_experts_;  // (n_expert) those the store supplies
+  std::vector<int32_t> gpu_experts_;   // (n_expert) those the device tier runs
   std::vector<ExpertScratch> ex_;      // (n_threads) per-thread expert scratch
   std::vector<ReadyExpert> group_;     // (<= n_expert) experts ready to run together
   std::vector<Status> checks_;         // (<= n_expert) group_'s Verify results

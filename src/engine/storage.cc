@@ -48,40 +48,48 @@ Result<DirectMode> ParseDirectMode(const std::string& s) {
   return InvalidArgument("--direct: '{}' is not one of auto, on, off", s);
 }
 
-Status ParseExpertCache(const std::string& s, StorageOptions* options) {
+Result<BytesOrPercent> ParseBytesOrPercent(std::string_view flag, const std::string& s) {
+  BytesOrPercent out;
   if (!s.empty() && s.back() == '%') {
-    double pct = 0;
     try {
       size_t used = 0;
-      pct = std::stod(s.substr(0, s.size() - 1), &used);
+      out.percent = std::stod(s.substr(0, s.size() - 1), &used);
       if (used != s.size() - 1) throw std::invalid_argument(s);
     } catch (const std::exception&) {
-      return InvalidArgument("--expert-cache: '{}' is not a percentage", s);
+      return InvalidArgument("{}: '{}' is not a percentage", flag, s);
     }
-    if (!(pct > 0 && pct <= 100))
-      return InvalidArgument("--expert-cache: {} is not in (0, 100]", s);
-    options->expert_cache_pct = pct;
-    options->expert_cache.reset();
-    return Status::Ok();
+    if (!(*out.percent > 0 && *out.percent <= 100)) {
+      return InvalidArgument("{}: {} is not in (0, 100]", flag, s);
+    }
+    return out;
   }
   Result<uint64_t> bytes = ParseBytes(s);
-  if (!bytes.ok()) return bytes.status().WithContext("--expert-cache");
-  options->expert_cache = bytes.value();
-  options->expert_cache_pct.reset();
+  if (!bytes.ok()) return bytes.status().WithContext(flag);
+  out.bytes = bytes.value();
+  return out;
+}
+
+Status ParseExpertCache(const std::string& s, StorageOptions* options) {
+  Result<BytesOrPercent> size = ParseBytesOrPercent("--expert-cache", s);
+  if (!size.ok()) return size.status();
+  options->expert_cache = size->bytes;
+  options->expert_cache_pct = size->percent;
   return Status::Ok();
 }
 
 std::string StoragePlan::ToString() const {
   return fmt::format(
-      "memory plan: budget {} ({}), reserve {}, dense weights {}, KV cache {}{}, scratch {}, "
-      "experts {} in {} mode{}",
-      HumanBytes(budget), budget_source, HumanBytes(reserve), HumanBytes(dense),
-      HumanBytes(kv_cache), kv_layout.empty() ? "" : " (" + kv_layout + ")", HumanBytes(scratch),
-      HumanBytes(experts_total), MoeStorageName(mode),
-      mode == MoeStorage::kStream
-          ? fmt::format(" (cache {}, {} experts)", HumanBytes(expert_cache), expert_cache_slots)
-      : mode == MoeStorage::kResident ? std::string(" (all in RAM)")
-                                      : std::string(" (page cache)"));
+             "memory plan: budget {} ({}), reserve {}, dense weights {}, KV cache {}{}, scratch "
+             "{}, "
+             "experts {} in {} mode{}",
+             HumanBytes(budget), budget_source, HumanBytes(reserve), HumanBytes(dense),
+             HumanBytes(kv_cache), kv_layout.empty() ? "" : " (" + kv_layout + ")",
+             HumanBytes(scratch), HumanBytes(experts_total), MoeStorageName(mode),
+             mode == MoeStorage::kStream     ? fmt::format(" (cache {}, {} experts)",
+                                                           HumanBytes(expert_cache), expert_cache_slots)
+             : mode == MoeStorage::kResident ? std::string(" (all in RAM)")
+                                             : std::string(" (page cache)")) +
+         (gpu.empty() ? std::string() : "; " + gpu);
 }
 
 namespace {

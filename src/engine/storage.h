@@ -11,6 +11,7 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "base/status.h"
@@ -56,6 +57,12 @@ Result<MoeStorage> ParseMoeStorage(const std::string& s);
 Result<IoBackend> ParseIoBackend(const std::string& s);
 Result<DirectMode> ParseDirectMode(const std::string& s);
 Status ParseExpertCache(const std::string& s, StorageOptions* options);
+// "BYTES" (e.g. 4G) or "N%" (0 < N <= 100); errors name `flag`.
+struct BytesOrPercent {
+  std::optional<uint64_t> bytes;
+  std::optional<double> percent;
+};
+Result<BytesOrPercent> ParseBytesOrPercent(std::string_view flag, const std::string& s);
 
 struct StoragePlan {
   MoeStorage mode = MoeStorage::kAuto;  // the mode chosen (never kAuto)
@@ -71,6 +78,9 @@ struct StoragePlan {
   uint64_t expert_cache =
       0;  // RAM for experts: all of them (resident), the cache (stream), 0 (mmap)
   uint32_t expert_cache_slots = 0;  // stream: the experts that cache holds at once
+  // The device tier (--device, --gpu-expert-cache): what it holds, or why there is none;
+  // empty when none was asked for.
+  std::string gpu;
 
   // One line per item, for start-up and --stats.
   std::string ToString() const;

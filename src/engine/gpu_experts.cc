@@ -1,0 +1,300 @@
+#include "engine/gpu_experts.h"
+
+#include <algorithm>
+#include <cstring>
+
+#include "base/units.h"
+#include "engine/storage.h"
+#include "experts/record_checksum.h"
+#include "gpu/device.h"
+#include "gpu/expert_ffn.h"
+#include "gpu/matmul.h"
+#include "kernels/panel_layout.h"
+
+namespace mt {
+
+Status ParseDevice(const std::string& s, GpuExpertOptions* o) {
+  if (s == "cpu" || s == "none") {
+    o->device = -1;
+    return Status::Ok();
+  }
+  if (s == "vulkan") {
+    o->device = 0;
+    return Status::Ok();
+  }
+  if (s.rfind("vulkan:", 0) == 0 && s.size() > 7 && s.size() < 11 &&
+      s.find_first_not_of("0123456789", 7) == std::string::npos) {
+    o->device = std::stoi(s.substr(7));
+    return Status::Ok();
+  }
+  return InvalidArgument("--device: '{}' is not one of cpu, vulkan, vulkan:N", Printable(s));
+}
+
+Status ParseGpuExpertCache(const std::string& s, GpuExpertOptions* o) {
+  Result<BytesOrPercent> size = ParseBytesOrPercent("--gpu-expert-cache", s);
+  if (!size.ok()) return size.status();
+  o->cache_bytes = size->bytes;
+  o->cache_pct = size->percent;
+  return Status::Ok();
+}
+
+namespace {
+
+constexpr uint64_t kPartAlign = 256;  // bytes: where each matrix starts in a layer's buffer
+
+uint64_t RoundUp(uint64_t v, uint64_t to) { return (v + to - 1) / to * to; }
+
+// Where one expert's three matrices start in its layer's device buffer (bytes).
+struct DeviceSlot {
+  uint64_t gate = 0, up = 0, down = 0;
+};
+
+// The bytes of one expert slot in a layer's device buffer.
+uint64_t SlotBytes(const ExpertSpec& s) {
+  return RoundUp(s.gate_bytes(), kPartAlign) + RoundUp(s.up_bytes(), kPartAlign) +
+         RoundUp(s.down_bytes(), kPartAlign);
+}
+
+// The experts the device holds, best first, within `budget` bytes of slots: the profile's
+// ranking by activations per byte, then (and without a profile) every layer's experts in id
+// order, one id across all layers at a time.
+std::vector<std::pair<uint32_t, uint32_t>> ChooseExperts(const Model& model, uint64_t budget,
+                                                         const RoutingStats* profile) {
+  const ExpertLayout& layout = model.expert_layout();
+  std::vector<std::pair<uint32_t, uint32_t>> order;
+  if (profile != nullptr) order = profile->RankByActivationsPerByte(ExpertBytesPerLayer(model));
+  for (uint32_t e = 0; e < layout.n_expert(); ++e) {
+    for (uint32_t l = 0; l < layout.n_layer(); ++l) {
+      if (layout.has_experts(l)) order.emplace_back(l, e);
+    }
+  }
+  std::vector<uint8_t> taken(size_t{layout.n_layer()} * layout.n_expert(), 0);
+  std::vector<std::pair<uint32_t, uint32_t>> chosen;
+  uint64_t used = 0;
+  for (const auto& [l, e] : order) {
+    uint8_t& t = taken[size_t{l} * layout.n_expert() + e];
+    const uint64_t bytes = SlotBytes(layout.spec(l));
+    if (t || !layout.has_experts(l) || used + bytes > budget) continue;
+    t = 1;
+    used += bytes;
+    chosen.emplace_back(l, e);
+  }
+  return chosen;
+}
+
+}  // namespace
+
+struct GpuExpertTier::Impl {
+  std::unique_ptr<gpu::Device> device;
+  std::unique_ptr<gpu::MatMul> matmul;
+  std::unique_ptr<gpu::ExpertFfn> ffn;
+  struct Layer {
+    ExpertSpec spec;
+    gpu::GluActivation activation = gpu::GluActivation::kSwiglu;
+    gpu::Buffer weights;            // the layer's slots, SlotBytes(spec) each
+    std::vector<DeviceSlot> slots;  // (slots held)
+    gpu::Buffer bias;               // (2, n_expert, n_ff) gate then up biases, or empty
+  };
+  std::vector<Layer> layers;  // (n_layer)
+  gpu::Buffer in;             // host-visible (n_rows, n_embd) gathered inputs
+  gpu::Buffer hidden;         // (2, n_rows, max n_ff) gate and up rows
+  gpu::Buffer out;            // host-visible (n_rows, n_embd) outputs
+  ~Impl() {
+    if (device != nullptr) static_cast<void>(device->Wait());
+    layers.clear();  // everything made from the device goes before it
+    in = gpu::Buffer();
+    hidden = gpu::Buffer();
+    out = gpu::Buffer();
+    ffn.reset();
+    matmul.reset();
+  }
+};
+
+GpuExpertTier::GpuExpertTier(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
+GpuExpertTier::~GpuExpertTier() = default;
+
+std::string GpuExpertTier::device_name() const { return impl_->device->info().name; }
+
+Result<std::unique_ptr<GpuExpertTier>> GpuExpertTier::Create(const Model& model,
+                                                             const GpuExpertOptions& options,
+                                                             uint32_t n_rows,
+                                                             const RoutingStats* profile) {
+  const ExpertLayout& layout = model.expert_layout();
+  const int64_t D = model.hparams().n_embd;
+  uint32_t max_ff = 0;
+  for (uint32_t l = 0; l < layout.n_layer(); ++l) {
+    if (!layout.has_experts(l)) continue;
+    const ExpertSpec& s = layout.spec(l);
+    max_ff = std::max(max_ff, s.n_ff);
+    for (GgmlType t : {s.gate_type, s.up_type, s.down_type}) {
+      if (!gpu::GpuCanMatMul(t)) {
+        return Unimplemented(
+            "--gpu-expert-cache: layer {}'s experts are {}, which the device "
+            "cannot compute with",
+            l, TypeName(t));
+      }
+    }
+    if (layout.weight_layout() == WeightLayout::kPanels &&
+        (HasPanelForm(s.gate_type, s.n_ff) || HasPanelForm(s.down_type, s.n_embd))) {
+      return Unimplemented(
+          "--gpu-expert-cache: {} keeps its experts in the 16-row panel "
+          "layout, which the device does not read; pack it without panels",
+          layout.files().front());
+    }
+  }
+  if (max_ff == 0) return InvalidArgument("--gpu-expert-cache: the model has no routed experts");
+
+  auto impl = std::make_unique<Impl>();
+  const int index = std::max(options.device, 0);
+  Result<std::unique_ptr<gpu::Device>> device = gpu::Device::Create(index);
+  if (!device.ok()) return device.status();
+  impl->device = std::move(*device);
+  gpu::Device& dev = *impl->device;
+
+  // One layer's rows: inputs and outputs host-visible, gate and up rows on the device.
+  const uint64_t row_floats = uint64_t{n_rows} * static_cast<uint64_t>(D);
+  const uint64_t scratch = 2 * row_floats * 4 + 2 * uint64_t{n_rows} * max_ff * 4;
+  const uint64_t memory = dev.info().device_local_bytes;
+  // Without a size, the experts get what the device has after the rows, less a tenth.
+  uint64_t budget = options.cache_bytes ? *options.cache_bytes
+                    : options.cache_pct
+                        ? static_cast<uint64_t>(*options.cache_pct / 100 * layout.total_bytes())
+                        : (memory > scratch ? (memory - scratch) / 10 * 9 : 0);
+  budget = std::min(budget,
+                    layout.total_bytes() + layout.n_layer() * 3 * layout.n_expert() * kPartAlign);
+  if (budget + scratch > memory) {
+    return Status(
+        StatusCode::kResourceExhausted,
+        fmt::format("--gpu-expert-cache: {} of experts and {} for a batch's rows do not "
+                    "fit the {} of device memory of {}",
+                    HumanBytes(budget), HumanBytes(scratch), HumanBytes(memory), dev.info().name));
+  }
+  Result<std::unique_ptr<gpu::MatMul>> matmul = gpu::MatMul::Create(&dev);
+  if (!matmul.ok()) return matmul.status();
+  impl->matmul = std::move(*matmul);
+  Result<std::unique_ptr<gpu::ExpertFfn>> ffn = gpu::ExpertFfn::Create(&dev, impl->matmul.get());
+  if (!ffn.ok()) return ffn.status();
+  impl->ffn = std::move(*ffn);
+  Result<gpu::Buffer> in = dev.CreateHostBuffer(row_floats * 4);
+  if (!in.ok()) return in.status();
+  Result<gpu::Buffer> out = dev.CreateHostBuffer(row_floats * 4);
+  if (!out.ok()) return out.status();
+  Result<gpu::Buffer> hidden = dev.CreateBuffer(2 * uint64_t{n_rows} * max_ff * 4);
+  if (!hidden.ok()) return hidden.status();
+  impl->in = std::move(*in);
+  impl->out = std::move(*out);
+  impl->hidden = std::move(*hidden);
+
+  std::unique_ptr<GpuExpertTier> tier(new GpuExpertTier(std::move(impl)));
+  Impl& im = *tier->impl_;
+  tier->n_expert_ = layout.n_expert();
+  tier->n_embd_ = D;
+  tier->slot_of_.assign(size_t{layout.n_layer()} * layout.n_expert(), -1);
+  tier->scratch_bytes_ = scratch;
+  tier->out_rows_ = reinterpret_cast<const float*>(im.out.host_data());
+  im.layers.resize(layout.n_layer());
+  std::vector<std::vector<uint32_t>> per_layer(layout.n_layer());
+  for (const auto& [l, e] : ChooseExperts(model, budget, profile)) per_layer[l].push_back(e);
+  std::vector<uint8_t> staged;
+  for (uint32_t l = 0; l < layout.n_layer(); ++l) {
+    Impl::Layer& L = im.layers[l];
+    L.spec = layout.spec(l);
+    L.activation = model.parts().layers[l].ffn.activation == FfnActivation::kSwigluOai
+                       ? gpu::GluActivation::kSwigluOai
+                       : gpu::GluActivation::kSwiglu;
+    if (per_layer[l].empty()) continue;
+    // The layer's experts, checked (a pack's records) and laid out host-side, then one upload.
+    const uint64_t slot_bytes = SlotBytes(L.spec);
+    staged.assign(slot_bytes * per_layer[l].size(), 0);
+    for (uint32_t e : per_layer[l]) {
+      if (layout.has_records()) {
+        const ExpertRecord& r = layout.record(l, e);
+        MT_RETURN_IF_ERROR(
+            layout.CheckRecordSum(l, e, RecordChecksum(r.mapped, layout.record_shape(l).length)));
+      }
+      DeviceSlot s;
+      s.gate = slot_bytes * L.slots.size();
+      s.up = s.gate + RoundUp(L.spec.gate_bytes(), kPartAlign);
+      s.down = s.up + RoundUp(L.spec.up_bytes(), kPartAlign);
+      std::memcpy(staged.data() + s.gate, layout.mapped(l, e, kGate), L.spec.gate_bytes());
+      std::memcpy(staged.data() + s.up, layout.mapped(l, e, kUp), L.spec.up_bytes());
+      std::memcpy(staged.data() + s.down, layout.mapped(l, e, kDown), L.spec.down_bytes());
+      tier->slot_of_[size_t{l} * layout.n_expert() + e] = static_cast<int32_t>(L.slots.size());
+      L.slots.push_back(s);
+    }
+    Result<gpu::Buffer> w = dev.CreateBuffer(staged.size());
+    if (!w.ok()) return w.status();
+    MT_RETURN_IF_ERROR(dev.Upload(*w, 0, staged));
+    L.weights = std::move(*w);
+    tier->weight_bytes_ += staged.size();
+    tier->n_owned_ += static_cast<uint32_t>(L.slots.size());
+    const LayerWeights& lw = model.layer(static_cast<int>(l));
+    if (!lw.gate_exps_b.empty()) {
+      std::vector<float> bias(lw.gate_exps_b);
+      bias.insert(bias.end(), lw.up_exps_b.begin(), lw.up_exps_b.end());
+      Result<gpu::Buffer> b = dev.CreateBuffer(bias.size() * 4);
+      if (!b.ok()) return b.status();
+      MT_RETURN_IF_ERROR(
+          dev.Upload(*b, 0, {reinterpret_cast<const uint8_t*>(bias.data()), bias.size() * 4}));
+      L.bias = std::move(*b);
+    }
+  }
+  return tier;
+}
+
+Status GpuExpertTier::Start(uint32_t il, std::span<const int32_t> experts, const int32_t* start,
+                            const int32_t* rows, int k, const float* xn) {
+  Impl& im = *impl_;
+  const Impl::Layer& L = im.layers[il];
+  float* in = reinterpret_cast<float*>(im.in.host_data());
+  out_start_.clear();
+  int64_t row = 0;
+  for (int32_t e : experts) {
+    out_start_.push_back(row);
+    for (int32_t i = start[e]; i < start[e + 1]; ++i, ++row) {
+      std::memcpy(in + row * n_embd_, xn + (rows[i] / k) * n_embd_, n_embd_ * sizeof(float));
+    }
+  }
+  Status recorded;
+  Status submitted = im.device->Submit([&](gpu::CommandRecorder& rec) {
+    for (size_t j = 0; j < experts.size() && recorded.ok(); ++j) {
+      const int32_t e = experts[j];
+      const DeviceSlot& s = L.slots[slot_of_[size_t{il} * n_expert_ + e]];
+      gpu::ExpertFfnArgs a;
+      a.gate_type = L.spec.gate_type;
+      a.up_type = L.spec.up_type;
+      a.down_type = L.spec.down_type;
+      a.weights = &L.weights;
+      a.gate_offset = s.gate;
+      a.up_offset = s.up;
+      a.down_offset = s.down;
+      a.n_embd = n_embd_;
+      a.n_ff = L.spec.n_ff;
+      a.m = start[e + 1] - start[e];
+      a.x = &im.in;
+      a.x_offset = static_cast<uint64_t>(out_start_[j] * n_embd_);
+      a.hidden = &im.hidden;
+      a.hidden_offset = static_cast<uint64_t>(2 * out_start_[j] * L.spec.n_ff);
+      a.y = &im.out;
+      a.y_offset = a.x_offset;
+      if (L.bias.size() > 0) {
+        a.bias = &L.bias;
+        a.gate_bias_offset = uint64_t{static_cast<uint32_t>(e)} * L.spec.n_ff;
+        a.up_bias_offset = (uint64_t{n_expert_} + static_cast<uint32_t>(e)) * L.spec.n_ff;
+      }
+      a.activation = L.activation;
+      recorded = im.ffn->Record(rec, a);
+    }
+  });
+  if (!recorded.ok()) {
+    static_cast<void>(im.device->Wait());  // what was recorded before the error
+    return recorded;
+  }
+  MT_RETURN_IF_ERROR(submitted);
+  runs_ += experts.size();
+  return Status::Ok();
+}
+
+Status GpuExpertTier::Finish() { return impl_->device->Wait(); }
+
+}  // namespace mt

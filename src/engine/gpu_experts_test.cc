@@ -1,0 +1,168 @@
+// The device tier of the routed experts (engine/gpu_experts.h) on whatever Vulkan device the
+// machine has (lavapipe here and in CI; skipped without one): logits within float rounding
+// of the CPU's, the same bits for every host tier, thread count and batch size, and the
+// store never asked for an expert the device holds.
+#include "engine/gpu_experts.h"
+
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdlib>
+
+#include "engine/context.h"
+#include "engine/model.h"
+#include "gpu/device.h"
+#include "synth/synth_test_util.h"
+
+namespace mt {
+namespace {
+
+using testing_synth::SynthModels;
+
+TEST(GpuExpertFlags, ParseDeviceAndCache) {
+  GpuExpertOptions o;
+  EXPECT_TRUE(ParseDevice("vulkan", &o).ok());
+  EXPECT_EQ(o.device, 0);
+  EXPECT_TRUE(ParseDevice("vulkan:3", &o).ok());
+  EXPECT_EQ(o.device, 3);
+  EXPECT_TRUE(ParseDevice("cpu", &o).ok());
+  EXPECT_EQ(o.device, -1);
+  EXPECT_FALSE(o.wanted());
+  for (const char* bad : {"cuda", "vulkan:", "vulkan:x", "vulkan:-1", "vulkan:99999999"}) {
+    Status s = ParseDevice(bad, &o);
+    EXPECT_EQ(s.code(), StatusCode::kInvalidArgument) << bad;
+    EXPECT_NE(s.message().find("--device"), std::string::npos) << s.message();
+  }
+  EXPECT_TRUE(ParseGpuExpertCache("25%", &o).ok());
+  EXPECT_EQ(o.cache_pct, 25.0);
+  EXPECT_FALSE(o.cache_bytes);
+  EXPECT_TRUE(o.wanted());
+  EXPECT_TRUE(ParseGpuExpertCache("2G", &o).ok());
+  EXPECT_EQ(o.cache_bytes, uint64_t{2} << 30);
+  EXPECT_FALSE(o.cache_pct);
+  for (const char* bad : {"0%", "101%", "x%", "lots"}) {
+    Status s = ParseGpuExpertCache(bad, &o);
+    EXPECT_EQ(s.code(), StatusCode::kInvalidArgument) << bad;
+    EXPECT_NE(s.message().find("--gpu-expert-cache"), std::string::npos) << s.message();
+  }
+}
+
+class GpuExpertsTest : public ::testing::Test {
+ protected:
+  static void SetUpTestSuite() {
+    models_ = std::make_unique<SynthModels>("gpu-experts-test", 5);
+    Result<std::vector<gpu::DeviceInfo>> devices = gpu::ListDevices();
+    if (!devices.ok()) {
+      skip_ = devices.status().message();
+    } else if (devices->empty()) {
+      skip_ = "no Vulkan device";
+    }
+  }
+  static void TearDownTestSuite() { models_.reset(); }
+
+  static std::unique_ptr<Model> Load(const std::string& preset) {
+    auto m = Model::Load(models_->Get(preset, "f32"), LoadOptions{});
+    EXPECT_TRUE(m.ok()) << m.status().message();
+    return std::move(m.value());
+  }
+
+  // Logits of kTokens; `gpu_cache` "" keeps every expert on the CPU.
+  static std::vector<float> Logits(const Model& m, const std::string& gpu_cache,
+                                   StorageOptions storage = {}, int threads = 2,
+                                   uint32_t n_batch = 512, std::string* plan = nullptr,
+                                   uint64_t* requests = nullptr) {
+    ContextOptions o;
+    o.n_ctx = 64;
+    o.n_threads = threads;
+    o.n_batch = n_batch;
+    o.storage = std::move(storage);
+    if (!gpu_cache.empty()) EXPECT_TRUE(ParseGpuExpertCache(gpu_cache, &o.gpu).ok());
+    auto ctx = Context::Create(m, o);
+    EXPECT_TRUE(ctx.ok()) << ctx.status().message();
+    if (!ctx.ok()) return {};
+    std::vector<float> logits;
+    Status s = (*ctx)->Eval(kTokens, LogitsFor::kAll, &logits);
+    EXPECT_TRUE(s.ok()) << s.message();
+    if (plan != nullptr) *plan = (*ctx)->storage_plan().ToString();
+    if (requests != nullptr) *requests = (*ctx)->expert_store().stats().total.requests;
+    return logits;
+  }
+
+  static inline const std::vector<int32_t> kTokens = {5, 1000, 77, 4242, 9, 31000, 12, 640, 33, 1};
+  static inline std::unique_ptr<SynthModels> models_;
+  static inline std::string skip_;
+};
+
+// f32 weights: the CPU computes in f32 too (no quantized activations), so the only
+// difference is the order of the sums.
+TEST_F(GpuExpertsTest, LogitsAgreeWithTheCpuWithinRounding) {
+  if (!skip_.empty()) GTEST_SKIP() << skip_;
+  // olmoe: plain SwiGLU; gpt-oss: expert biases and the clamped activation; deepseek2:
+  // shared experts and a leading dense layer.
+  for (const char* preset : {"olmoe-tiny", "gpt-oss-tiny", "deepseek2-tiny"}) {
+    SCOPED_TRACE(preset);
+    std::unique_ptr<Model> m = Load(preset);
+    const std::vector<float> cpu = Logits(*m, "");
+    std::string plan;
+    const std::vector<float> gpu = Logits(*m, "50%", {}, 2, 512, &plan);
+    EXPECT_NE(plan.find("routed experts"), std::string::npos) << plan;
+    ASSERT_EQ(cpu.size(), gpu.size());
+    double sq = 0, worst = 0;
+    for (size_t i = 0; i < cpu.size(); ++i) {
+      sq += double{cpu[i]} * cpu[i];
+      worst = std::max(worst, std::fabs(double{cpu[i]} - gpu[i]));
+    }
+    const double rms = std::sqrt(sq / cpu.size());
+    EXPECT_LT(worst, 1e-4 * rms) << "rms " << rms;
+    EXPECT_FALSE(cpu == gpu) << "no expert ran on the device?";
+  }
+}
+
+// A device and a placement give the same bits whatever the host does: every CPU tier, one or
+// two threads, one token a batch; and experts the device holds are never asked of the store.
+TEST_F(GpuExpertsTest, SameBitsForEveryHostTierThreadCountAndBatch) {
+  if (!skip_.empty()) GTEST_SKIP() << skip_;
+  std::unique_ptr<Model> m = Load("olmoe-tiny");
+  uint64_t all_cpu_requests = 0, split_requests = 0;
+  StorageOptions stream;
+  stream.mode = MoeStorage::kStream;
+  ASSERT_TRUE(ParseExpertCache("30%", &stream).ok());
+  Logits(*m, "", stream, 2, 512, nullptr, &all_cpu_requests);
+  const std::vector<float> want = Logits(*m, "40%");
+  EXPECT_TRUE(Logits(*m, "40%", stream, 2, 512, nullptr, &split_requests) == want);
+  EXPECT_LT(split_requests, all_cpu_requests);
+  StorageOptions mmap;
+  mmap.mode = MoeStorage::kMmap;
+  EXPECT_TRUE(Logits(*m, "40%", mmap, 1) == want);
+  EXPECT_TRUE(Logits(*m, "40%", {}, 2, 1) == want);
+}
+
+TEST_F(GpuExpertsTest, NoDeviceIsANoticeAndTheCpuRunsEverything) {
+  // The Vulkan loader finds no driver: the plan says so, the logits are the CPU's.
+  std::unique_ptr<Model> m = Load("olmoe-tiny");
+  const std::vector<float> cpu = Logits(*m, "");
+  const char* kVars[] = {"VK_ICD_FILENAMES", "VK_DRIVER_FILES"};
+  std::string saved[2];
+  bool had[2];
+  for (int i = 0; i < 2; ++i) {
+    const char* v = std::getenv(kVars[i]);
+    had[i] = v != nullptr;
+    if (had[i]) saved[i] = v;
+    setenv(kVars[i], "/nonexistent/icd.json", 1);
+  }
+  std::string plan;
+  const std::vector<float> got = Logits(*m, "50%", {}, 2, 512, &plan);
+  for (int i = 0; i < 2; ++i) {
+    if (had[i]) {
+      setenv(kVars[i], saved[i].c_str(), 1);
+    } else {
+      unsetenv(kVars[i]);
+    }
+  }
+  EXPECT_NE(plan.find("no device, every expert on the CPU"), std::string::npos) << plan;
+  EXPECT_TRUE(got == cpu);
+}
+
+}  // namespace
+}  // namespace mt
