@@ -153,6 +153,7 @@ Result<BenchSample> RunDecodeTest(const BenchFlags& f, Context& ctx, int n_seq, 
   auto t0 = std::chrono::steady_clock::now();
   auto restart_counters = [&] {
     ctx.expert_store().ResetStats();
+    if (GpuExpertTier* gpu = ctx.gpu_experts()) gpu->ResetStats();
     if (tracer != nullptr && first) tracer->SetRecording(true);
     read0 = ProcessStorageReadBytes();
     t0 = std::chrono::steady_clock::now();
@@ -203,8 +204,9 @@ struct BenchReport {
   int threads = 0;
   KvTypes kv_types;
   TokenCost cost;
-  double membw = 0;  // GB/s, memory read bandwidth measured after the tests
-  std::string tier;  // the experts' store
+  double membw = 0;             // GB/s, memory read bandwidth measured after the tests
+  std::string tier;             // the experts' store
+  std::string backend = "CPU";  // llama-bench's column: "CPU", or "Vulkan" with experts there
 };
 
 // Gathers the report, destroying `ctx` before the bandwidth probe: it runs after the context
@@ -214,6 +216,11 @@ BenchReport MeasureReport(const BenchFlags& f, const Model& m, KvTypes kv_types,
                           std::unique_ptr<Context> ctx) {
   BenchReport r;
   r.tier = ctx->expert_store().name();
+  if (const GpuExpertTier* gpu = ctx->gpu_experts()) {
+    r.backend = "Vulkan";
+    r.tier += fmt::format(" on the CPU, {} experts ({}) on {}", gpu->n_experts(),
+                          HumanBytes(gpu->weight_bytes()), gpu->device_name());
+  }
   const uint64_t probe_bytes =
       std::min<uint64_t>(uint64_t{1} << 30, ctx->storage_plan().budget / 4);
   ctx.reset();
@@ -237,6 +244,7 @@ void PrintJson(const BenchFlags& f, const std::vector<BenchSample>& samples, con
     j.push_back({{"model", r.label},
                  {"model_bytes", r.model_bytes},
                  {"params", r.n_params},
+                 {"backend", r.backend},
                  {"threads", r.threads},
                  {"test", s.test},
                  {"n_prompt", s.n_prompt},
@@ -270,8 +278,8 @@ void PrintTable(const std::vector<BenchSample>& samples, const BenchReport& r) {
              "", "", "", "", test_width - 1, "");
   for (const BenchSample& s : samples) {
     fmt::print("| {:<30} | {:>10} | {:>8.2f} B | {:<7} | {:>7} | {:>{}} | {:>16} |\n", r.label,
-               HumanBytes(r.model_bytes), r.n_params / 1e9, "CPU", r.threads, s.test, test_width,
-               fmt::format("{:.2f} ± {:.2f}", s.mean, s.sd));
+               HumanBytes(r.model_bytes), r.n_params / 1e9, r.backend, r.threads, s.test,
+               test_width, fmt::format("{:.2f} ± {:.2f}", s.mean, s.sd));
   }
   fmt::print("\n");
 }

@@ -161,6 +161,13 @@ Status ReportTierStats(const StorageFlags& f, Context& ctx, double wall_seconds,
                    s.cache_slots, experts ? 100.0 * s.cache_slots / experts : 0.0,
                    (unsigned long long)experts);
     }
+    if (const GpuExpertTier* gpu = ctx.gpu_experts()) {
+      const uint64_t runs = gpu->runs() + t.requests;
+      std::fprintf(stderr, "moetier: device %s: %u experts (%s), %llu expert runs, %.1f%% of all\n",
+                   gpu->device_name().c_str(), gpu->n_experts(),
+                   HumanBytes(gpu->weight_bytes()).c_str(), (unsigned long long)gpu->runs(),
+                   runs ? 100.0 * gpu->runs() / runs : 0.0);
+    }
     if (tokens > 0) {
       std::fprintf(stderr, "moetier: per token: %s read, %.1f expert requests\n",
                    HumanBytes(t.bytes_physical / tokens).c_str(), double(t.requests) / tokens);
@@ -190,6 +197,13 @@ Status ReportTierStats(const StorageFlags& f, Context& ctx, double wall_seconds,
                  {"scratch", p.scratch},
                  {"experts_total", p.experts_total},
                  {"expert_cache", p.expert_cache}};
+    if (const GpuExpertTier* gpu = ctx.gpu_experts()) {
+      j["device"] = {{"name", gpu->device_name()},
+                     {"experts", gpu->n_experts()},
+                     {"expert_bytes", gpu->weight_bytes()},
+                     {"scratch_bytes", gpu->scratch_bytes()},
+                     {"expert_runs", gpu->runs()}};
+    }
     j["total"] = CountersJson(s.total);
     j["hit_rate"] = s.hit_rate();
     j["read_busy_s"] = s.read_busy_ns * 1e-9;

@@ -190,6 +190,7 @@ Context::~Context() = default;
 uint32_t Context::n_vocab() const { return model_.hparams().n_vocab; }
 const StoragePlan& Context::storage_plan() const { return impl_->plan; }
 ExpertStore& Context::expert_store() { return *impl_->store; }
+GpuExpertTier* Context::gpu_experts() const { return impl_->gpu.get(); }
 RoutingStats& Context::routing_stats() { return impl_->moe.routing(); }
 const std::vector<Context::PrefetchCounters>& Context::prefetch_counters() const {
   return impl_->moe.prefetch_counters();

@@ -108,6 +108,8 @@ class Context {
   const Model& model() const { return model_; }
   const StoragePlan& storage_plan() const;
   ExpertStore& expert_store();
+  // The experts on a device (--gpu-expert-cache), or null.
+  GpuExpertTier* gpu_experts() const;
   // How often each expert was routed to, since Create (plus what ContextOptions loaded).
   RoutingStats& routing_stats();
   // Next-layer prefetch: per layer, experts predicted, and how many of those the router

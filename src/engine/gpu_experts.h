@@ -71,6 +71,7 @@ class GpuExpertTier {
   uint64_t scratch_bytes() const { return scratch_bytes_; }
   // Expert runs (one expert over its tokens in one layer) on the device so far.
   uint64_t runs() const { return runs_; }
+  void ResetStats() { runs_ = 0; }
 
  private:
   struct Impl;
