@@ -264,27 +264,6 @@ Result<std::unique_ptr<Context>> Context::Create(const Model& model,
   std::unique_ptr<Context> ctx(new Context(model, n_ctx));
   ctx->impl_ = std::make_unique<Impl>(model, n_ctx, options);
   Impl& impl = *ctx->impl_;
-  Result<StoragePlan> plan =
-      PlanStorage(model, impl.kv_bytes(), impl.scratch_bytes(), options.storage);
-  if (!plan.ok()) return plan.status();
-  impl.plan = plan.value();
-  if (mla) {
-    impl.plan.kv_layout = fmt::format("MLA latent: {} values a position and layer, {}", k_row,
-                                      KvTypeName(options.kv_types.k));
-  }
-  if (const auto& delta = impl.attention[static_cast<int>(AttentionKind::kDeltaNet)]) {
-    uint32_t layers = 0;
-    DeltaNetParts d;
-    for (const LayerParts& l : model.parts().layers) {
-      if (l.attention.kind != AttentionKind::kDeltaNet) continue;
-      ++layers;
-      d = l.attention.delta_net;
-    }
-    impl.plan.kv_layout = fmt::format(
-        "with recurrent states: {} layers x {} a sequence, kept 3 times (live, next, the "
-        "checkpoint before a prompt's last token)",
-        layers, HumanBytes(DeltaNetAttention::StateBytes(d)));
-  }
   RoutingStats& routing = impl.moe.routing();
   routing = RoutingStats(model.hparams().arch, model.hparams().n_layer, model.hparams().n_expert);
   if (!options.routing_stats_file.empty()) {
@@ -307,8 +286,53 @@ Result<std::unique_ptr<Context>> Context::Create(const Model& model,
   } else if (routing.tokens() > 0) {
     profile = routing;  // a warm restart places what it saw last time
   }
-  Result<std::unique_ptr<ExpertStore>> store = CreateExpertStore(
-      model, impl.plan, options.storage, profile ? &*profile : nullptr, &impl.pool);
+  // The device's experts first: the memory plan leaves them out of RAM.
+  StorageOptions storage = options.storage;
+  std::string gpu_line;
+  if (options.gpu.wanted()) {
+    Result<std::unique_ptr<GpuExpertTier>> gpu =
+        GpuExpertTier::Create(model, options.gpu, impl.n_batch * model.hparams().n_expert_used,
+                              profile ? &*profile : nullptr);
+    if (gpu.ok()) {
+      impl.gpu = std::move(*gpu);
+      storage.on_device = impl.gpu->OwnedFlags();
+      storage.on_device_bytes = impl.gpu->payload_bytes();
+      gpu_line = fmt::format(
+          "device {}: {} routed experts ({}), {} for a batch's rows; attention and the dense "
+          "part on the CPU",
+          impl.gpu->device_name(), impl.gpu->n_experts(), HumanBytes(impl.gpu->weight_bytes()),
+          HumanBytes(impl.gpu->scratch_bytes()));
+    } else if (gpu.status().code() == StatusCode::kNotFound ||
+               (gpu.status().code() == StatusCode::kUnimplemented && !gpu::HaveVulkan())) {
+      // No device (or no Vulkan in this build): said once, and the CPU does it all.
+      gpu_line = fmt::format("no device, every expert on the CPU ({})", gpu.status().message());
+    } else {
+      return gpu.status();
+    }
+  }
+  Result<StoragePlan> plan = PlanStorage(model, impl.kv_bytes(), impl.scratch_bytes(), storage);
+  if (!plan.ok()) return plan.status();
+  impl.plan = plan.value();
+  impl.plan.gpu = gpu_line;
+  if (mla) {
+    impl.plan.kv_layout = fmt::format("MLA latent: {} values a position and layer, {}", k_row,
+                                      KvTypeName(options.kv_types.k));
+  }
+  if (const auto& delta = impl.attention[static_cast<int>(AttentionKind::kDeltaNet)]) {
+    uint32_t layers = 0;
+    DeltaNetParts d;
+    for (const LayerParts& l : model.parts().layers) {
+      if (l.attention.kind != AttentionKind::kDeltaNet) continue;
+      ++layers;
+      d = l.attention.delta_net;
+    }
+    impl.plan.kv_layout = fmt::format(
+        "with recurrent states: {} layers x {} a sequence, kept 3 times (live, next, the "
+        "checkpoint before a prompt's last token)",
+        layers, HumanBytes(DeltaNetAttention::StateBytes(d)));
+  }
+  Result<std::unique_ptr<ExpertStore>> store =
+      CreateExpertStore(model, impl.plan, storage, profile ? &*profile : nullptr, &impl.pool);
   if (!store.ok()) return store.status();
   impl.store = std::move(store.value());
   int prefetch_depth = 0;
@@ -328,27 +352,7 @@ Result<std::unique_ptr<Context>> Context::Create(const Model& model,
     }
   }
   impl.moe.Attach(impl.store.get(), prefetch_depth);
-  if (options.gpu.wanted()) {
-    Result<std::unique_ptr<GpuExpertTier>> gpu =
-        GpuExpertTier::Create(model, options.gpu, impl.n_batch * model.hparams().n_expert_used,
-                              profile ? &*profile : nullptr);
-    if (gpu.ok()) {
-      impl.gpu = std::move(*gpu);
-      impl.moe.AttachGpu(impl.gpu.get());
-      impl.plan.gpu = fmt::format(
-          "device {}: {} routed experts ({}), {} for a batch's rows; attention and the dense "
-          "part on the CPU",
-          impl.gpu->device_name(), impl.gpu->n_experts(), HumanBytes(impl.gpu->weight_bytes()),
-          HumanBytes(impl.gpu->scratch_bytes()));
-    } else if (gpu.status().code() == StatusCode::kNotFound ||
-               (gpu.status().code() == StatusCode::kUnimplemented && !gpu::HaveVulkan())) {
-      // No device (or no Vulkan in this build): said once, and the CPU does it all.
-      impl.plan.gpu =
-          fmt::format("no device, every expert on the CPU ({})", gpu.status().message());
-    } else {
-      return gpu.status();
-    }
-  }
+  impl.moe.AttachGpu(impl.gpu.get());
   MT_RETURN_IF_ERROR(impl.Allocate());
   return ctx;
 }

@@ -221,6 +221,7 @@ Result<std::unique_ptr<GpuExpertTier>> GpuExpertTier::Create(const Model& model,
       std::memcpy(staged.data() + s.down, layout.mapped(l, e, kDown), L.spec.down_bytes());
       tier->slot_of_[size_t{l} * layout.n_expert() + e] = static_cast<int32_t>(L.slots.size());
       L.slots.push_back(s);
+      tier->payload_bytes_ += L.spec.bytes();
     }
     Result<gpu::Buffer> w = dev.CreateBuffer(staged.size());
     if (!w.ok()) return w.status();
@@ -293,6 +294,12 @@ Status GpuExpertTier::Start(uint32_t il, std::span<const int32_t> experts, const
   MT_RETURN_IF_ERROR(submitted);
   runs_ += experts.size();
   return Status::Ok();
+}
+
+std::vector<uint8_t> GpuExpertTier::OwnedFlags() const {
+  std::vector<uint8_t> flags(slot_of_.size());
+  for (size_t i = 0; i < slot_of_.size(); ++i) flags[i] = slot_of_[i] >= 0;
+  return flags;
 }
 
 Status GpuExpertTier::Finish() { return impl_->device->Wait(); }

@@ -68,6 +68,10 @@ class GpuExpertTier {
   std::string device_name() const;
   uint32_t n_experts() const { return n_owned_; }  // experts held, over all layers
   uint64_t weight_bytes() const { return weight_bytes_; }
+  // (n_layer * n_expert) 1 for an expert the device holds; and their bytes as the file has
+  // them (what the host tiers no longer keep).
+  std::vector<uint8_t> OwnedFlags() const;
+  uint64_t payload_bytes() const { return payload_bytes_; }
   uint64_t scratch_bytes() const { return scratch_bytes_; }
   // Expert runs (one expert over its tokens in one layer) on the device so far.
   uint64_t runs() const { return runs_; }
@@ -83,6 +87,7 @@ class GpuExpertTier {
   std::vector<int32_t> slot_of_;  // (n_layer * n_expert) index into the layer's slots, or -1
   uint32_t n_owned_ = 0;
   uint64_t weight_bytes_ = 0;        // device memory for the experts
+  uint64_t payload_bytes_ = 0;       // their bytes in the file
   uint64_t scratch_bytes_ = 0;       // device and host-visible memory for one layer's rows
   const float* out_rows_ = nullptr;  // (n_rows, n_embd) in the host-visible output buffer
   std::vector<int64_t> out_start_;   // (started experts) first output row of each

@@ -129,7 +129,12 @@ TEST_F(GpuExpertsTest, SameBitsForEveryHostTierThreadCountAndBatch) {
   stream.mode = MoeStorage::kStream;
   ASSERT_TRUE(ParseExpertCache("30%", &stream).ok());
   Logits(*m, "", stream, 2, 512, nullptr, &all_cpu_requests);
-  const std::vector<float> want = Logits(*m, "40%");
+  std::string plan;
+  StorageOptions resident;
+  resident.mode = MoeStorage::kResident;
+  const std::vector<float> want = Logits(*m, "40%", resident, 2, 512, &plan);
+  // The device's experts get no copy in RAM.
+  EXPECT_NE(plan.find("in RAM, the rest on the device"), std::string::npos) << plan;
   EXPECT_TRUE(Logits(*m, "40%", stream, 2, 512, nullptr, &split_requests) == want);
   EXPECT_LT(split_requests, all_cpu_requests);
   StorageOptions mmap;

@@ -85,10 +85,13 @@ std::string StoragePlan::ToString() const {
              HumanBytes(budget), budget_source, HumanBytes(reserve), HumanBytes(dense),
              HumanBytes(kv_cache), kv_layout.empty() ? "" : " (" + kv_layout + ")",
              HumanBytes(scratch), HumanBytes(experts_total), MoeStorageName(mode),
-             mode == MoeStorage::kStream     ? fmt::format(" (cache {}, {} experts)",
-                                                           HumanBytes(expert_cache), expert_cache_slots)
-             : mode == MoeStorage::kResident ? std::string(" (all in RAM)")
-                                             : std::string(" (page cache)")) +
+             mode == MoeStorage::kStream ? fmt::format(" (cache {}, {} experts)",
+                                                       HumanBytes(expert_cache), expert_cache_slots)
+             : mode == MoeStorage::kResident
+                 ? (experts_on_device > 0 ? fmt::format(" ({} in RAM, the rest on the device)",
+                                                        HumanBytes(expert_cache))
+                                          : std::string(" (all in RAM)"))
+                 : std::string(" (page cache)")) +
          (gpu.empty() ? std::string() : "; " + gpu);
 }
 
@@ -131,6 +134,8 @@ Result<StoragePlan> PlanStorage(const Model& model, uint64_t kv_bytes, uint64_t 
   p.kv_cache = kv_bytes;
   p.scratch = scratch_bytes;
   p.experts_total = model.expert_layout().total_bytes();
+  p.experts_on_device = o.on_device_bytes;
+  const uint64_t in_ram = p.experts_total - p.experts_on_device;  // resident
   const uint64_t fixed = p.dense + p.kv_cache + p.scratch + p.reserve;
   if (fixed > p.budget) {
     return Status(
@@ -144,17 +149,17 @@ Result<StoragePlan> PlanStorage(const Model& model, uint64_t kv_bytes, uint64_t 
   const uint64_t room = p.budget - fixed;
   p.mode = o.mode;
   if (p.mode == MoeStorage::kAuto) {
-    p.mode = p.experts_total <= room ? MoeStorage::kResident : MoeStorage::kStream;
+    p.mode = in_ram <= room ? MoeStorage::kResident : MoeStorage::kStream;
   }
   switch (p.mode) {
     case MoeStorage::kResident:
-      if (p.experts_total > room) {
+      if (in_ram > room) {
         return Status(StatusCode::kResourceExhausted,
                       fmt::format("--moe-storage resident needs {} for the experts but the budget "
                                   "leaves {}: use --moe-storage stream or mmap",
-                                  HumanBytes(p.experts_total), HumanBytes(room)));
+                                  HumanBytes(in_ram), HumanBytes(room)));
       }
-      p.expert_cache = p.experts_total;
+      p.expert_cache = in_ram;
       break;
     case MoeStorage::kMmap:
       p.expert_cache = 0;
@@ -206,7 +211,7 @@ Result<std::unique_ptr<ExpertStore>> CreateExpertStore(const Model& model, const
   const ExpertLayout& layout = model.expert_layout();
   switch (plan.mode) {
     case MoeStorage::kResident: {
-      Result<std::unique_ptr<ResidentStore>> s = ResidentStore::Create(layout, pool);
+      Result<std::unique_ptr<ResidentStore>> s = ResidentStore::Create(layout, pool, o.on_device);
       if (!s.ok()) return s.status();
       return std::unique_ptr<ExpertStore>(std::move(s.value()));
     }

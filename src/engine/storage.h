@@ -46,6 +46,10 @@ struct StorageOptions {
   // are pinned in the cache, up to placement_share of its slots.
   std::string placement_file;
   double placement_share = 0.25;
+  // Experts a device holds (engine/gpu_experts.h; set by Context::Create): n_layer x n_expert
+  // flags, empty for none, and their bytes. The resident tier copies only the others.
+  std::vector<uint8_t> on_device;
+  uint64_t on_device_bytes = 0;
   // Builds the stream tier's I/O engine instead of CreateIoEngine(io, io_queue_depth): a
   // fault-injecting one in tests, a read-recording one for `bench --read-trace`.
   std::function<Result<std::unique_ptr<IoEngine>>()> make_io;
@@ -74,7 +78,8 @@ struct StoragePlan {
   // What the KV cache holds when it is not per-head K and V (MLA: the latent rows), else "".
   std::string kv_layout;
   uint64_t scratch = 0;
-  uint64_t experts_total = 0;  // all routed experts
+  uint64_t experts_total = 0;      // all routed experts
+  uint64_t experts_on_device = 0;  // of those, the bytes a device holds (never in RAM)
   uint64_t expert_cache =
       0;  // RAM for experts: all of them (resident), the cache (stream), 0 (mmap)
   uint32_t expert_cache_slots = 0;  // stream: the experts that cache holds at once

@@ -6,6 +6,7 @@
 #include <cstring>
 #include <vector>
 
+#include "base/check.h"
 #include "base/thread_pool.h"
 #include "experts/kernel_layout.h"
 #include "experts/record_checksum.h"
@@ -52,15 +53,25 @@ Result<std::optional<ReadyExpert>> InMemoryStore::NextReady(bool /*wait*/, bool 
 }
 
 Result<std::unique_ptr<ResidentStore>> ResidentStore::Create(const ExpertLayout& layout,
-                                                             ThreadPool* pool) {
+                                                             ThreadPool* pool,
+                                                             std::span<const uint8_t> skip) {
   std::unique_ptr<ResidentStore> s(new ResidentStore(layout));
+  const uint32_t E = layout.n_expert();
+  MT_CHECK(skip.empty() || skip.size() == size_t{layout.n_layer()} * E);
   s->copies_.resize(layout.n_layer());
-  std::vector<Status> failed(layout.n_expert());  // per expert: no lock between threads
+  s->position_.assign(size_t{layout.n_layer()} * E, -1);
+  std::vector<Status> failed(E);  // per expert: no lock between threads
   for (uint32_t il = 0; il < layout.n_layer(); ++il) {
     if (!layout.has_experts(il)) continue;
+    int32_t kept = 0;
+    for (uint32_t e = 0; e < E; ++e) {
+      if (skip.empty() || !skip[size_t{il} * E + e]) s->position_[size_t{il} * E + e] = kept++;
+    }
+    if (kept == 0) continue;
     for (int p = 0; p < kNumExpertParts; ++p) {
+      const ExpertPart part = static_cast<ExpertPart>(p);
       Result<AlignedBuffer> buf =
-          AlignedBuffer::Allocate(layout.part_tensor_bytes(il, static_cast<ExpertPart>(p)));
+          AlignedBuffer::Allocate(layout.extent(il, 0, part).length * static_cast<uint64_t>(kept));
       if (!buf.ok()) return buf.status().WithContext("resident experts");
       s->copies_[il][p] = std::move(buf.value());
     }
@@ -70,6 +81,8 @@ Result<std::unique_ptr<ResidentStore>> ResidentStore::Create(const ExpertLayout&
     auto load = [&](int64_t e0, int64_t e1, int) {
       for (int64_t ei = e0; ei < e1; ++ei) {
         const auto e = static_cast<uint32_t>(ei);
+        const int32_t at_position = s->position_[size_t{il} * E + e];
+        if (at_position < 0) continue;  // another tier's
         if (layout.has_records()) {
           failed[e] = CheckRecord(layout, il, e);
           if (!failed[e].ok()) continue;
@@ -78,7 +91,7 @@ Result<std::unique_ptr<ResidentStore>> ResidentStore::Create(const ExpertLayout&
         for (int p = 0; p < kNumExpertParts; ++p) {
           const ExpertPart part = static_cast<ExpertPart>(p);
           const uint64_t stride = layout.extent(il, e, part).length;
-          at[p] = s->copies_[il][p].data() + e * stride;
+          at[p] = s->copies_[il][p].data() + static_cast<uint64_t>(at_position) * stride;
           std::memcpy(at[p], layout.mapped(il, e, part), stride);
         }
         // Into the layout the kernels read fastest (the numbers do not change).
@@ -96,8 +109,11 @@ Result<std::unique_ptr<ResidentStore>> ResidentStore::Create(const ExpertLayout&
 }
 
 ExpertMatrices ResidentStore::Matrices(uint32_t layer, uint32_t expert) const {
+  const int32_t position = position_[size_t{layer} * layout_.n_expert() + expert];
+  MT_CHECK_MSG(position >= 0, "ResidentStore: an expert another tier owns was asked for");
   auto at = [&](ExpertPart p) {
-    return copies_[layer][p].data() + uint64_t{expert} * layout_.extent(layer, expert, p).length;
+    return copies_[layer][p].data() +
+           static_cast<uint64_t>(position) * layout_.extent(layer, expert, p).length;
   };
   return RepackedMatrices(layout_, layer, at(kGate), at(kUp), at(kDown));
 }

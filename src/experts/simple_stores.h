@@ -44,15 +44,19 @@ class ResidentStore final : public InMemoryStore {
   // expert-major pack every record is checked against its checksum as it is copied: a
   // mismatch is an error naming the file, layer, expert and offset, and nothing is loaded.
   // With a pool, its threads copy a layer's experts in parallel (the copy is mostly page
-  // faults: the file's pages in, zeroed pages out; they scale with cores).
+  // faults: the file's pages in, zeroed pages out; they scale with cores). `skip` (empty, or
+  // n_layer x n_expert flags) names experts another tier owns (the device): they get no
+  // copy, and must never be asked for.
   static Result<std::unique_ptr<ResidentStore>> Create(const ExpertLayout& layout,
-                                                       ThreadPool* pool = nullptr);
+                                                       ThreadPool* pool = nullptr,
+                                                       std::span<const uint8_t> skip = {});
   std::string name() const override { return "resident"; }
 
  private:
   explicit ResidentStore(const ExpertLayout& layout) : InMemoryStore(layout, "resident") {}
   ExpertMatrices Matrices(uint32_t layer, uint32_t expert) const override;
-  std::vector<std::array<AlignedBuffer, 3>> copies_;  // (n_layer) gate/up/down of all experts
+  std::vector<std::array<AlignedBuffer, 3>> copies_;  // (n_layer) gate/up/down of the kept experts
+  std::vector<int32_t> position_;  // (n_layer * n_expert) an expert's place in copies_, or -1
 };
 
 // Points kernels into the file mapping. Expert ranges get MADV_RANDOM (no readahead of
