@@ -5,7 +5,7 @@
 # experts Q2_K, a few Q3_K, the rest Q4_K-Q6_K): multi-head latent attention with its
 # compressed KV cache, two dense layers, sigmoid routing over expert groups, its routed
 # experts streamed from the file into a cache a quarter of their size, and output held to a
-# JSON schema.
+# JSON schema. Where a Vulkan device is (lavapipe counts), the hottest experts run on it.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 scripts/setup.sh
@@ -40,6 +40,17 @@ echo "== moetier run, stream mode: experts stream from the file into a cache of 
 echo "   with next-layer prefetch and the profile's hottest experts pinned; same text as above"
 "$bin" run -m "$model" -p "The quick brown fox" -n 24 --temp 0 --moe-storage stream \
   --expert-cache 25% --placement "$work/routing.json" --stats
+
+if "$bin" devices | grep -q '^  vulkan:0'; then
+  echo
+  echo "== moetier run with a GPU tier: the profile's hottest experts (a quarter of them) live in"
+  echo "   the memory of vulkan:0 (moetier devices; lavapipe runs Vulkan on the CPU); the device"
+  echo "   runs them while the CPU runs the rest, streamed as above (it sums in an order of its own:"
+  echo "   the text is the same until a near-tie)"
+  "$bin" run -m "$model" -p "The quick brown fox" -n 24 --temp 0 --moe-storage stream \
+    --expert-cache 25% --placement "$work/routing.json" --gpu-expert-cache 25% --stats 2>&1 |
+    grep -Ev '^moetier:   layer'
+fi
 
 echo
 echo "== moetier run --chat: sampled, with the model's chat template (DeepSeek-R1's: the answer"
