@@ -22,7 +22,7 @@ Result<std::unique_ptr<ExpertFfn>> ExpertFfn::Create(Device* device, MatMul* mat
   Result<Pipeline> act =
       device->CreatePipeline("ffn_act", ShaderSpirv("ffn_act"), 2, sizeof(ActPush));
   if (!act.ok()) return act.status();
-  return std::unique_ptr<ExpertFfn>(new ExpertFfn(matmul, std::move(*act)));
+  return std::unique_ptr<ExpertFfn>(new ExpertFfn(device, matmul, std::move(*act)));
 }
 
 Status ExpertFfn::Record(CommandRecorder& rec, const ExpertFfnArgs& a) {
@@ -35,7 +35,7 @@ Status ExpertFfn::Record(CommandRecorder& rec, const ExpertFfnArgs& a) {
       (std::max(a.gate_bias_offset, a.up_bias_offset) + f) * 4 > a.bias->size()) {
     return InvalidArgument("gpu expert ffn: a bias of {} floats reaches past its buffer", f);
   }
-  if ((a.hidden_offset + 2 * m * f) >= (uint64_t{1} << 32) ||
+  if (2 * m * f + 64 >= (uint64_t{1} << 32) ||
       (a.bias != nullptr && a.bias->size() / 4 >= (uint64_t{1} << 32))) {
     return InvalidArgument("gpu expert ffn: the hidden or bias binding is past 16 GiB");
   }
@@ -49,11 +49,16 @@ Status ExpertFfn::Record(CommandRecorder& rec, const ExpertFfnArgs& a) {
   MT_RETURN_IF_ERROR(matmul_->Record(rec, gate));
   MT_RETURN_IF_ERROR(matmul_->Record(rec, up));
   rec.Barrier();
+  // The activation binds only this expert's rows (a whole hidden buffer may pass the
+  // device's maxStorageBufferRange); its offsets count from the binding's start.
+  const uint64_t align = device_->storage_offset_alignment();
+  const uint64_t start = gate_rows * 4 / align * align;  // bytes
+  const uint64_t skip = (gate_rows * 4 - start) / 4;     // floats
   const ActPush push = {
       static_cast<uint32_t>(f),
       static_cast<uint32_t>(m),
-      static_cast<uint32_t>(gate_rows),
-      static_cast<uint32_t>(up_rows),
+      static_cast<uint32_t>(skip),
+      static_cast<uint32_t>(skip + m * f),
       static_cast<uint32_t>(f),
       static_cast<uint32_t>(a.activation),
       a.bias != nullptr ? 1u : 0u,
@@ -62,9 +67,10 @@ Status ExpertFfn::Record(CommandRecorder& rec, const ExpertFfnArgs& a) {
   };
   uint8_t push_bytes[sizeof(ActPush)];
   std::memcpy(push_bytes, &push, sizeof(push));
-  // Without biases the shader reads none: the hidden buffer stands in for the binding.
-  const Buffer* bias = a.bias != nullptr ? a.bias : a.hidden;
-  const BufferRange ranges[2] = {{a.hidden, 0, a.hidden->size()}, {bias, 0, bias->size()}};
+  // Without biases the shader reads none: the hidden rows stand in for the binding.
+  const BufferRange hidden{a.hidden, start, (skip + 2 * m * f) * 4};
+  const BufferRange ranges[2] = {
+      hidden, a.bias != nullptr ? BufferRange{a.bias, 0, a.bias->size()} : hidden};
   rec.Dispatch(act_, ranges, push_bytes, static_cast<uint32_t>((f + kActGroup - 1) / kActGroup),
                static_cast<uint32_t>(m), 1);
   MT_RETURN_IF_ERROR(rec.status());

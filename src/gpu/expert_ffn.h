@@ -53,7 +53,9 @@ class ExpertFfn {
   Status Record(CommandRecorder& rec, const ExpertFfnArgs& args);
 
  private:
-  ExpertFfn(MatMul* matmul, Pipeline act) : matmul_(matmul), act_(std::move(act)) {}
+  ExpertFfn(Device* device, MatMul* matmul, Pipeline act)
+      : device_(device), matmul_(matmul), act_(std::move(act)) {}
+  Device* device_;
   MatMul* matmul_;
   Pipeline act_;  // shaders/ffn_act.comp
 };

@@ -72,7 +72,8 @@ void CheckExpert(const Case& c) {
   Device& dev = *gpu.device;
   Result<Buffer> wb = dev.CreateBuffer(weights.size());
   Result<Buffer> xb = dev.CreateHostBuffer(x.size() * 4);
-  Result<Buffer> hb = dev.CreateBuffer(2 * m * F * 4);
+  const uint64_t hidden_offset = 5;  // floats: rows that start off any alignment
+  Result<Buffer> hb = dev.CreateBuffer((hidden_offset + 2 * m * F) * 4);
   Result<Buffer> yb = dev.CreateHostBuffer(m * D * 4);
   Result<Buffer> bb = dev.CreateBuffer(bias.size() * 4);
   ASSERT_TRUE(wb.ok() && xb.ok() && hb.ok() && yb.ok() && bb.ok());
@@ -94,6 +95,7 @@ void CheckExpert(const Case& c) {
   a.m = m;
   a.x = &*xb;
   a.hidden = &*hb;
+  a.hidden_offset = hidden_offset;
   a.y = &*yb;
   if (c.bias) {
     a.bias = &*bb;
