@@ -261,10 +261,7 @@ Result<std::unique_ptr<Context>> Context::Create(const Model& model,
   std::unique_ptr<Context> ctx(new Context(model, n_ctx));
   ctx->impl_ = std::make_unique<Impl>(model, n_ctx, options);
   Impl& impl = *ctx->impl_;
-  Result<StoragePlan> plan =
-      PlanStorage(model, impl.kv_bytes(), impl.scratch_bytes(), options.storage);
-  if (!plan.ok()) return plan.status();
-  impl.plan = plan.value();
+  impl.plan = MT_TRY(PlanStorage(model, impl.kv_bytes(), impl.scratch_bytes(), options.storage));
   if (mla) {
     impl.plan.kv_layout = fmt::format("MLA latent: {} values a position and layer, {}", k_row,
                                       KvTypeName(options.kv_types.k));
@@ -296,18 +293,13 @@ Result<std::unique_ptr<Context>> Context::Create(const Model& model,
   }
   std::optional<RoutingStats> profile;
   if (!options.storage.placement_file.empty()) {
-    Result<RoutingStats> p =
-        RoutingStats::Load(options.storage.placement_file, model.hparams().arch,
-                           model.hparams().n_layer, model.hparams().n_expert);
-    if (!p.ok()) return p.status();
-    profile = std::move(p.value());
+    profile = MT_TRY(RoutingStats::Load(options.storage.placement_file, model.hparams().arch,
+                                        model.hparams().n_layer, model.hparams().n_expert));
   } else if (routing.tokens() > 0) {
     profile = routing;  // a warm restart places what it saw last time
   }
-  Result<std::unique_ptr<ExpertStore>> store = CreateExpertStore(
-      model, impl.plan, options.storage, profile ? &*profile : nullptr, &impl.pool);
-  if (!store.ok()) return store.status();
-  impl.store = std::move(store.value());
+  impl.store = MT_TRY(CreateExpertStore(model, impl.plan, options.storage,
+                                        profile ? &*profile : nullptr, &impl.pool));
   int prefetch_depth = 0;
   if (ExpertStore& bounded = *impl.store; bounded.cache_slots() > 0) {
     if (options.storage.prefetch) {
