@@ -85,9 +85,8 @@ Result<std::vector<int>> ParseSeqs(const std::string& text) {
 void TraceReads(ContextOptions* o, TracingEngine** tracer) {
   o->storage.make_io = [tracer, io = o->storage.io,
                         depth = o->storage.io_queue_depth]() -> Result<std::unique_ptr<IoEngine>> {
-    Result<std::unique_ptr<IoEngine>> inner = CreateIoEngine(io, depth);
-    if (!inner.ok()) return inner.status();
-    auto traced = std::make_unique<TracingEngine>(std::move(inner).value());
+    std::unique_ptr<IoEngine> inner = MT_TRY(CreateIoEngine(io, depth));
+    auto traced = std::make_unique<TracingEngine>(std::move(inner));
     *tracer = traced.get();
     return std::unique_ptr<IoEngine>(std::move(traced));
   };
@@ -158,16 +157,14 @@ Result<BenchSample> RunDecodeTest(const BenchFlags& f, Context& ctx, int n_seq, 
     read0 = ProcessStorageReadBytes();
     t0 = std::chrono::steady_clock::now();
   };
-  Result<BenchSample> s =
-      BenchDecode(ctx, f.n_gen, n_seq, f.n_depth, f.reps, f.seed, restart_counters);
-  if (!s.ok()) return s.status();
+  BenchSample s =
+      MT_TRY(BenchDecode(ctx, f.n_gen, n_seq, f.n_depth, f.reps, f.seed, restart_counters));
   if (tracer != nullptr && first) {
     tracer->SetRecording(false);
-    Result<std::string> text = FormatReadTrace(tracer->trace());
-    if (!text.ok()) return text.status();
-    MT_RETURN_IF_ERROR(WriteFileAtomically(f.read_trace, *text));
+    std::string text = MT_TRY(FormatReadTrace(tracer->trace()));
+    MT_RETURN_IF_ERROR(WriteFileAtomically(f.read_trace, text));
   }
-  s->storage_read_bytes = ProcessStorageReadBytes() - read0;
+  s.storage_read_bytes = ProcessStorageReadBytes() - read0;
   if (first) {
     const double secs =
         std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
@@ -182,15 +179,13 @@ Result<std::vector<BenchSample>> RunTests(const BenchFlags& f, const std::vector
                                           Context& ctx, TracingEngine* tracer) {
   std::vector<BenchSample> samples;
   if (f.n_prompt > 0) {
-    Result<BenchSample> s = BenchPrefill(ctx, f.n_prompt, f.n_depth, f.reps, f.seed);
-    if (!s.ok()) return s.status();
-    samples.push_back(std::move(s).value());
+    BenchSample s = MT_TRY(BenchPrefill(ctx, f.n_prompt, f.n_depth, f.reps, f.seed));
+    samples.push_back(std::move(s));
   }
   if (f.n_gen > 0) {
     for (size_t i = 0; i < seqs.size(); ++i) {
-      Result<BenchSample> s = RunDecodeTest(f, ctx, seqs[i], i == 0, tracer);
-      if (!s.ok()) return s.status();
-      samples.push_back(std::move(s).value());
+      BenchSample s = MT_TRY(RunDecodeTest(f, ctx, seqs[i], i == 0, tracer));
+      samples.push_back(std::move(s));
     }
   }
   return samples;

@@ -70,9 +70,7 @@ Result<std::unique_ptr<Context>> MakeContext(const Model& model, const Perplexit
   o.n_batch = static_cast<uint32_t>(std::min(f.n_batch, n_ctx));
   o.n_threads = f.n_threads;
   o.pin_threads = f.pin_threads;
-  Result<KvTypes> kv_types = ResolveKvTypes(f.kv_type);
-  if (!kv_types.ok()) return kv_types.status();
-  o.kv_types = kv_types.value();
+  o.kv_types = MT_TRY(ResolveKvTypes(f.kv_type));
   MT_RETURN_IF_ERROR(ResolveStorageFlags(f.storage, &o));
   Result<std::unique_ptr<Context>> ctx = Context::Create(model, o);
   if (ctx.ok()) PrintStoragePlan(**ctx);

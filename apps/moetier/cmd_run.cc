@@ -185,9 +185,7 @@ Result<std::string> LoadGrammar(const RunFlags& f) {
                      : !f.json_schema.empty()  ? "--json-schema"
                                                : "--json-schema-file";
   if (!file.empty()) {
-    Result<std::string> read = ReadWholeFile(file);
-    if (!read.ok()) return read.status();
-    text = std::move(read).value();
+    text = MT_TRY(ReadWholeFile(file));
   }
   if (!f.json_schema.empty() || !f.json_schema_file.empty()) {
     nlohmann::ordered_json schema;
@@ -328,12 +326,8 @@ struct RunInputs {
 Result<RunInputs> ReadInputs(const RunFlags& f) {
   MT_RETURN_IF_ERROR(CheckSampling(f.sampling));
   RunInputs in;
-  Result<std::vector<std::pair<int32_t, float>>> logit_bias = ParseLogitBias(f.logit_bias);
-  if (!logit_bias.ok()) return logit_bias.status();
-  in.logit_bias = std::move(logit_bias).value();
-  Result<std::string> gbnf = LoadGrammar(f);
-  if (!gbnf.ok()) return gbnf.status();
-  in.gbnf = std::move(gbnf).value();
+  in.logit_bias = MT_TRY(ParseLogitBias(f.logit_bias));
+  in.gbnf = MT_TRY(LoadGrammar(f));
   if (f.n_batch == 0) return InvalidArgument("-b must be positive (got 0)");
   if (f.prompt_given && !f.prompt_file.empty()) {
     return InvalidArgument("give the prompt with one of -p or -f, not both");
@@ -349,9 +343,7 @@ Result<RunInputs> ReadInputs(const RunFlags& f) {
   }
   in.prompt = f.prompt;
   if (!f.prompt_file.empty()) {
-    Result<std::string> text = ReadWholeFile(f.prompt_file);
-    if (!text.ok()) return text.status();
-    in.prompt = text.value();
+    in.prompt = MT_TRY(ReadWholeFile(f.prompt_file));
   }
   if (in.prompt.empty() && !f.conversation) return InvalidArgument("the prompt is empty");
   if (!f.chat_template_kwargs.empty()) {
@@ -381,9 +373,7 @@ Result<std::unique_ptr<Context>> CreateContext(const RunFlags& f, const Model& m
   copt.n_batch = f.n_batch;
   copt.n_threads = f.n_threads;
   copt.pin_threads = f.pin_threads;
-  Result<KvTypes> kv_types = ResolveKvTypes(f.kv_type);
-  if (!kv_types.ok()) return kv_types.status();
-  copt.kv_types = kv_types.value();
+  copt.kv_types = MT_TRY(ResolveKvTypes(f.kv_type));
   MT_RETURN_IF_ERROR(ResolveStorageFlags(f.storage, &copt));
   Result<std::unique_ptr<Context>> ctx = Context::Create(m, copt);
   if (!ctx.ok()) return ctx.status().WithContext(f.model);
@@ -410,9 +400,8 @@ Result<ChatTemplate> LoadChatTemplate(const RunFlags& f, const Model& m) {
   if (f.chat_template.empty()) {
     return ChatTemplate::ForModel(jinja ? *jinja : "", m.hparams().arch, eos_text);
   }
-  Result<ChatTemplate::Kind> kind = ChatTemplate::ByName(f.chat_template);
-  if (!kind.ok()) return kind.status();
-  return ChatTemplate(kind.value(), eos_text, "--chat-template");
+  ChatTemplate::Kind kind = MT_TRY(ChatTemplate::ByName(f.chat_template));
+  return ChatTemplate(kind, eos_text, "--chat-template");
 }
 
 // The prompt as the model reads it.
@@ -428,20 +417,18 @@ Result<PromptText> RenderChatPrompt(const RunFlags& f, const ChatTemplate& tmpl,
   std::vector<ChatMessage> messages;
   if (!f.system_prompt.empty()) messages.push_back({"system", f.system_prompt});
   messages.push_back({"user", prompt});
-  Result<ChatPrompt> rendered = tmpl.Render(messages, true, nullptr, kwargs);
-  if (!rendered.ok()) return rendered.status();
-  return PromptText{rendered->text, rendered->add_bos, rendered.value()};
+  ChatPrompt rendered = MT_TRY(tmpl.Render(messages, true, nullptr, kwargs));
+  return PromptText{rendered.text, rendered.add_bos, rendered};
 }
 
 // The prompt's tokens; an error when there are none or they leave no room in the context.
 Result<std::vector<int32_t>> EncodePrompt(const Tokenizer& tok, const PromptText& p,
                                           uint32_t n_ctx) {
-  Result<std::vector<int32_t>> tokens = tok.Encode(p.text, p.add_bos, /*parse_special=*/true);
-  if (!tokens.ok()) return tokens.status();
-  if (tokens->empty()) return InvalidArgument("the prompt has no tokens");
-  if (tokens->size() >= n_ctx) {
+  std::vector<int32_t> tokens = MT_TRY(tok.Encode(p.text, p.add_bos, /*parse_special=*/true));
+  if (tokens.empty()) return InvalidArgument("the prompt has no tokens");
+  if (tokens.size() >= n_ctx) {
     return InvalidArgument("the prompt has {} tokens, more than the context of {} (raise -c)",
-                           tokens->size(), n_ctx);
+                           tokens.size(), n_ctx);
   }
   return tokens;
 }
@@ -463,9 +450,8 @@ Status StartGrammar(const RunFlags& f, const std::string& gbnf, const ChatPrompt
                     const Tokenizer& tok, std::optional<grammar::GrammarFilter>* filter) {
   if (gbnf.empty()) return Status::Ok();
   const bool schema = !f.json_schema.empty() || !f.json_schema_file.empty();
-  Result<grammar::StartedGrammar> g = grammar::AnswerGrammar(gbnf, schema ? chat : ChatPrompt());
-  if (!g.ok()) return g.status();
-  filter->emplace(g->grammar, std::make_shared<const grammar::GrammarVocab>(tok), g->start);
+  grammar::StartedGrammar g = MT_TRY(grammar::AnswerGrammar(gbnf, schema ? chat : ChatPrompt()));
+  filter->emplace(g.grammar, std::make_shared<const grammar::GrammarVocab>(tok), g.start);
   return Status::Ok();
 }
 

@@ -54,9 +54,8 @@ Result<std::vector<std::string>> ApiKeys(const ServeFlags& f) {
     keys.push_back(key);
   }
   if (!f.api_key_file.empty()) {
-    Result<std::vector<std::string>> from_file = server::ReadApiKeyFile(f.api_key_file);
-    if (!from_file.ok()) return from_file.status();
-    keys.insert(keys.end(), from_file->begin(), from_file->end());
+    std::vector<std::string> from_file = MT_TRY(server::ReadApiKeyFile(f.api_key_file));
+    keys.insert(keys.end(), from_file.begin(), from_file.end());
   }
   return keys;
 }

@@ -28,15 +28,13 @@ bool EndsWith(std::string_view s, std::string_view suffix) {
 
 Result<Tokenizer> LoadTokenizer(const TokenizeFlags& f) {
   if (EndsWith(f.model, ".json")) {
-    Result<VocabSpec> vocab = ImportHfTokenizer(f.model, f.pre, 0);
-    if (!vocab.ok()) return vocab.status();
-    Result<Tokenizer> t = Tokenizer::Create(std::move(*vocab));
+    VocabSpec vocab = MT_TRY(ImportHfTokenizer(f.model, f.pre, 0));
+    Result<Tokenizer> t = Tokenizer::Create(std::move(vocab));
     if (!t.ok()) return t.status().WithContext(f.model);
     return t;
   }
-  Result<GgufModel> model = GgufModel::Open(f.model);
-  if (!model.ok()) return model.status();
-  Result<Tokenizer> t = Tokenizer::FromMetadata(model->metadata());
+  GgufModel model = MT_TRY(GgufModel::Open(f.model));
+  Result<Tokenizer> t = Tokenizer::FromMetadata(model.metadata());
   if (!t.ok()) return t.status().WithContext(f.model);
   return t;
 }

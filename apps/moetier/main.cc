@@ -46,11 +46,9 @@ Result<KvTypes> ResolveKvTypes(const KvTypeFlags& flags) {
     }
     return type;
   };
-  Result<KvElemType> k = parse(flags.k, "-ctk");
-  if (!k.ok()) return k.status();
-  Result<KvElemType> v = parse(flags.v, "-ctv");
-  if (!v.ok()) return v.status();
-  return KvTypes{k.value(), v.value()};
+  KvElemType k = MT_TRY(parse(flags.k, "-ctk"));
+  KvElemType v = MT_TRY(parse(flags.v, "-ctv"));
+  return KvTypes{k, v};
 }
 
 namespace {

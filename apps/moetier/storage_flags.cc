@@ -65,15 +65,9 @@ Status ResolveStorageFlags(const StorageFlags& f, ContextOptions* copt) {
   }
   o->placement_share = f.placement_share;
   copt->routing_stats_file = f.routing_stats;
-  Result<MoeStorage> mode = ParseMoeStorage(f.moe_storage);
-  if (!mode.ok()) return mode.status();
-  o->mode = mode.value();
-  Result<IoBackend> io = ParseIoBackend(f.io);
-  if (!io.ok()) return io.status();
-  o->io = io.value();
-  Result<DirectMode> direct = ParseDirectMode(f.direct);
-  if (!direct.ok()) return direct.status();
-  o->direct = direct.value();
+  o->mode = MT_TRY(ParseMoeStorage(f.moe_storage));
+  o->io = MT_TRY(ParseIoBackend(f.io));
+  o->direct = MT_TRY(ParseDirectMode(f.direct));
   if (!f.mem_budget.empty()) {
     Result<uint64_t> b = ParseBytes(f.mem_budget);
     if (!b.ok()) return b.status().WithContext("--mem-budget");

@@ -115,3 +115,14 @@ class [[nodiscard]] Result {
     ::mt::Status mt_status_ = (expr);        \
     if (!mt_status_.ok()) return mt_status_; \
   } while (0)
+
+// The value of `expr` (a Result<T>), or returns its status from the calling function when
+// not ok. A GNU statement expression (clang and gcc): the caller writes the declaration,
+// so nothing is declared behind its back (STYLE rule 10): `Foo x = MT_TRY(MakeFoo());`
+// The enclosing function returns Status or any Result<U>. The value is moved out, not copied.
+#define MT_TRY(expr)                            \
+  ({                                            \
+    auto mt_try_ = (expr);                      \
+    if (!mt_try_.ok()) return mt_try_.status(); \
+    std::move(mt_try_).value();                 \
+  })

@@ -278,11 +278,8 @@ Result<std::unique_ptr<Context>> Context::Create(const Model& model,
   }
   std::optional<RoutingStats> profile;
   if (!options.storage.placement_file.empty()) {
-    Result<RoutingStats> p =
-        RoutingStats::Load(options.storage.placement_file, model.hparams().arch,
-                           model.hparams().n_layer, model.hparams().n_expert);
-    if (!p.ok()) return p.status();
-    profile = std::move(p.value());
+    profile = MT_TRY(RoutingStats::Load(options.storage.placement_file, model.hparams().arch,
+                                        model.hparams().n_layer, model.hparams().n_expert));
   } else if (routing.tokens() > 0) {
     profile = routing;  // a warm restart places what it saw last time
   }
@@ -310,9 +307,7 @@ Result<std::unique_ptr<Context>> Context::Create(const Model& model,
       return gpu.status();
     }
   }
-  Result<StoragePlan> plan = PlanStorage(model, impl.kv_bytes(), impl.scratch_bytes(), storage);
-  if (!plan.ok()) return plan.status();
-  impl.plan = plan.value();
+  impl.plan = MT_TRY(PlanStorage(model, impl.kv_bytes(), impl.scratch_bytes(), storage));
   impl.plan.gpu = gpu_line;
   if (mla) {
     impl.plan.kv_layout = fmt::format("MLA latent: {} values a position and layer, {}", k_row,
@@ -331,10 +326,8 @@ Result<std::unique_ptr<Context>> Context::Create(const Model& model,
         "checkpoint before a prompt's last token)",
         layers, HumanBytes(DeltaNetAttention::StateBytes(d)));
   }
-  Result<std::unique_ptr<ExpertStore>> store =
-      CreateExpertStore(model, impl.plan, storage, profile ? &*profile : nullptr, &impl.pool);
-  if (!store.ok()) return store.status();
-  impl.store = std::move(store.value());
+  impl.store = MT_TRY(
+      CreateExpertStore(model, impl.plan, storage, profile ? &*profile : nullptr, &impl.pool));
   int prefetch_depth = 0;
   if (ExpertStore& bounded = *impl.store; bounded.cache_slots() > 0) {
     if (options.storage.prefetch) {

@@ -31,10 +31,9 @@ Status ParseDevice(const std::string& s, GpuExpertOptions* o) {
 }
 
 Status ParseGpuExpertCache(const std::string& s, GpuExpertOptions* o) {
-  Result<BytesOrPercent> size = ParseBytesOrPercent("--gpu-expert-cache", s);
-  if (!size.ok()) return size.status();
-  o->cache_bytes = size->bytes;
-  o->cache_pct = size->percent;
+  const BytesOrPercent size = MT_TRY(ParseBytesOrPercent("--gpu-expert-cache", s));
+  o->cache_bytes = size.bytes;
+  o->cache_pct = size.percent;
   return Status::Ok();
 }
 
@@ -146,9 +145,7 @@ Result<std::unique_ptr<GpuExpertTier>> GpuExpertTier::Create(const Model& model,
 
   auto impl = std::make_unique<Impl>();
   const int index = std::max(options.device, 0);
-  Result<std::unique_ptr<gpu::Device>> device = gpu::Device::Create(index);
-  if (!device.ok()) return device.status();
-  impl->device = std::move(*device);
+  impl->device = MT_TRY(gpu::Device::Create(index));
   gpu::Device& dev = *impl->device;
 
   // One layer's rows: inputs and outputs host-visible, gate and up rows on the device.
@@ -169,21 +166,11 @@ Result<std::unique_ptr<GpuExpertTier>> GpuExpertTier::Create(const Model& model,
                     "fit the {} of device memory of {}",
                     HumanBytes(budget), HumanBytes(scratch), HumanBytes(memory), dev.info().name));
   }
-  Result<std::unique_ptr<gpu::MatMul>> matmul = gpu::MatMul::Create(&dev);
-  if (!matmul.ok()) return matmul.status();
-  impl->matmul = std::move(*matmul);
-  Result<std::unique_ptr<gpu::ExpertFfn>> ffn = gpu::ExpertFfn::Create(&dev, impl->matmul.get());
-  if (!ffn.ok()) return ffn.status();
-  impl->ffn = std::move(*ffn);
-  Result<gpu::Buffer> in = dev.CreateHostBuffer(row_floats * 4);
-  if (!in.ok()) return in.status();
-  Result<gpu::Buffer> out = dev.CreateHostBuffer(row_floats * 4);
-  if (!out.ok()) return out.status();
-  Result<gpu::Buffer> hidden = dev.CreateBuffer(2 * uint64_t{n_rows} * max_ff * 4);
-  if (!hidden.ok()) return hidden.status();
-  impl->in = std::move(*in);
-  impl->out = std::move(*out);
-  impl->hidden = std::move(*hidden);
+  impl->matmul = MT_TRY(gpu::MatMul::Create(&dev));
+  impl->ffn = MT_TRY(gpu::ExpertFfn::Create(&dev, impl->matmul.get()));
+  impl->in = MT_TRY(dev.CreateHostBuffer(row_floats * 4));
+  impl->out = MT_TRY(dev.CreateHostBuffer(row_floats * 4));
+  impl->hidden = MT_TRY(dev.CreateBuffer(2 * uint64_t{n_rows} * max_ff * 4));
 
   std::unique_ptr<GpuExpertTier> tier(new GpuExpertTier(std::move(impl)));
   Impl& im = *tier->impl_;
@@ -223,21 +210,17 @@ Result<std::unique_ptr<GpuExpertTier>> GpuExpertTier::Create(const Model& model,
       L.slots.push_back(s);
       tier->payload_bytes_ += L.spec.bytes();
     }
-    Result<gpu::Buffer> w = dev.CreateBuffer(staged.size());
-    if (!w.ok()) return w.status();
-    MT_RETURN_IF_ERROR(dev.Upload(*w, 0, staged));
-    L.weights = std::move(*w);
+    L.weights = MT_TRY(dev.CreateBuffer(staged.size()));
+    MT_RETURN_IF_ERROR(dev.Upload(L.weights, 0, staged));
     tier->weight_bytes_ += staged.size();
     tier->n_owned_ += static_cast<uint32_t>(L.slots.size());
     const LayerWeights& lw = model.layer(static_cast<int>(l));
     if (!lw.gate_exps_b.empty()) {
       std::vector<float> bias(lw.gate_exps_b);
       bias.insert(bias.end(), lw.up_exps_b.begin(), lw.up_exps_b.end());
-      Result<gpu::Buffer> b = dev.CreateBuffer(bias.size() * 4);
-      if (!b.ok()) return b.status();
+      L.bias = MT_TRY(dev.CreateBuffer(bias.size() * 4));
       MT_RETURN_IF_ERROR(
-          dev.Upload(*b, 0, {reinterpret_cast<const uint8_t*>(bias.data()), bias.size() * 4}));
-      L.bias = std::move(*b);
+          dev.Upload(L.bias, 0, {reinterpret_cast<const uint8_t*>(bias.data()), bias.size() * 4}));
     }
   }
   return tier;

@@ -87,9 +87,8 @@ Model::Model(std::string path, GgufModel gguf) : path_(std::move(path)), gguf_(s
 Model::~Model() = default;
 
 Result<std::unique_ptr<Model>> Model::Load(const std::string& path, const LoadOptions& options) {
-  Result<GgufModel> gguf = GgufModel::Open(path);
-  if (!gguf.ok()) return gguf.status();
-  std::unique_ptr<Model> m(new Model(path, std::move(gguf.value())));
+  GgufModel gguf = MT_TRY(GgufModel::Open(path));
+  std::unique_ptr<Model> m(new Model(path, std::move(gguf)));
   auto fail = [&](const Status& s) { return s.WithContext(path); };
 
   Result<HParams> hp = ReadHParams(m->gguf_.metadata());
@@ -160,9 +159,7 @@ Status Model::BindTensors() {
       if (pack) continue;
       // Bound by ExpertLayoutFromGguf; checked here for shape and presence.
     }
-    Result<const GgufTensor*> found = binder.Find(desc);
-    if (!found.ok()) return found.status();
-    const GgufTensor* t = found.value();
+    const GgufTensor* t = MT_TRY(binder.Find(desc));
     const bool bias = desc.suffix == TensorSuffix::kBias;
     if (desc.layer < 0) {
       switch (desc.role) {

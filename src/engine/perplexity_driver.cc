@@ -59,9 +59,7 @@ Status EvalChunk(Context& ctx, std::span<const int32_t> chunk_tokens, std::optio
 Result<PerplexityResult> RunPerplexity(Context& ctx, std::span<const int32_t> tokens,
                                        std::optional<int32_t> bos, const PerplexityOptions& options,
                                        const PerplexityOutput& out) {
-  Result<ChunkPlan> planned = PlanChunks(tokens.size(), options.n_ctx, options.n_chunks);
-  if (!planned.ok()) return planned.status();
-  const ChunkPlan plan = planned.value();
+  const ChunkPlan plan = MT_TRY(PlanChunks(tokens.size(), options.n_ctx, options.n_chunks));
   if (ctx.n_ctx() < static_cast<uint32_t>(plan.n_ctx)) {
     return InvalidArgument("the context holds {} positions, a chunk needs {}", ctx.n_ctx(),
                            plan.n_ctx);
@@ -70,11 +68,10 @@ Result<PerplexityResult> RunPerplexity(Context& ctx, std::span<const int32_t> to
   const int32_t n_batch = std::clamp(options.n_batch, 1, plan.n_ctx);
   std::optional<KlBaseWriter> writer;  // created first: a bad path fails before any output
   if (!options.kl_base_out.empty()) {
-    Result<KlBaseWriter> w =
-        KlBaseWriter::Create(options.kl_base_out, plan.n_ctx, n_vocab, plan.n_chunk,
-                             tokens.first(static_cast<size_t>(plan.n_chunk) * plan.n_ctx));
-    if (!w.ok()) return w.status();
-    writer.emplace(std::move(w).value());
+    KlBaseWriter w =
+        MT_TRY(KlBaseWriter::Create(options.kl_base_out, plan.n_ctx, n_vocab, plan.n_chunk,
+                                    tokens.first(static_cast<size_t>(plan.n_chunk) * plan.n_ctx)));
+    writer.emplace(std::move(w));
     Emit(out.info, fmt::format("perplexity: saving all logits to {}\n", options.kl_base_out));
   }
   Emit(out.info, fmt::format("perplexity: have {} tokens\n", tokens.size()));

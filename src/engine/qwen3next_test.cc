@@ -221,10 +221,9 @@ TEST_F(Qwen3NextTest, AFailedDecodeLeavesTheStatesAsTheyWere) {
   o.storage.mode = MoeStorage::kStream;
   ASSERT_TRUE(ParseExpertCache("10%", &o.storage).ok());
   o.storage.make_io = [plan]() -> Result<std::unique_ptr<IoEngine>> {
-    Result<std::unique_ptr<IoEngine>> inner = CreatePreadEngine(2);
-    if (!inner.ok()) return inner.status();
+    std::unique_ptr<IoEngine> inner = MT_TRY(CreatePreadEngine(2));
     return std::unique_ptr<IoEngine>(
-        std::make_unique<FaultInjectingEngine>(std::move(inner.value()), plan));
+        std::make_unique<FaultInjectingEngine>(std::move(inner), plan));
   };
   auto ctx = Make(*m, o);
   ASSERT_TRUE(ctx);

@@ -65,9 +65,8 @@ Status RoutingStats::Save(const std::string& path) const {
 
 Result<RoutingStats> RoutingStats::Load(const std::string& path, const std::string& arch,
                                         uint32_t n_layer, uint32_t n_expert) {
-  Result<std::string> text = ReadWholeFile(path);
-  if (!text.ok()) return text.status();
-  return Parse(text.value(), path, arch, n_layer, n_expert);
+  std::string text = MT_TRY(ReadWholeFile(path));
+  return Parse(text, path, arch, n_layer, n_expert);
 }
 
 Result<RoutingStats> RoutingStats::Parse(std::string_view text, const std::string& path,

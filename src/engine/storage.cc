@@ -70,10 +70,9 @@ Result<BytesOrPercent> ParseBytesOrPercent(std::string_view flag, const std::str
 }
 
 Status ParseExpertCache(const std::string& s, StorageOptions* options) {
-  Result<BytesOrPercent> size = ParseBytesOrPercent("--expert-cache", s);
-  if (!size.ok()) return size.status();
-  options->expert_cache = size->bytes;
-  options->expert_cache_pct = size->percent;
+  const BytesOrPercent size = MT_TRY(ParseBytesOrPercent("--expert-cache", s));
+  options->expert_cache = size.bytes;
+  options->expert_cache_pct = size.percent;
   return Status::Ok();
 }
 
@@ -121,11 +120,10 @@ Result<StoragePlan> PlanStorage(const Model& model, uint64_t kv_bytes, uint64_t 
     p.budget = *o.mem_budget;
     p.budget_source = "--mem-budget";
   } else {
-    Result<MemoryInfo> mi = ReadMemoryInfo();
-    if (!mi.ok()) return mi.status();
-    p.budget = mi->available();
-    p.budget_source = mi->cgroup_limit && *mi->cgroup_limit < mi->mem_available
-                          ? fmt::format("cgroup limit in {}", mi->cgroup_limit_file)
+    MemoryInfo mi = MT_TRY(ReadMemoryInfo());
+    p.budget = mi.available();
+    p.budget_source = mi.cgroup_limit && *mi.cgroup_limit < mi.mem_available
+                          ? fmt::format("cgroup limit in {}", mi.cgroup_limit_file)
                           : std::string("MemAvailable");
     // Leave room for the allocator, thread stacks, libraries and the page cache's needs.
     p.reserve = std::max<uint64_t>(uint64_t{256} << 20, p.budget / 20);
@@ -171,11 +169,10 @@ Result<StoragePlan> PlanStorage(const Model& model, uint64_t kv_bytes, uint64_t 
         // N% of the experts (by default all of them, as far as the budget goes) in slots as
         // the stream tier sizes them: the plan counts the pool it will really allocate (slots
         // are staged for O_DIRECT, and hold a layer's top-k).
-        Result<SlotPlan> pool = StreamStore::PlanSlots(
-            model.expert_layout(), CacheShape(model, CacheFraction(o).value_or(1.0), 0));
-        if (!pool.ok()) return pool.status();
-        p.expert_cache = o.expert_cache_pct ? pool->bytes() : std::min(room, pool->bytes());
-        if (o.expert_cache_pct) p.expert_cache_slots = pool->total_slots();
+        SlotPlan pool = MT_TRY(StreamStore::PlanSlots(
+            model.expert_layout(), CacheShape(model, CacheFraction(o).value_or(1.0), 0)));
+        p.expert_cache = o.expert_cache_pct ? pool.bytes() : std::min(room, pool.bytes());
+        if (o.expert_cache_pct) p.expert_cache_slots = pool.total_slots();
       }
       if (p.expert_cache > room && !o.mem_budget) {
         return Status(StatusCode::kResourceExhausted,
@@ -211,20 +208,17 @@ Result<std::unique_ptr<ExpertStore>> CreateExpertStore(const Model& model, const
   const ExpertLayout& layout = model.expert_layout();
   switch (plan.mode) {
     case MoeStorage::kResident: {
-      Result<std::unique_ptr<ResidentStore>> s = ResidentStore::Create(layout, pool, o.on_device);
-      if (!s.ok()) return s.status();
-      return std::unique_ptr<ExpertStore>(std::move(s.value()));
+      std::unique_ptr<ResidentStore> s = MT_TRY(ResidentStore::Create(layout, pool, o.on_device));
+      return std::unique_ptr<ExpertStore>(std::move(s));
     }
     case MoeStorage::kMmap: {
-      Result<std::unique_ptr<MmapStore>> s = MmapStore::Create(layout, o.warm);
-      if (!s.ok()) return s.status();
-      return std::unique_ptr<ExpertStore>(std::move(s.value()));
+      std::unique_ptr<MmapStore> s = MT_TRY(MmapStore::Create(layout, o.warm));
+      return std::unique_ptr<ExpertStore>(std::move(s));
     }
     case MoeStorage::kStream:
     case MoeStorage::kAuto: {
-      Result<std::unique_ptr<IoEngine>> io =
-          o.make_io ? o.make_io() : CreateIoEngine(o.io, o.io_queue_depth);
-      if (!io.ok()) return io.status();
+      std::unique_ptr<IoEngine> io =
+          MT_TRY(o.make_io ? o.make_io() : CreateIoEngine(o.io, o.io_queue_depth));
       StreamOptions so = CacheShape(model, CacheFraction(o), plan.expert_cache);
       so.direct = o.direct;
       so.policy = o.eviction;
@@ -234,10 +228,8 @@ Result<std::unique_ptr<ExpertStore>> CreateExpertStore(const Model& model, const
         }
         so.score = profile->Scores(ExpertBytesPerLayer(model));
       }
-      Result<std::unique_ptr<StreamStore>> s =
-          StreamStore::Create(layout, std::move(io.value()), so);
-      if (!s.ok()) return s.status();
-      return std::unique_ptr<ExpertStore>(std::move(s.value()));
+      std::unique_ptr<StreamStore> s = MT_TRY(StreamStore::Create(layout, std::move(io), so));
+      return std::unique_ptr<ExpertStore>(std::move(s));
     }
   }
   return InvalidArgument("unknown storage mode");

@@ -486,9 +486,8 @@ std::unique_ptr<Context> FaultyContext(const Model& m, FaultPlan plan) {
   EXPECT_TRUE(ParseExpertCache("8%", &o.storage).ok());
   auto shared_plan = std::make_shared<FaultPlan>(std::move(plan));
   o.storage.make_io = [shared_plan]() -> Result<std::unique_ptr<IoEngine>> {
-    Result<std::unique_ptr<IoEngine>> inner = CreatePreadEngine(2);
-    if (!inner.ok()) return inner.status();
-    auto f = std::make_unique<FaultInjectingEngine>(std::move(inner.value()), *shared_plan);
+    std::unique_ptr<IoEngine> inner = MT_TRY(CreatePreadEngine(2));
+    auto f = std::make_unique<FaultInjectingEngine>(std::move(inner), *shared_plan);
     return std::unique_ptr<IoEngine>(std::move(f));
   };
   auto ctx = Context::Create(m, o);
@@ -529,10 +528,9 @@ TEST_F(StorageTest, OnlyASlotsFirstReadsAreMarkedUntouched) {
   ContextOptions o = Options(Stream("10%"));
   uint64_t reads = 0, untouched = 0;
   o.storage.make_io = [&]() -> Result<std::unique_ptr<IoEngine>> {
-    Result<std::unique_ptr<IoEngine>> inner = CreatePreadEngine(2);
-    if (!inner.ok()) return inner.status();
+    std::unique_ptr<IoEngine> inner = MT_TRY(CreatePreadEngine(2));
     return std::unique_ptr<IoEngine>(
-        std::make_unique<CountingEngine>(std::move(inner.value()), &reads, &untouched));
+        std::make_unique<CountingEngine>(std::move(inner), &reads, &untouched));
   };
   auto ctx = Context::Create(*m, o);
   ASSERT_TRUE(ctx.ok()) << ctx.status().message();

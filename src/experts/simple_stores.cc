@@ -133,9 +133,7 @@ Result<std::unique_ptr<MmapStore>> MmapStore::Create(const ExpertLayout& layout,
     }
   }
   std::unique_ptr<MmapStore> s(new MmapStore(layout));
-  Result<FileWatch> watch = FileWatch::Open(layout.files());
-  if (!watch.ok()) return watch.status();
-  s->watch_ = std::move(watch.value());
+  s->watch_ = MT_TRY(FileWatch::Open(layout.files()));
   // Experts are read at random: readahead would only pull in neighbours nobody asked for.
   const uintptr_t page = 4096;
   for (std::span<const uint8_t> range : layout.MappedRanges()) {

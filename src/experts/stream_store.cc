@@ -164,9 +164,8 @@ Result<std::unique_ptr<StreamStore>> StreamStore::Create(const ExpertLayout& lay
                                                          std::unique_ptr<IoEngine> io,
                                                          const StreamOptions& options) {
   std::unique_ptr<StreamStore> s(new StreamStore(layout, std::move(io)));
-  Result<SlotPlan> plan = PlanSlots(layout, options);
-  if (!plan.ok()) return plan.status();
-  Result<AlignedBuffer> pool = AlignedBuffer::Allocate(plan->bytes());
+  SlotPlan plan = MT_TRY(PlanSlots(layout, options));
+  Result<AlignedBuffer> pool = AlignedBuffer::Allocate(plan.bytes());
   if (!pool.ok()) return pool.status().WithContext("expert cache");
   s->pool_ = std::move(pool.value());
   s->populate_ = std::thread([store = s.get()] {
@@ -180,7 +179,7 @@ Result<std::unique_ptr<StreamStore>> StreamStore::Create(const ExpertLayout& lay
       if (!pool.Populate(off, std::min(kChunk, pool.size() - off)).ok()) return;
     }
   });
-  const uint32_t n_slots = plan->total_slots();
+  const uint32_t n_slots = plan.total_slots();
   s->slots_.resize(n_slots);
   s->filled_.assign(n_slots, 0);
   const uint32_t n_keys = layout.n_layer() * layout.n_expert();  // (layer, expert) keys
@@ -188,13 +187,13 @@ Result<std::unique_ptr<StreamStore>> StreamStore::Create(const ExpertLayout& lay
   for (uint32_t il = 0; il < layout.n_layer(); ++il) {
     s->in_kernel_layout_.push_back(InKernelLayout(layout, il));
   }
-  s->layer_class_ = plan->layer_class;
+  s->layer_class_ = plan.layer_class;
   uint64_t at = 0;
-  for (size_t c = 0; c < plan->slot_bytes.size(); ++c) {
+  for (size_t c = 0; c < plan.slot_bytes.size(); ++c) {
     SlotClass& sc = s->classes_.emplace_back();
-    sc.slot_bytes = plan->slot_bytes[c];
+    sc.slot_bytes = plan.slot_bytes[c];
     sc.first_slot = static_cast<int32_t>(s->slot_at_.size());
-    sc.n_slots = static_cast<int32_t>(plan->n_slots[c]);
+    sc.n_slots = static_cast<int32_t>(plan.n_slots[c]);
     for (int32_t i = sc.n_slots - 1; i >= 0; --i) sc.free.push_back(sc.first_slot + i);
     for (int32_t i = 0; i < sc.n_slots; ++i, at += sc.slot_bytes) {
       s->slot_at_.push_back(at);
@@ -209,10 +208,9 @@ Result<std::unique_ptr<StreamStore>> StreamStore::Create(const ExpertLayout& lay
   s->prefetch_share_ = options.prefetch_share;
   s->min_slots_ = std::max<uint32_t>(options.min_slots, 1);
   for (const std::string& path : layout.files()) {
-    Result<int> f = s->io_->AddFile(path, options.direct);
-    if (!f.ok()) return f.status();
-    s->files_.push_back(f.value());
-    if (!s->io_->is_direct(f.value())) s->direct_ = false;
+    int f = MT_TRY(s->io_->AddFile(path, options.direct));
+    s->files_.push_back(f);
+    if (!s->io_->is_direct(f)) s->direct_ = false;
   }
   if (!s->direct_) {
     Log(LogLevel::kWarn,
@@ -227,9 +225,7 @@ Result<std::unique_ptr<StreamStore>> StreamStore::Create(const ExpertLayout& lay
         "ran at a third of the rate on a test VM (docs/journal/tiering.md); 'madvise' there lets "
         "moetier use them");
   }
-  Result<FileWatch> watch = FileWatch::Open(layout.files());
-  if (!watch.ok()) return watch.status();
-  s->watch_ = std::move(watch.value());
+  s->watch_ = MT_TRY(FileWatch::Open(layout.files()));
   s->stats_.tier = "stream";
   s->stats_.layers.resize(layout.n_layer());
   s->stats_.cache_slots = n_slots;

@@ -479,9 +479,8 @@ bool FileExists(const std::string& path) {
 }
 
 Result<ParsedShard> MapAndParse(const std::string& path, std::unique_ptr<MappedFile>* map) {
-  Result<MappedFile> mapped = MappedFile::Open(path);
-  if (!mapped.ok()) return mapped.status();
-  *map = std::make_unique<MappedFile>(std::move(mapped).value());
+  MappedFile mapped = MT_TRY(MappedFile::Open(path));
+  *map = std::make_unique<MappedFile>(std::move(mapped));
   return Parser(std::span<const uint8_t>((*map)->data(), (*map)->size()), path).Run();
 }
 
@@ -515,34 +514,32 @@ uint64_t GgufModel::total_file_bytes() const {
 }
 
 Result<GgufModel> GgufModel::Parse(std::span<const uint8_t> bytes, const std::string& name) {
-  Result<ParsedShard> parsed = Parser(bytes, name).Run();
-  if (!parsed.ok()) return parsed.status();
+  ParsedShard parsed = MT_TRY(Parser(bytes, name).Run());
   GgufModel model;
-  model.shards_.push_back(std::move(parsed->shard));
-  model.tensors_ = std::move(parsed->tensors);
+  model.shards_.push_back(std::move(parsed.shard));
+  model.tensors_ = std::move(parsed.tensors);
   return model;
 }
 
 Result<GgufModel> GgufModel::Open(const std::string& path) {
   GgufModel model;
   std::unique_ptr<MappedFile> map;
-  Result<ParsedShard> first = MapAndParse(path, &map);
-  if (!first.ok()) return first.status();
+  ParsedShard first = MT_TRY(MapAndParse(path, &map));
   model.maps_.push_back(std::move(map));
 
   std::optional<uint64_t> count, split_no, total_tensors;
   uint64_t count_offset = 0, no_offset = 0, total_offset = 0;
   MT_RETURN_IF_ERROR(
-      FindSplitKey(*first, gf::kKeySplitCount, gf::kMaxSplitCount, &count, &count_offset));
+      FindSplitKey(first, gf::kKeySplitCount, gf::kMaxSplitCount, &count, &count_offset));
   // Like llama.cpp, split.count 0 or 1 (or none) is a single file.
   if (!count || *count <= 1) {
-    model.shards_.push_back(std::move(first->shard));
-    model.tensors_ = std::move(first->tensors);
+    model.shards_.push_back(std::move(first.shard));
+    model.tensors_ = std::move(first.tensors);
     return model;
   }
   const uint64_t n_split = *count;
   MT_RETURN_IF_ERROR(
-      FindSplitKey(*first, gf::kKeySplitNo, gf::kMaxSplitCount, &split_no, &no_offset));
+      FindSplitKey(first, gf::kKeySplitNo, gf::kMaxSplitCount, &split_no, &no_offset));
   if (!split_no) {
     return Corrupt("{}: offset {}: split.count is {} but split.no is missing", path, count_offset,
                    n_split);
@@ -566,7 +563,7 @@ Result<GgufModel> GgufModel::Open(const std::string& path) {
         path, n_split, first_suffix);
   }
   const std::string prefix = path.substr(0, path.size() - first_suffix.size());
-  MT_RETURN_IF_ERROR(FindSplitKey(*first, gf::kKeySplitTensorsCount,
+  MT_RETURN_IF_ERROR(FindSplitKey(first, gf::kKeySplitTensorsCount,
                                   std::numeric_limits<int32_t>::max(), &total_tensors,
                                   &total_offset));
   if (!total_tensors) {
@@ -575,9 +572,9 @@ Result<GgufModel> GgufModel::Open(const std::string& path) {
   }
 
   std::unordered_set<std::string> names;
-  for (const GgufTensor& t : first->tensors) names.insert(t.name);
-  model.shards_.push_back(std::move(first->shard));
-  model.tensors_ = std::move(first->tensors);
+  for (const GgufTensor& t : first.tensors) names.insert(t.name);
+  model.shards_.push_back(std::move(first.shard));
+  model.tensors_ = std::move(first.tensors);
 
   for (uint64_t k = 1; k < n_split; ++k) {
     const std::string shard_path =
@@ -586,13 +583,12 @@ Result<GgufModel> GgufModel::Open(const std::string& path) {
       return NotFound("{}: missing shard {} of {} of the split set opened from {}", shard_path,
                       k + 1, n_split, path);
     }
-    Result<ParsedShard> shard = MapAndParse(shard_path, &map);
-    if (!shard.ok()) return shard.status();
+    ParsedShard shard = MT_TRY(MapAndParse(shard_path, &map));
     model.maps_.push_back(std::move(map));
 
     std::optional<uint64_t> v;
     uint64_t offset = 0;
-    MT_RETURN_IF_ERROR(FindSplitKey(*shard, gf::kKeySplitCount, gf::kMaxSplitCount, &v, &offset));
+    MT_RETURN_IF_ERROR(FindSplitKey(shard, gf::kKeySplitCount, gf::kMaxSplitCount, &v, &offset));
     if (!v) {
       return Corrupt("{}: not a shard of a split set (no split.count); expected shard {} of {}",
                      shard_path, k + 1, n_split);
@@ -601,28 +597,28 @@ Result<GgufModel> GgufModel::Open(const std::string& path) {
       return Corrupt("{}: offset {}: split.count is {} but the first shard {} says {}", shard_path,
                      offset, *v, path, n_split);
     }
-    MT_RETURN_IF_ERROR(FindSplitKey(*shard, gf::kKeySplitNo, gf::kMaxSplitCount, &v, &offset));
+    MT_RETURN_IF_ERROR(FindSplitKey(shard, gf::kKeySplitNo, gf::kMaxSplitCount, &v, &offset));
     if (!v) return Corrupt("{}: split.no is missing; expected {}", shard_path, k);
     if (*v != k) {
       return Corrupt("{}: offset {}: split.no is {}, expected {} (shard {} of {})", shard_path,
                      offset, *v, k, k + 1, n_split);
     }
-    MT_RETURN_IF_ERROR(FindSplitKey(*shard, gf::kKeySplitTensorsCount,
+    MT_RETURN_IF_ERROR(FindSplitKey(shard, gf::kKeySplitTensorsCount,
                                     std::numeric_limits<int32_t>::max(), &v, &offset));
     if (v && *v != *total_tensors) {
       return Corrupt("{}: offset {}: split.tensors.count is {} but the first shard {} says {}",
                      shard_path, offset, *v, path, *total_tensors);
     }
-    for (size_t i = 0; i < shard->tensors.size(); ++i) {
-      GgufTensor& t = shard->tensors[i];
+    for (size_t i = 0; i < shard.tensors.size(); ++i) {
+      GgufTensor& t = shard.tensors[i];
       if (!names.insert(t.name).second) {
         return Corrupt("{}: offset {}: tensor '{}' is also in an earlier shard of the set",
-                       shard_path, shard->tensor_offsets[i], Printable(t.name));
+                       shard_path, shard.tensor_offsets[i], Printable(t.name));
       }
       t.shard = static_cast<uint32_t>(k);
       model.tensors_.push_back(std::move(t));
     }
-    model.shards_.push_back(std::move(shard->shard));
+    model.shards_.push_back(std::move(shard.shard));
   }
 
   if (model.tensors_.size() != *total_tensors) {

@@ -19,10 +19,9 @@ constexpr uint32_t kActGroup = 64;  // ffn_act.comp's local_size_x
 }  // namespace
 
 Result<std::unique_ptr<ExpertFfn>> ExpertFfn::Create(Device* device, MatMul* matmul) {
-  Result<Pipeline> act =
-      device->CreatePipeline("ffn_act", ShaderSpirv("ffn_act"), 2, sizeof(ActPush));
-  if (!act.ok()) return act.status();
-  return std::unique_ptr<ExpertFfn>(new ExpertFfn(device, matmul, std::move(*act)));
+  Pipeline act =
+      MT_TRY(device->CreatePipeline("ffn_act", ShaderSpirv("ffn_act"), 2, sizeof(ActPush)));
+  return std::unique_ptr<ExpertFfn>(new ExpertFfn(device, matmul, std::move(act)));
 }
 
 Status ExpertFfn::Record(CommandRecorder& rec, const ExpertFfnArgs& a) {

@@ -89,10 +89,9 @@ Result<std::unique_ptr<MatMul>> MatMul::Create(Device* device) {
   const std::vector<uint32_t> words = GridWords();
   const std::span<const uint8_t> bytes(reinterpret_cast<const uint8_t*>(words.data()),
                                        words.size() * 4);
-  Result<Buffer> grids = device->CreateBuffer(bytes.size());
-  if (!grids.ok()) return grids.status();
-  MT_RETURN_IF_ERROR(device->Upload(*grids, 0, bytes));
-  matmul->grids_ = std::move(*grids);
+  Buffer grids = MT_TRY(device->CreateBuffer(bytes.size()));
+  MT_RETURN_IF_ERROR(device->Upload(grids, 0, bytes));
+  matmul->grids_ = std::move(grids);
   return matmul;
 }
 
@@ -101,10 +100,9 @@ Result<const Pipeline*> MatMul::PipelineFor(GgmlType type) {
   if (id >= pipelines_.size()) pipelines_.resize(id + 1);
   if (pipelines_[id] == nullptr) {
     const std::string name = ShaderName(type);
-    Result<Pipeline> p = device_->CreatePipeline(name, ShaderSpirv(name),
-                                                 IsIqLatticeType(type) ? 4 : 3, sizeof(MatMulPush));
-    if (!p.ok()) return p.status();
-    pipelines_[id] = std::make_unique<Pipeline>(std::move(*p));
+    Pipeline p = MT_TRY(device_->CreatePipeline(name, ShaderSpirv(name),
+                                                IsIqLatticeType(type) ? 4 : 3, sizeof(MatMulPush)));
+    pipelines_[id] = std::make_unique<Pipeline>(std::move(p));
   }
   return pipelines_[id].get();
 }
@@ -151,8 +149,7 @@ Status MatMul::Record(CommandRecorder& rec, const MatMulArgs& a) {
     return InvalidArgument("gpu matmul {} m={} k={} n={}: a binding past 16 GiB", type_name, a.m,
                            a.k, a.n);
   }
-  Result<const Pipeline*> pipeline = PipelineFor(a.type);
-  if (!pipeline.ok()) return pipeline.status();
+  const Pipeline* pipeline = MT_TRY(PipelineFor(a.type));
   const MatMulPush push = {
       static_cast<uint32_t>(w_skip),   static_cast<uint32_t>(row_bytes),
       static_cast<uint32_t>(a.m),      static_cast<uint32_t>(a.k),
@@ -167,7 +164,7 @@ Status MatMul::Record(CommandRecorder& rec, const MatMulArgs& a) {
   const uint64_t groups_x = std::min<uint64_t>(static_cast<uint64_t>(a.m), max_x);
   const uint64_t groups_y = (static_cast<uint64_t>(a.m) + groups_x - 1) / groups_x;
   const uint64_t groups_z = (static_cast<uint64_t>(a.n) + kTokensPerGroup - 1) / kTokensPerGroup;
-  rec.Dispatch(**pipeline, std::span(ranges, IsIqLatticeType(a.type) ? 4 : 3), push_bytes,
+  rec.Dispatch(*pipeline, std::span(ranges, IsIqLatticeType(a.type) ? 4 : 3), push_bytes,
                static_cast<uint32_t>(groups_x), static_cast<uint32_t>(groups_y),
                static_cast<uint32_t>(groups_z));
   return rec.status();

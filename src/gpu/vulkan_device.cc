@@ -412,11 +412,9 @@ struct Device::Impl {
     if (staging.impl() != nullptr) return Status::Ok();
     const VkMemoryPropertyFlags host =
         VK_MEMORY_PROPERTY_HOST_VISIBLE_BIT | VK_MEMORY_PROPERTY_HOST_COHERENT_BIT;
-    Result<Buffer> b = MakeBuffer(
+    staging = MT_TRY(MakeBuffer(
         kStagingBytes, VK_BUFFER_USAGE_TRANSFER_SRC_BIT | VK_BUFFER_USAGE_TRANSFER_DST_BIT,
-        host | VK_MEMORY_PROPERTY_HOST_CACHED_BIT, host, "the staging buffer");
-    if (!b.ok()) return b.status();
-    staging = std::move(*b);
+        host | VK_MEMORY_PROPERTY_HOST_CACHED_BIT, host, "the staging buffer"));
     return Status::Ok();
   }
 };
@@ -439,14 +437,13 @@ Result<std::unique_ptr<Device>> Device::Create(int index) {
                     VkResultName(r));
   }
   if (r != VK_SUCCESS) return VkError(r, "vkCreateInstance");
-  Result<std::vector<VkPhysicalDevice>> devices = PhysicalDevices(impl->instance);
-  if (!devices.ok()) return devices.status();
-  if (devices->empty()) return NotFound("no Vulkan device found");
-  if (index < 0 || static_cast<size_t>(index) >= devices->size()) {
-    return NotFound("no Vulkan device {} (found {}: 0..{})", index, devices->size(),
-                    devices->size() - 1);
+  std::vector<VkPhysicalDevice> devices = MT_TRY(PhysicalDevices(impl->instance));
+  if (devices.empty()) return NotFound("no Vulkan device found");
+  if (index < 0 || static_cast<size_t>(index) >= devices.size()) {
+    return NotFound("no Vulkan device {} (found {}: 0..{})", index, devices.size(),
+                    devices.size() - 1);
   }
-  impl->phys = (*devices)[index];
+  impl->phys = devices[index];
   impl->info = Describe(impl->phys, index);
   VkPhysicalDeviceProperties props;
   vkGetPhysicalDeviceProperties(impl->phys, &props);

@@ -24,12 +24,10 @@ Result<StartedGrammar> AnswerGrammar(std::string_view gbnf, const ChatPrompt& pr
   // After a block the model writes "\n\n" before its answer: a few spaces and newlines
   // first (bounded, so that a weak model cannot fill its budget with them).
   const bool after_block = !out.start.block_close.empty();
-  Result<std::shared_ptr<const Grammar>> compiled =
+  out.grammar = MT_TRY(
       after_block ? Grammar::Parse(std::string(gbnf) + "\nmoetier-answer ::= [ \\n]{0,4} root\n",
                                    "moetier-answer")
-                  : Grammar::Parse(gbnf);
-  if (!compiled.ok()) return compiled.status();
-  out.grammar = std::move(compiled).value();
+                  : Grammar::Parse(gbnf));
   return out;
 }
 
@@ -38,9 +36,7 @@ Result<StartedGrammar> LazyAnswerGrammar(std::string_view gbnf, std::string trig
   StartedGrammar out;
   out.start = ReasoningBlock(prompt);
   out.start.trigger = std::move(trigger);
-  Result<std::shared_ptr<const Grammar>> compiled = Grammar::Parse(gbnf);
-  if (!compiled.ok()) return compiled.status();
-  out.grammar = std::move(compiled).value();
+  out.grammar = MT_TRY(Grammar::Parse(gbnf));
   return out;
 }
 

@@ -318,8 +318,7 @@ class Converter {
   // The expression for the root schema's documents; then rules() and prims_used() hold what
   // it refers to.
   Result<std::string> Run() {
-    Result<std::string> root = Visit(root_, "", 0);
-    if (!root.ok()) return root.status();
+    std::string root = MT_TRY(Visit(root_, "", 0));
     MT_RETURN_IF_ERROR(CheckRefCycles());
     return root;
   }
@@ -522,11 +521,10 @@ Result<std::string> Converter::Visit(const Json& schema, const std::string& ptr,
     if (it == schema.end()) continue;
     std::vector<std::string> alternatives;
     for (size_t i = 0; i < it->size(); ++i) {
-      Result<std::string> a = Visit((*it)[i], fmt::format("{}/{}/{}", ptr, key, i), depth + 1);
-      if (!a.ok()) return a.status();
+      std::string a = MT_TRY(Visit((*it)[i], fmt::format("{}/{}/{}", ptr, key, i), depth + 1));
       bool seen = false;
-      for (const std::string& b : alternatives) seen = seen || b == *a;
-      if (!seen) alternatives.push_back(std::move(*a));
+      for (const std::string& b : alternatives) seen = seen || b == a;
+      if (!seen) alternatives.push_back(std::move(a));
     }
     if (alternatives.size() == 1) return alternatives[0];
     return AddRule("anyof", Join(alternatives), 0, ptr);
@@ -554,19 +552,16 @@ Result<std::string> Converter::Visit(const Json& schema, const std::string& ptr,
   if (types & kTNumber) types &= ~kTInteger;
   std::vector<std::string> alternatives;
   if (types & kTObject) {
-    Result<std::string> r = VisitObject(schema, ptr, depth);
-    if (!r.ok()) return r.status();
-    alternatives.push_back(std::move(*r));
+    std::string r = MT_TRY(VisitObject(schema, ptr, depth));
+    alternatives.push_back(std::move(r));
   }
   if (types & kTArray) {
-    Result<std::string> r = VisitArray(schema, ptr, min_items, max_items, depth);
-    if (!r.ok()) return r.status();
-    alternatives.push_back(std::move(*r));
+    std::string r = MT_TRY(VisitArray(schema, ptr, min_items, max_items, depth));
+    alternatives.push_back(std::move(r));
   }
   if (types & kTString) {
-    Result<std::string> r = VisitString(ptr, min_length, max_length);
-    if (!r.ok()) return r.status();
-    alternatives.push_back(std::move(*r));
+    std::string r = MT_TRY(VisitString(ptr, min_length, max_length));
+    alternatives.push_back(std::move(r));
   }
   if (types & kTNumber) alternatives.push_back(Use(kNumber));
   if (types & kTInteger) alternatives.push_back(Use(kInteger));
@@ -818,11 +813,10 @@ Result<std::string> Converter::VisitObject(const Json& schema, const std::string
   std::set<std::string> declared;
   if (const auto it = schema.find("properties"); it != schema.end()) {
     for (const auto& [name, sub] : it->items()) {
-      Result<std::string> v =
-          VisitGuarded(sub, fmt::format("{}/properties/{}", ptr, PointerToken(name)), depth + 1);
-      if (!v.ok()) return v.status();
+      std::string v = MT_TRY(
+          VisitGuarded(sub, fmt::format("{}/properties/{}", ptr, PointerToken(name)), depth + 1));
       declared.insert(name);
-      MT_RETURN_IF_ERROR(add(name, std::move(*v)));
+      MT_RETURN_IF_ERROR(add(name, std::move(v)));
     }
   }
   // Required names without a declaration: their values follow additionalProperties.
@@ -836,18 +830,16 @@ Result<std::string> Converter::VisitObject(const Json& schema, const std::string
                      "additionalProperties is false",
                      Printable(name));
       }
-      Result<std::string> v = additional_expr();
-      if (!v.ok()) return v.status();
-      MT_RETURN_IF_ERROR(add(name, std::move(*v)));
+      std::string v = MT_TRY(additional_expr());
+      MT_RETURN_IF_ERROR(add(name, std::move(v)));
     }
   }
   Use(kWs);
   if (properties.empty()) {
     if (closed) return AddRule("object", R"("{" ws "}")", 0, ptr);
     if (additional == schema.end() || additional->is_boolean()) return Use(kObject);
-    Result<std::string> v = additional_expr();
-    if (!v.ok()) return v.status();
-    const std::string pair = fmt::format("{} ws \":\" ws {}", Use(kString), *v);
+    std::string v = MT_TRY(additional_expr());
+    const std::string pair = fmt::format("{} ws \":\" ws {}", Use(kString), v);
     return AddRule("object",
                    fmt::format(R"("{{" ws ( {} ( ws "," ws {} )* ws )? "}}")", pair, pair), 0, ptr);
   }
@@ -895,9 +887,7 @@ Result<std::string> Converter::VisitArray(const Json& schema, const std::string&
   if (hi == 0) return AddRule("array", R"("[" ws "]")", 0, ptr);
   std::string item;
   if (const auto it = schema.find("items"); it != schema.end()) {
-    Result<std::string> r = VisitGuarded(*it, ptr + "/items", depth + 1);
-    if (!r.ok()) return r.status();
-    item = std::move(*r);
+    item = MT_TRY(VisitGuarded(*it, ptr + "/items", depth + 1));
   } else {
     item = Use(kValue);
   }
@@ -934,9 +924,8 @@ std::string JsonGbnf() { return Emit(kPrims[kObject].name, {}, Bit(kObject)); }
 
 Result<std::string> JsonSchemaToGbnf(const nlohmann::ordered_json& schema) {
   Converter c(schema);
-  Result<std::string> root = c.Run();
-  if (!root.ok()) return root.status();
-  return Emit(*root, c.rules(), c.prims_used());
+  std::string root = MT_TRY(c.Run());
+  return Emit(root, c.rules(), c.prims_used());
 }
 
 Result<std::string> JsonSchemasToGbnf(std::span<const nlohmann::ordered_json> schemas,
@@ -947,9 +936,8 @@ Result<std::string> JsonSchemasToGbnf(std::span<const nlohmann::ordered_json> sc
   uint32_t used = 0;
   for (size_t i = 0; i < schemas.size(); ++i) {
     Converter c(schemas[i], fmt::format("s{}-", i));
-    Result<std::string> expr = c.Run();
-    if (!expr.ok()) return expr.status();
-    rules.emplace_back(names[i], std::move(expr).value());
+    std::string expr = MT_TRY(c.Run());
+    rules.emplace_back(names[i], std::move(expr));
     rules.insert(rules.end(), c.rules().begin(), c.rules().end());
     used |= c.prims_used();
   }

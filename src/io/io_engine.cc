@@ -86,9 +86,8 @@ FileTable::~FileTable() {
 }
 
 Result<int> FileTable::Add(const std::string& path, DirectMode mode) {
-  Result<OpenFile> file = OpenForRead(path, mode);
-  if (!file.ok()) return file.status();
-  files_.push_back(std::move(file).value());
+  OpenFile file = MT_TRY(OpenForRead(path, mode));
+  files_.push_back(std::move(file));
   return static_cast<int>(files_.size() - 1);
 }
 

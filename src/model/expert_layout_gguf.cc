@@ -33,9 +33,8 @@ Result<uint32_t> StackedExpertCount(const GgufModel& model, const std::vector<bo
 
 Result<ExpertLayout> TensorMajorLayout(const GgufModel& model,
                                        const std::vector<bool>& has_experts) {
-  Result<uint32_t> count = StackedExpertCount(model, has_experts);
-  if (!count.ok()) return count.status();
-  ExpertLayout layout(FilesOf(model), count.value(), ExpertLayout::Kind::kTensorMajor);
+  uint32_t count = MT_TRY(StackedExpertCount(model, has_experts));
+  ExpertLayout layout(FilesOf(model), count, ExpertLayout::Kind::kTensorMajor);
   for (uint32_t il = 0; il < has_experts.size(); ++il) {
     if (!has_experts[il]) {
       layout.AddEmptyLayer();
@@ -103,9 +102,8 @@ Result<ExpertLayout> PackLayout(const GgufModel& model, const std::vector<bool>&
                    kind->ToShortString(), kExpertMajor);
   }
   if (n_layer == 0) return InvalidArgument("the model has no layers");
-  Result<const GgufArray*> sums = PackChecksums(md, n_layer);
-  if (!sums.ok()) return sums.status();
-  const uint32_t n_expert = static_cast<uint32_t>(sums.value()->items.size() / n_layer);
+  const GgufArray* sums = MT_TRY(PackChecksums(md, n_layer));
+  const uint32_t n_expert = static_cast<uint32_t>(sums->items.size() / n_layer);
   ExpertLayout layout(FilesOf(model), n_expert, ExpertLayout::Kind::kRecords);
   if (const GgufValue* w = md.Find(kKeyExpertWeights); w != nullptr) {
     const std::string* form = w->AsString();
@@ -172,7 +170,7 @@ Result<ExpertLayout> PackLayout(const GgufModel& model, const std::vector<bool>&
       } else if (here.length != shape.length || here.part_offset != shape.part_offset) {
         return Corrupt("layer {} expert {}: record shape differs from expert 0's", il, e);
       }
-      const uint64_t sum = *sums.value()->items[uint64_t{il} * n_expert + e].AsUint();
+      const uint64_t sum = *sums->items[uint64_t{il} * n_expert + e].AsUint();
       records[e] = {gate.shard, gate.file_offset, sum, gate.data};
     }
     layout.AddRecordLayer(spec, shape, std::move(records));

@@ -117,18 +117,16 @@ struct OpenedModel {
 
 // Opens a GGUF and builds its expert layout (either kind, or a pack only).
 Result<OpenedModel> OpenModel(const std::string& path, bool require_pack) {
-  Result<GgufModel> gguf = GgufModel::Open(path);
-  if (!gguf.ok()) return gguf.status();
-  if (require_pack && !IsExpertMajorPack(gguf->metadata())) {
+  GgufModel gguf = MT_TRY(GgufModel::Open(path));
+  if (require_pack && !IsExpertMajorPack(gguf.metadata())) {
     return NotFound("{}: not an expert-major pack (no key {}); make one with moetier pack", path,
                     kKeyExpertLayout);
   }
-  Result<HParams> hp = ReadHParams(gguf->metadata());
+  Result<HParams> hp = ReadHParams(gguf.metadata());
   if (!hp.ok()) return hp.status().WithContext(path);
-  Result<ExpertLayout> layout =
-      ExpertLayoutFromGguf(gguf.value(), ExpertLayers(DescribeModel(hp.value())));
+  Result<ExpertLayout> layout = ExpertLayoutFromGguf(gguf, ExpertLayers(DescribeModel(hp.value())));
   if (!layout.ok()) return layout.status().WithContext(path);
-  return OpenedModel{std::move(gguf.value()), std::move(layout.value())};
+  return OpenedModel{std::move(gguf), std::move(layout.value())};
 }
 
 // An error if one of `outputs` is one of the input's files: the rename at the end would
@@ -163,11 +161,10 @@ RecordShape PackRecordShape(const ExpertSpec& spec) {
 
 Result<PackResult> PackModel(const std::string& input, const std::string& output,
                              const PackOptions& options) {
-  Result<OpenedModel> opened = OpenModel(input, /*require_pack=*/false);
-  if (!opened.ok()) return opened.status();
-  const GgufModel& in = opened->gguf;
+  OpenedModel opened = MT_TRY(OpenModel(input, /*require_pack=*/false));
+  const GgufModel& in = opened.gguf;
   MT_RETURN_IF_ERROR(CheckNotInput(in, {output}));
-  const ExpertLayout& layout = opened->layout;
+  const ExpertLayout& layout = opened.layout;
   const uint32_t n_layer = layout.n_layer(), n_expert = layout.n_expert();
 
   PackResult result;
@@ -193,10 +190,9 @@ Result<PackResult> PackModel(const std::string& input, const std::string& output
           sums.push_back(GgufValue::Uint64(0));  // a layer without experts has no records
           continue;
         }
-        Result<uint64_t> sum =
-            EmitRecord(layout, il, e, shapes[il], options.weights, hasher, part_buffer, nullptr);
-        if (!sum.ok()) return sum.status();
-        sums.push_back(GgufValue::Uint64(sum.value()));
+        uint64_t sum = MT_TRY(
+            EmitRecord(layout, il, e, shapes[il], options.weights, hasher, part_buffer, nullptr));
+        sums.push_back(GgufValue::Uint64(sum));
         progress.Add(layout.spec(il).bytes());
       }
     }
@@ -260,10 +256,9 @@ Result<PackResult> PackModel(const std::string& input, const std::string& output
   const GgufArray& written_sums = *md.FindArray(kKeyExpertChecksums);
   for (uint32_t il = 0; il < n_layer; ++il) {
     for (uint32_t e = 0; e < n_expert && layout.has_experts(il); ++e) {
-      Result<uint64_t> sum =
-          EmitRecord(layout, il, e, shapes[il], options.weights, hasher, part_buffer, &writer);
-      if (!sum.ok()) return sum.status();
-      if (sum.value() != *written_sums.items[uint64_t{il} * n_expert + e].AsUint()) {
+      uint64_t sum = MT_TRY(
+          EmitRecord(layout, il, e, shapes[il], options.weights, hasher, part_buffer, &writer));
+      if (sum != *written_sums.items[uint64_t{il} * n_expert + e].AsUint()) {
         return IoError("{}: layer {} expert {} changed while it was being packed", input, il, e);
       }
       progress.Add(layout.spec(il).bytes());
@@ -285,9 +280,8 @@ std::vector<RecordCheck> VerifyResult::Mismatches() const {
 }
 
 Result<VerifyResult> VerifyPack(const std::string& path, bool show_progress) {
-  Result<OpenedModel> opened = OpenModel(path, /*require_pack=*/true);
-  if (!opened.ok()) return opened.status();
-  const ExpertLayout& layout = opened->layout;
+  OpenedModel opened = MT_TRY(OpenModel(path, /*require_pack=*/true));
+  const ExpertLayout& layout = opened.layout;
   VerifyResult result;
   result.files = layout.files();
   result.n_layer = layout.n_layer();

@@ -155,10 +155,9 @@ class PackTest : public ::testing::Test {
     if (faults != nullptr) {
       auto plan = std::make_shared<FaultPlan>(*faults);
       o.storage.make_io = [plan]() -> Result<std::unique_ptr<IoEngine>> {
-        Result<std::unique_ptr<IoEngine>> inner = CreatePreadEngine(2);
-        if (!inner.ok()) return inner.status();
+        std::unique_ptr<IoEngine> inner = MT_TRY(CreatePreadEngine(2));
         return std::unique_ptr<IoEngine>(
-            std::make_unique<FaultInjectingEngine>(std::move(inner.value()), *plan));
+            std::make_unique<FaultInjectingEngine>(std::move(inner), *plan));
       };
     }
     return Context::Create(m, o);

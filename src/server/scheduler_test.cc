@@ -409,10 +409,9 @@ TEST_F(SchedulerTest, AnUnreadableExpertFailsOnlyTheJobsThatNeedIt) {
     rule.match = std::move(match);
     plan.rules.push_back(rule);
     s.make_io = [plan]() -> Result<std::unique_ptr<IoEngine>> {
-      Result<std::unique_ptr<IoEngine>> inner = CreatePreadEngine(2);
-      if (!inner.ok()) return inner.status();
+      std::unique_ptr<IoEngine> inner = MT_TRY(CreatePreadEngine(2));
       return std::unique_ptr<IoEngine>(
-          std::make_unique<FaultInjectingEngine>(std::move(inner.value()), plan));
+          std::make_unique<FaultInjectingEngine>(std::move(inner), plan));
     };
     return s;
   };

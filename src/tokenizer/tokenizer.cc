@@ -260,9 +260,8 @@ Result<Tokenizer> Tokenizer::Create(VocabSpec vocab, Options options) {
   }
   if (vocab.model == "gpt2") {
     impl->bpe = true;
-    Result<PreTokenizer> pre = PreTokenizer::ForName(vocab.pre);
-    if (!pre.ok()) return pre.status();
-    impl->pre.emplace(std::move(*pre));
+    PreTokenizer pre = MT_TRY(PreTokenizer::ForName(vocab.pre));
+    impl->pre.emplace(std::move(pre));
   } else if (vocab.model != "llama") {
     return Unimplemented(
         "tokenizer model '{}' (tokenizer.ggml.model) is not supported (gpt2, llama)", vocab.model);
@@ -418,9 +417,8 @@ Result<Tokenizer> Tokenizer::Create(VocabSpec vocab, Options options) {
 }
 
 Result<Tokenizer> Tokenizer::FromMetadata(const GgufMetadata& metadata, Options options) {
-  Result<VocabSpec> vocab = ReadVocabFromMetadata(metadata);
-  if (!vocab.ok()) return vocab.status();
-  return Create(std::move(*vocab), options);
+  VocabSpec vocab = MT_TRY(ReadVocabFromMetadata(metadata));
+  return Create(std::move(vocab), options);
 }
 
 Result<std::vector<int32_t>> Tokenizer::Encode(std::string_view text, bool add_bos,

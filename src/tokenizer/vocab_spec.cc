@@ -110,24 +110,22 @@ Result<VocabSpec> ReadVocabFromMetadata(const GgufMetadata& md) {
     vocab.pre = *pre->AsString();
   }
 
-  Result<const GgufArray*> tokens =
-      FindArray(md, kKeyTokens, {GgufType::kString}, "array of string");
-  if (!tokens.ok()) return tokens.status();
-  if (*tokens == nullptr) return NotFound("metadata key {} is missing (no vocabulary)", kKeyTokens);
-  const size_t n = (*tokens)->items.size();
+  const GgufArray* tokens =
+      MT_TRY(FindArray(md, kKeyTokens, {GgufType::kString}, "array of string"));
+  if (tokens == nullptr) return NotFound("metadata key {} is missing (no vocabulary)", kKeyTokens);
+  const size_t n = tokens->items.size();
   vocab.tokens.reserve(n);
-  for (const GgufValue& v : (*tokens)->items) {
+  for (const GgufValue& v : tokens->items) {
     if (v.AsString() == nullptr) return WrongType(kKeyTokens, v, "string elements");
     vocab.tokens.push_back(*v.AsString());
   }
 
-  Result<const GgufArray*> types =
-      FindArray(md, kKeyTokenType, {GgufType::kInt32}, "array of int32");
-  if (!types.ok()) return types.status();
-  if (*types != nullptr) {
-    MT_RETURN_IF_ERROR(CheckLength(kKeyTokenType, **types, n));
+  const GgufArray* types =
+      MT_TRY(FindArray(md, kKeyTokenType, {GgufType::kInt32}, "array of int32"));
+  if (types != nullptr) {
+    MT_RETURN_IF_ERROR(CheckLength(kKeyTokenType, *types, n));
     vocab.token_types.reserve(n);
-    for (const GgufValue& v : (*types)->items) {
+    for (const GgufValue& v : types->items) {
       if (!v.AsInt().has_value()) return WrongType(kKeyTokenType, v, "int32 elements");
       vocab.token_types.push_back(static_cast<int32_t>(*v.AsInt()));
     }
@@ -135,24 +133,22 @@ Result<VocabSpec> ReadVocabFromMetadata(const GgufMetadata& md) {
     vocab.token_types.assign(n, static_cast<int32_t>(TokenType::kNormal));
   }
 
-  Result<const GgufArray*> scores = FindArray(
-      md, kKeyScores, {GgufType::kFloat32, GgufType::kInt32}, "array of float32 or int32");
-  if (!scores.ok()) return scores.status();
-  if (*scores != nullptr) {
-    MT_RETURN_IF_ERROR(CheckLength(kKeyScores, **scores, n));
+  const GgufArray* scores = MT_TRY(FindArray(md, kKeyScores, {GgufType::kFloat32, GgufType::kInt32},
+                                             "array of float32 or int32"));
+  if (scores != nullptr) {
+    MT_RETURN_IF_ERROR(CheckLength(kKeyScores, *scores, n));
     vocab.scores.reserve(n);
-    for (const GgufValue& v : (*scores)->items) {
+    for (const GgufValue& v : scores->items) {
       if (!v.AsDouble().has_value()) return WrongType(kKeyScores, v, "numeric elements");
       vocab.scores.push_back(static_cast<float>(*v.AsDouble()));
     }
   }
 
-  Result<const GgufArray*> merges =
-      FindArray(md, kKeyMerges, {GgufType::kString}, "array of string");
-  if (!merges.ok()) return merges.status();
-  if (*merges != nullptr) {
-    vocab.merges.reserve((*merges)->items.size());
-    for (const GgufValue& v : (*merges)->items) {
+  const GgufArray* merges =
+      MT_TRY(FindArray(md, kKeyMerges, {GgufType::kString}, "array of string"));
+  if (merges != nullptr) {
+    vocab.merges.reserve(merges->items.size());
+    for (const GgufValue& v : merges->items) {
       if (v.AsString() == nullptr) return WrongType(kKeyMerges, v, "string elements");
       vocab.merges.push_back(*v.AsString());
     }
