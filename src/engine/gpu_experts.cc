@@ -95,14 +95,20 @@ struct GpuExpertTier::Impl {
     gpu::Buffer bias;               // (2, n_expert, n_ff) gate then up biases, or empty
   };
   std::vector<Layer> layers;  // (n_layer)
-  gpu::Buffer in;             // host-visible (n_rows, n_embd) gathered inputs
-  gpu::Buffer hidden;         // (2, n_rows, max n_ff) gate and up rows
-  gpu::Buffer out;            // host-visible (n_rows, n_embd) outputs
+  // A layer's rows. The shaders read and write device-local copies: a shader reading
+  // host-visible memory on a discrete GPU would cross the bus once per weight row.
+  gpu::Buffer in;          // host-visible (n_rows, n_embd) gathered inputs
+  gpu::Buffer in_device;   // (n_rows, n_embd) their copy on the device
+  gpu::Buffer hidden;      // (2, n_rows, max n_ff) gate and up rows
+  gpu::Buffer out_device;  // (n_rows, n_embd) outputs
+  gpu::Buffer out;         // host-visible (n_rows, n_embd) their copy for the host
   ~Impl() {
     if (device != nullptr) static_cast<void>(device->Wait());
     layers.clear();  // everything made from the device goes before it
     in = gpu::Buffer();
+    in_device = gpu::Buffer();
     hidden = gpu::Buffer();
+    out_device = gpu::Buffer();
     out = gpu::Buffer();
     ffn.reset();
     matmul.reset();
@@ -148,9 +154,9 @@ Result<std::unique_ptr<GpuExpertTier>> GpuExpertTier::Create(const Model& model,
   impl->device = MT_TRY(gpu::Device::Create(index));
   gpu::Device& dev = *impl->device;
 
-  // One layer's rows: inputs and outputs host-visible, gate and up rows on the device.
+  // One layer's rows: inputs and outputs host-visible and on the device, gate and up rows.
   const uint64_t row_floats = uint64_t{n_rows} * static_cast<uint64_t>(D);
-  const uint64_t scratch = 2 * row_floats * 4 + 2 * uint64_t{n_rows} * max_ff * 4;
+  const uint64_t scratch = 4 * row_floats * 4 + 2 * uint64_t{n_rows} * max_ff * 4;
   const uint64_t memory = dev.info().device_local_bytes;
   // Without a size, the experts get what the device has after the rows, less a tenth.
   uint64_t budget = options.cache_bytes ? *options.cache_bytes
@@ -169,6 +175,8 @@ Result<std::unique_ptr<GpuExpertTier>> GpuExpertTier::Create(const Model& model,
   impl->matmul = MT_TRY(gpu::MatMul::Create(&dev));
   impl->ffn = MT_TRY(gpu::ExpertFfn::Create(&dev, impl->matmul.get()));
   impl->in = MT_TRY(dev.CreateHostBuffer(row_floats * 4));
+  impl->in_device = MT_TRY(dev.CreateBuffer(row_floats * 4));
+  impl->out_device = MT_TRY(dev.CreateBuffer(row_floats * 4));
   impl->out = MT_TRY(dev.CreateHostBuffer(row_floats * 4));
   impl->hidden = MT_TRY(dev.CreateBuffer(2 * uint64_t{n_rows} * max_ff * 4));
 
@@ -240,7 +248,10 @@ Status GpuExpertTier::Start(uint32_t il, std::span<const int32_t> experts, const
     }
   }
   Status recorded;
+  const uint64_t row_bytes = static_cast<uint64_t>(row * n_embd_) * sizeof(float);
   Status submitted = im.device->Submit([&](gpu::CommandRecorder& rec) {
+    rec.Copy(im.in, 0, im.in_device, 0, row_bytes);
+    rec.Barrier();
     for (size_t j = 0; j < experts.size() && recorded.ok(); ++j) {
       const int32_t e = experts[j];
       const DeviceSlot& s = L.slots[slot_of_[size_t{il} * n_expert_ + e]];
@@ -255,11 +266,11 @@ Status GpuExpertTier::Start(uint32_t il, std::span<const int32_t> experts, const
       a.n_embd = n_embd_;
       a.n_ff = L.spec.n_ff;
       a.m = start[e + 1] - start[e];
-      a.x = &im.in;
+      a.x = &im.in_device;
       a.x_offset = static_cast<uint64_t>(out_start_[j] * n_embd_);
       a.hidden = &im.hidden;
       a.hidden_offset = static_cast<uint64_t>(2 * out_start_[j] * L.spec.n_ff);
-      a.y = &im.out;
+      a.y = &im.out_device;
       a.y_offset = a.x_offset;
       if (L.bias.size() > 0) {
         a.bias = &L.bias;
@@ -269,6 +280,8 @@ Status GpuExpertTier::Start(uint32_t il, std::span<const int32_t> experts, const
       a.activation = L.activation;
       recorded = im.ffn->Record(rec, a);
     }
+    rec.Barrier();
+    rec.Copy(im.out_device, 0, im.out, 0, row_bytes);
   });
   if (!recorded.ok()) {
     static_cast<void>(im.device->Wait());  // what was recorded before the error
