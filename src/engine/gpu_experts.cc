@@ -142,9 +142,8 @@ Result<std::unique_ptr<GpuExpertTier>> GpuExpertTier::Create(const Model& model,
     if (layout.weight_layout() == WeightLayout::kPanels &&
         (HasPanelForm(s.gate_type, s.n_ff) || HasPanelForm(s.down_type, s.n_embd))) {
       return Unimplemented(
-          "--gpu-expert-cache: {} keeps its experts in the 16-row panel "
-          "layout, which the device does not read; pack it without panels",
-          layout.files().front());
+          "--gpu-expert-cache: the pack keeps its experts as 16-row panels, which the device "
+          "does not read: pack with --rows");
     }
   }
   if (max_ff == 0) return InvalidArgument("--gpu-expert-cache: the model has no routed experts");

@@ -57,9 +57,19 @@ sys.exit(0 if abs(b / a - 1) < 0.005 else 1)" &&
     fail "$name: PPL $(cat "$WORK/$name.ppl") vs the CPU's $(cat "$WORK/cpu.ppl")"
 done
 
+# A pack: rows are uploaded after their record checksums; panels are refused in one line.
+"$MOETIER" pack "$WORK/m.gguf" --rows -o "$WORK/rows.gguf" > /dev/null 2>&1 || fail "pack --rows"
+"$MOETIER" pack "$WORK/m.gguf" -o "$WORK/panels.gguf" > /dev/null 2>&1 || fail "pack"
+"$MOETIER" run -m "$WORK/rows.gguf" -p "The river ran past the old mill" -n 16 --temp 0 -t 2 \
+  --gpu-expert-cache 50% > "$WORK/rows.txt" 2> "$WORK/rows.err" || fail "rows pack: $(cat "$WORK/rows.err")"
+expect_error 1 "a panel pack on the device" -- \
+  "$MOETIER" run -m "$WORK/panels.gguf" -p hi -n 1 --gpu-expert-cache 50%
+
 gen half --gpu-expert-cache 50% --stats
 cmp -s "$WORK/cpu.txt" "$WORK/half.txt" && pass "greedy text equal to the CPU's" ||
   fail "greedy text differs: '$(cat "$WORK/half.txt")' vs '$(cat "$WORK/cpu.txt")'"
+cmp -s "$WORK/cpu.txt" "$WORK/rows.txt" && pass "a --rows pack: the same text" ||
+  fail "rows pack text: '$(cat "$WORK/rows.txt")'"
 grep -Eq "^moetier: device .*: 16 experts .*, [1-9][0-9]* expert runs" "$WORK/half.gen.err" &&
   pass "--stats: $(grep '^moetier: device' "$WORK/half.gen.err")" ||
   fail "--stats device line: $(cat "$WORK/half.gen.err")"
