@@ -294,11 +294,15 @@ Result<std::unique_ptr<Context>> Context::Create(const Model& model,
       impl.gpu = std::move(*gpu);
       storage.on_device = impl.gpu->OwnedFlags();
       storage.on_device_bytes = impl.gpu->payload_bytes();
+      if (impl.gpu->shares_host_memory()) {
+        storage.device_in_ram = impl.gpu->weight_bytes() + impl.gpu->scratch_bytes();
+      }
       gpu_line = fmt::format(
-          "device {}: {} routed experts ({}), {} for a batch's rows; attention and the dense "
+          "device {}: {} routed experts ({}), {} for a batch's rows{}; attention and the dense "
           "part on the CPU",
           impl.gpu->device_name(), impl.gpu->n_experts(), HumanBytes(impl.gpu->weight_bytes()),
-          HumanBytes(impl.gpu->scratch_bytes()));
+          HumanBytes(impl.gpu->scratch_bytes()),
+          impl.gpu->shares_host_memory() ? ", in the host's RAM (counted in the budget)" : "");
     } else if (gpu.status().code() == StatusCode::kNotFound ||
                (gpu.status().code() == StatusCode::kUnimplemented && !gpu::HaveVulkan())) {
       // No device (or no Vulkan in this build): said once, and the CPU does it all.

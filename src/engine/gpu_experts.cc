@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cstring>
 
+#include "base/memory_info.h"
 #include "base/units.h"
 #include "engine/storage.h"
 #include "experts/record_checksum.h"
@@ -156,7 +157,14 @@ Result<std::unique_ptr<GpuExpertTier>> GpuExpertTier::Create(const Model& model,
   // One layer's rows: inputs and outputs host-visible and on the device, gate and up rows.
   const uint64_t row_floats = uint64_t{n_rows} * static_cast<uint64_t>(D);
   const uint64_t scratch = 4 * row_floats * 4 + 2 * uint64_t{n_rows} * max_ff * 4;
-  const uint64_t memory = dev.info().device_local_bytes;
+  const bool shared = dev.info().type == "cpu" || dev.info().type == "integrated";
+  uint64_t memory = dev.info().device_local_bytes;
+  if (shared && !options.cache_bytes && !options.cache_pct) {
+    // The host's RAM: by default the experts take at most half of what is available.
+    if (Result<MemoryInfo> mi = ReadMemoryInfo(); mi.ok()) {
+      memory = std::min(memory, mi->available() / 2);
+    }
+  }
   // Without a size, the experts get what the device has after the rows, less a tenth.
   uint64_t budget = options.cache_bytes ? *options.cache_bytes
                     : options.cache_pct
@@ -185,6 +193,7 @@ Result<std::unique_ptr<GpuExpertTier>> GpuExpertTier::Create(const Model& model,
   tier->n_embd_ = D;
   tier->slot_of_.assign(size_t{layout.n_layer()} * layout.n_expert(), -1);
   tier->scratch_bytes_ = scratch;
+  tier->shares_host_memory_ = shared;
   tier->out_rows_ = reinterpret_cast<const float*>(im.out.host_data());
   im.layers.resize(layout.n_layer());
   std::vector<std::vector<uint32_t>> per_layer(layout.n_layer());

@@ -66,6 +66,9 @@ class GpuExpertTier {
   const float* output(size_t j) const { return out_rows_ + out_start_[j] * n_embd_; }
 
   std::string device_name() const;
+  // A CPU device (lavapipe) or an integrated GPU: its memory is the host's RAM, so the host's
+  // memory plan must count what the tier holds.
+  bool shares_host_memory() const { return shares_host_memory_; }
   uint32_t n_experts() const { return n_owned_; }  // experts held, over all layers
   uint64_t weight_bytes() const { return weight_bytes_; }
   // (n_layer * n_expert) 1 for an expert the device holds; and their bytes as the file has
@@ -92,6 +95,7 @@ class GpuExpertTier {
   const float* out_rows_ = nullptr;  // (n_rows, n_embd) in the host-visible output buffer
   std::vector<int64_t> out_start_;   // (started experts) first output row of each
   uint64_t runs_ = 0;
+  bool shares_host_memory_ = false;
 };
 
 }  // namespace mt

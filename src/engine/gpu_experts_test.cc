@@ -143,6 +143,34 @@ TEST_F(GpuExpertsTest, SameBitsForEveryHostTierThreadCountAndBatch) {
   EXPECT_TRUE(Logits(*m, "40%", {}, 2, 1) == want);
 }
 
+// A CPU device (lavapipe) or an integrated GPU holds its experts in the host's RAM: the
+// memory plan counts them, and refuses a budget they do not fit in one line.
+TEST_F(GpuExpertsTest, ADeviceInHostMemoryCountsInTheBudget) {
+  if (!skip_.empty()) GTEST_SKIP() << skip_;
+  Result<std::vector<gpu::DeviceInfo>> devices = gpu::ListDevices();
+  ASSERT_TRUE(devices.ok());
+  if ((*devices)[0].type != "cpu" && (*devices)[0].type != "integrated") {
+    GTEST_SKIP() << (*devices)[0].name << " has memory of its own";
+  }
+  std::unique_ptr<Model> m = Load("olmoe-tiny");
+  ContextOptions o;
+  o.n_ctx = 64;
+  o.storage.mode = MoeStorage::kMmap;  // no experts in the store's RAM
+  o.storage.mem_budget = uint64_t{1} << 40;
+  auto ctx = Context::Create(*m, o);
+  ASSERT_TRUE(ctx.ok()) << ctx.status().message();
+  const StoragePlan& plan = (*ctx)->storage_plan();
+  // Room for everything but the device's experts.
+  o.storage.mem_budget = plan.dense + plan.kv_cache + plan.scratch + (64 << 10);
+  ASSERT_TRUE(Context::Create(*m, o).ok());
+  ASSERT_TRUE(ParseGpuExpertCache("100%", &o.gpu).ok());
+  auto refused = Context::Create(*m, o);
+  ASSERT_FALSE(refused.ok());
+  EXPECT_EQ(refused.status().code(), StatusCode::kResourceExhausted);
+  EXPECT_NE(refused.status().message().find("the device's experts in RAM"), std::string::npos)
+      << refused.status().message();
+}
+
 TEST_F(GpuExpertsTest, NoDeviceIsANoticeAndTheCpuRunsEverything) {
   // The Vulkan loader finds no driver: the plan says so, the logits are the CPU's.
   std::unique_ptr<Model> m = Load("olmoe-tiny");

@@ -134,15 +134,20 @@ Result<StoragePlan> PlanStorage(const Model& model, uint64_t kv_bytes, uint64_t 
   p.experts_total = model.expert_layout().total_bytes();
   p.experts_on_device = o.on_device_bytes;
   const uint64_t in_ram = p.experts_total - p.experts_on_device;  // resident
-  const uint64_t fixed = p.dense + p.kv_cache + p.scratch + p.reserve;
+  p.device_in_ram = o.device_in_ram;
+  const uint64_t fixed = p.dense + p.kv_cache + p.scratch + p.reserve + p.device_in_ram;
   if (fixed > p.budget) {
     return Status(
         StatusCode::kResourceExhausted,
-        fmt::format("dense weights {} + KV cache {} + scratch {} + reserve {} = {} exceed "
-                    "the memory budget of {} ({}): lower -c, or raise --mem-budget",
+        fmt::format("dense weights {} + KV cache {} + scratch {} + reserve {}{} = {} exceed "
+                    "the memory budget of {} ({}): lower -c{}, or raise --mem-budget",
                     HumanBytes(p.dense), HumanBytes(p.kv_cache), HumanBytes(p.scratch),
-                    HumanBytes(p.reserve), HumanBytes(fixed), HumanBytes(p.budget),
-                    p.budget_source));
+                    HumanBytes(p.reserve),
+                    p.device_in_ram
+                        ? " + the device's experts in RAM " + HumanBytes(p.device_in_ram)
+                        : std::string(),
+                    HumanBytes(fixed), HumanBytes(p.budget), p.budget_source,
+                    p.device_in_ram ? " or --gpu-expert-cache" : ""));
   }
   const uint64_t room = p.budget - fixed;
   p.mode = o.mode;

@@ -50,6 +50,9 @@ struct StorageOptions {
   // flags, empty for none, and their bytes. The resident tier copies only the others.
   std::vector<uint8_t> on_device;
   uint64_t on_device_bytes = 0;
+  // What such a device holds in the host's RAM (a CPU device or an integrated GPU): counted
+  // with the dense weights in the budget.
+  uint64_t device_in_ram = 0;
   // Builds the stream tier's I/O engine instead of CreateIoEngine(io, io_queue_depth): a
   // fault-injecting one in tests, a read-recording one for `bench --read-trace`.
   std::function<Result<std::unique_ptr<IoEngine>>()> make_io;
@@ -79,7 +82,8 @@ struct StoragePlan {
   std::string kv_layout;
   uint64_t scratch = 0;
   uint64_t experts_total = 0;      // all routed experts
-  uint64_t experts_on_device = 0;  // of those, the bytes a device holds (never in RAM)
+  uint64_t experts_on_device = 0;  // of those, the bytes a device holds (not in the store)
+  uint64_t device_in_ram = 0;      // a device's memory that is the host's (StorageOptions)
   uint64_t expert_cache =
       0;  // RAM for experts: all of them (resident), the cache (stream), 0 (mmap)
   uint32_t expert_cache_slots = 0;  // stream: the experts that cache holds at once
