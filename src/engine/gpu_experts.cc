@@ -194,7 +194,7 @@ Result<std::unique_ptr<GpuExpertTier>> GpuExpertTier::Create(const Model& model,
   tier->slot_of_.assign(size_t{layout.n_layer()} * layout.n_expert(), -1);
   tier->scratch_bytes_ = scratch;
   tier->shares_host_memory_ = shared;
-  tier->out_rows_ = reinterpret_cast<const float*>(im.out.host_data());
+  tier->out_rows_ = reinterpret_cast<float*>(im.out.host_data());
   im.layers.resize(layout.n_layer());
   std::vector<std::vector<uint32_t>> per_layer(layout.n_layer());
   for (const auto& [l, e] : ChooseExperts(model, budget, profile)) per_layer[l].push_back(e);

@@ -61,9 +61,9 @@ class GpuExpertTier {
   Status Start(uint32_t il, std::span<const int32_t> experts, const int32_t* start,
                const int32_t* rows, int k, const float* xn);
   // Waits for the submitted work. Then output(j) is the j-th started expert's (m_j, n_embd)
-  // outputs, before the down bias and the router weight.
+  // outputs, before the down bias and the router weight (the caller may add them in place).
   Status Finish();
-  const float* output(size_t j) const { return out_rows_ + out_start_[j] * n_embd_; }
+  float* output(size_t j) { return out_rows_ + out_start_[j] * n_embd_; }
 
   std::string device_name() const;
   // A CPU device (lavapipe) or an integrated GPU: its memory is the host's RAM, so the host's
@@ -89,11 +89,11 @@ class GpuExpertTier {
   int64_t n_embd_ = 0;
   std::vector<int32_t> slot_of_;  // (n_layer * n_expert) index into the layer's slots, or -1
   uint32_t n_owned_ = 0;
-  uint64_t weight_bytes_ = 0;        // device memory for the experts
-  uint64_t payload_bytes_ = 0;       // their bytes in the file
-  uint64_t scratch_bytes_ = 0;       // device and host-visible memory for one layer's rows
-  const float* out_rows_ = nullptr;  // (n_rows, n_embd) in the host-visible output buffer
-  std::vector<int64_t> out_start_;   // (started experts) first output row of each
+  uint64_t weight_bytes_ = 0;       // device memory for the experts
+  uint64_t payload_bytes_ = 0;      // their bytes in the file
+  uint64_t scratch_bytes_ = 0;      // device and host-visible memory for one layer's rows
+  float* out_rows_ = nullptr;       // (n_rows, n_embd) in the host-visible output buffer
+  std::vector<int64_t> out_start_;  // (started experts) first output row of each
   uint64_t runs_ = 0;
   bool shares_host_memory_ = false;
 };

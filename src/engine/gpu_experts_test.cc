@@ -8,11 +8,11 @@
 
 #include <algorithm>
 #include <cmath>
-#include <cstdlib>
 
 #include "engine/context.h"
 #include "engine/model.h"
 #include "gpu/device.h"
+#include "gpu/test_no_driver.h"
 #include "synth/synth_test_util.h"
 
 namespace mt {
@@ -175,23 +175,11 @@ TEST_F(GpuExpertsTest, NoDeviceIsANoticeAndTheCpuRunsEverything) {
   // The Vulkan loader finds no driver: the plan says so, the logits are the CPU's.
   std::unique_ptr<Model> m = Load("olmoe-tiny");
   const std::vector<float> cpu = Logits(*m, "");
-  const char* kVars[] = {"VK_ICD_FILENAMES", "VK_DRIVER_FILES"};
-  std::string saved[2];
-  bool had[2];
-  for (int i = 0; i < 2; ++i) {
-    const char* v = std::getenv(kVars[i]);
-    had[i] = v != nullptr;
-    if (had[i]) saved[i] = v;
-    setenv(kVars[i], "/nonexistent/icd.json", 1);
-  }
   std::string plan;
-  const std::vector<float> got = Logits(*m, "50%", {}, 2, 512, &plan);
-  for (int i = 0; i < 2; ++i) {
-    if (had[i]) {
-      setenv(kVars[i], saved[i].c_str(), 1);
-    } else {
-      unsetenv(kVars[i]);
-    }
+  std::vector<float> got;
+  {
+    gpu::ScopedNoVulkanDriver no_driver;
+    got = Logits(*m, "50%", {}, 2, 512, &plan);
   }
   EXPECT_NE(plan.find("no device, every expert on the CPU"), std::string::npos) << plan;
   EXPECT_TRUE(got == cpu);

@@ -139,21 +139,7 @@ void MoeStep::SplitByTier(int il) {
 }
 
 void MoeStep::ScatterGpuOutputs(int il) {
-  const int64_t D = hp_.n_embd;
-  const LayerWeights& L = model_.layer(il);
-  for (size_t j = 0; j < gpu_experts_.size(); ++j) {
-    const int e = gpu_experts_[j];
-    const int m = expert_start_[e + 1] - expert_start_[e];
-    const int32_t* rows = expert_rows_.data() + expert_start_[e];
-    const float* out = gpu_->output(j);
-    for (int i = 0; i < m; ++i) {
-      const float wt = topk_weight_[rows[i]];
-      const float* src = out + int64_t{i} * D;
-      const float* bias = L.down_exps_b.empty() ? nullptr : L.down_exps_b.data() + e * D;
-      float* dst = slot_out_.data() + int64_t{rows[i]} * D;
-      for (int64_t d = 0; d < D; ++d) dst[d] = (bias ? src[d] + bias[d] : src[d]) * wt;
-    }
-  }
+  for (size_t j = 0; j < gpu_experts_.size(); ++j) WriteSlots(il, gpu_experts_[j], gpu_->output(j));
 }
 
 void MoeStep::Route(int il, int n, const float* xn) {
@@ -297,11 +283,18 @@ void MoeStep::RunExpert(int il, const ReadyExpert& r, const float* xn, ExpertScr
   }
   s.hid_acts.Set(s.gate.data(), F, m, F);
   project(w.down, s.hid_acts, s.out.data(), D);
-  AddExpertBias(L.down_exps_b, e, m, D, s.out.data());
+  WriteSlots(il, e, s.out.data());
+}
+
+void MoeStep::WriteSlots(int il, int e, float* out) {
+  const int64_t D = hp_.n_embd;
+  const int m = expert_start_[e + 1] - expert_start_[e];
+  const int32_t* rows = expert_rows_.data() + expert_start_[e];
+  AddExpertBias(model_.layer(il).down_exps_b, e, m, D, out);
   for (int i = 0; i < m; ++i) {
     const float wt = topk_weight_[rows[i]];
     float* dst = slot_out_.data() + int64_t{rows[i]} * D;
-    const float* src = s.out.data() + i * D;
+    const float* src = out + i * D;
     for (int64_t d = 0; d < D; ++d) dst[d] = src[d] * wt;
   }
 }

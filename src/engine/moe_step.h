@@ -82,9 +82,11 @@ class MoeStep {
   void HintPredicted(int target, int n, const uint8_t* flags);
   // Sets host_experts_ and gpu_experts_ from used_experts_ (all host without a device tier).
   void SplitByTier(int il);
-  // After the device tier's Finish: its experts' outputs, with layer il's down bias, times
-  // the router weights, into slot_out_.
+  // After the device tier's Finish: its experts' outputs into slot_out_ (WriteSlots).
   void ScatterGpuOutputs(int il);
+  // Expert e's outputs `out` (its tokens' rows, n_embd each) get layer il's down bias, in
+  // place, and go times the router weights into slot_out_: the same for both tiers.
+  void WriteSlots(int il, int e, float* out);
   // Runs the ready experts of `group` over their tokens, writing their weighted outputs
   // into slot_out_. With several experts and threads, each thread runs whole experts;
   // otherwise each expert's rows are split across threads. Same bits either way. An

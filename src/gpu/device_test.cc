@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "gpu/shaders.h"
+#include "gpu/test_no_driver.h"
 
 namespace mt::gpu {
 namespace {
@@ -48,23 +49,12 @@ TEST(Device, MissingDeviceIsNotFound) {
 // A machine without any Vulkan driver (the loader finds no ICD): an empty list, and opening
 // a device is kNotFound in one line, never a crash.
 TEST(Device, NoDriverIsNotFound) {
-  const char* kVars[] = {"VK_ICD_FILENAMES", "VK_DRIVER_FILES"};
-  std::string saved[2];
-  bool had[2];
-  for (int i = 0; i < 2; ++i) {
-    const char* v = std::getenv(kVars[i]);
-    had[i] = v != nullptr;
-    if (had[i]) saved[i] = v;
-    setenv(kVars[i], "/nonexistent/no_such_icd.json", 1);
-  }
-  Result<std::vector<DeviceInfo>> devices = ListDevices();
-  Result<std::unique_ptr<Device>> device = Device::Create(0);
-  for (int i = 0; i < 2; ++i) {
-    if (had[i]) {
-      setenv(kVars[i], saved[i].c_str(), 1);
-    } else {
-      unsetenv(kVars[i]);
-    }
+  Result<std::vector<DeviceInfo>> devices = std::vector<DeviceInfo>{};
+  Result<std::unique_ptr<Device>> device = NotFound("not tried");
+  {
+    ScopedNoVulkanDriver no_driver;
+    devices = ListDevices();
+    device = Device::Create(0);
   }
   ASSERT_TRUE(devices.ok()) << devices.status().message();
   EXPECT_TRUE(devices->empty());
