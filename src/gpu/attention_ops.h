@@ -40,9 +40,9 @@ struct RmsNormArgs {
   uint64_t y_offset = 0;  // floats
   int64_t rows = 0;
   int64_t dim = 0;
-  int64_t stride = 0;  // floats between rows (x's and y's); 0 means dim
-  const Buffer* weight = nullptr;
-  uint64_t weight_offset = 0;  // floats: (dim)
+  int64_t stride = 0;              // floats between rows (x's and y's); 0 means dim
+  const Buffer* weight = nullptr;  // or null: 1, as RmsNorm's
+  uint64_t weight_offset = 0;      // floats: (dim)
   float eps = 1e-6f;
 };
 
@@ -71,7 +71,10 @@ struct TokenSlots {
 
 // Stores each token's `heads` rows of head_dim floats (x, a token's rows contiguous, `stride`
 // apart) into a cache laid out (n_seq, heads, cells, head_dim) of `type`: token t's head h
-// at cell pos(t) of (seq(t), h). f16 rounds to nearest even (kernels/attention.h StoreKv).
+// at cell pos(t) of (seq(t), h). f16 rounds to nearest even (kernels/attention.h StoreKv), the
+// same bits on every device. The slots are read on the device: a token whose slot is outside
+// the cache (pos >= cells, or seq past the buffer or the device's largest binding) stores
+// nothing.
 struct StoreKvArgs {
   const Buffer* x = nullptr;
   uint64_t x_offset = 0;  // floats
@@ -91,7 +94,9 @@ struct StoreKvArgs {
 // first = pos + 1 - window past a sliding window (window 0: none), query head h reading kv
 // head h / (n_head / n_head_kv). Scores are scale * q.k; a head's sink logit (gpt-oss) takes
 // weight in the softmax without a value (kernels/attention.h). An online softmax over tiles of
-// positions: each (token, head)'s float ops depend only on its n_pos, d_k and d_v.
+// positions: each (token, head)'s float ops depend only on its n_pos, d_k and d_v. d_k is at
+// most 576 and d_v at most 512 (MLA's). A token whose slot is outside the caches (as for
+// StoreKv) gets zeros.
 struct AttendArgs {
   const Buffer* q = nullptr;
   uint64_t q_offset = 0;  // floats
@@ -120,7 +125,8 @@ struct AttendArgs {
 
 // The pipelines of these operations on one Device. Used by one thread at a time, as its
 // Device; destroyed before it. Each Record checks its ranges against the buffers
-// (kInvalidArgument naming the operation) and records nothing when they do not fit.
+// (kInvalidArgument naming the operation) and records nothing when they do not fit; with no
+// rows or tokens it records nothing and returns Ok.
 class AttentionOps {
  public:
   static Result<std::unique_ptr<AttentionOps>> Create(Device* device);

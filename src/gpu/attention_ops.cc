@@ -1,0 +1,397 @@
+#include "gpu/attention_ops.h"
+
+#include <algorithm>
+#include <cstring>
+#include <initializer_list>
+#include <span>
+
+#include "gpu/shaders.h"
+
+namespace mt::gpu {
+namespace {
+
+// The push constants of the shaders (shaders/<name>.comp), field for field. Offsets are
+// word indices from the start of their binding.
+struct AddBiasPush {
+  uint32_t x_offset, rows, width, stride, bias_offset;
+};
+struct RmsNormPush {
+  uint32_t x_offset, y_offset, rows, dim, stride, weight_offset, has_weight;
+  float eps;
+};
+struct RopePush {
+  uint32_t x_offset, n, heads, head_dim, stride, n_rot, neox, cs_offset;
+};
+struct StoreKvPush {
+  uint32_t x_offset, n, heads, head_dim, stride, tokens_offset, cache_offset, cells, f16, n_seq;
+};
+struct AttendPush {
+  uint32_t q_offset, q_stride, out_offset, out_stride, n, n_head, n_head_kv, d_k, d_v,
+      tokens_offset, k_offset, v_offset, cells, k_f16, v_f16, n_seq;
+  float scale;
+  uint32_t window, has_sinks, sinks_offset;
+};
+static_assert(sizeof(AttendPush) == 80);  // within the 128 bytes every device has
+
+constexpr uint64_t kGroup = 64;  // every shader's local_size_x
+// attend.comp's MAX_DK and MAX_DV: DeepSeek's MLA (a 576-dim K, a 512-dim V) fits.
+constexpr int64_t kMaxDk = 576, kMaxDv = 512;
+// The shaders index words and elements with uint32, adding small offsets and a group's 64:
+// every count they index stays below 2^31.
+constexpr uint64_t kIndexLimit = uint64_t{1} << 31;
+
+// The product of `factors`, or kIndexLimit when it reaches that (no overflow).
+uint64_t Product(std::initializer_list<uint64_t> factors) {
+  uint64_t p = 1;
+  for (const uint64_t f : factors) {
+    if (f != 0 && p > (kIndexLimit - 1) / f) return kIndexLimit;
+    p *= f;
+  }
+  return p;
+}
+
+// a * b, two counts of a row (heads and dims), or 0 when either is not in [1, 2^31) (no
+// overflow): the callers refuse a row of 0.
+int64_t Dims(int64_t a, int64_t b) {
+  const auto limit = static_cast<int64_t>(kIndexLimit);
+  return a > 0 && b > 0 && a < limit && b < limit ? a * b : 0;
+}
+
+// Whether `count` words from word `offset` lie inside a buffer of `bytes` (no overflow).
+bool Inside(uint64_t offset, uint64_t count, uint64_t bytes) {
+  const uint64_t words = bytes / 4;
+  return offset <= words && count <= words - offset;
+}
+
+// A binding of a buffer from a word offset: the range starts at the offset rounded down to
+// the device's alignment and `skip` words of it come first (the shader adds them).
+struct Binding {
+  BufferRange range;
+  uint32_t skip = 0;  // words
+};
+
+// Words [offset, offset + count) of `buffer` (checked Inside by the caller). Any alignment
+// (a power of two) rounds a multiple of 4 down to a multiple of 4.
+Binding Bind(const Buffer* buffer, uint64_t offset, uint64_t count, uint64_t alignment) {
+  const uint64_t start = offset * 4 / alignment * alignment;  // bytes
+  const uint64_t skip = offset - start / 4;
+  return {BufferRange{buffer, start, (skip + count) * 4}, static_cast<uint32_t>(skip)};
+}
+
+// A KV cache's binding: from its (seq 0, head 0, cell 0) at byte `offset` (a multiple of 4)
+// to the buffer's end or the device's largest range, and how many sequences of `seq_words`
+// words it holds whole.
+struct CacheBinding {
+  Binding binding;
+  uint32_t n_seq = 0;
+};
+
+CacheBinding BindCache(const Buffer* cache, uint64_t offset, uint64_t seq_words, uint64_t alignment,
+                       uint64_t max_range) {
+  const uint64_t start = offset / alignment * alignment;
+  const uint64_t skip = (offset - start) / 4;
+  // Whole words: the buffer's memory is whole 16-byte units (gpu/device.h).
+  const uint64_t words = std::min((cache->size() - start + 3) / 4, max_range / 4);
+  CacheBinding c;
+  c.binding = {BufferRange{cache, start, words * 4}, static_cast<uint32_t>(skip)};
+  c.n_seq = words > skip
+                ? static_cast<uint32_t>(std::min<uint64_t>((words - skip) / seq_words, kIndexLimit))
+                : 0;
+  return c;
+}
+
+}  // namespace
+
+struct AttentionOps::Impl {
+  Device* device;
+  Pipeline add_bias;  // shaders/add_bias.comp
+  Pipeline rms_norm;  // shaders/rms_norm.comp
+  Pipeline rope;      // shaders/rope.comp
+  Pipeline store_kv;  // shaders/store_kv.comp
+  Pipeline attend;    // shaders/attend.comp
+
+  // Records `pipeline` over a 1-D grid of `groups` (>= 1) workgroups, split into (x, y)
+  // counts within the device's limits (the shaders' group index is y * count_x + x).
+  template <typename Push>
+  Status Dispatch(CommandRecorder& rec, std::string_view op, const Pipeline& pipeline,
+                  std::span<const BufferRange> ranges, const Push& push, uint64_t groups) {
+    const uint64_t x = std::min<uint64_t>(groups, device->max_group_count_x());
+    const uint64_t y = (groups + x - 1) / x;
+    if (y > 65535) {  // Vulkan's least maxComputeWorkGroupCount[1]
+      return InvalidArgument("gpu {}: {} workgroups are more than one dispatch holds", op, groups);
+    }
+    uint8_t bytes[sizeof(Push)];
+    std::memcpy(bytes, &push, sizeof(push));
+    rec.Dispatch(pipeline, ranges, bytes, static_cast<uint32_t>(x), static_cast<uint32_t>(y), 1);
+    return rec.status();
+  }
+};
+
+AttentionOps::AttentionOps(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
+AttentionOps::~AttentionOps() = default;
+
+Result<std::unique_ptr<AttentionOps>> AttentionOps::Create(Device* device) {
+  auto impl = std::make_unique<Impl>();
+  impl->device = device;
+  impl->add_bias =
+      MT_TRY(device->CreatePipeline("add_bias", ShaderSpirv("add_bias"), 2, sizeof(AddBiasPush)));
+  impl->rms_norm =
+      MT_TRY(device->CreatePipeline("rms_norm", ShaderSpirv("rms_norm"), 3, sizeof(RmsNormPush)));
+  impl->rope = MT_TRY(device->CreatePipeline("rope", ShaderSpirv("rope"), 2, sizeof(RopePush)));
+  impl->store_kv =
+      MT_TRY(device->CreatePipeline("store_kv", ShaderSpirv("store_kv"), 3, sizeof(StoreKvPush)));
+  impl->attend =
+      MT_TRY(device->CreatePipeline("attend", ShaderSpirv("attend"), 6, sizeof(AttendPush)));
+  return std::unique_ptr<AttentionOps>(new AttentionOps(std::move(impl)));
+}
+
+Status AttentionOps::Record(CommandRecorder& rec, const AddBiasArgs& a) {
+  const int64_t stride = a.stride > 0 ? a.stride : a.width;
+  if (a.x == nullptr || a.bias == nullptr) return InvalidArgument("gpu add bias: a missing buffer");
+  if (a.rows < 0 || a.width <= 0 || stride < a.width) {
+    return InvalidArgument("gpu add bias: bad shape rows={} width={} stride={}", a.rows, a.width,
+                           stride);
+  }
+  if (a.rows == 0) return Status::Ok();
+  const uint64_t rows = a.rows, width = a.width;
+  const uint64_t x_floats = Product({rows - 1, static_cast<uint64_t>(stride)}) + width;
+  if (x_floats >= kIndexLimit || Product({rows, width}) >= kIndexLimit) {
+    return InvalidArgument("gpu add bias: {} rows of {} floats are past 8 GiB", a.rows, stride);
+  }
+  if (!Inside(a.x_offset, x_floats, a.x->size()) || !Inside(a.bias_offset, width, a.bias->size())) {
+    return InvalidArgument(
+        "gpu add bias: rows={} width={} stride={}: x (at float {}) or the bias (at float {}) "
+        "reaches past its buffer ({} and {} bytes)",
+        a.rows, a.width, stride, a.x_offset, a.bias_offset, a.x->size(), a.bias->size());
+  }
+  const uint64_t align = impl_->device->storage_offset_alignment();
+  const Binding x = Bind(a.x, a.x_offset, x_floats, align);
+  const Binding bias = Bind(a.bias, a.bias_offset, width, align);
+  const AddBiasPush push = {x.skip, static_cast<uint32_t>(rows), static_cast<uint32_t>(width),
+                            static_cast<uint32_t>(stride), bias.skip};
+  const BufferRange ranges[2] = {x.range, bias.range};
+  return impl_->Dispatch(rec, "add bias", impl_->add_bias, ranges, push,
+                         (rows * width + kGroup - 1) / kGroup);
+}
+
+Status AttentionOps::Record(CommandRecorder& rec, const RmsNormArgs& a) {
+  const int64_t stride = a.stride > 0 ? a.stride : a.dim;
+  if (a.x == nullptr || a.y == nullptr) return InvalidArgument("gpu rms norm: a missing buffer");
+  if (a.rows < 0 || a.dim <= 0 || stride < a.dim) {
+    return InvalidArgument("gpu rms norm: bad shape rows={} dim={} stride={}", a.rows, a.dim,
+                           stride);
+  }
+  if (a.rows == 0) return Status::Ok();
+  const uint64_t rows = a.rows, dim = a.dim;
+  const uint64_t floats = Product({rows - 1, static_cast<uint64_t>(stride)}) + dim;
+  if (floats >= kIndexLimit) {
+    return InvalidArgument("gpu rms norm: {} rows of {} floats are past 8 GiB", a.rows, stride);
+  }
+  if (!Inside(a.x_offset, floats, a.x->size()) || !Inside(a.y_offset, floats, a.y->size()) ||
+      (a.weight != nullptr && !Inside(a.weight_offset, dim, a.weight->size()))) {
+    return InvalidArgument(
+        "gpu rms norm: rows={} dim={} stride={}: x (at float {}), y (at float {}) or the weight "
+        "(at float {}) reaches past its buffer",
+        a.rows, a.dim, stride, a.x_offset, a.y_offset, a.weight_offset);
+  }
+  const uint64_t align = impl_->device->storage_offset_alignment();
+  const Binding x = Bind(a.x, a.x_offset, floats, align);
+  const Binding y = Bind(a.y, a.y_offset, floats, align);
+  // Without a weight the shader reads none: x's range stands in for the binding.
+  const Binding w = a.weight != nullptr ? Bind(a.weight, a.weight_offset, dim, align) : x;
+  const RmsNormPush push = {x.skip,
+                            y.skip,
+                            static_cast<uint32_t>(rows),
+                            static_cast<uint32_t>(dim),
+                            static_cast<uint32_t>(stride),
+                            w.skip,
+                            a.weight != nullptr ? 1u : 0u,
+                            a.eps};
+  const BufferRange ranges[3] = {x.range, y.range, w.range};
+  return impl_->Dispatch(rec, "rms norm", impl_->rms_norm, ranges, push, rows);
+}
+
+Status AttentionOps::Record(CommandRecorder& rec, const RopeArgs& a) {
+  if (a.x == nullptr || a.cos_sin == nullptr) return InvalidArgument("gpu rope: a missing buffer");
+  const int64_t row = Dims(a.heads, a.head_dim);
+  const int64_t stride = a.stride > 0 ? a.stride : row;
+  if (a.n < 0 || row <= 0 || a.n_rot <= 0 || a.n_rot % 2 != 0 || a.n_rot > a.head_dim ||
+      stride < row) {
+    return InvalidArgument(
+        "gpu rope: bad shape n={} heads={} head_dim={} n_rot={} (even, <= head_dim) stride={}", a.n,
+        a.heads, a.head_dim, a.n_rot, stride);
+  }
+  if (a.n == 0) return Status::Ok();
+  const uint64_t n = a.n;
+  const uint64_t x_floats = Product({n - 1, static_cast<uint64_t>(stride)}) + row;
+  const uint64_t cs_floats = Product({n, static_cast<uint64_t>(a.n_rot)});
+  if (x_floats >= kIndexLimit || cs_floats >= kIndexLimit) {
+    return InvalidArgument("gpu rope: {} tokens of {} floats are past 8 GiB", a.n, stride);
+  }
+  if (!Inside(a.x_offset, x_floats, a.x->size()) ||
+      !Inside(a.cos_sin_offset, cs_floats, a.cos_sin->size())) {
+    return InvalidArgument(
+        "gpu rope: n={} heads={} head_dim={} n_rot={} stride={}: x (at float {}) or the angles "
+        "(at float {}) reach past their buffer",
+        a.n, a.heads, a.head_dim, a.n_rot, stride, a.x_offset, a.cos_sin_offset);
+  }
+  const uint64_t align = impl_->device->storage_offset_alignment();
+  const Binding x = Bind(a.x, a.x_offset, x_floats, align);
+  const Binding cs = Bind(a.cos_sin, a.cos_sin_offset, cs_floats, align);
+  const RopePush push = {x.skip,
+                         static_cast<uint32_t>(n),
+                         static_cast<uint32_t>(a.heads),
+                         static_cast<uint32_t>(a.head_dim),
+                         static_cast<uint32_t>(stride),
+                         static_cast<uint32_t>(a.n_rot),
+                         a.neox ? 1u : 0u,
+                         cs.skip};
+  const BufferRange ranges[2] = {x.range, cs.range};
+  const uint64_t pairs = n * static_cast<uint64_t>(a.heads * (a.n_rot / 2));
+  return impl_->Dispatch(rec, "rope", impl_->rope, ranges, push, (pairs + kGroup - 1) / kGroup);
+}
+
+Status AttentionOps::Record(CommandRecorder& rec, const StoreKvArgs& a) {
+  if (a.x == nullptr || a.tokens.buffer == nullptr || a.cache == nullptr) {
+    return InvalidArgument("gpu store kv: a missing buffer");
+  }
+  const int64_t row = Dims(a.heads, a.head_dim);
+  const int64_t stride = a.stride > 0 ? a.stride : row;
+  if (a.n < 0 || row <= 0 || a.head_dim % 2 != 0 || stride < row || a.cells == 0 ||
+      (a.type != KvElem::kF16 && a.type != KvElem::kF32) || a.cache_offset % 4 != 0) {
+    return InvalidArgument(
+        "gpu store kv: bad shape n={} heads={} head_dim={} (even) stride={} cells={} type {} "
+        "cache offset {} (a multiple of 4)",
+        a.n, a.heads, a.head_dim, stride, a.cells, static_cast<uint32_t>(a.type), a.cache_offset);
+  }
+  if (a.n == 0) return Status::Ok();
+  const uint64_t n = a.n;
+  const bool f16 = a.type == KvElem::kF16;
+  const uint64_t row_words = f16 ? a.head_dim / 2 : a.head_dim;  // a cell's
+  const uint64_t seq_words = Product({static_cast<uint64_t>(a.heads), a.cells, row_words});
+  const uint64_t x_floats = Product({n - 1, static_cast<uint64_t>(stride)}) + row;
+  if (x_floats >= kIndexLimit || seq_words >= kIndexLimit || n >= kIndexLimit / 2) {
+    return InvalidArgument(
+        "gpu store kv: {} tokens of {} floats, or a sequence's cache, past 8 GiB", a.n, stride);
+  }
+  if (!Inside(a.x_offset, x_floats, a.x->size()) ||
+      !Inside(a.tokens.offset, 2 * n, a.tokens.buffer->size()) ||
+      !Inside(a.cache_offset / 4, seq_words, a.cache->size())) {
+    return InvalidArgument(
+        "gpu store kv: n={} heads={} head_dim={} cells={}: x (at float {}), the token slots (at "
+        "word {}) or one sequence's cache (at byte {}) reaches past its buffer",
+        a.n, a.heads, a.head_dim, a.cells, a.x_offset, a.tokens.offset, a.cache_offset);
+  }
+  const uint64_t align = impl_->device->storage_offset_alignment();
+  const Binding x = Bind(a.x, a.x_offset, x_floats, align);
+  const Binding tokens = Bind(a.tokens.buffer, a.tokens.offset, 2 * n, align);
+  const CacheBinding cache =
+      BindCache(a.cache, a.cache_offset, seq_words, align, impl_->device->max_storage_range());
+  if (cache.n_seq == 0) {
+    return InvalidArgument(
+        "gpu store kv: one sequence's cache ({} bytes) is past the device's "
+        "largest binding ({} bytes)",
+        seq_words * 4, impl_->device->max_storage_range());
+  }
+  const StoreKvPush push = {x.skip,
+                            static_cast<uint32_t>(n),
+                            static_cast<uint32_t>(a.heads),
+                            static_cast<uint32_t>(a.head_dim),
+                            static_cast<uint32_t>(stride),
+                            tokens.skip,
+                            cache.binding.skip,
+                            a.cells,
+                            f16 ? 1u : 0u,
+                            cache.n_seq};
+  const BufferRange ranges[3] = {x.range, tokens.range, cache.binding.range};
+  const uint64_t words = n * static_cast<uint64_t>(a.heads) * (a.head_dim / 2);
+  return impl_->Dispatch(rec, "store kv", impl_->store_kv, ranges, push,
+                         (words + kGroup - 1) / kGroup);
+}
+
+Status AttentionOps::Record(CommandRecorder& rec, const AttendArgs& a) {
+  if (a.q == nullptr || a.out == nullptr || a.tokens.buffer == nullptr || a.k_cache == nullptr ||
+      a.v_cache == nullptr) {
+    return InvalidArgument("gpu attend: a missing buffer");
+  }
+  const int64_t q_row = Dims(a.n_head, a.d_k), out_row = Dims(a.n_head, a.d_v);
+  const int64_t q_stride = a.q_stride > 0 ? a.q_stride : q_row;
+  const int64_t out_stride = a.out_stride > 0 ? a.out_stride : out_row;
+  auto valid = [](KvElem t) { return t == KvElem::kF16 || t == KvElem::kF32; };
+  if (a.n < 0 || q_row <= 0 || out_row <= 0 || a.n_head_kv <= 0 || a.n_head % a.n_head_kv != 0 ||
+      a.d_k % 2 != 0 || a.d_k > kMaxDk || a.d_v % 2 != 0 || a.d_v > kMaxDv || q_stride < q_row ||
+      out_stride < out_row || a.cells == 0 || !valid(a.k_type) || !valid(a.v_type) ||
+      a.k_offset % 4 != 0 || a.v_offset % 4 != 0) {
+    return InvalidArgument(
+        "gpu attend: bad shape n={} n_head={} n_head_kv={} d_k={} d_v={} (even, at most {} and "
+        "{}) strides {} {} cells={} types {} {} cache offsets {} {} (multiples of 4)",
+        a.n, a.n_head, a.n_head_kv, a.d_k, a.d_v, kMaxDk, kMaxDv, q_stride, out_stride, a.cells,
+        static_cast<uint32_t>(a.k_type), static_cast<uint32_t>(a.v_type), a.k_offset, a.v_offset);
+  }
+  if (a.n == 0) return Status::Ok();
+  const uint64_t n = a.n, n_head = a.n_head, n_kv = a.n_head_kv;
+  const uint64_t k_row = a.k_type == KvElem::kF16 ? a.d_k / 2 : a.d_k;  // words a cell
+  const uint64_t v_row = a.v_type == KvElem::kF16 ? a.d_v / 2 : a.d_v;
+  const uint64_t k_seq = Product({n_kv, a.cells, k_row}), v_seq = Product({n_kv, a.cells, v_row});
+  const uint64_t q_floats = Product({n - 1, static_cast<uint64_t>(q_stride)}) + q_row;
+  const uint64_t out_floats = Product({n - 1, static_cast<uint64_t>(out_stride)}) + out_row;
+  if (q_floats >= kIndexLimit || out_floats >= kIndexLimit || k_seq >= kIndexLimit ||
+      v_seq >= kIndexLimit || Product({n, n_head}) >= kIndexLimit) {
+    return InvalidArgument(
+        "gpu attend: {} tokens of {} query heads, or a sequence's cache, past 8 GiB", a.n,
+        a.n_head);
+  }
+  if (!Inside(a.q_offset, q_floats, a.q->size()) ||
+      !Inside(a.out_offset, out_floats, a.out->size()) ||
+      !Inside(a.tokens.offset, 2 * n, a.tokens.buffer->size()) ||
+      !Inside(a.k_offset / 4, k_seq, a.k_cache->size()) ||
+      !Inside(a.v_offset / 4, v_seq, a.v_cache->size()) ||
+      (a.sinks != nullptr && !Inside(a.sinks_offset, n_head, a.sinks->size()))) {
+    return InvalidArgument(
+        "gpu attend: n={} n_head={} n_head_kv={} d_k={} d_v={} cells={}: q (at float {}), out "
+        "(at float {}), the token slots (at word {}), one sequence's K or V (at bytes {}, {}) or "
+        "the sinks (at float {}) reach past their buffer",
+        a.n, a.n_head, a.n_head_kv, a.d_k, a.d_v, a.cells, a.q_offset, a.out_offset,
+        a.tokens.offset, a.k_offset, a.v_offset, a.sinks_offset);
+  }
+  const uint64_t align = impl_->device->storage_offset_alignment();
+  const uint64_t max_range = impl_->device->max_storage_range();
+  const Binding q = Bind(a.q, a.q_offset, q_floats, align);
+  const Binding out = Bind(a.out, a.out_offset, out_floats, align);
+  const Binding tokens = Bind(a.tokens.buffer, a.tokens.offset, 2 * n, align);
+  const CacheBinding k = BindCache(a.k_cache, a.k_offset, k_seq, align, max_range);
+  const CacheBinding v = BindCache(a.v_cache, a.v_offset, v_seq, align, max_range);
+  if (k.n_seq == 0 || v.n_seq == 0) {
+    return InvalidArgument(
+        "gpu attend: one sequence's K or V ({} or {} bytes) is past the device's largest "
+        "binding ({} bytes)",
+        k_seq * 4, v_seq * 4, max_range);
+  }
+  // Without sinks the shader reads none: q's range stands in for the binding.
+  const Binding sinks = a.sinks != nullptr ? Bind(a.sinks, a.sinks_offset, n_head, align) : q;
+  const AttendPush push = {q.skip,
+                           static_cast<uint32_t>(q_stride),
+                           out.skip,
+                           static_cast<uint32_t>(out_stride),
+                           static_cast<uint32_t>(n),
+                           static_cast<uint32_t>(n_head),
+                           static_cast<uint32_t>(n_kv),
+                           static_cast<uint32_t>(a.d_k),
+                           static_cast<uint32_t>(a.d_v),
+                           tokens.skip,
+                           k.binding.skip,
+                           v.binding.skip,
+                           a.cells,
+                           a.k_type == KvElem::kF16 ? 1u : 0u,
+                           a.v_type == KvElem::kF16 ? 1u : 0u,
+                           std::min(k.n_seq, v.n_seq),
+                           a.scale,
+                           a.window,
+                           a.sinks != nullptr ? 1u : 0u,
+                           sinks.skip};
+  const BufferRange ranges[6] = {q.range,         out.range,       tokens.range,
+                                 k.binding.range, v.binding.range, sinks.range};
+  return impl_->Dispatch(rec, "attend", impl_->attend, ranges, push, n * n_head);
+}
+
+}  // namespace mt::gpu
