@@ -20,10 +20,22 @@ struct MatMulPush {
   uint32_t m, k, n;
   uint32_t x_offset, x_stride;  // floats
   uint32_t y_offset, y_stride;  // floats
+  uint32_t row_threads;         // threads per row (RowThreads)
 };
-static_assert(sizeof(MatMulPush) == 36);
+static_assert(sizeof(MatMulPush) == 40);
 
 constexpr uint32_t kTokensPerGroup = 8;  // TOKENS in shaders/mm_main.glsl
+constexpr uint32_t kGroupThreads = 64;   // WG
+
+// The threads of a workgroup that share one row: its chunks (32 elements of a block type, or
+// single elements of f32/f16/bf16: CHUNK of the shaders) rounded up to a power of 2, at least
+// a thread per token of the group (each writes one) and at most the workgroup.
+uint32_t RowThreads(const GgmlTypeTraits& traits, int64_t k) {
+  const int64_t chunks = traits.block_size == 1 ? k : k / 32;
+  uint32_t threads = kTokensPerGroup;
+  while (threads < kGroupThreads && threads < chunks) threads *= 2;
+  return threads;
+}
 
 template <typename Entry, int kPoints>
 void AppendGrid(const IqGrid<Entry, kPoints>& grid, std::vector<uint32_t>* words) {
@@ -155,14 +167,17 @@ Status MatMul::Record(CommandRecorder& rec, const MatMulArgs& a) {
       static_cast<uint32_t>(a.m),      static_cast<uint32_t>(a.k),
       static_cast<uint32_t>(a.n),      static_cast<uint32_t>(x_skip / 4),
       static_cast<uint32_t>(x_stride), static_cast<uint32_t>(y_skip / 4),
-      static_cast<uint32_t>(y_stride),
+      static_cast<uint32_t>(y_stride), RowThreads(traits, a.k),
   };
   uint8_t push_bytes[sizeof(MatMulPush)];
   std::memcpy(push_bytes, &push, sizeof(push));
-  // Rows as (x, y) groups: row = y * count_x + x; the last y may hold fewer than count_x.
+  // Runs of rows as (x, y) groups: group = y * count_x + x; the last y may hold fewer than
+  // count_x.
+  const uint64_t rows_per_group = kGroupThreads / push.row_threads;
+  const uint64_t groups = (static_cast<uint64_t>(a.m) + rows_per_group - 1) / rows_per_group;
   const uint64_t max_x = device_->max_group_count_x();
-  const uint64_t groups_x = std::min<uint64_t>(static_cast<uint64_t>(a.m), max_x);
-  const uint64_t groups_y = (static_cast<uint64_t>(a.m) + groups_x - 1) / groups_x;
+  const uint64_t groups_x = std::min<uint64_t>(groups, max_x);
+  const uint64_t groups_y = (groups + groups_x - 1) / groups_x;
   const uint64_t groups_z = (static_cast<uint64_t>(a.n) + kTokensPerGroup - 1) / kTokensPerGroup;
   rec.Dispatch(*pipeline, std::span(ranges, IsIqLatticeType(a.type) ? 4 : 3), push_bytes,
                static_cast<uint32_t>(groups_x), static_cast<uint32_t>(groups_y),

@@ -21,6 +21,7 @@ layout(push_constant) uniform Params {
   uint x_stride;   // floats between rows of X
   uint y_offset;   // floats: Y[0, 0] in the output binding
   uint y_stride;   // floats between rows of Y
+  uint row_threads;  // threads per row of W: a power of 2 from TOKENS to WG (mm_main.glsl)
 } p;
 
 // Byte b of the weight binding (any alignment), little-endian as GGUF stores it.

@@ -1,10 +1,13 @@
 // The second half of every matrix-multiply shader (see mm_head.glsl).
 //
-// One workgroup computes one row of W against up to TOKENS rows of X: its WG threads take the
-// row's chunks in turn (thread t: chunks t, t + WG, ...), dequantize each chunk once, and
-// add its dot product with every token's X to an f32 partial sum per token; a shared-memory
-// tree then adds the WG partial sums. Groups: (x, y) numbers the rows (row = y * count_x + x),
-// z the runs of TOKENS tokens.
+// One workgroup computes WG / row_threads rows of W against up to TOKENS rows of X: each row's
+// row_threads threads take the row's chunks in turn (lane l: chunks l, l + row_threads, ...),
+// dequantize each chunk once, and add its dot product with every token's X to an f32 partial
+// sum per token; a shared-memory tree then adds the row's partial sums. row_threads depends on
+// k alone (the host: the chunks a row has, rounded up to a power of 2, from TOKENS to WG), so
+// a short row does not leave most of a workgroup idle, and a token's sums never depend on the
+// batch. Groups: (x, y) number the runs of rows (group = y * count_x + x), z the runs of TOKENS
+// tokens.
 #define WG 64
 #define TOKENS 8
 
@@ -13,18 +16,20 @@ layout(local_size_x = WG) in;
 shared float partial[TOKENS][WG];
 
 void main() {
-  const uint row = gl_WorkGroupID.y * gl_NumWorkGroups.x + gl_WorkGroupID.x;
-  if (row >= p.m) return;  // the whole workgroup, before any barrier
   const uint tid = gl_LocalInvocationID.x;
+  const uint lane = tid & (p.row_threads - 1u);
+  const uint group = gl_WorkGroupID.y * gl_NumWorkGroups.x + gl_WorkGroupID.x;
+  const uint row = group * (WG / p.row_threads) + tid / p.row_threads;
+  const bool live = row < p.m;  // the others still take part in the barriers
   const uint t0 = gl_WorkGroupID.z * TOKENS;
   const uint n_tokens = min(uint(TOKENS), p.n - t0);
   const uint chunks_per_block = BLOCK_SIZE / CHUNK;
-  const uint n_chunks = p.k / BLOCK_SIZE * chunks_per_block;
+  const uint n_chunks = live ? p.k / BLOCK_SIZE * chunks_per_block : 0u;
   const uint row_base = p.w_offset + row * p.row_bytes;
 
   float acc[TOKENS];
   for (uint t = 0; t < TOKENS; ++t) acc[t] = 0.0;
-  for (uint c = tid; c < n_chunks; c += WG) {
+  for (uint c = lane; c < n_chunks; c += p.row_threads) {
     const uint block = c / chunks_per_block;
     const uint sub = c - block * chunks_per_block;
     float v[CHUNK];
@@ -41,11 +46,11 @@ void main() {
   }
   for (uint t = 0; t < TOKENS; ++t) partial[t][tid] = acc[t];
   barrier();
-  for (uint half_wg = WG / 2; half_wg > 0; half_wg >>= 1) {
-    if (tid < half_wg) {
-      for (uint t = 0; t < TOKENS; ++t) partial[t][tid] += partial[t][tid + half_wg];
+  for (uint half_rt = p.row_threads / 2; half_rt > 0; half_rt >>= 1) {
+    if (lane < half_rt) {
+      for (uint t = 0; t < TOKENS; ++t) partial[t][tid] += partial[t][tid + half_rt];
     }
     barrier();
   }
-  if (tid < n_tokens) y[p.y_offset + (t0 + tid) * p.y_stride + row] = partial[tid][0];
+  if (live && lane < n_tokens) y[p.y_offset + (t0 + lane) * p.y_stride + row] = partial[lane][tid - lane];
 }
