@@ -5,7 +5,8 @@
 # experts Q2_K, a few Q3_K, the rest Q4_K-Q6_K): multi-head latent attention with its
 # compressed KV cache, two dense layers, sigmoid routing over expert groups, its routed
 # experts streamed from the file into a cache a quarter of their size, and output held to a
-# JSON schema. Where a Vulkan device is (lavapipe counts), the hottest experts run on it.
+# JSON schema. Where a Vulkan device is (lavapipe counts), the output head, the shared experts,
+# the dense layers' FFN and the hottest experts run on it.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 scripts/setup.sh
@@ -43,10 +44,11 @@ echo "   with next-layer prefetch and the profile's hottest experts pinned; same
 
 if "$bin" devices | grep -q '^  vulkan:0'; then
   echo
-  echo "== moetier run with a GPU tier: the profile's hottest experts (a quarter of them) live in"
-  echo "   the memory of vulkan:0 (moetier devices; lavapipe runs Vulkan on the CPU); the device"
-  echo "   runs them while the CPU runs the rest, streamed as above (it sums in an order of its own:"
-  echo "   the text is the same until a near-tie)"
+  echo "== moetier run with a GPU tier: the output head, the shared experts, the dense layers' FFN"
+  echo "   and the profile's hottest experts (a quarter of them) live in the memory of vulkan:0"
+  echo "   (moetier devices; lavapipe runs Vulkan on the CPU); the device runs its experts while"
+  echo "   the CPU runs the rest, streamed as above, and MLA attention (it sums in an order of its"
+  echo "   own: the text is the same until a near-tie)"
   "$bin" run -m "$model" -p "The quick brown fox" -n 24 --temp 0 --moe-storage stream \
     --expert-cache 25% --placement "$work/routing.json" --gpu-expert-cache 25% --stats 2>&1 |
     grep -Ev '^moetier:   layer'

@@ -201,7 +201,7 @@ struct BenchReport {
   TokenCost cost;
   double membw = 0;             // GB/s, memory read bandwidth measured after the tests
   std::string tier;             // the experts' store
-  std::string backend = "CPU";  // llama-bench's column: "CPU", or "Vulkan" with experts there
+  std::string backend = "CPU";  // llama-bench's column: "CPU", or "Vulkan" with a device
 };
 
 // Gathers the report, destroying `ctx` before the bandwidth probe: it runs after the context
@@ -211,10 +211,13 @@ BenchReport MeasureReport(const BenchFlags& f, const Model& m, KvTypes kv_types,
                           std::unique_ptr<Context> ctx) {
   BenchReport r;
   r.tier = ctx->expert_store().name();
-  if (const GpuExpertTier* gpu = ctx->gpu_experts()) {
+  if (const Context::DeviceParts d = ctx->device_parts(); !d.name.empty()) {
     r.backend = "Vulkan";
-    r.tier += fmt::format(" on the CPU, {} experts ({}) on {}", gpu->n_experts(),
-                          HumanBytes(gpu->weight_bytes()), gpu->device_name());
+    r.tier += fmt::format(" on the CPU; on {}: attention of {} layers, {}the output head", d.name,
+                          d.attention_layers, d.output_head ? "" : "not ");
+  }
+  if (const GpuExpertTier* gpu = ctx->gpu_experts()) {
+    r.tier += fmt::format(", {} experts ({})", gpu->n_experts(), HumanBytes(gpu->weight_bytes()));
   }
   const uint64_t probe_bytes =
       std::min<uint64_t>(uint64_t{1} << 30, ctx->storage_plan().budget / 4);

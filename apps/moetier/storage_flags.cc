@@ -40,12 +40,13 @@ void AddStorageFlags(CLI::App& sub, StorageFlags* f) {
                  "Load routing statistics at start (placing their hottest experts) and save the "
                  "live ones on exit");
   sub.add_option("--device", f->device,
-                 "cpu, or vulkan[:N]: routed experts on that GPU (moetier devices lists them); "
-                 "no device found: a notice, and the CPU runs everything")
+                 "cpu, or vulkan[:N]: attention (GQA) and the output head on that GPU, and "
+                 "the routed experts of --gpu-expert-cache (moetier devices lists them); no "
+                 "device found: a notice, and the CPU runs everything")
       ->default_str("cpu");
   sub.add_option("--gpu-expert-cache", f->gpu_expert_cache,
                  "Routed experts kept in GPU memory: BYTES or N% of the experts (implies "
-                 "--device vulkan; default with --device: what fits in 90% of its memory)");
+                 "--device vulkan)");
 }
 
 Status ResolveStorageFlags(const StorageFlags& f, ContextOptions* copt) {
@@ -191,12 +192,18 @@ Status ReportTierStats(const StorageFlags& f, Context& ctx, double wall_seconds,
                  {"scratch", p.scratch},
                  {"experts_total", p.experts_total},
                  {"expert_cache", p.expert_cache}};
+    if (const Context::DeviceParts d = ctx.device_parts(); !d.name.empty()) {
+      j["device"] = {{"name", d.name},
+                     {"attention_layers", d.attention_layers},
+                     {"output_head", d.output_head},
+                     {"swiglu_layers", d.swiglu_layers},
+                     {"experts", 0}};
+    }
     if (const GpuExpertTier* gpu = ctx.gpu_experts()) {
-      j["device"] = {{"name", gpu->device_name()},
-                     {"experts", gpu->n_experts()},
-                     {"expert_bytes", gpu->weight_bytes()},
-                     {"scratch_bytes", gpu->scratch_bytes()},
-                     {"expert_runs", gpu->runs()}};
+      j["device"]["experts"] = gpu->n_experts();
+      j["device"]["expert_bytes"] = gpu->weight_bytes();
+      j["device"]["scratch_bytes"] = gpu->scratch_bytes();
+      j["device"]["expert_runs"] = gpu->runs();
     }
     j["total"] = CountersJson(s.total);
     j["hit_rate"] = s.hit_rate();

@@ -45,9 +45,9 @@ class AttentionBlock {
   virtual Status AllocateKv(bool populate) = 0;
   // out (n, n_embd) = layer il's attention of xn (n, n_embd; normed), storing the batch's
   // positions in the cache. rope_cs: (n, n_rot) each token's angles (RopeAngles). out may
-  // be xn. The layer must be of this block's kind.
-  virtual void Run(int il, std::span<const BatchToken> batch, const float* xn, const float* rope_cs,
-                   float* out) = 0;
+  // be xn. The layer must be of this block's kind. Errors: a device's (engine/gpu_attention.h).
+  virtual Status Run(int il, std::span<const BatchToken> batch, const float* xn,
+                     const float* rope_cs, float* out) = 0;
   // The longest prefix m <= n of sequence `seq`'s cached positions it can go on from (at
   // position m) after being truncated: n, or 0 where a sliding layer's ring (GqaAttention) no
   // longer holds the window before n, or where a recurrent state was saved (DeltaNetAttention).
@@ -78,8 +78,8 @@ class GqaAttention final : public AttentionBlock {
   void SizeScratch(ScratchSizer& sizer) override;
   uint64_t kv_bytes() const override;
   Status AllocateKv(bool populate) override;
-  void Run(int il, std::span<const BatchToken> batch, const float* xn, const float* rope_cs,
-           float* out) override;
+  Status Run(int il, std::span<const BatchToken> batch, const float* xn, const float* rope_cs,
+             float* out) override;
   uint32_t ReusablePrefix(uint32_t seq, uint32_t n) const override;
 
  private:
@@ -148,8 +148,8 @@ class MlaAttention final : public AttentionBlock {
   void SizeScratch(ScratchSizer& sizer) override;
   uint64_t kv_bytes() const override;
   Status AllocateKv(bool populate) override;
-  void Run(int il, std::span<const BatchToken> batch, const float* xn, const float* rope_cs,
-           float* out) override;
+  Status Run(int il, std::span<const BatchToken> batch, const float* xn, const float* rope_cs,
+             float* out) override;
 
  private:
   // The projections of one head for every token: out rows [h*rows, (h+1)*rows) of w applied
@@ -202,8 +202,8 @@ class DeltaNetAttention final : public AttentionBlock {
   void SizeScratch(ScratchSizer& sizer) override;
   uint64_t kv_bytes() const override;
   Status AllocateKv(bool populate) override;
-  void Run(int il, std::span<const BatchToken> batch, const float* xn, const float* rope_cs,
-           float* out) override;
+  Status Run(int il, std::span<const BatchToken> batch, const float* xn, const float* rope_cs,
+             float* out) override;
   uint32_t ReusablePrefix(uint32_t seq, uint32_t n) const override;
   Status BeginDecode(std::span<const BatchToken> batch) override;
   void EndDecode(bool committed) override;

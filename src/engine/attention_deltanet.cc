@@ -194,8 +194,8 @@ void DeltaNetAttention::GroupBySequence(std::span<const BatchToken> batch) {
   }
 }
 
-void DeltaNetAttention::Run(int il, std::span<const BatchToken> batch, const float* xn,
-                            const float* /*rope_cs*/, float* out) {
+Status DeltaNetAttention::Run(int il, std::span<const BatchToken> batch, const float* xn,
+                              const float* /*rope_cs*/, float* out) {
   const LayerWeights& L = model_.layer(il);
   const int n = static_cast<int>(batch.size());
   const int64_t D = hp_.n_embd, H2 = 2 * H_;
@@ -231,6 +231,7 @@ void DeltaNetAttention::Run(int il, std::span<const BatchToken> batch, const flo
   DeltaRule(il, batch);
   in_.Set(o_.data(), V_, n, V_);
   Project(pool_, L.ssm_out, in_, out, D);
+  return Status::Ok();
 }
 
 // The causal convolution per channel over each sequence's tokens in order, its window the

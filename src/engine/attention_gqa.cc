@@ -131,8 +131,8 @@ Status GqaAttention::AllocateKv(bool populate) {
   return Status::Ok();
 }
 
-void GqaAttention::Run(int il, std::span<const BatchToken> batch, const float* xn,
-                       const float* rope_cs, float* out) {
+Status GqaAttention::Run(int il, std::span<const BatchToken> batch, const float* xn,
+                         const float* rope_cs, float* out) {
   const LayerWeights& L = model_.layer(il);
   const int n = static_cast<int>(batch.size());
   const int64_t D = hp_.n_embd;
@@ -159,6 +159,7 @@ void GqaAttention::Run(int il, std::span<const BatchToken> batch, const float* x
   if (il == first_ring_layer_) {
     for (const BatchToken& b : batch) ring_pos_[size_t{b.seq} * ring_ + b.pos % ring_] = b.pos;
   }
+  return Status::Ok();
 }
 
 uint32_t GqaAttention::ReusablePrefix(uint32_t seq, uint32_t n) const {

@@ -110,8 +110,8 @@ void MlaAttention::FindRuns(std::span<const BatchToken> batch) {
   run_start_[n_runs_] = static_cast<int>(batch.size());
 }
 
-void MlaAttention::Run(int il, std::span<const BatchToken> batch, const float* xn,
-                       const float* rope_cs, float* out) {
+Status MlaAttention::Run(int il, std::span<const BatchToken> batch, const float* xn,
+                         const float* rope_cs, float* out) {
   const LayerWeights& W = model_.layer(il);
   const AttentionParts& parts = model_.parts().layers[il].attention;
   const int n = static_cast<int>(batch.size());
@@ -206,6 +206,7 @@ void MlaAttention::Run(int il, std::span<const BatchToken> batch, const float* x
       1);
   in_.Set(attn_.data(), H_ * V_, n, H_ * V_);
   Project(pool_, W.wo, in_, out, D);
+  return Status::Ok();
 }
 
 }  // namespace mt

@@ -3,6 +3,8 @@
 // caller's logits.
 #include "engine/context.h"
 
+#include <fmt/ranges.h>
+
 #include <algorithm>
 #include <array>
 #include <cmath>
@@ -13,6 +15,8 @@
 #include "base/thread_pool.h"
 #include "base/units.h"
 #include "engine/attention_block.h"
+#include "engine/gpu_attention.h"
+#include "engine/gpu_dense.h"
 #include "engine/moe_step.h"
 #include "engine/projection.h"
 #include "engine/scratch.h"
@@ -31,6 +35,11 @@ struct Context::Impl {
   uint64_t kv_bytes() const;
   uint64_t scratch_bytes();
   Status Allocate();
+  // --device, --gpu-expert-cache: opens the device and moves there what it can run (the GQA
+  // layers' attention, the experts asked for), sets what the storage options must know of
+  // it, and returns the plan's line (or why there is no device).
+  Result<std::string> PlaceOnDevice(const ContextOptions& o, const RoutingStats* profile,
+                                    StorageOptions* storage);
   // Counts (the memory plan) or allocates the scratch of the forward pass.
   void SizeScratch(ScratchSizer& sizer);
 
@@ -49,11 +58,15 @@ struct Context::Impl {
   ThreadPool pool;
   StoragePlan plan;
   std::unique_ptr<ExpertStore> store;
-  std::unique_ptr<GpuExpertTier> gpu;  // the experts on a device, or none
+  std::unique_ptr<GpuBackend> device;       // --device: what runs there shares it; before its parts
+  std::unique_ptr<GpuExpertTier> gpu;       // the experts on a device, or none
+  std::unique_ptr<GpuOutputHead> head;      // the output head on a device, or none
+  std::unique_ptr<GpuSwiGluBlocks> swiglu;  // shared experts and dense FFNs on a device, or none
   // The blocks a layer is made of, by its parts; a kind no layer uses has none.
   std::array<std::unique_ptr<AttentionBlock>, kAttentionKinds> attention;  // by AttentionKind
-  MoeStep moe;                     // routed (and shared) experts
-  std::optional<SwiGluFfn> dense;  // dense FFN layers
+  GpuGqaAttention* gpu_attention = nullptr;  // attention[kGqa] when it runs on the device
+  MoeStep moe;                               // routed (and shared) experts
+  std::optional<SwiGluFfn> dense;            // dense FFN layers
 
   // Activations, one row per token of the batch.
   std::vector<float> x;             // (n_batch, n_embd) residual stream
@@ -155,8 +168,8 @@ Status Context::Impl::Forward(std::span<const BatchToken> batch, float* logits) 
     for (int t = 0; t < n; ++t) {
       RmsNorm(x.data() + t * D, L.attn_norm.data(), D, hp.rms_eps, xn.data() + t * D);
     }
-    attention[static_cast<int>(lp.attention.kind)]->Run(il, batch, xn.data(), rope_cs.data(),
-                                                        xn.data());
+    MT_RETURN_IF_ERROR(attention[static_cast<int>(lp.attention.kind)]->Run(
+        il, batch, xn.data(), rope_cs.data(), xn.data()));
     for (int64_t i = 0; i < int64_t{n} * D; ++i) x[i] += xn[i];
 
     for (int t = 0; t < n; ++t) {
@@ -164,6 +177,8 @@ Status Context::Impl::Forward(std::span<const BatchToken> batch, float* logits) 
     }
     if (lp.has_experts()) {
       MT_RETURN_IF_ERROR(moe.Run(il, n, x.data(), xn.data(), ffn_out.data()));
+    } else if (swiglu) {
+      MT_RETURN_IF_ERROR(swiglu->Run(il, xn.data(), n, ffn_out.data()));
     } else {
       dense->Run(L.ffn_gate, L.ffn_up, L.ffn_down, xn.data(), n, ffn_out.data());
     }
@@ -179,6 +194,7 @@ Status Context::Impl::Forward(std::span<const BatchToken> batch, float* logits) 
     RmsNorm(x.data() + logit_rows[i] * D, model.output_norm().data(), D, hp.rms_eps,
             xn.data() + i * D);
   }
+  if (head) return head->Run(xn.data(), static_cast<int64_t>(logit_rows.size()), logits);
   in_head.Set(xn.data(), D, static_cast<int64_t>(logit_rows.size()), D);
   Project(pool, model.output(), in_head, logits, hp.n_vocab);
   return Status::Ok();
@@ -191,6 +207,17 @@ uint32_t Context::n_vocab() const { return model_.hparams().n_vocab; }
 const StoragePlan& Context::storage_plan() const { return impl_->plan; }
 ExpertStore& Context::expert_store() { return *impl_->store; }
 GpuExpertTier* Context::gpu_experts() const { return impl_->gpu.get(); }
+
+Context::DeviceParts Context::device_parts() const {
+  DeviceParts d;
+  const Impl& im = *impl_;
+  if (!im.device) return d;
+  d.name = im.device->name();
+  d.attention_layers = im.gpu_attention != nullptr ? im.gpu_attention->n_layers() : 0;
+  d.output_head = im.head != nullptr;
+  d.swiglu_layers = im.swiglu ? im.swiglu->n_layers() : 0;
+  return d;
+}
 RoutingStats& Context::routing_stats() { return impl_->moe.routing(); }
 const std::vector<Context::PrefetchCounters>& Context::prefetch_counters() const {
   return impl_->moe.prefetch_counters();
@@ -219,6 +246,87 @@ const char* KvTypeName(KvElemType type) {
 std::string KvTypesName(KvTypes types) {
   if (types.k == types.v) return KvTypeName(types.k);
   return fmt::format("K {}, V {}", KvTypeName(types.k), KvTypeName(types.v));
+}
+
+Result<std::string> Context::Impl::PlaceOnDevice(const ContextOptions& o,
+                                                 const RoutingStats* profile,
+                                                 StorageOptions* storage) {
+  Result<std::unique_ptr<GpuBackend>> opened = GpuBackend::Open(std::max(o.gpu.device, 0), pool);
+  if (!opened.ok()) {
+    const Status& s = opened.status();
+    if (s.code() == StatusCode::kNotFound ||
+        (s.code() == StatusCode::kUnimplemented && !gpu::HaveVulkan())) {
+      // No device (or no Vulkan in this build): said once, and the CPU does it all.
+      return fmt::format("no device, everything on the CPU ({})", s.message());
+    }
+    return s;
+  }
+  device = std::move(opened.value());
+  std::vector<std::string> held;  // what the device holds, for the plan's line
+  std::string on_cpu = "norms and routers";
+  uint64_t used = 0;  // device bytes
+  if (std::unique_ptr<AttentionBlock>& block = attention[static_cast<int>(AttentionKind::kGqa)]) {
+    const AttentionShape shape{n_ctx, n_seq, n_batch, kv_types};
+    Result<std::unique_ptr<GpuGqaAttention>> made = GpuGqaAttention::Create(model, *device, shape);
+    if (!made.ok() && made.status().code() == StatusCode::kUnimplemented) {
+      on_cpu = fmt::format("attention ({}), {}", made.status().message(), on_cpu);
+    } else {
+      std::unique_ptr<GpuGqaAttention> gqa = MT_TRY(std::move(made));
+      used += gqa->weight_bytes() + gqa->cache_bytes() + gqa->scratch_bytes();
+      held.push_back(fmt::format("the attention of {} layers ({}, KV cache {}, rows {})",
+                                 gqa->n_layers(), HumanBytes(gqa->weight_bytes()),
+                                 HumanBytes(gqa->cache_bytes()), HumanBytes(gqa->scratch_bytes())));
+      gpu_attention = gqa.get();
+      block = std::move(gqa);
+    }
+  }
+  if (Result<std::unique_ptr<GpuOutputHead>> h = GpuOutputHead::Create(model, *device, n_batch);
+      h.ok()) {
+    head = std::move(h.value());
+    used += head->weight_bytes() + head->scratch_bytes();
+    held.push_back(fmt::format("the output head ({}, rows {})", HumanBytes(head->weight_bytes()),
+                               HumanBytes(head->scratch_bytes())));
+  } else if (h.status().code() == StatusCode::kUnimplemented) {
+    on_cpu += fmt::format(", the output head ({})", h.status().message());
+  } else {
+    return h.status();
+  }
+  if (Result<std::unique_ptr<GpuSwiGluBlocks>> b = GpuSwiGluBlocks::Create(model, *device, n_batch);
+      !b.ok() && b.status().code() == StatusCode::kUnimplemented) {
+    on_cpu += fmt::format(", the shared experts and dense FFNs ({})", b.status().message());
+  } else if (!b.ok()) {
+    return b.status();
+  } else if (*b) {
+    swiglu = std::move(b.value());
+    used += swiglu->weight_bytes() + swiglu->scratch_bytes();
+    held.push_back(fmt::format("the shared experts and dense FFNs of {} layers ({}, rows {})",
+                               swiglu->n_layers(), HumanBytes(swiglu->weight_bytes()),
+                               HumanBytes(swiglu->scratch_bytes())));
+    moe.AttachGpuBlocks(swiglu.get());
+  }
+  if (attention[static_cast<int>(AttentionKind::kMla)]) on_cpu = "MLA attention, " + on_cpu;
+  if (attention[static_cast<int>(AttentionKind::kDeltaNet)]) on_cpu = "DeltaNet layers, " + on_cpu;
+  const uint64_t memory = device->device->info().device_local_bytes;
+  if (used > memory) {
+    return Status(StatusCode::kResourceExhausted,
+                  fmt::format("--device: the dense part's {} do not fit the "
+                              "{} of device memory of {} (use a shorter -c)",
+                              HumanBytes(used), HumanBytes(memory), device->name()));
+  }
+  if (o.gpu.experts_wanted()) {
+    gpu = MT_TRY(
+        GpuExpertTier::Create(model, *device, o.gpu, n_batch * hp.n_expert_used, profile, used));
+    storage->on_device = gpu->OwnedFlags();
+    storage->on_device_bytes = gpu->payload_bytes();
+    used += gpu->weight_bytes() + gpu->scratch_bytes();
+    held.push_back(fmt::format("{} routed experts ({}, rows {})", gpu->n_experts(),
+                               HumanBytes(gpu->weight_bytes()), HumanBytes(gpu->scratch_bytes())));
+  }
+  if (device->shares_host_memory()) storage->device_in_ram = used;
+  return fmt::format(
+      "device {}: {}{}; {} on the CPU", device->name(),
+      held.empty() ? std::string("nothing") : fmt::format("{}", fmt::join(held, ", ")),
+      device->shares_host_memory() ? ", in the host's RAM (counted in the budget)" : "", on_cpu);
 }
 
 Result<std::unique_ptr<Context>> Context::Create(const Model& model,
@@ -283,33 +391,11 @@ Result<std::unique_ptr<Context>> Context::Create(const Model& model,
   } else if (routing.tokens() > 0) {
     profile = routing;  // a warm restart places what it saw last time
   }
-  // The device's experts first: the memory plan leaves them out of RAM.
+  // The device's parts first: the memory plan leaves them out of RAM.
   StorageOptions storage = options.storage;
   std::string gpu_line;
   if (options.gpu.wanted()) {
-    Result<std::unique_ptr<GpuExpertTier>> gpu =
-        GpuExpertTier::Create(model, options.gpu, impl.n_batch * model.hparams().n_expert_used,
-                              profile ? &*profile : nullptr);
-    if (gpu.ok()) {
-      impl.gpu = std::move(*gpu);
-      storage.on_device = impl.gpu->OwnedFlags();
-      storage.on_device_bytes = impl.gpu->payload_bytes();
-      if (impl.gpu->shares_host_memory()) {
-        storage.device_in_ram = impl.gpu->weight_bytes() + impl.gpu->scratch_bytes();
-      }
-      gpu_line = fmt::format(
-          "device {}: {} routed experts ({}), {} for a batch's rows{}; attention and the dense "
-          "part on the CPU",
-          impl.gpu->device_name(), impl.gpu->n_experts(), HumanBytes(impl.gpu->weight_bytes()),
-          HumanBytes(impl.gpu->scratch_bytes()),
-          impl.gpu->shares_host_memory() ? ", in the host's RAM (counted in the budget)" : "");
-    } else if (gpu.status().code() == StatusCode::kNotFound ||
-               (gpu.status().code() == StatusCode::kUnimplemented && !gpu::HaveVulkan())) {
-      // No device (or no Vulkan in this build): said once, and the CPU does it all.
-      gpu_line = fmt::format("no device, every expert on the CPU ({})", gpu.status().message());
-    } else {
-      return gpu.status();
-    }
+    gpu_line = MT_TRY(impl.PlaceOnDevice(options, profile ? &*profile : nullptr, &storage));
   }
   impl.plan = MT_TRY(PlanStorage(model, impl.kv_bytes(), impl.scratch_bytes(), storage));
   impl.plan.gpu = gpu_line;

@@ -110,6 +110,14 @@ class Context {
   ExpertStore& expert_store();
   // The experts on a device (--gpu-expert-cache), or null.
   GpuExpertTier* gpu_experts() const;
+  // What else runs on a device (--device), for reports; an empty name when nothing does.
+  struct DeviceParts {
+    std::string name;
+    int attention_layers = 0;  // GQA layers whose attention runs there
+    bool output_head = false;
+    int swiglu_layers = 0;  // layers whose shared experts or dense FFN run there
+  };
+  DeviceParts device_parts() const;
   // How often each expert was routed to, since Create (plus what ContextOptions loaded).
   RoutingStats& routing_stats();
   // Next-layer prefetch: per layer, experts predicted, and how many of those the router

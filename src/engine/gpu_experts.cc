@@ -3,7 +3,6 @@
 #include <algorithm>
 #include <cstring>
 
-#include "base/memory_info.h"
 #include "base/units.h"
 #include "engine/storage.h"
 #include "experts/record_checksum.h"
@@ -85,9 +84,7 @@ std::vector<std::pair<uint32_t, uint32_t>> ChooseExperts(const Model& model, uin
 }  // namespace
 
 struct GpuExpertTier::Impl {
-  std::unique_ptr<gpu::Device> device;
-  std::unique_ptr<gpu::MatMul> matmul;
-  std::unique_ptr<gpu::ExpertFfn> ffn;
+  GpuBackend* backend = nullptr;  // outlives the tier
   struct Layer {
     ExpertSpec spec;
     gpu::GluActivation activation = gpu::GluActivation::kSwiglu;
@@ -104,27 +101,20 @@ struct GpuExpertTier::Impl {
   gpu::Buffer out_device;  // (n_rows, n_embd) outputs
   gpu::Buffer out;         // host-visible (n_rows, n_embd) their copy for the host
   ~Impl() {
-    if (device != nullptr) static_cast<void>(device->Wait());
-    layers.clear();  // everything made from the device goes before it
-    in = gpu::Buffer();
-    in_device = gpu::Buffer();
-    hidden = gpu::Buffer();
-    out_device = gpu::Buffer();
-    out = gpu::Buffer();
-    ffn.reset();
-    matmul.reset();
+    if (backend != nullptr) static_cast<void>(backend->device->Wait());
   }
 };
 
 GpuExpertTier::GpuExpertTier(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
 GpuExpertTier::~GpuExpertTier() = default;
 
-std::string GpuExpertTier::device_name() const { return impl_->device->info().name; }
+std::string GpuExpertTier::device_name() const { return impl_->backend->name(); }
 
-Result<std::unique_ptr<GpuExpertTier>> GpuExpertTier::Create(const Model& model,
+Result<std::unique_ptr<GpuExpertTier>> GpuExpertTier::Create(const Model& model, GpuBackend& gpu,
                                                              const GpuExpertOptions& options,
                                                              uint32_t n_rows,
-                                                             const RoutingStats* profile) {
+                                                             const RoutingStats* profile,
+                                                             uint64_t device_used) {
   const ExpertLayout& layout = model.expert_layout();
   const int64_t D = model.hparams().n_embd;
   uint32_t max_ff = 0;
@@ -150,37 +140,29 @@ Result<std::unique_ptr<GpuExpertTier>> GpuExpertTier::Create(const Model& model,
   if (max_ff == 0) return InvalidArgument("--gpu-expert-cache: the model has no routed experts");
 
   auto impl = std::make_unique<Impl>();
-  const int index = std::max(options.device, 0);
-  impl->device = MT_TRY(gpu::Device::Create(index));
-  gpu::Device& dev = *impl->device;
+  impl->backend = &gpu;
+  gpu::Device& dev = *gpu.device;
 
   // One layer's rows: inputs and outputs host-visible and on the device, gate and up rows.
   const uint64_t row_floats = uint64_t{n_rows} * static_cast<uint64_t>(D);
   const uint64_t scratch = 4 * row_floats * 4 + 2 * uint64_t{n_rows} * max_ff * 4;
-  const bool shared = dev.info().type == "cpu" || dev.info().type == "integrated";
-  uint64_t memory = dev.info().device_local_bytes;
-  if (shared && !options.cache_bytes && !options.cache_pct) {
-    // The host's RAM: by default the experts take at most half of what is available.
-    if (Result<MemoryInfo> mi = ReadMemoryInfo(); mi.ok()) {
-      memory = std::min(memory, mi->available() / 2);
-    }
-  }
-  // Without a size, the experts get what the device has after the rows, less a tenth.
-  uint64_t budget = options.cache_bytes ? *options.cache_bytes
-                    : options.cache_pct
-                        ? static_cast<uint64_t>(*options.cache_pct / 100 * layout.total_bytes())
-                        : (memory > scratch ? (memory - scratch) / 10 * 9 : 0);
+  const uint64_t memory = dev.info().device_local_bytes;
+  uint64_t budget = options.cache_bytes
+                        ? *options.cache_bytes
+                        : static_cast<uint64_t>(options.cache_pct.value_or(0) / 100 *
+                                                static_cast<double>(layout.total_bytes()));
   budget = std::min(budget,
                     layout.total_bytes() + layout.n_layer() * 3 * layout.n_expert() * kPartAlign);
-  if (budget + scratch > memory) {
+  if (device_used + budget + scratch > memory) {
     return Status(
         StatusCode::kResourceExhausted,
         fmt::format("--gpu-expert-cache: {} of experts and {} for a batch's rows do not "
-                    "fit the {} of device memory of {}",
-                    HumanBytes(budget), HumanBytes(scratch), HumanBytes(memory), dev.info().name));
+                    "fit the {} of device memory of {}{}",
+                    HumanBytes(budget), HumanBytes(scratch), HumanBytes(memory), dev.info().name,
+                    device_used
+                        ? fmt::format(" beside the dense part's {}", HumanBytes(device_used))
+                        : ""));
   }
-  impl->matmul = MT_TRY(gpu::MatMul::Create(&dev));
-  impl->ffn = MT_TRY(gpu::ExpertFfn::Create(&dev, impl->matmul.get()));
   impl->in = MT_TRY(dev.CreateHostBuffer(row_floats * 4));
   impl->in_device = MT_TRY(dev.CreateBuffer(row_floats * 4));
   impl->out_device = MT_TRY(dev.CreateBuffer(row_floats * 4));
@@ -193,7 +175,6 @@ Result<std::unique_ptr<GpuExpertTier>> GpuExpertTier::Create(const Model& model,
   tier->n_embd_ = D;
   tier->slot_of_.assign(size_t{layout.n_layer()} * layout.n_expert(), -1);
   tier->scratch_bytes_ = scratch;
-  tier->shares_host_memory_ = shared;
   tier->out_rows_ = reinterpret_cast<float*>(im.out.host_data());
   im.layers.resize(layout.n_layer());
   std::vector<std::vector<uint32_t>> per_layer(layout.n_layer());
@@ -257,7 +238,7 @@ Status GpuExpertTier::Start(uint32_t il, std::span<const int32_t> experts, const
   }
   Status recorded;
   const uint64_t row_bytes = static_cast<uint64_t>(row * n_embd_) * sizeof(float);
-  Status submitted = im.device->Submit([&](gpu::CommandRecorder& rec) {
+  Status submitted = im.backend->device->Submit([&](gpu::CommandRecorder& rec) {
     rec.Copy(im.in, 0, im.in_device, 0, row_bytes);
     rec.Barrier();
     for (size_t j = 0; j < experts.size() && recorded.ok(); ++j) {
@@ -286,13 +267,13 @@ Status GpuExpertTier::Start(uint32_t il, std::span<const int32_t> experts, const
         a.up_bias_offset = (uint64_t{n_expert_} + static_cast<uint32_t>(e)) * L.spec.n_ff;
       }
       a.activation = L.activation;
-      recorded = im.ffn->Record(rec, a);
+      recorded = im.backend->ffn->Record(rec, a);
     }
     rec.Barrier();
     rec.Copy(im.out_device, 0, im.out, 0, row_bytes);
   });
   if (!recorded.ok()) {
-    static_cast<void>(im.device->Wait());  // what was recorded before the error
+    static_cast<void>(im.backend->device->Wait());  // what was recorded before the error
     return recorded;
   }
   MT_RETURN_IF_ERROR(submitted);
@@ -306,6 +287,6 @@ std::vector<uint8_t> GpuExpertTier::OwnedFlags() const {
   return flags;
 }
 
-Status GpuExpertTier::Finish() { return impl_->device->Wait(); }
+Status GpuExpertTier::Finish() { return impl_->backend->Wait(); }
 
 }  // namespace mt

@@ -21,6 +21,7 @@
 #include <vector>
 
 #include "base/status.h"
+#include "engine/gpu_backend.h"
 #include "engine/model.h"
 #include "engine/routing_stats.h"
 
@@ -30,7 +31,8 @@ struct GpuExpertOptions {
   int device = -1;                      // --device vulkan:N; -1: no device asked for
   std::optional<uint64_t> cache_bytes;  // --gpu-expert-cache BYTES
   std::optional<double> cache_pct;      // --gpu-expert-cache N% (of all the experts' bytes)
-  bool wanted() const { return device >= 0 || cache_bytes || cache_pct; }
+  bool wanted() const { return device >= 0 || experts_wanted(); }
+  bool experts_wanted() const { return cache_bytes || cache_pct; }
 };
 
 // Parses --device "cpu", "vulkan" (device 0) or "vulkan:N", and --gpu-expert-cache
@@ -40,15 +42,15 @@ Status ParseGpuExpertCache(const std::string& s, GpuExpertOptions* o);
 
 class GpuExpertTier {
  public:
-  // Opens the device and uploads the chosen experts. `profile` (may be null) ranks them;
-  // `n_rows` is the most (token, slot) rows a layer can route (n_batch x n_expert_used).
-  // kNotFound when there is no device (the caller goes on without one, saying so);
-  // kResourceExhausted when the cache does not fit the device's memory; kUnimplemented for
-  // a weight type without a shader or a pack in the panel layout.
-  static Result<std::unique_ptr<GpuExpertTier>> Create(const Model& model,
+  // Uploads the experts options.experts_wanted() asks for to `gpu`'s device (which
+  // outlives the tier). `profile` (may be null) ranks them; `n_rows` is the most (token,
+  // slot) rows a layer can route (n_batch x n_expert_used); `device_used` the device bytes
+  // other parts already hold. kResourceExhausted when the cache does not fit the device's
+  // memory; kUnimplemented for a weight type without a shader or a pack in the panel layout.
+  static Result<std::unique_ptr<GpuExpertTier>> Create(const Model& model, GpuBackend& gpu,
                                                        const GpuExpertOptions& options,
-                                                       uint32_t n_rows,
-                                                       const RoutingStats* profile);
+                                                       uint32_t n_rows, const RoutingStats* profile,
+                                                       uint64_t device_used);
   ~GpuExpertTier();
 
   bool Owns(uint32_t layer, uint32_t expert) const {
@@ -66,9 +68,6 @@ class GpuExpertTier {
   float* output(size_t j) { return out_rows_ + out_start_[j] * n_embd_; }
 
   std::string device_name() const;
-  // A CPU device (lavapipe) or an integrated GPU: its memory is the host's RAM, so the host's
-  // memory plan must count what the tier holds.
-  bool shares_host_memory() const { return shares_host_memory_; }
   uint32_t n_experts() const { return n_owned_; }  // experts held, over all layers
   uint64_t weight_bytes() const { return weight_bytes_; }
   // (n_layer * n_expert) 1 for an expert the device holds; and their bytes as the file has
@@ -95,7 +94,6 @@ class GpuExpertTier {
   float* out_rows_ = nullptr;       // (n_rows, n_embd) in the host-visible output buffer
   std::vector<int64_t> out_start_;  // (started experts) first output row of each
   uint64_t runs_ = 0;
-  bool shares_host_memory_ = false;
 };
 
 }  // namespace mt

@@ -67,7 +67,8 @@ class GpuExpertsTest : public ::testing::Test {
     return std::move(m.value());
   }
 
-  // Logits of kTokens; `gpu_cache` "" keeps every expert on the CPU.
+  // Logits of kTokens; `gpu_cache` "" runs everything on the CPU, "none" only the dense part
+  // on the device (--device vulkan), else that --gpu-expert-cache.
   static std::vector<float> Logits(const Model& m, const std::string& gpu_cache,
                                    StorageOptions storage = {}, int threads = 2,
                                    uint32_t n_batch = 512, std::string* plan = nullptr,
@@ -77,7 +78,11 @@ class GpuExpertsTest : public ::testing::Test {
     o.n_threads = threads;
     o.n_batch = n_batch;
     o.storage = std::move(storage);
-    if (!gpu_cache.empty()) EXPECT_TRUE(ParseGpuExpertCache(gpu_cache, &o.gpu).ok());
+    if (gpu_cache == "none") {
+      o.gpu.device = 0;
+    } else if (!gpu_cache.empty()) {
+      EXPECT_TRUE(ParseGpuExpertCache(gpu_cache, &o.gpu).ok());
+    }
     auto ctx = Context::Create(m, o);
     EXPECT_TRUE(ctx.ok()) << ctx.status().message();
     if (!ctx.ok()) return {};
@@ -95,27 +100,38 @@ class GpuExpertsTest : public ::testing::Test {
 };
 
 // f32 weights: the CPU computes in f32 too (no quantized activations), so the only
-// difference is the order of the sums.
+// difference is the order of the sums. Attention and the output head go to the device with
+// either flag; the experts with --gpu-expert-cache.
 TEST_F(GpuExpertsTest, LogitsAgreeWithTheCpuWithinRounding) {
   if (!skip_.empty()) GTEST_SKIP() << skip_;
-  // olmoe: plain SwiGLU; gpt-oss: expert biases and the clamped activation; deepseek2:
-  // shared experts and a leading dense layer.
+  // olmoe: plain SwiGLU, a q/k norm over the whole projection; gpt-oss: expert and
+  // attention biases, the clamped activation and sinks (its sliding window is longer than
+  // these tokens: gpu/attention_ops_test.cc covers windows);
+  // deepseek2: MLA (on the CPU), shared experts and a leading dense layer.
   for (const char* preset : {"olmoe-tiny", "gpt-oss-tiny", "deepseek2-tiny"}) {
-    SCOPED_TRACE(preset);
     std::unique_ptr<Model> m = Load(preset);
     const std::vector<float> cpu = Logits(*m, "");
-    std::string plan;
-    const std::vector<float> gpu = Logits(*m, "50%", {}, 2, 512, &plan);
-    EXPECT_NE(plan.find("routed experts"), std::string::npos) << plan;
-    ASSERT_EQ(cpu.size(), gpu.size());
-    double sq = 0, worst = 0;
-    for (size_t i = 0; i < cpu.size(); ++i) {
-      sq += double{cpu[i]} * cpu[i];
-      worst = std::max(worst, std::fabs(double{cpu[i]} - gpu[i]));
+    for (const char* cache : {"none", "50%"}) {
+      SCOPED_TRACE(std::string(preset) + " " + cache);
+      std::string plan;
+      const std::vector<float> gpu = Logits(*m, cache, {}, 2, 512, &plan);
+      EXPECT_NE(plan.find("the output head ("), std::string::npos) << plan;
+      const bool mla = std::string(preset) == "deepseek2-tiny";
+      EXPECT_EQ(plan.find("the attention of") != std::string::npos, !mla) << plan;
+      EXPECT_EQ(plan.find("routed experts") != std::string::npos, cache[0] != 'n') << plan;
+      ASSERT_EQ(cpu.size(), gpu.size());
+      double sq = 0, worst = 0;
+      for (size_t i = 0; i < cpu.size(); ++i) {
+        sq += double{cpu[i]} * cpu[i];
+        worst = std::max(worst, std::fabs(double{cpu[i]} - gpu[i]));
+      }
+      // The CPU's own kernel variants differ this much on these models (scalar or AVX2 vs
+      // AVX-512, MOETIER_ISA: up to 4.1e-4 of the rms on olmoe-tiny; the device: 2.8e-4); a
+      // wrong shader moves logits by their size.
+      const double rms = std::sqrt(sq / cpu.size());
+      EXPECT_LT(worst, 1e-3 * rms) << "rms " << rms;
+      EXPECT_FALSE(cpu == gpu) << "nothing ran on the device?";
     }
-    const double rms = std::sqrt(sq / cpu.size());
-    EXPECT_LT(worst, 1e-4 * rms) << "rms " << rms;
-    EXPECT_FALSE(cpu == gpu) << "no expert ran on the device?";
   }
 }
 
@@ -167,7 +183,7 @@ TEST_F(GpuExpertsTest, ADeviceInHostMemoryCountsInTheBudget) {
   auto refused = Context::Create(*m, o);
   ASSERT_FALSE(refused.ok());
   EXPECT_EQ(refused.status().code(), StatusCode::kResourceExhausted);
-  EXPECT_NE(refused.status().message().find("the device's experts in RAM"), std::string::npos)
+  EXPECT_NE(refused.status().message().find("the device's memory in RAM"), std::string::npos)
       << refused.status().message();
 }
 
@@ -181,7 +197,7 @@ TEST_F(GpuExpertsTest, NoDeviceIsANoticeAndTheCpuRunsEverything) {
     gpu::ScopedNoVulkanDriver no_driver;
     got = Logits(*m, "50%", {}, 2, 512, &plan);
   }
-  EXPECT_NE(plan.find("no device, every expert on the CPU"), std::string::npos) << plan;
+  EXPECT_NE(plan.find("no device, everything on the CPU"), std::string::npos) << plan;
   EXPECT_TRUE(got == cpu);
 }
 

@@ -124,7 +124,7 @@ Status MoeStep::Run(int il, int n, const float* x, const float* xn, float* ffn_o
       for (int64_t d = 0; d < D; ++d) out[d] += src[d];
     }
   }
-  if (parts_.layers[il].ffn.n_ff_shared > 0) SharedExperts(il, n, xn, ffn_out);
+  if (parts_.layers[il].ffn.n_ff_shared > 0) return SharedExperts(il, n, xn, ffn_out);
   return Status::Ok();
 }
 
@@ -337,16 +337,21 @@ Status MoeStep::RunExperts(int il, std::span<const ReadyExpert> g, const float* 
   return Status::Ok();
 }
 
-void MoeStep::SharedExperts(int il, int n, const float* xn, float* ffn_out) {
+Status MoeStep::SharedExperts(int il, int n, const float* xn, float* ffn_out) {
   const LayerWeights& L = model_.layer(il);
   const int64_t D = hp_.n_embd;
-  shared_.Run(L.shexp_gate, L.shexp_up, L.shexp_down, xn, n, sh_out_.data());
+  if (gpu_blocks_ != nullptr) {
+    MT_RETURN_IF_ERROR(gpu_blocks_->Run(il, xn, n, sh_out_.data()));
+  } else {
+    shared_.Run(L.shexp_gate, L.shexp_up, L.shexp_down, xn, n, sh_out_.data());
+  }
   const bool gated = parts_.layers[il].ffn.shared_gate == SharedExpertGate::kSigmoid;
   for (int t = 0; t < n; ++t) {
     const float g =
         gated ? 1.0f / (1.0f + std::exp(-DotF32(L.shexp_gate_inp.data(), xn + t * D, D))) : 1.0f;
     for (int64_t d = 0; d < D; ++d) ffn_out[t * D + d] += g * sh_out_[t * D + d];
   }
+  return Status::Ok();
 }
 
 }  // namespace mt

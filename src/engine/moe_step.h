@@ -16,6 +16,7 @@
 #include "base/status.h"
 #include "base/thread_pool.h"
 #include "engine/context.h"
+#include "engine/gpu_dense.h"
 #include "engine/gpu_experts.h"
 #include "engine/model.h"
 #include "engine/projection.h"
@@ -39,6 +40,8 @@ class MoeStep {
   // The device tier (may be null): the experts it owns run there, the others come from the
   // store. Before the first Run.
   void AttachGpu(GpuExpertTier* gpu) { gpu_ = gpu; }
+  // The shared experts' products on the device (may be null: the CPU's).
+  void AttachGpuBlocks(GpuSwiGluBlocks* blocks) { gpu_blocks_ = blocks; }
 
   // ffn_out (n, n_embd) = layer il's FFN of xn (n, n_embd), the normed FFN inputs; the layer
   // must have experts. x (n, n_embd) is the residual stream, which predicts the next layers'
@@ -98,7 +101,7 @@ class MoeStep {
   void RunExpert(int il, const ReadyExpert& r, const float* xn, ExpertScratch& s, ThreadPool* pool);
   // ffn_out += down(silu(gate(xn)) * up(xn)) of the shared experts, times sigmoid(xn .
   // gate_inp_shexp) where the layer gates them (qwen2moe).
-  void SharedExperts(int il, int n, const float* xn, float* ffn_out);
+  Status SharedExperts(int il, int n, const float* xn, float* ffn_out);
 
   const Model& model_;
   const HParams& hp_;
@@ -107,6 +110,7 @@ class MoeStep {
   const uint32_t n_batch_;
   ExpertStore* store_ = nullptr;
   GpuExpertTier* gpu_ = nullptr;
+  GpuSwiGluBlocks* gpu_blocks_ = nullptr;
   int prefetch_depth_ = 0;
   RoutingStats routing_;                                      // live (layer, expert) counts
   std::vector<Context::PrefetchCounters> prefetch_counters_;  // (n_layer)

@@ -143,9 +143,8 @@ Result<StoragePlan> PlanStorage(const Model& model, uint64_t kv_bytes, uint64_t 
                     "the memory budget of {} ({}): lower -c{}, or raise --mem-budget",
                     HumanBytes(p.dense), HumanBytes(p.kv_cache), HumanBytes(p.scratch),
                     HumanBytes(p.reserve),
-                    p.device_in_ram
-                        ? " + the device's experts in RAM " + HumanBytes(p.device_in_ram)
-                        : std::string(),
+                    p.device_in_ram ? " + the device's memory in RAM " + HumanBytes(p.device_in_ram)
+                                    : std::string(),
                     HumanBytes(fixed), HumanBytes(p.budget), p.budget_source,
                     p.device_in_ram ? " or --gpu-expert-cache" : ""));
   }

@@ -1,0 +1,258 @@
+#include "engine/gpu_attention.h"
+
+#include <algorithm>
+#include <cstring>
+
+#include "base/units.h"
+#include "gpu/attention_ops.h"
+#include "gpu/matmul.h"
+
+namespace mt {
+
+namespace {
+
+constexpr uint64_t kNone = UINT64_MAX;  // an offset for a weight the layer does not have
+
+bool IsGqa(const Model& m, int il) {
+  return m.parts().layers[il].attention.kind == AttentionKind::kGqa;
+}
+
+gpu::KvElem DeviceKvElem(KvElemType t) {
+  return t == KvElemType::kF32 ? gpu::KvElem::kF32 : gpu::KvElem::kF16;
+}
+
+uint64_t CacheBytesPerPosition(const HParams& hp, KvTypes kv) {
+  return KvBytes(kv.k, hp.n_embd_k_gqa()) + KvBytes(kv.v, hp.n_embd_v_gqa());
+}
+
+}  // namespace
+
+struct GpuGqaAttention::Impl {
+  // One GQA layer's weights in one device buffer (byte offsets; kNone: absent) and its cache.
+  struct Layer {
+    gpu::Buffer weights;
+    GgmlType tq = GgmlType::kF32, tk = GgmlType::kF32, tv = GgmlType::kF32, to = GgmlType::kF32;
+    uint64_t wq = 0, wk = 0, wv = 0, wo = 0;
+    uint64_t bq = kNone, bk = kNone, bv = kNone, bo = kNone;
+    uint64_t q_norm = kNone, k_norm = kNone, sinks = kNone;
+    gpu::Buffer k_cache;  // (n_seq, n_head_kv, n_ctx, head_dim_k) of kv_types.k
+    gpu::Buffer v_cache;  // (n_seq, n_head_kv, n_ctx, head_dim_v) of kv_types.v
+  };
+  std::vector<Layer> layers;  // (n_layer) empty for other kinds' layers
+  // Host-visible: what moves each layer.
+  gpu::Buffer in;       // (n_batch, n_embd) the normed input
+  gpu::Buffer out;      // (n_batch, n_embd) the block's output
+  gpu::Buffer tokens;   // (n_batch, 2) uint32 each token's seq and pos
+  gpu::Buffer cos_sin;  // (n_batch, n_rot) each token's rotation (RopeAngles)
+  // Device-local rows.
+  gpu::Buffer x;     // (n_batch, n_embd) the input
+  gpu::Buffer q;     // (n_batch, n_head * head_dim_k)
+  gpu::Buffer k;     // (n_batch, n_head_kv * head_dim_k)
+  gpu::Buffer v;     // (n_batch, n_head_kv * head_dim_v)
+  gpu::Buffer attn;  // (n_batch, n_head * head_dim_v) the heads' outputs
+  gpu::Buffer y;     // (n_batch, n_embd) the output
+};
+
+std::string GpuGqaAttention::Unsupported(const Model& model, KvTypes kv_types) {
+  const HParams& hp = model.hparams();
+  if (kv_types.k == KvElemType::kQ8_0 || kv_types.v == KvElemType::kQ8_0) {
+    return "the device's KV cache is f16 or f32, not q8_0";
+  }
+  if (hp.head_dim_k % 2 != 0 || hp.head_dim_v % 2 != 0 || hp.head_dim_k > 256 ||
+      hp.head_dim_v > 256 || model.parts().rope.n_rot % 2 != 0) {
+    return fmt::format("head dimensions {}/{} (the device takes even ones up to 256)",
+                       hp.head_dim_k, hp.head_dim_v);
+  }
+  for (uint32_t il = 0; il < hp.n_layer; ++il) {
+    if (!IsGqa(model, static_cast<int>(il))) continue;
+    if (model.parts().layers[il].attention.gqa.output_gate) {
+      return "the attention's output gate is not on the device yet";
+    }
+    const LayerWeights& L = model.layer(static_cast<int>(il));
+    for (const WeightMatrix* w : {&L.wq, &L.wk, &L.wv, &L.wo}) {
+      if (!gpu::GpuCanMatMul(w->type)) {
+        return fmt::format("layer {}'s attention is {}, which the device cannot compute with", il,
+                           TypeName(w->type));
+      }
+    }
+  }
+  return "";
+}
+
+GpuGqaAttention::GpuGqaAttention(const Model& model, GpuBackend& gpu, const AttentionShape& shape)
+    : model_(model),
+      hp_(model.hparams()),
+      gpu_(gpu),
+      shape_(shape),
+      impl_(std::make_unique<Impl>()) {}
+
+GpuGqaAttention::~GpuGqaAttention() = default;
+
+Result<std::unique_ptr<GpuGqaAttention>> GpuGqaAttention::Create(const Model& model,
+                                                                 GpuBackend& gpu,
+                                                                 const AttentionShape& shape) {
+  if (std::string why = Unsupported(model, shape.kv_types); !why.empty()) {
+    return Unimplemented("{}", why);
+  }
+  const HParams& hp = model.hparams();
+  gpu::Device& dev = *gpu.device;
+  // A layer's K (or V) cache is one binding: past the device's largest, the shaders would
+  // not reach the last sequences.
+  const uint64_t cache = uint64_t{shape.n_seq} * shape.n_ctx *
+                         std::max(KvBytes(shape.kv_types.k, hp.n_embd_k_gqa()),
+                                  KvBytes(shape.kv_types.v, hp.n_embd_v_gqa()));
+  if (cache > dev.max_storage_range()) {
+    return Unimplemented(
+        "a layer's KV cache of {} is more than the device binds at once ({}): use a shorter -c "
+        "or fewer sequences",
+        HumanBytes(cache), HumanBytes(dev.max_storage_range()));
+  }
+  std::unique_ptr<GpuGqaAttention> block(new GpuGqaAttention(model, gpu, shape));
+  Impl& im = *block->impl_;
+  im.layers.resize(hp.n_layer);
+  for (uint32_t il = 0; il < hp.n_layer; ++il) {
+    if (!IsGqa(model, static_cast<int>(il))) continue;
+    const LayerWeights& w = model.layer(static_cast<int>(il));
+    Impl::Layer& L = im.layers[il];
+    GpuWeightPack pack;
+    L.tq = w.wq.type, L.tk = w.wk.type, L.tv = w.wv.type, L.to = w.wo.type;
+    L.wq = pack.Add(w.wq), L.wk = pack.Add(w.wk), L.wv = pack.Add(w.wv), L.wo = pack.Add(w.wo);
+    auto add = [&](const std::vector<float>& v) { return v.empty() ? kNone : pack.Add(v); };
+    L.bq = add(w.bq), L.bk = add(w.bk), L.bv = add(w.bv), L.bo = add(w.bo);
+    L.q_norm = add(w.attn_q_norm), L.k_norm = add(w.attn_k_norm), L.sinks = add(w.attn_sinks);
+    L.weights = MT_TRY(pack.Upload(dev));
+    block->weight_bytes_ += pack.bytes();
+    block->cache_bytes_ += CacheBytesPerPosition(hp, shape.kv_types) * shape.n_seq * shape.n_ctx;
+    ++block->n_layers_;
+  }
+  const uint64_t B = shape.n_batch, D = hp.n_embd;
+  const uint64_t QD = hp.n_embd_q(), KD = hp.n_embd_k_gqa(), VD = hp.n_embd_v_gqa();
+  const uint64_t AD = uint64_t{hp.n_head} * hp.head_dim_v;
+  const uint64_t n_rot = std::max<uint64_t>(model.parts().rope.n_rot, 1);
+  im.in = MT_TRY(dev.CreateHostBuffer(B * D * 4));
+  im.out = MT_TRY(dev.CreateHostBuffer(B * D * 4));
+  im.tokens = MT_TRY(dev.CreateHostBuffer(B * 2 * 4));
+  im.cos_sin = MT_TRY(dev.CreateHostBuffer(B * n_rot * 4));
+  im.x = MT_TRY(dev.CreateBuffer(B * D * 4));
+  im.q = MT_TRY(dev.CreateBuffer(B * QD * 4));
+  im.k = MT_TRY(dev.CreateBuffer(B * KD * 4));
+  im.v = MT_TRY(dev.CreateBuffer(B * VD * 4));
+  im.attn = MT_TRY(dev.CreateBuffer(B * AD * 4));
+  im.y = MT_TRY(dev.CreateBuffer(B * D * 4));
+  block->scratch_bytes_ = B * (4 * D + 2 + n_rot + QD + KD + VD + AD) * 4;
+  return block;
+}
+
+Status GpuGqaAttention::AllocateKv(bool /*populate*/) {
+  gpu::Device& dev = *gpu_.device;
+  const uint64_t cells = uint64_t{shape_.n_seq} * shape_.n_ctx;
+  for (Impl::Layer& L : impl_->layers) {
+    if (L.weights.size() == 0) continue;
+    L.k_cache = MT_TRY(dev.CreateBuffer(cells * KvBytes(shape_.kv_types.k, hp_.n_embd_k_gqa())));
+    L.v_cache = MT_TRY(dev.CreateBuffer(cells * KvBytes(shape_.kv_types.v, hp_.n_embd_v_gqa())));
+  }
+  return Status::Ok();
+}
+
+Status GpuGqaAttention::Run(int il, std::span<const BatchToken> batch, const float* xn,
+                            const float* rope_cs, float* out) {
+  Impl& im = *impl_;
+  Impl::Layer& L = im.layers[il];
+  const AttentionParts& parts = model_.parts().layers[il].attention;
+  const RopeParts& rp = model_.parts().rope;
+  const int64_t n = static_cast<int64_t>(batch.size());
+  const int64_t D = hp_.n_embd, QD = hp_.n_embd_q(), KD = hp_.n_embd_k_gqa();
+  const int64_t VD = hp_.n_embd_v_gqa();
+  const int64_t dk = hp_.head_dim_k, dv = hp_.head_dim_v;
+  const int64_t H = hp_.n_head, HKV = hp_.n_head_kv;
+  std::memcpy(im.in.host_data(), xn, static_cast<size_t>(n * D) * sizeof(float));
+  auto* tokens = reinterpret_cast<uint32_t*>(im.tokens.host_data());
+  for (int64_t t = 0; t < n; ++t) {
+    tokens[2 * t] = batch[t].seq;
+    tokens[2 * t + 1] = batch[t].pos;
+  }
+  std::memcpy(im.cos_sin.host_data(), rope_cs, static_cast<size_t>(n * rp.n_rot) * sizeof(float));
+
+  gpu::MatMul& mm = *gpu_.matmul;
+  gpu::AttentionOps& ops = *gpu_.ops;
+  const gpu::TokenSlots slots{&im.tokens, 0};
+  Status recorded;
+  auto keep = [&](Status s) {
+    if (recorded.ok()) recorded = std::move(s);
+  };
+  auto bias = [&](gpu::CommandRecorder& rec, gpu::Buffer& x, int64_t width, uint64_t at) {
+    if (at != kNone)
+      keep(ops.Record(rec, gpu::AddBiasArgs{&x, 0, n, width, 0, &L.weights, at / 4}));
+  };
+  // The q/k norm of rows of `heads` heads: per head, or over the whole projection.
+  auto norm = [&](gpu::CommandRecorder& rec, gpu::Buffer& x, int64_t heads, uint64_t at) {
+    if (at == kNone) return;
+    const bool per_head = parts.gqa.qk_norm == QkNorm::kPerHead;
+    const int64_t dim = per_head ? dk : heads * dk;
+    keep(ops.Record(rec, gpu::RmsNormArgs{&x, 0, &x, 0, n * heads * dk / dim, dim, 0, &L.weights,
+                                          at / 4, hp_.rms_eps}));
+  };
+  auto rope = [&](gpu::CommandRecorder& rec, gpu::Buffer& x, int64_t heads) {
+    if (rp.n_rot == 0) return;
+    keep(ops.Record(rec, gpu::RopeArgs{&x, 0, n, heads, dk, 0, rp.n_rot, rp.type == RopeType::kNeox,
+                                       &im.cos_sin, 0}));
+  };
+  const gpu::KvElem kt = DeviceKvElem(shape_.kv_types.k), vt = DeviceKvElem(shape_.kv_types.v);
+  Status run = gpu_.Execute([&](gpu::CommandRecorder& rec) {
+    rec.Copy(im.in, 0, im.x, 0, static_cast<uint64_t>(n * D) * 4);
+    rec.Barrier();
+    keep(mm.Record(rec, {L.tq, &L.weights, L.wq, &im.x, 0, &im.q, 0, QD, D, n}));
+    keep(mm.Record(rec, {L.tk, &L.weights, L.wk, &im.x, 0, &im.k, 0, KD, D, n}));
+    keep(mm.Record(rec, {L.tv, &L.weights, L.wv, &im.x, 0, &im.v, 0, VD, D, n}));
+    rec.Barrier();
+    bias(rec, im.q, QD, L.bq);
+    bias(rec, im.k, KD, L.bk);
+    bias(rec, im.v, VD, L.bv);
+    rec.Barrier();
+    norm(rec, im.q, H, L.q_norm);
+    norm(rec, im.k, HKV, L.k_norm);
+    rec.Barrier();
+    rope(rec, im.q, H);
+    rope(rec, im.k, HKV);
+    rec.Barrier();
+    const uint32_t cells = shape_.n_ctx;
+    keep(ops.Record(rec,
+                    gpu::StoreKvArgs{&im.k, 0, n, HKV, dk, 0, slots, &L.k_cache, 0, cells, kt}));
+    keep(ops.Record(rec,
+                    gpu::StoreKvArgs{&im.v, 0, n, HKV, dv, 0, slots, &L.v_cache, 0, cells, vt}));
+    rec.Barrier();
+    gpu::AttendArgs a;
+    a.q = &im.q;
+    a.out = &im.attn;
+    a.n = n;
+    a.n_head = H;
+    a.n_head_kv = HKV;
+    a.d_k = dk;
+    a.d_v = dv;
+    a.tokens = slots;
+    a.k_cache = &L.k_cache;
+    a.v_cache = &L.v_cache;
+    a.cells = cells;
+    a.k_type = kt;
+    a.v_type = vt;
+    a.scale = parts.kq_scale;
+    a.window = parts.sliding_window;
+    if (L.sinks != kNone) {
+      a.sinks = &L.weights;
+      a.sinks_offset = L.sinks / 4;
+    }
+    keep(ops.Record(rec, a));
+    rec.Barrier();
+    keep(mm.Record(rec, {L.to, &L.weights, L.wo, &im.attn, 0, &im.y, 0, D, H * dv, n}));
+    rec.Barrier();
+    bias(rec, im.y, D, L.bo);
+    rec.Barrier();
+    rec.Copy(im.y, 0, im.out, 0, static_cast<uint64_t>(n * D) * 4);
+  });
+  MT_RETURN_IF_ERROR(recorded.WithContext(fmt::format("device attention, layer {}", il)));
+  MT_RETURN_IF_ERROR(run.WithContext(fmt::format("device attention, layer {}", il)));
+  std::memcpy(out, im.out.host_data(), static_cast<size_t>(n * D) * sizeof(float));
+  return Status::Ok();
+}
+
+}  // namespace mt

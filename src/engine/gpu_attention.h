@@ -1,0 +1,62 @@
+// Grouped-query attention on the device (--device vulkan, issue 42): the block of
+// engine/attention_block.h with its weights and KV cache in device memory. Per layer the
+// normed input goes to the device once and the block's output comes back once; in between,
+// one submission runs the q/k/v products, biases, q/k norms, RoPE, the cache stores, causal
+// attention (sinks, sliding windows) and the output product (gpu/attention_ops.h,
+// gpu/matmul.h). The cache is (n_seq, n_head_kv, n_ctx, head_dim) per layer: a sliding layer
+// keeps every position (no ring), so any prefix can be reused.
+//
+// The device sums in an order of its own and multiplies f32 activations (the CPU: q8_K ones
+// for K-quant weights), so the output agrees with GqaAttention's within rounding; for a given
+// device, a token's result does not depend on the batch around it.
+#pragma once
+
+#include <memory>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "engine/attention_block.h"
+#include "engine/gpu_backend.h"
+
+namespace mt {
+
+class GpuGqaAttention final : public AttentionBlock {
+ public:
+  // Why the model's GQA layers cannot run on the device (a weight type without a shader, a
+  // q8_0 cache, an output gate), or "" when they can.
+  static std::string Unsupported(const Model& model, KvTypes kv_types);
+
+  // Uploads the GQA layers' weights (kUnimplemented where Unsupported says so).
+  static Result<std::unique_ptr<GpuGqaAttention>> Create(const Model& model, GpuBackend& gpu,
+                                                         const AttentionShape& shape);
+  ~GpuGqaAttention() override;
+
+  void SizeScratch(ScratchSizer& /*sizer*/) override {}  // all of it on the device
+  uint64_t kv_bytes() const override { return 0; }       // the host's: none
+  Status AllocateKv(bool populate) override;
+  Status Run(int il, std::span<const BatchToken> batch, const float* xn, const float* rope_cs,
+             float* out) override;
+
+  // Device memory: the weights, the caches (once allocated, or as they will be), the rows.
+  uint64_t weight_bytes() const { return weight_bytes_; }
+  uint64_t cache_bytes() const { return cache_bytes_; }
+  uint64_t scratch_bytes() const { return scratch_bytes_; }
+  int n_layers() const { return n_layers_; }
+
+ private:
+  struct Impl;
+  GpuGqaAttention(const Model& model, GpuBackend& gpu, const AttentionShape& shape);
+
+  const Model& model_;
+  const HParams& hp_;
+  GpuBackend& gpu_;
+  const AttentionShape shape_;
+  std::unique_ptr<Impl> impl_;
+  int n_layers_ = 0;
+  uint64_t weight_bytes_ = 0;
+  uint64_t cache_bytes_ = 0;
+  uint64_t scratch_bytes_ = 0;
+};
+
+}  // namespace mt

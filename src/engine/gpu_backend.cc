@@ -1,0 +1,53 @@
+#include "engine/gpu_backend.h"
+
+#include <cstring>
+
+#include "kernels/panel_layout.h"
+
+namespace mt {
+
+Result<std::unique_ptr<GpuBackend>> GpuBackend::Open(int index, ThreadPool& pool) {
+  auto b = std::make_unique<GpuBackend>();
+  b->pool = &pool;
+  b->device = MT_TRY(gpu::Device::Create(index));
+  b->matmul = MT_TRY(gpu::MatMul::Create(b->device.get()));
+  b->ffn = MT_TRY(gpu::ExpertFfn::Create(b->device.get(), b->matmul.get()));
+  b->ops = MT_TRY(gpu::AttentionOps::Create(b->device.get()));
+  return b;
+}
+
+bool GpuBackend::shares_host_memory() const {
+  const std::string& type = device->info().type;
+  return type == "cpu" || type == "integrated";
+}
+
+uint8_t* GpuWeightPack::Reserve(uint64_t n) {
+  const uint64_t at = (bytes_.size() + kAlign - 1) / kAlign * kAlign;
+  bytes_.resize(at + n);
+  return bytes_.data() + at;
+}
+
+uint64_t GpuWeightPack::Add(const WeightMatrix& w) {
+  const uint64_t n = w.row_bytes * static_cast<uint64_t>(w.rows);
+  uint8_t* dst = Reserve(n);
+  if (w.layout == WeightLayout::kPanels) {
+    PanelsToRows(w.type, w.rows, w.cols, w.data, dst);
+  } else {
+    std::memcpy(dst, w.data, n);
+  }
+  return static_cast<uint64_t>(dst - bytes_.data());
+}
+
+uint64_t GpuWeightPack::Add(const std::vector<float>& v) {
+  uint8_t* dst = Reserve(v.size() * sizeof(float));
+  std::memcpy(dst, v.data(), v.size() * sizeof(float));
+  return static_cast<uint64_t>(dst - bytes_.data());
+}
+
+Result<gpu::Buffer> GpuWeightPack::Upload(gpu::Device& device) const {
+  gpu::Buffer buffer = MT_TRY(device.CreateBuffer(std::max<uint64_t>(bytes_.size(), 16)));
+  MT_RETURN_IF_ERROR(device.Upload(buffer, 0, bytes_));
+  return buffer;
+}
+
+}  // namespace mt
