@@ -34,6 +34,17 @@ class Histogram {
 };
 
 // What the scheduler reports about its state (gauges) and the expert tier.
+// What runs on a device (--device, --gpu-expert-cache); an empty name when nothing does.
+struct DeviceGauges {
+  std::string name;
+  int attention_layers = 0;  // layers whose attention runs there
+  bool output_head = false;
+  int swiglu_layers = 0;      // layers whose shared experts or dense FFN run there
+  uint32_t experts = 0;       // routed experts held
+  uint64_t expert_bytes = 0;  // their device memory
+  uint64_t expert_runs = 0;   // expert runs there since start (the CPU's: tier.total.requests)
+};
+
 struct SchedulerGauges {
   uint64_t queue_depth = 0;  // requests waiting for a slot
   uint64_t slots_busy = 0;
@@ -48,6 +59,7 @@ struct SchedulerGauges {
   std::array<uint64_t, 2> step_generated{};
   uint64_t sampled_tokens = 0;  // tokens sampled (a request's completion_tokens, as they come)
   TierStats tier;               // the expert store's counters
+  DeviceGauges device;
 };
 
 class Metrics {

@@ -148,6 +148,13 @@ Scheduler::Scheduler(Context& ctx, const SchedulerOptions& options, Metrics* met
   MT_CHECK(ctx.model().tokenizer() != nullptr);
   gauges_.slots_total = options.n_slots;
   gauges_.tier = ctx.expert_store().stats();
+  if (const Context::DeviceParts d = ctx.device_parts(); !d.name.empty()) {
+    gauges_.device = {d.name, d.attention_layers, d.output_head, d.swiglu_layers};
+    if (const GpuExpertTier* gpu = ctx.gpu_experts()) {
+      gauges_.device.experts = gpu->n_experts();
+      gauges_.device.expert_bytes = gpu->weight_bytes();
+    }
+  }
   CopyActivity(&activity_);  // routing counts loaded at start (--routing-stats) show at once
 }
 
@@ -492,6 +499,7 @@ void Scheduler::Step() {
   gauges_.sampled_tokens += sampled;
   gauges_.slots_busy = busy_;
   gauges_.tier = ctx_.expert_store().stats();
+  if (const GpuExpertTier* gpu = ctx_.gpu_experts()) gauges_.device.expert_runs = gpu->runs();
 }
 
 void Scheduler::ScorePrompt(Slot& slot, size_t at, std::span<const float> logits) {

@@ -42,10 +42,21 @@ json TiersJson(const SchedulerGauges& g, const ExpertActivity& a, double uptime_
       resident_rows.push_back(std::move(row));
     }
   }
+  json device = nullptr;
+  if (const DeviceGauges& d = g.device; !d.name.empty()) {
+    device = {{"name", d.name},
+              {"attention_layers", d.attention_layers},
+              {"output_head", d.output_head},
+              {"swiglu_layers", d.swiglu_layers},
+              {"experts", d.experts},
+              {"expert_bytes", d.expert_bytes},
+              {"expert_runs", d.expert_runs}};
+  }
   return {{"object", "moetier.tiers"},
           {"uptime_seconds", uptime_seconds},
           {"storage", g.tier.tier},
           {"cache_slots", g.tier.cache_slots},
+          {"device", std::move(device)},
           {"n_layer", a.n_layer},
           {"n_expert", a.n_expert},
           {"slots", {{"busy", g.slots_busy}, {"total", g.slots_total}}},

@@ -24,7 +24,10 @@ struct ExpertActivity {
 
 // The document (docs/serving.md shows it):
 //   {"object": "moetier.tiers", "uptime_seconds", "storage": "resident" | "mmap" | "stream",
-//    "cache_slots" (stream; else 0), "n_layer", "n_expert",
+//    "cache_slots" (stream; else 0),
+//    "device": null, or {"name", "attention_layers", "output_head", "swiglu_layers",
+//               "experts", "expert_bytes", "expert_runs"} (--device, --gpu-expert-cache),
+//    "n_layer", "n_expert",
 //    "slots": {"busy", "total"}, "queue_depth",
 //    "tokens": {"evaluated", "generated" (sampled: what usage calls completion_tokens),
 //               "cached_prompt", "decode_seconds", "decode_generated" (generated tokens

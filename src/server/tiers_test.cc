@@ -84,6 +84,17 @@ TEST(TiersJsonTest, ShapeAndValues) {
   EXPECT_EQ(j["routing"]["tokens"], 5);
   EXPECT_EQ(j["routing"]["counts"], (json{{1, 2, 3}, {4, 5, 6}}));
   EXPECT_EQ(j["resident"], (json{"101", "001"}));
+  EXPECT_TRUE(j["device"].is_null());  // no --device
+
+  g.device = {"gpu0", 2, true, 1, 5, 4096, 7};
+  const json d = TiersJson(g, a, 12.5)["device"];
+  EXPECT_EQ(d, (json{{"name", "gpu0"},
+                     {"attention_layers", 2},
+                     {"output_head", true},
+                     {"swiglu_layers", 1},
+                     {"experts", 5},
+                     {"expert_bytes", 4096},
+                     {"expert_runs", 7}}));
 }
 
 TEST(TiersJsonTest, NoCacheIsNull) {

@@ -77,4 +77,17 @@ cmp -s "$WORK/cpu.txt" "$WORK/rows.txt" && pass "a --rows pack: the same text" |
 grep -Eq "^moetier: device .*: 16 experts .*, [1-9][0-9]* expert runs" "$WORK/half.gen.err" &&
   pass "--stats: $(grep '^moetier: device' "$WORK/half.gen.err")" ||
   fail "--stats device line: $(cat "$WORK/half.gen.err")"
+
+# The server: /v1/tiers names the device and what runs there (the chat page shows it).
+start_server "$WORK/serve.log" "$WORK/m.gguf" --parallel 1 --ctx 128 --gpu-expert-cache 50%
+curl -s "$BASE/completions" -H 'Content-Type: application/json' \
+  -d '{"model": "m", "prompt": "The river", "max_tokens": 4, "temperature": 0}' > /dev/null
+curl -s "${BASE%/v1}/v1/tiers" > "$WORK/tiers.json"
+kill -TERM "$PID"
+wait "$PID"
+$PY -c "import json, sys; d = json.load(open('$WORK/tiers.json'))['device']; \
+sys.exit(0 if d and d['attention_layers'] == 4 and d['output_head'] and d['experts'] == 16 \
+and d['expert_runs'] > 0 else 1)" &&
+  pass "/v1/tiers: $($PY -c "import json; print(json.load(open('$WORK/tiers.json'))['device'])")" ||
+  fail "/v1/tiers device: $(head -c 300 "$WORK/tiers.json")"
 finish

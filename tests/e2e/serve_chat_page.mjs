@@ -151,6 +151,7 @@ check(await page.$eval('#model-name', (e) => e.textContent) === modelId, 'connec
 check(await page.evaluate(() => localStorage.getItem('moetier.apiKey')) === key,
       'the key is kept in localStorage');
 await page.waitForFunction(() => document.querySelector('#tier-storage').textContent.startsWith('stream'), WAIT);
+check(await page.$eval('#tier-device', (e) => e.hidden), 'no --device: no GPU line in the panel');
 const panelBefore = await page.$eval('#tier-generated', (e) => e.textContent);
 
 // Settings by keyboard: the system prompt, greedy sampling (a sampled answer of the synthetic

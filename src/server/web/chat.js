@@ -438,7 +438,7 @@ el.newChat.addEventListener('click', () => {
 // --- start ---------------------------------------------------------------------------------
 
 const tierPanel = new TierPanel({
-  panel: el.tiers, storage: $('tier-storage'), tps: $('tier-tps'), hit: $('tier-hit'), read: $('tier-read'),
+  panel: el.tiers, storage: $('tier-storage'), device: $('tier-device'), tps: $('tier-tps'), hit: $('tier-hit'), read: $('tier-read'),
   stall: $('tier-stall'), evict: $('tier-evict'), generated: $('tier-generated'),
   slots: $('tier-slots'), canvas: $('heat'), summary: $('heat-summary'),
   layerRows: $('layer-rows'), modes: document.querySelectorAll('input[name="heat-mode"]'),

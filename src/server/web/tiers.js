@@ -60,6 +60,22 @@ export class TierPanel {
     setTimeout(() => this.poll(), POLL_MS);
   }
 
+  // What runs on a GPU (--device, --gpu-expert-cache), or nothing shown without one.
+  showDevice(d, x) {
+    this.el.device.hidden = !d;
+    if (!d) return;
+    const held = [];
+    if (d.attention_layers) held.push(`attention of ${d.attention_layers} layers`);
+    if (d.output_head) held.push('the output head');
+    if (d.swiglu_layers) held.push(`shared experts or dense FFN of ${d.swiglu_layers} layers`);
+    if (d.experts) {
+      const runs = d.expert_runs + x.requests;
+      held.push(`${d.experts} experts (${bytes(d.expert_bytes)}), ` +
+                `${runs ? pct(d.expert_runs / runs) : '0 %'} of expert runs`);
+    }
+    this.el.device.textContent = `GPU ${d.name}: ${held.join(', ') || 'nothing'}`;
+  }
+
   update(t) {
     const now = t.uptime_seconds;
     this.samples = this.samples.filter((s) => now - s.uptime_seconds <= RECENT_S);
@@ -74,6 +90,8 @@ export class TierPanel {
         : t.storage === 'resident' ? 'resident: every expert in RAM, no cache'
         : t.storage === 'mmap' ? 'mmap: experts read from the file mapping; the page cache decides what stays'
         : t.storage;
+
+    if (el.device) this.showDevice(t.device, x);
 
     const dt = prev ? now - prev.uptime_seconds : 0;
     const dGenerated = prev ? t.tokens.generated - prev.tokens.generated : 0;
