@@ -51,7 +51,7 @@ if "$bin" devices | grep -q '^  vulkan:0'; then
   echo "   own: the text is the same until a near-tie)"
   "$bin" run -m "$model" -p "The quick brown fox" -n 24 --temp 0 --moe-storage stream \
     --expert-cache 25% --placement "$work/routing.json" --gpu-expert-cache 25% --stats 2>&1 |
-    grep -Ev '^moetier:   layer'
+    grep -aEv '^moetier:   layer'
 fi
 
 echo
