@@ -21,8 +21,11 @@ struct MatMulPush {
   uint32_t x_offset, x_stride;  // floats
   uint32_t y_offset, y_stride;  // floats
   uint32_t row_threads;         // threads per row (RowThreads)
+  uint32_t heads;               // products a dispatch (MatMulArgs::heads)
+  uint32_t w_head_bytes;        // bytes between heads' W
+  uint32_t x_head, y_head;      // floats between heads' X and Y
 };
-static_assert(sizeof(MatMulPush) == 40);
+static_assert(sizeof(MatMulPush) == 56);
 
 constexpr uint32_t kTokensPerGroup = 8;  // TOKENS in shaders/mm_main.glsl
 constexpr uint32_t kGroupThreads = 64;   // WG
@@ -126,18 +129,21 @@ Status MatMul::Record(CommandRecorder& rec, const MatMulArgs& a) {
   const int64_t x_stride = a.x_stride > 0 ? a.x_stride : a.k;
   const int64_t y_stride = a.y_stride > 0 ? a.y_stride : a.m;
   if (a.m <= 0 || a.k <= 0 || a.n <= 0 || a.k % traits.block_size != 0 || x_stride < a.k ||
-      y_stride < a.m) {
+      y_stride < a.m || a.heads <= 0 || a.heads >= 65536) {
     return InvalidArgument(
-        "gpu matmul {}: bad shape m={} k={} n={} (k a multiple of {}), strides {} {}", type_name,
-        a.m, a.k, a.n, traits.block_size, x_stride, y_stride);
+        "gpu matmul {}: bad shape m={} k={} n={} (k a multiple of {}), strides {} {}, heads {}",
+        type_name, a.m, a.k, a.n, traits.block_size, x_stride, y_stride, a.heads);
   }
   if (a.w == nullptr || a.x == nullptr || a.y == nullptr) {
     return InvalidArgument("gpu matmul {}: a missing buffer", type_name);
   }
   const uint64_t row_bytes = RowBytes(a.type, static_cast<uint64_t>(a.k));
-  const uint64_t w_bytes = row_bytes * static_cast<uint64_t>(a.m);
-  const uint64_t x_floats = static_cast<uint64_t>((a.n - 1) * x_stride + a.k);
-  const uint64_t y_floats = static_cast<uint64_t>((a.n - 1) * y_stride + a.m);
+  const uint64_t more_heads = static_cast<uint64_t>(a.heads - 1);
+  const uint64_t w_bytes = more_heads * a.w_head_bytes + row_bytes * static_cast<uint64_t>(a.m);
+  const uint64_t x_floats =
+      more_heads * a.x_head_floats + static_cast<uint64_t>((a.n - 1) * x_stride + a.k);
+  const uint64_t y_floats =
+      more_heads * a.y_head_floats + static_cast<uint64_t>((a.n - 1) * y_stride + a.m);
   if (a.w_offset + w_bytes > a.w->size() || (a.x_offset + x_floats) * 4 > a.x->size() ||
       (a.y_offset + y_floats) * 4 > a.y->size()) {
     return InvalidArgument(
@@ -163,22 +169,36 @@ Status MatMul::Record(CommandRecorder& rec, const MatMulArgs& a) {
   }
   const Pipeline* pipeline = MT_TRY(PipelineFor(a.type));
   const MatMulPush push = {
-      static_cast<uint32_t>(w_skip),   static_cast<uint32_t>(row_bytes),
-      static_cast<uint32_t>(a.m),      static_cast<uint32_t>(a.k),
-      static_cast<uint32_t>(a.n),      static_cast<uint32_t>(x_skip / 4),
-      static_cast<uint32_t>(x_stride), static_cast<uint32_t>(y_skip / 4),
-      static_cast<uint32_t>(y_stride), RowThreads(traits, a.k),
+      static_cast<uint32_t>(w_skip),
+      static_cast<uint32_t>(row_bytes),
+      static_cast<uint32_t>(a.m),
+      static_cast<uint32_t>(a.k),
+      static_cast<uint32_t>(a.n),
+      static_cast<uint32_t>(x_skip / 4),
+      static_cast<uint32_t>(x_stride),
+      static_cast<uint32_t>(y_skip / 4),
+      static_cast<uint32_t>(y_stride),
+      RowThreads(traits, a.k),
+      static_cast<uint32_t>(a.heads),
+      static_cast<uint32_t>(a.w_head_bytes),
+      static_cast<uint32_t>(a.x_head_floats),
+      static_cast<uint32_t>(a.y_head_floats),
   };
   uint8_t push_bytes[sizeof(MatMulPush)];
   std::memcpy(push_bytes, &push, sizeof(push));
   // Runs of rows as (x, y) groups: group = y * count_x + x; the last y may hold fewer than
-  // count_x.
+  // count_x. z: the runs of tokens of head 0, then of head 1, ...
   const uint64_t rows_per_group = kGroupThreads / push.row_threads;
   const uint64_t groups = (static_cast<uint64_t>(a.m) + rows_per_group - 1) / rows_per_group;
   const uint64_t max_x = device_->max_group_count_x();
   const uint64_t groups_x = std::min<uint64_t>(groups, max_x);
   const uint64_t groups_y = (groups + groups_x - 1) / groups_x;
-  const uint64_t groups_z = (static_cast<uint64_t>(a.n) + kTokensPerGroup - 1) / kTokensPerGroup;
+  const uint64_t groups_z = (static_cast<uint64_t>(a.n) + kTokensPerGroup - 1) / kTokensPerGroup *
+                            static_cast<uint64_t>(a.heads);
+  if (groups_z > 65535) {  // Vulkan's least maxComputeWorkGroupCount[2]
+    return InvalidArgument("gpu matmul {}: {} tokens of {} heads are more than one dispatch holds",
+                           type_name, a.n, a.heads);
+  }
   rec.Dispatch(*pipeline, std::span(ranges, IsIqLatticeType(a.type) ? 4 : 3), push_bytes,
                static_cast<uint32_t>(groups_x), static_cast<uint32_t>(groups_y),
                static_cast<uint32_t>(groups_z));

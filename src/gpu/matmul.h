@@ -34,6 +34,15 @@ struct MatMulArgs {
   int64_t n = 0;              // rows of X and Y (tokens)
   int64_t x_stride = 0;       // floats between rows of X; 0 means k
   int64_t y_stride = 0;       // floats between rows of Y; 0 means m
+  // Head batching: `heads` products of this shape in one dispatch (MLA's per-head slices of
+  // attn_k_b and attn_v_b). Head h reads W from w_offset + h * w_head_bytes, X from
+  // x_offset + h * x_head_floats and writes Y from y_offset + h * y_head_floats; rows and
+  // strides as above. Each head's sums are those of a product of its own (the order depends
+  // on k alone).
+  int64_t heads = 1;
+  uint64_t w_head_bytes = 0;
+  uint64_t x_head_floats = 0;
+  uint64_t y_head_floats = 0;
 };
 
 // The matrix-product pipelines of one Device, built on first use of each type, and the IQ

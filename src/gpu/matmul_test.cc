@@ -17,20 +17,23 @@ namespace {
 
 struct Shape {
   int64_t m, k, n;
-  bool offsets;  // W, X and Y away from offset 0, rows of X and Y padded
+  bool offsets;       // W, X and Y away from offset 0, rows of X and Y padded
+  int64_t heads = 1;  // MatMulArgs::heads: W (heads * m, k), X and Y with the heads side by side
 };
 
 // Shapes for a type with `block` elements per block: k a few blocks (fewer chunks than the
 // 64 threads of a workgroup) and many (each thread several), n = 1, a few and more than the
-// 8 tokens of a workgroup.
+// 8 tokens of a workgroup; and head batches as MLA's (a row's heads side by side, padded).
 std::vector<Shape> ShapesFor(int64_t block) {
   std::vector<Shape> shapes = {
       {5, 256, 1, false},
       {19, 1280, 3, true},
       {6, 4352, 11, true},
+      {7, 256, 9, true, 3},
   };
   if (block <= 32) {
     shapes.push_back({9, 96, 2, false});  // 3 blocks of 32
+    shapes.push_back({4, 64, 10, false, 5});
   }
   if (block == 1) {
     shapes.push_back({3, 67, 4, true});  // an odd k
@@ -43,23 +46,27 @@ struct Error {
 };
 
 // Runs one product on the GPU and compares it with the reference: the scalar dequantizer's
-// weights times X, summed in double.
+// weights times X, summed in double. With heads, head h is W's rows [h m, (h + 1) m) times
+// X's columns [h x_head, ...) into Y's [h y_head, ...), and each head gives the bits of a
+// product of its own.
 void CheckProduct(GgmlType type, const Shape& s, uint32_t seed, Error* error) {
   TestGpu& gpu = TheGpu();
   std::mt19937 rng(seed);
   std::normal_distribution<float> normal(0.0f, 1.0f);
   std::uniform_real_distribution<float> uniform(-1.0f, 1.0f);
   const uint64_t row_bytes = RowBytes(type, s.k);
+  const int64_t H = s.heads, rows = H * s.m;
   const uint64_t w_offset = s.offsets ? 5 : 0;                               // bytes: an odd start
   const int64_t x_offset = s.offsets ? 3 : 0, y_offset = s.offsets ? 2 : 0;  // floats
-  const int64_t x_stride = s.offsets ? s.k + 1 : s.k;
-  const int64_t y_stride = s.offsets ? s.m + 2 : s.m;
+  const int64_t x_head = s.offsets ? s.k + 2 : s.k, y_head = s.offsets ? s.m + 1 : s.m;
+  const int64_t x_stride = (H - 1) * x_head + (s.offsets ? s.k + 1 : s.k);
+  const int64_t y_stride = (H - 1) * y_head + (s.offsets ? s.m + 2 : s.m);
 
   // W: rows of different magnitudes, quantized by the project's quantizer.
-  std::vector<uint8_t> w_bytes(w_offset + s.m * row_bytes, 0xA5);
-  std::vector<float> w_ref(s.m * s.k);  // (m, k) as the reference dequantizer reads W
+  std::vector<uint8_t> w_bytes(w_offset + rows * row_bytes, 0xA5);
+  std::vector<float> w_ref(rows * s.k);  // (heads * m, k) as the reference dequantizer reads W
   std::vector<float> row(s.k);
-  for (int64_t r = 0; r < s.m; ++r) {
+  for (int64_t r = 0; r < rows; ++r) {
     const float magnitude = std::ldexp(1.0f, static_cast<int>(r % 5) - 2);
     for (float& v : row) v = magnitude * normal(rng);
     uint8_t* dst = w_bytes.data() + w_offset + r * row_bytes;
@@ -68,7 +75,9 @@ void CheckProduct(GgmlType type, const Shape& s, uint32_t seed, Error* error) {
   }
   std::vector<float> x(x_offset + s.n * x_stride, 1e30f);  // padding that must not be read
   for (int64_t t = 0; t < s.n; ++t) {
-    for (int64_t i = 0; i < s.k; ++i) x[x_offset + t * x_stride + i] = uniform(rng);
+    for (int64_t h = 0; h < H; ++h) {
+      for (int64_t i = 0; i < s.k; ++i) x[x_offset + t * x_stride + h * x_head + i] = uniform(rng);
+    }
   }
   const size_t y_floats = y_offset + s.n * y_stride;
 
@@ -95,31 +104,73 @@ void CheckProduct(GgmlType type, const Shape& s, uint32_t seed, Error* error) {
   args.n = s.n;
   args.x_stride = x_stride;
   args.y_stride = y_stride;
+  args.heads = H;
+  args.w_head_bytes = s.m * row_bytes;
+  args.x_head_floats = x_head;
+  args.y_head_floats = y_head;
   Status run = gpu.matmul->Run(args);
   ASSERT_TRUE(run.ok()) << run.message();
   ASSERT_TRUE(
       gpu.device->Download(*yb, 0, {reinterpret_cast<uint8_t*>(y.data()), y.size() * 4}).ok());
 
   for (int64_t t = 0; t < s.n; ++t) {
-    for (int64_t r = 0; r < s.m; ++r) {
-      double sum = 0, magnitude = 0;
-      for (int64_t i = 0; i < s.k; ++i) {
-        const double p = double{w_ref[r * s.k + i]} * double{x[x_offset + t * x_stride + i]};
-        sum += p;
-        magnitude += std::fabs(p);
+    std::vector<bool> written(y_stride, false);
+    for (int64_t h = 0; h < H; ++h) {
+      for (int64_t r = 0; r < s.m; ++r) {
+        double sum = 0, magnitude = 0;
+        for (int64_t i = 0; i < s.k; ++i) {
+          const double p = double{w_ref[(h * s.m + r) * s.k + i]} *
+                           double{x[x_offset + t * x_stride + h * x_head + i]};
+          sum += p;
+          magnitude += std::fabs(p);
+        }
+        ASSERT_GT(magnitude, 0.0);
+        const double got = y[y_offset + t * y_stride + h * y_head + r];
+        const double rel = std::fabs(got - sum) / magnitude;
+        error->max_rel = std::max(error->max_rel, rel);
+        ASSERT_LE(rel, 1e-5) << TypeName(type) << " m=" << s.m << " k=" << s.k << " n=" << s.n
+                             << ": Y[" << t << ", " << h << ", " << r << "] = " << got << ", want "
+                             << sum;
+        written[h * y_head + r] = true;
       }
-      ASSERT_GT(magnitude, 0.0);
-      const double got = y[y_offset + t * y_stride + r];
-      const double rel = std::fabs(got - sum) / magnitude;
-      error->max_rel = std::max(error->max_rel, rel);
-      ASSERT_LE(rel, 1e-5) << TypeName(type) << " m=" << s.m << " k=" << s.k << " n=" << s.n
-                           << ": Y[" << t << ", " << r << "] = " << got << ", want " << sum;
     }
-    for (int64_t r = s.m; r < y_stride; ++r) {
-      ASSERT_EQ(y[y_offset + t * y_stride + r], -7.0f) << "padding of Y written";
+    for (int64_t c = 0; c < y_stride; ++c) {
+      if (!written[c]) ASSERT_EQ(y[y_offset + t * y_stride + c], -7.0f) << "padding of Y written";
     }
   }
   for (int64_t i = 0; i < y_offset; ++i) ASSERT_EQ(y[i], -7.0f) << "before Y written";
+  if (H == 1) return;
+  // Each head alone, one token at a time (one submission): the same bits.
+  Result<Buffer> ab = gpu.device->CreateBuffer(H * s.n * s.m * 4);
+  ASSERT_TRUE(ab.ok());
+  Status recorded;
+  Status executed = gpu.device->Execute([&](CommandRecorder& rec) {
+    for (int64_t h = 0; h < H; ++h) {
+      for (int64_t t = 0; t < s.n; ++t) {
+        MatMulArgs one = args;
+        one.heads = 1;
+        one.n = 1;
+        one.w_offset = w_offset + h * s.m * row_bytes;
+        one.x_offset = x_offset + t * x_stride + h * x_head;
+        one.y = &*ab;
+        one.y_offset = (h * s.n + t) * s.m;
+        if (Status r = gpu.matmul->Record(rec, one); recorded.ok()) recorded = r;
+      }
+    }
+  });
+  ASSERT_TRUE(recorded.ok() && executed.ok()) << recorded.message() << executed.message();
+  std::vector<float> alone(H * s.n * s.m);
+  ASSERT_TRUE(
+      gpu.device->Download(*ab, 0, {reinterpret_cast<uint8_t*>(alone.data()), alone.size() * 4})
+          .ok());
+  for (int64_t h = 0; h < H; ++h) {
+    for (int64_t t = 0; t < s.n; ++t) {
+      for (int64_t r = 0; r < s.m; ++r) {
+        ASSERT_EQ(alone[(h * s.n + t) * s.m + r], y[y_offset + t * y_stride + h * y_head + r])
+            << "head " << h << " token " << t << " row " << r << " alone";
+      }
+    }
+  }
 }
 
 class GpuMatMulTest : public ::testing::TestWithParam<GgmlType> {};
@@ -174,6 +225,17 @@ TEST(GpuMatMul, RefusesBadArguments) {
   Status s = gpu.matmul->Run(bad);
   EXPECT_EQ(s.code(), StatusCode::kInvalidArgument);
   EXPECT_NE(s.message().find("q8_K"), std::string::npos) << s.message();
+  bad = args;
+  bad.heads = 2;  // the second head's W past its buffer
+  bad.w_head_bytes = 144;
+  EXPECT_EQ(gpu.matmul->Run(bad).code(), StatusCode::kInvalidArgument);
+  bad.w_head_bytes = 0;  // its X and Y past theirs
+  bad.x_head_floats = 1;
+  EXPECT_EQ(gpu.matmul->Run(bad).code(), StatusCode::kInvalidArgument);
+  bad.x_head_floats = 0;
+  EXPECT_TRUE(gpu.matmul->Run(bad).ok());  // two heads on the same rows
+  bad.heads = 0;
+  EXPECT_EQ(gpu.matmul->Run(bad).code(), StatusCode::kInvalidArgument);
 }
 
 }  // namespace

@@ -22,6 +22,10 @@ layout(push_constant) uniform Params {
   uint y_offset;   // floats: Y[0, 0] in the output binding
   uint y_stride;   // floats between rows of Y
   uint row_threads;  // threads per row of W: a power of 2 from TOKENS to WG (mm_main.glsl)
+  uint heads;         // products of this shape a dispatch (gpu/matmul.h MatMulArgs::heads)
+  uint w_head_bytes;  // bytes between consecutive heads' W
+  uint x_head;        // floats between consecutive heads' X
+  uint y_head;        // floats between consecutive heads' Y
 } p;
 
 // Byte b of the weight binding (any alignment), little-endian as GGUF stores it.
