@@ -22,6 +22,9 @@ struct RmsNormPush {
 struct RopePush {
   uint32_t x_offset, n, heads, head_dim, stride, n_rot, neox, cs_offset;
 };
+struct CopyRowsPush {
+  uint32_t x_offset, y_offset, rows, width, x_stride, y_stride;
+};
 struct StoreKvPush {
   uint32_t x_offset, n, heads, head_dim, stride, tokens_offset, cache_offset, cells, f16, n_seq;
 };
@@ -29,9 +32,9 @@ struct AttendPush {
   uint32_t q_offset, q_stride, out_offset, out_stride, n, n_head, n_head_kv, d_k, d_v,
       tokens_offset, k_offset, v_offset, cells, k_f16, v_f16, n_seq;
   float scale;
-  uint32_t window, has_sinks, sinks_offset;
+  uint32_t window, has_sinks, sinks_offset, v_row;
 };
-static_assert(sizeof(AttendPush) == 80);  // within the 128 bytes every device has
+static_assert(sizeof(AttendPush) == 84);  // within the 128 bytes every device has
 
 constexpr uint64_t kGroup = 64;  // every shader's local_size_x
 // attend.comp's MAX_DK and MAX_DV: DeepSeek's MLA (a 576-dim K, a 512-dim V) fits.
@@ -104,11 +107,12 @@ CacheBinding BindCache(const Buffer* cache, uint64_t offset, uint64_t seq_words,
 
 struct AttentionOps::Impl {
   Device* device;
-  Pipeline add_bias;  // shaders/add_bias.comp
-  Pipeline rms_norm;  // shaders/rms_norm.comp
-  Pipeline rope;      // shaders/rope.comp
-  Pipeline store_kv;  // shaders/store_kv.comp
-  Pipeline attend;    // shaders/attend.comp
+  Pipeline add_bias;   // shaders/add_bias.comp
+  Pipeline rms_norm;   // shaders/rms_norm.comp
+  Pipeline rope;       // shaders/rope.comp
+  Pipeline copy_rows;  // shaders/copy_rows.comp
+  Pipeline store_kv;   // shaders/store_kv.comp
+  Pipeline attend;     // shaders/attend.comp
 
   // Records `pipeline` over a 1-D grid of `groups` (>= 1) workgroups, split into (x, y)
   // counts within the device's limits (the shaders' group index is y * count_x + x).
@@ -138,6 +142,8 @@ Result<std::unique_ptr<AttentionOps>> AttentionOps::Create(Device* device) {
   impl->rms_norm =
       MT_TRY(device->CreatePipeline("rms_norm", ShaderSpirv("rms_norm"), 3, sizeof(RmsNormPush)));
   impl->rope = MT_TRY(device->CreatePipeline("rope", ShaderSpirv("rope"), 2, sizeof(RopePush)));
+  impl->copy_rows = MT_TRY(
+      device->CreatePipeline("copy_rows", ShaderSpirv("copy_rows"), 2, sizeof(CopyRowsPush)));
   impl->store_kv =
       MT_TRY(device->CreatePipeline("store_kv", ShaderSpirv("store_kv"), 3, sizeof(StoreKvPush)));
   impl->attend =
@@ -251,6 +257,42 @@ Status AttentionOps::Record(CommandRecorder& rec, const RopeArgs& a) {
   return impl_->Dispatch(rec, "rope", impl_->rope, ranges, push, (pairs + kGroup - 1) / kGroup);
 }
 
+Status AttentionOps::Record(CommandRecorder& rec, const CopyRowsArgs& a) {
+  const int64_t x_stride = a.x_stride > 0 ? a.x_stride : a.width;
+  const int64_t y_stride = a.y_stride > 0 ? a.y_stride : a.width;
+  if (a.x == nullptr || a.y == nullptr) return InvalidArgument("gpu copy rows: a missing buffer");
+  if (a.rows < 0 || a.width <= 0 || x_stride < a.width || y_stride < a.width) {
+    return InvalidArgument("gpu copy rows: bad shape rows={} width={} strides {} {}", a.rows,
+                           a.width, x_stride, y_stride);
+  }
+  if (a.rows == 0) return Status::Ok();
+  const uint64_t rows = a.rows, width = a.width;
+  const uint64_t x_floats = Product({rows - 1, static_cast<uint64_t>(x_stride)}) + width;
+  const uint64_t y_floats = Product({rows - 1, static_cast<uint64_t>(y_stride)}) + width;
+  if (x_floats >= kIndexLimit || y_floats >= kIndexLimit || Product({rows, width}) >= kIndexLimit) {
+    return InvalidArgument("gpu copy rows: {} rows of {} floats are past 8 GiB", a.rows,
+                           std::max(x_stride, y_stride));
+  }
+  if (!Inside(a.x_offset, x_floats, a.x->size()) || !Inside(a.y_offset, y_floats, a.y->size())) {
+    return InvalidArgument(
+        "gpu copy rows: rows={} width={} strides {} {}: x (at float {}) or y (at float {}) "
+        "reaches past its buffer ({} and {} bytes)",
+        a.rows, a.width, x_stride, y_stride, a.x_offset, a.y_offset, a.x->size(), a.y->size());
+  }
+  const uint64_t align = impl_->device->storage_offset_alignment();
+  const Binding x = Bind(a.x, a.x_offset, x_floats, align);
+  const Binding y = Bind(a.y, a.y_offset, y_floats, align);
+  const CopyRowsPush push = {x.skip,
+                             y.skip,
+                             static_cast<uint32_t>(rows),
+                             static_cast<uint32_t>(width),
+                             static_cast<uint32_t>(x_stride),
+                             static_cast<uint32_t>(y_stride)};
+  const BufferRange ranges[2] = {x.range, y.range};
+  return impl_->Dispatch(rec, "copy rows", impl_->copy_rows, ranges, push,
+                         (rows * width + kGroup - 1) / kGroup);
+}
+
 Status AttentionOps::Record(CommandRecorder& rec, const StoreKvArgs& a) {
   if (a.x == nullptr || a.tokens.buffer == nullptr || a.cache == nullptr) {
     return InvalidArgument("gpu store kv: a missing buffer");
@@ -317,21 +359,25 @@ Status AttentionOps::Record(CommandRecorder& rec, const AttendArgs& a) {
   const int64_t q_row = Dims(a.n_head, a.d_k), out_row = Dims(a.n_head, a.d_v);
   const int64_t q_stride = a.q_stride > 0 ? a.q_stride : q_row;
   const int64_t out_stride = a.out_stride > 0 ? a.out_stride : out_row;
+  const int64_t v_cell = a.v_row > 0 ? a.v_row : a.d_v;
   auto valid = [](KvElem t) { return t == KvElem::kF16 || t == KvElem::kF32; };
   if (a.n < 0 || q_row <= 0 || out_row <= 0 || a.n_head_kv <= 0 || a.n_head % a.n_head_kv != 0 ||
       a.d_k % 2 != 0 || a.d_k > kMaxDk || a.d_v % 2 != 0 || a.d_v > kMaxDv || q_stride < q_row ||
       out_stride < out_row || a.cells == 0 || !valid(a.k_type) || !valid(a.v_type) ||
-      a.k_offset % 4 != 0 || a.v_offset % 4 != 0) {
+      a.k_offset % 4 != 0 || a.v_offset % 4 != 0 || v_cell < a.d_v || v_cell % 2 != 0 ||
+      v_cell >= static_cast<int64_t>(kIndexLimit)) {
     return InvalidArgument(
         "gpu attend: bad shape n={} n_head={} n_head_kv={} d_k={} d_v={} (even, at most {} and "
-        "{}) strides {} {} cells={} types {} {} cache offsets {} {} (multiples of 4)",
+        "{}) strides {} {} cells={} types {} {} cache offsets {} {} (multiples of 4) V row {} "
+        "(even, at least d_v)",
         a.n, a.n_head, a.n_head_kv, a.d_k, a.d_v, kMaxDk, kMaxDv, q_stride, out_stride, a.cells,
-        static_cast<uint32_t>(a.k_type), static_cast<uint32_t>(a.v_type), a.k_offset, a.v_offset);
+        static_cast<uint32_t>(a.k_type), static_cast<uint32_t>(a.v_type), a.k_offset, a.v_offset,
+        v_cell);
   }
   if (a.n == 0) return Status::Ok();
   const uint64_t n = a.n, n_head = a.n_head, n_kv = a.n_head_kv;
   const uint64_t k_row = a.k_type == KvElem::kF16 ? a.d_k / 2 : a.d_k;  // words a cell
-  const uint64_t v_row = a.v_type == KvElem::kF16 ? a.d_v / 2 : a.d_v;
+  const uint64_t v_row = a.v_type == KvElem::kF16 ? v_cell / 2 : v_cell;
   const uint64_t k_seq = Product({n_kv, a.cells, k_row}), v_seq = Product({n_kv, a.cells, v_row});
   const uint64_t q_floats = Product({n - 1, static_cast<uint64_t>(q_stride)}) + q_row;
   const uint64_t out_floats = Product({n - 1, static_cast<uint64_t>(out_stride)}) + out_row;
@@ -388,7 +434,8 @@ Status AttentionOps::Record(CommandRecorder& rec, const AttendArgs& a) {
                            a.scale,
                            a.window,
                            a.sinks != nullptr ? 1u : 0u,
-                           sinks.skip};
+                           sinks.skip,
+                           static_cast<uint32_t>(v_row)};
   const BufferRange ranges[6] = {q.range,         out.range,       tokens.range,
                                  k.binding.range, v.binding.range, sinks.range};
   return impl_->Dispatch(rec, "attend", impl_->attend, ranges, push, n * n_head);

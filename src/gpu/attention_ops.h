@@ -1,8 +1,8 @@
-// The small operations of grouped-query attention on the device, around the matrix products
-// (gpu/matmul.h): bias, RMS norm, RoPE, storing K/V rows into a device cache, and causal
-// attention over it. Each is one dispatch, recorded into the caller's CommandRecorder with no
-// barrier before or after (the caller orders them with the work around them). Activations
-// are f32; offsets are in floats unless they say bytes.
+// The small operations of attention on the device (GQA's and MLA's), around the matrix
+// products (gpu/matmul.h): bias, RMS norm, RoPE, copying strided rows, storing K/V rows into a
+// device cache, and causal attention over it. Each is one dispatch, recorded into the caller's
+// CommandRecorder with no barrier before or after (the caller orders them with the work around
+// them). Activations are f32; offsets are in floats unless they say bytes.
 //
 // Each mirrors a CPU kernel (kernels/ops.h, kernels/attention.h) within float rounding, and
 // every output element's float ops depend only on its own row and the shapes: a token's
@@ -63,6 +63,19 @@ struct RopeArgs {
   uint64_t cos_sin_offset = 0;      // floats
 };
 
+// y[r * y_stride + i] = x[r * x_stride + i] for i < width, r < rows: the same bits (MLA puts
+// each head's q_pe beside its absorbed query this way). x and y must not overlap.
+struct CopyRowsArgs {
+  const Buffer* x = nullptr;
+  uint64_t x_offset = 0;  // floats
+  Buffer* y = nullptr;
+  uint64_t y_offset = 0;  // floats
+  int64_t rows = 0;
+  int64_t width = 0;
+  int64_t x_stride = 0;  // floats between rows of x; 0 means width
+  int64_t y_stride = 0;  // floats between rows of y; 0 means width
+};
+
 // Each token's (seq, pos), two uint32 words a token, in a buffer the caller fills.
 struct TokenSlots {
   const Buffer* buffer = nullptr;
@@ -96,7 +109,8 @@ struct StoreKvArgs {
 // weight in the softmax without a value (kernels/attention.h). An online softmax over tiles of
 // positions: each (token, head)'s float ops depend only on its n_pos, d_k and d_v. d_k is at
 // most 576 and d_v at most 512 (MLA's). A token whose slot is outside the caches (as for
-// StoreKv) gets zeros.
+// StoreKv) gets zeros. V's cells may be longer than d_v (v_row): MLA reads V as the first d_v
+// values of K's rows, with v_cache = k_cache, v_offset = k_offset and v_row = d_k.
 struct AttendArgs {
   const Buffer* q = nullptr;
   uint64_t q_offset = 0;  // floats
@@ -114,6 +128,7 @@ struct AttendArgs {
   uint64_t k_offset = 0;  // bytes, 4-byte aligned
   const Buffer* v_cache = nullptr;
   uint64_t v_offset = 0;  // bytes, 4-byte aligned
+  int64_t v_row = 0;      // elements between V's consecutive cells (>= d_v, even); 0 means d_v
   uint32_t cells = 0;
   KvElem k_type = KvElem::kF16;
   KvElem v_type = KvElem::kF16;
@@ -135,6 +150,7 @@ class AttentionOps {
   Status Record(CommandRecorder& rec, const AddBiasArgs& args);
   Status Record(CommandRecorder& rec, const RmsNormArgs& args);
   Status Record(CommandRecorder& rec, const RopeArgs& args);
+  Status Record(CommandRecorder& rec, const CopyRowsArgs& args);
   Status Record(CommandRecorder& rec, const StoreKvArgs& args);
   Status Record(CommandRecorder& rec, const AttendArgs& args);
 

@@ -140,6 +140,44 @@ TEST_F(GpuAttentionOps, AddBiasMatchesTheCpuBitForBit) {
   }
 }
 
+TEST_F(GpuAttentionOps, CopyRowsCopiesTheBits) {
+  struct Case {
+    int64_t rows, width, x_stride, y_stride;
+    uint64_t x_offset, y_offset;
+  };
+  // MLA's q_pe: rows (token, head) of R floats, N + R apart, into rows L + R apart at L.
+  const Case cases[] = {{1, 64, 0, 0, 0, 0}, {12, 32, 96, 160, 64, 128}, {70, 3, 5, 4, 1, 2}};
+  std::mt19937 rng(2);
+  for (const Case& c : cases) {
+    SCOPED_TRACE(testing::Message() << "rows " << c.rows << " width " << c.width);
+    const int64_t xs = c.x_stride > 0 ? c.x_stride : c.width;
+    const int64_t ys = c.y_stride > 0 ? c.y_stride : c.width;
+    const std::vector<float> x = Gaussian(c.x_offset + c.rows * xs + 3, 1.0f, rng);
+    std::vector<float> y(c.y_offset + c.rows * ys + 5, kSentinel);
+    const Buffer xb = ToDevice(x);
+    Buffer yb = ToDevice(y);
+    CopyRowsArgs a;
+    a.x = &xb;
+    a.x_offset = c.x_offset;
+    a.y = &yb;
+    a.y_offset = c.y_offset;
+    a.rows = c.rows;
+    a.width = c.width;
+    a.x_stride = c.x_stride;
+    a.y_stride = c.y_stride;
+    ASSERT_TRUE(Run(a).ok());
+    for (int64_t r = 0; r < c.rows; ++r) {
+      for (int64_t i = 0; i < c.width; ++i) {
+        y[c.y_offset + r * ys + i] = x[c.x_offset + r * xs + i];
+      }
+    }
+    const std::vector<float> got = FromDevice<float>(yb, y.size());
+    for (size_t i = 0; i < y.size(); ++i) ASSERT_EQ(Bits(got[i]), Bits(y[i])) << "float " << i;
+    a.y_offset = y.size() - ((c.rows - 1) * ys + c.width) + 1;  // one float past y's buffer
+    EXPECT_EQ(Run(a).code(), StatusCode::kInvalidArgument);
+  }
+}
+
 TEST_F(GpuAttentionOps, RmsNormMatchesTheCpu) {
   struct Case {
     int64_t rows, dim, stride;
@@ -355,6 +393,7 @@ struct AttendCase {
   bool sinks;
   float q_gain;  // larger: a sharper softmax
   std::vector<std::pair<uint32_t, uint32_t>> tokens;
+  bool v_in_k = false;  // MLA: V is the first d_v values of K's rows (v_type = k_type)
 };
 
 // A cache (n_seq, n_kv, cells, d) of random values as the CPU's StoreKv writes them, and those
@@ -463,6 +502,11 @@ TEST_F(GpuAttentionOps, AttendMatchesTheCpu) {
       // DeepSeek's MLA dims: the largest.
       {"mla 576/512", 1, 2, 1, 576, 512, 210, KE::kF16, KE::kF16, 0, false, 1.0f,
        {{0, 65}, {0, 0}, {0, 199}}},
+      // MLA as GpuMlaAttention runs it: V read from K's rows (their first d_v values).
+      {"mla latent rows 576/512 f16", 2, 3, 1, 576, 512, 130, KE::kF16, KE::kF16, 0, false, 1.0f,
+       {{0, 65}, {1, 0}, {0, 129}, {1, 64}}, true},
+      {"mla latent rows 160/128 f32", 1, 4, 1, 160, 128, 80, KE::kF32, KE::kF32, 0, false, 1.0f,
+       {{0, 0}, {0, 1}, {0, 63}, {0, 64}, {0, 79}}, true},
   };
   // clang-format on
   std::mt19937 rng(5);
@@ -473,7 +517,16 @@ TEST_F(GpuAttentionOps, AttendMatchesTheCpu) {
     std::vector<uint32_t> last(c.n_seq, 0);
     for (const auto& [seq, pos] : c.tokens) last[seq] = std::max(last[seq], pos);
     const Cache k = MakeCache(c, c.d_k, c.k_type, last, rng);
-    const Cache v = MakeCache(c, c.d_v, c.v_type, last, rng);
+    Cache v;
+    if (c.v_in_k) {  // the values the device reads as V: K's rows' first d_v (bytes: K's)
+      v.type = k.type;
+      v.elem = k.elem;
+      for (size_t r = 0; r < k.val.size() / c.d_k; ++r) {
+        v.val.insert(v.val.end(), k.val.begin() + r * c.d_k, k.val.begin() + r * c.d_k + c.d_v);
+      }
+    } else {
+      v = MakeCache(c, c.d_v, c.v_type, last, rng);
+    }
     const int64_t q_stride = c.n_head * c.d_k + 2, out_stride = c.n_head * c.d_v + 4;
     const uint64_t q_off = 3, out_off = 5, tok_off = 1, sink_off = 2;
     const uint64_t k_off = 12, v_off = 20;  // bytes
@@ -506,6 +559,11 @@ TEST_F(GpuAttentionOps, AttendMatchesTheCpu) {
     a.k_offset = k_off;
     a.v_cache = &vbuf;
     a.v_offset = v_off;
+    if (c.v_in_k) {
+      a.v_cache = &kbuf;
+      a.v_offset = k_off;
+      a.v_row = c.d_k;
+    }
     a.cells = c.cells;
     a.k_type = c.k_type;
     a.v_type = c.v_type;
@@ -537,9 +595,10 @@ TEST_F(GpuAttentionOps, AttendMatchesTheCpu) {
         qs.n_tok = 1;
         qs.n_pos = n_pos;
         qs.sinks = c.sinks ? sinks.data() + sink_off + kvh * group : nullptr;
-        AttendTokens(qs, k.bytes.data() + row * c.d_k * k.elem,
-                     v.bytes.data() + row * c.d_v * v.elem, {k.type, v.type}, c.d_k, c.d_v, c.d_k,
-                     c.d_v, a.scale, scratch.data());
+        const uint8_t* v_rows = c.v_in_k ? k.bytes.data() + row * c.d_k * k.elem
+                                         : v.bytes.data() + row * c.d_v * v.elem;
+        AttendTokens(qs, k.bytes.data() + row * c.d_k * k.elem, v_rows, {k.type, v.type}, c.d_k,
+                     c.v_in_k ? c.d_k : c.d_v, c.d_k, c.d_v, a.scale, scratch.data());
         for (int g = 0; g < group; ++g) {
           const int h = kvh * group + g;
           SCOPED_TRACE(testing::Message()
@@ -691,6 +750,14 @@ TEST_F(GpuAttentionOps, RefusesRangesPastTheirBuffers) {
   EXPECT_TRUE(Run(at).ok());
   at.d_k = 578;  // past the largest d_k
   EXPECT_TRUE(refused(Run(at), "gpu attend")) << Run(at).message();
+  at.d_k = at.d_v = 64;
+  at.v_row = 62;  // V's cells shorter than d_v
+  EXPECT_TRUE(refused(Run(at), "gpu attend")) << Run(at).message();
+  at.v_row = 1024;  // one cell of 1024 floats: past the buffer from float 1
+  at.v_offset = 4;
+  EXPECT_TRUE(refused(Run(at), "gpu attend")) << Run(at).message();
+  at.v_offset = 0;
+  EXPECT_TRUE(Run(at).ok());
 }
 
 }  // namespace

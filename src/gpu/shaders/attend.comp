@@ -4,7 +4,8 @@
 //   s_j = scale * sum_i q[i] K[j][i]      for the positions j in [first, pos] of seq(t)
 //   out = sum_j e^(s_j) V[j] / (sum_j e^(s_j) + e^z)      (z: the head's sink; none: no term)
 // with first = pos + 1 - window past a sliding window (0 otherwise), and the cache laid out
-// (n_seq, n_head_kv, cells, d) as f16 (two halves a word) or f32.
+// (n_seq, n_head_kv, cells, d) as f16 (two halves a word) or f32; V's cells may be longer
+// than d_v (v_row words apart: MLA's V is the first d_v values of K's rows).
 //
 // One workgroup of 64 threads a (token, head); positions go in tiles of 64 with an online
 // softmax: thread j computes the score of the tile's position j (a dot over d_k in order), a
@@ -56,6 +57,7 @@ layout(push_constant) uniform Params {
   uint window;  // 0: none
   uint has_sinks;
   uint sinks_offset;  // floats: head 0's sink logit in the sinks binding
+  uint v_row;         // words between V's consecutive cells (MLA: K's rows, d_v their start)
 } p;
 
 shared float q_s[MAX_DK];
@@ -95,7 +97,7 @@ void main() {
   const uint first = p.window != 0u && pos + 1u > p.window ? pos + 1u - p.window : 0u;
   const uint n_pos = pos + 1u - first;
   const uint k_row = p.k_f16 != 0u ? p.d_k / 2u : p.d_k;  // words a position
-  const uint v_row = p.v_f16 != 0u ? p.d_v / 2u : p.d_v;
+  const uint v_row = p.v_row;
   const uint cell0 = (seq * p.n_head_kv + kvh) * p.cells + first;
   const uint k_base = p.k_offset + cell0 * k_row;
   const uint v_base = p.v_offset + cell0 * v_row;
