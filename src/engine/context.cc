@@ -65,6 +65,7 @@ struct Context::Impl {
   // The blocks a layer is made of, by its parts; a kind no layer uses has none.
   std::array<std::unique_ptr<AttentionBlock>, kAttentionKinds> attention;  // by AttentionKind
   GpuGqaAttention* gpu_attention = nullptr;  // attention[kGqa] when it runs on the device
+  GpuMlaAttention* gpu_mla = nullptr;        // attention[kMla] when it runs on the device
   MoeStep moe;                               // routed (and shared) experts
   std::optional<SwiGluFfn> dense;            // dense FFN layers
 
@@ -213,7 +214,8 @@ Context::DeviceParts Context::device_parts() const {
   const Impl& im = *impl_;
   if (!im.device) return d;
   d.name = im.device->name();
-  d.attention_layers = im.gpu_attention != nullptr ? im.gpu_attention->n_layers() : 0;
+  d.attention_layers = (im.gpu_attention != nullptr ? im.gpu_attention->n_layers() : 0) +
+                       (im.gpu_mla != nullptr ? im.gpu_mla->n_layers() : 0);
   d.output_head = im.head != nullptr;
   d.swiglu_layers = im.swiglu ? im.swiglu->n_layers() : 0;
   return d;
@@ -280,6 +282,21 @@ Result<std::string> Context::Impl::PlaceOnDevice(const ContextOptions& o,
       block = std::move(gqa);
     }
   }
+  if (std::unique_ptr<AttentionBlock>& block = attention[static_cast<int>(AttentionKind::kMla)]) {
+    const AttentionShape shape{n_ctx, n_seq, n_batch, kv_types};
+    Result<std::unique_ptr<GpuMlaAttention>> made = GpuMlaAttention::Create(model, *device, shape);
+    if (!made.ok() && made.status().code() == StatusCode::kUnimplemented) {
+      on_cpu = fmt::format("MLA attention ({}), {}", made.status().message(), on_cpu);
+    } else {
+      std::unique_ptr<GpuMlaAttention> mla = MT_TRY(std::move(made));
+      used += mla->weight_bytes() + mla->cache_bytes() + mla->scratch_bytes();
+      held.push_back(fmt::format("the MLA attention of {} layers ({}, latent cache {}, rows {})",
+                                 mla->n_layers(), HumanBytes(mla->weight_bytes()),
+                                 HumanBytes(mla->cache_bytes()), HumanBytes(mla->scratch_bytes())));
+      gpu_mla = mla.get();
+      block = std::move(mla);
+    }
+  }
   if (Result<std::unique_ptr<GpuOutputHead>> h = GpuOutputHead::Create(model, *device, n_batch);
       h.ok()) {
     head = std::move(h.value());
@@ -304,7 +321,6 @@ Result<std::string> Context::Impl::PlaceOnDevice(const ContextOptions& o,
                                HumanBytes(swiglu->scratch_bytes())));
     moe.AttachGpuBlocks(swiglu.get());
   }
-  if (attention[static_cast<int>(AttentionKind::kMla)]) on_cpu = "MLA attention, " + on_cpu;
   if (attention[static_cast<int>(AttentionKind::kDeltaNet)]) on_cpu = "DeltaNet layers, " + on_cpu;
   const uint64_t memory = device->device->info().device_local_bytes;
   if (used > memory) {

@@ -1,4 +1,7 @@
-// Grouped-query attention on the device (--device vulkan, issue 42): the block of
+// Attention on the device (--device vulkan, issue 42): GQA (GpuGqaAttention) and DeepSeek's
+// MLA (GpuMlaAttention, engine/gpu_attention_mla.cc).
+//
+// Grouped-query attention: the block of
 // engine/attention_block.h with its weights and KV cache in device memory. Per layer the
 // normed input goes to the device once and the block's output comes back once; in between,
 // one submission runs the q/k/v products, biases, q/k norms, RoPE, the cache stores, causal
@@ -47,6 +50,55 @@ class GpuGqaAttention final : public AttentionBlock {
  private:
   struct Impl;
   GpuGqaAttention(const Model& model, GpuBackend& gpu, const AttentionShape& shape);
+
+  const Model& model_;
+  const HParams& hp_;
+  GpuBackend& gpu_;
+  const AttentionShape shape_;
+  std::unique_ptr<Impl> impl_;
+  int n_layers_ = 0;
+  uint64_t weight_bytes_ = 0;
+  uint64_t cache_bytes_ = 0;
+  uint64_t scratch_bytes_ = 0;
+};
+
+// DeepSeek's multi-head latent attention on the device, in MlaAttention's absorbed form
+// (engine/attention_block.h): the weights of every MLA layer and a latent cache
+// (n_seq, n_ctx, L + R) per layer (f16 or f32, K's type) in device memory. Per layer the normed
+// input goes up once and the output comes back once; one submission runs the q projection
+// (directly, or through the q LoRA and its norm), the compressed KV and its norm, RoPE of q_pe
+// and k_pe, the cache store, the absorbed queries [k_b_h^T q_nope_h | q_pe_h] (the heads'
+// slices of attn_k_b in one head-batched product), attention over the latent rows (K the
+// whole row, V its first L values: one copy of the cache), each head's v_b_h times its latent
+// sum (head-batched again) and the output product. Agrees with MlaAttention within rounding;
+// for a given device, a token's result does not depend on the batch around it.
+class GpuMlaAttention final : public AttentionBlock {
+ public:
+  // Why the model's MLA layers cannot run on the device (a weight type without a shader, a
+  // q8_0 cache, dims the attention shader does not take), or "" when they can.
+  static std::string Unsupported(const Model& model, KvTypes kv_types);
+
+  // Uploads the MLA layers' weights (kUnimplemented where Unsupported says so, or for a
+  // layer's cache larger than the device binds at once).
+  static Result<std::unique_ptr<GpuMlaAttention>> Create(const Model& model, GpuBackend& gpu,
+                                                         const AttentionShape& shape);
+  ~GpuMlaAttention() override;
+
+  void SizeScratch(ScratchSizer& /*sizer*/) override {}  // all of it on the device
+  uint64_t kv_bytes() const override { return 0; }       // the host's: none
+  Status AllocateKv(bool populate) override;
+  Status Run(int il, std::span<const BatchToken> batch, const float* xn, const float* rope_cs,
+             float* out) override;
+
+  // Device memory: the weights, the caches (once allocated, or as they will be), the rows.
+  uint64_t weight_bytes() const { return weight_bytes_; }
+  uint64_t cache_bytes() const { return cache_bytes_; }
+  uint64_t scratch_bytes() const { return scratch_bytes_; }
+  int n_layers() const { return n_layers_; }
+
+ private:
+  struct Impl;
+  GpuMlaAttention(const Model& model, GpuBackend& gpu, const AttentionShape& shape);
 
   const Model& model_;
   const HParams& hp_;

@@ -8,11 +8,13 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdio>
 
 #include "engine/context.h"
 #include "engine/model.h"
 #include "gpu/device.h"
 #include "gpu/test_no_driver.h"
+#include "synth/synth.h"
 #include "synth/synth_test_util.h"
 
 namespace mt {
@@ -61,8 +63,23 @@ class GpuExpertsTest : public ::testing::Test {
   }
   static void TearDownTestSuite() { models_.reset(); }
 
+  // f32 weights; "<preset>-legacy" the preset with MLA's legacy attn_kv_b (split on load).
   static std::unique_ptr<Model> Load(const std::string& preset) {
-    auto m = Model::Load(models_->Get(preset, "f32"), LoadOptions{});
+    std::string path;
+    if (preset.ends_with("-legacy")) {
+      path = (models_->dir() / (preset + ".gguf")).string();
+      SynthOptions so;
+      so.output_path = path;
+      so.preset = preset.substr(0, preset.size() - 7);
+      so.file_type = "f32";
+      so.seed = 5;
+      so.legacy_mla = true;
+      Result<SynthResult> r = Synthesize(so);
+      EXPECT_TRUE(r.ok()) << r.status().message();
+    } else {
+      path = models_->Get(preset, "f32");
+    }
+    auto m = Model::Load(path, LoadOptions{});
     EXPECT_TRUE(m.ok()) << m.status().message();
     return std::move(m.value());
   }
@@ -107,17 +124,26 @@ TEST_F(GpuExpertsTest, LogitsAgreeWithTheCpuWithinRounding) {
   // olmoe: plain SwiGLU, a q/k norm over the whole projection; gpt-oss: expert and
   // attention biases, the clamped activation and sinks (its sliding window is longer than
   // these tokens: gpu/attention_ops_test.cc covers windows);
-  // deepseek2: MLA (on the CPU), shared experts and a leading dense layer.
-  for (const char* preset : {"olmoe-tiny", "gpt-oss-tiny", "deepseek2-tiny"}) {
+  // deepseek2: MLA without a q LoRA (V2-Lite's), shared experts and a leading dense layer;
+  // deepseek3: MLA with the q LoRA; the legacy file: attn_kv_b split into an f32 k_b.
+  for (const char* preset : {"olmoe-tiny", "gpt-oss-tiny", "deepseek2-tiny", "deepseek3-tiny",
+                             "deepseek2-tiny-legacy"}) {
     std::unique_ptr<Model> m = Load(preset);
     const std::vector<float> cpu = Logits(*m, "");
+    // The expert cache changes nothing in MLA: one run for the other MLA variants (lavapipe
+    // takes seconds a Context).
+    const bool variant =
+        std::string(preset) != "deepseek2-tiny" && std::string(preset).starts_with("deepseek");
     for (const char* cache : {"none", "50%"}) {
+      if (variant && cache[0] != 'n') continue;
       SCOPED_TRACE(std::string(preset) + " " + cache);
       std::string plan;
       const std::vector<float> gpu = Logits(*m, cache, {}, 2, 512, &plan);
       EXPECT_NE(plan.find("the output head ("), std::string::npos) << plan;
-      const bool mla = std::string(preset) == "deepseek2-tiny";
+      const bool mla = std::string(preset).starts_with("deepseek");
       EXPECT_EQ(plan.find("the attention of") != std::string::npos, !mla) << plan;
+      EXPECT_EQ(plan.find("the MLA attention of") != std::string::npos, mla) << plan;
+      EXPECT_EQ(plan.find("MLA attention ("), std::string::npos) << plan;  // none on the CPU
       EXPECT_EQ(plan.find("routed experts") != std::string::npos, cache[0] != 'n') << plan;
       ASSERT_EQ(cpu.size(), gpu.size());
       double sq = 0, worst = 0;
@@ -129,6 +155,8 @@ TEST_F(GpuExpertsTest, LogitsAgreeWithTheCpuWithinRounding) {
       // AVX-512, MOETIER_ISA: up to 4.1e-4 of the rms on olmoe-tiny; the device: 2.8e-4); a
       // wrong shader moves logits by their size.
       const double rms = std::sqrt(sq / cpu.size());
+      std::printf("  %s %s: worst |gpu - cpu| %.2e of the rms %.3g\n", preset, cache, worst / rms,
+                  rms);
       EXPECT_LT(worst, 1e-3 * rms) << "rms " << rms;
       EXPECT_FALSE(cpu == gpu) << "nothing ran on the device?";
     }
@@ -185,6 +213,25 @@ TEST_F(GpuExpertsTest, ADeviceInHostMemoryCountsInTheBudget) {
   EXPECT_EQ(refused.status().code(), StatusCode::kResourceExhausted);
   EXPECT_NE(refused.status().message().find("the device's memory in RAM"), std::string::npos)
       << refused.status().message();
+}
+
+// MLA on the device: a token's bits do not depend on the batch (3 tokens a pass or all at
+// once); a q8_0 cache keeps MLA on the CPU, said in the plan.
+TEST_F(GpuExpertsTest, MlaOnTheDeviceIsBatchInvariantAndAQ8CacheStaysOnTheCpu) {
+  if (!skip_.empty()) GTEST_SKIP() << skip_;
+  std::unique_ptr<Model> m = Load("deepseek3-tiny");
+  EXPECT_TRUE(Logits(*m, "none", {}, 2, 3) == Logits(*m, "none", {}, 2, 512));
+  ContextOptions o;
+  o.n_ctx = 64;
+  o.gpu.device = 0;
+  o.kv_types = {KvElemType::kQ8_0, KvElemType::kQ8_0};
+  auto ctx = Context::Create(*m, o);
+  ASSERT_TRUE(ctx.ok()) << ctx.status().message();
+  const std::string plan = (*ctx)->storage_plan().ToString();
+  EXPECT_NE(plan.find("MLA attention (the device's latent cache is f16 or f32, not q8_0)"),
+            std::string::npos)
+      << plan;
+  EXPECT_EQ(plan.find("the MLA attention of"), std::string::npos) << plan;
 }
 
 TEST_F(GpuExpertsTest, NoDeviceIsANoticeAndTheCpuRunsEverything) {
