@@ -44,11 +44,11 @@ echo "   with next-layer prefetch and the profile's hottest experts pinned; same
 
 if "$bin" devices | grep -q '^  vulkan:0'; then
   echo
-  echo "== moetier run with a GPU tier: the output head, the shared experts, the dense layers' FFN"
-  echo "   and the profile's hottest experts (a quarter of them) live in the memory of vulkan:0"
-  echo "   (moetier devices; lavapipe runs Vulkan on the CPU); the device runs its experts while"
-  echo "   the CPU runs the rest, streamed as above, and MLA attention (it sums in an order of its"
-  echo "   own: the text is the same until a near-tie)"
+  echo "== moetier run with a GPU tier: MLA attention with its latent cache, the output head, the"
+  echo "   shared experts, the dense layers' FFN and the profile's hottest experts (a quarter of"
+  echo "   them) live in the memory of vulkan:0 (moetier devices; lavapipe runs Vulkan on the CPU);"
+  echo "   the device runs its experts while the CPU runs the rest, streamed as above (the device"
+  echo "   sums in an order of its own: the text is the same until a near-tie)"
   "$bin" run -m "$model" -p "The quick brown fox" -n 24 --temp 0 --moe-storage stream \
     --expert-cache 25% --placement "$work/routing.json" --gpu-expert-cache 25% --stats 2>&1 |
     grep -aEv '^moetier:   layer'
