@@ -29,6 +29,7 @@ static_assert(sizeof(MatMulPush) == 56);
 
 constexpr uint32_t kTokensPerGroup = 8;  // TOKENS in shaders/mm_main.glsl
 constexpr uint32_t kGroupThreads = 64;   // WG
+constexpr int64_t kMaxGroupsZ = 65535;   // Vulkan's least maxComputeWorkGroupCount[2]
 
 // The threads of a workgroup that share one row: its chunks (32 elements of a block type, or
 // single elements of f32/f16/bf16: CHUNK of the shaders) rounded up to a power of 2, at least
@@ -137,6 +138,21 @@ Status MatMul::Record(CommandRecorder& rec, const MatMulArgs& a) {
   if (a.w == nullptr || a.x == nullptr || a.y == nullptr) {
     return InvalidArgument("gpu matmul {}: a missing buffer", type_name);
   }
+  // More token groups x heads than a dispatch's z holds: the heads in parts (each head's sums
+  // are its own, so the bits do not change).
+  const int64_t token_groups = (a.n + kTokensPerGroup - 1) / kTokensPerGroup;
+  if (a.heads > 1 && token_groups * a.heads > kMaxGroupsZ) {
+    const int64_t per_part = std::max<int64_t>(kMaxGroupsZ / token_groups, 1);
+    for (int64_t h0 = 0; h0 < a.heads; h0 += per_part) {
+      MatMulArgs part = a;
+      part.heads = std::min(per_part, a.heads - h0);
+      part.w_offset += static_cast<uint64_t>(h0) * a.w_head_bytes;
+      part.x_offset += static_cast<uint64_t>(h0) * a.x_head_floats;
+      part.y_offset += static_cast<uint64_t>(h0) * a.y_head_floats;
+      MT_RETURN_IF_ERROR(Record(rec, part));
+    }
+    return rec.status();
+  }
   const uint64_t row_bytes = RowBytes(a.type, static_cast<uint64_t>(a.k));
   const uint64_t more_heads = static_cast<uint64_t>(a.heads - 1);
   const uint64_t w_bytes = more_heads * a.w_head_bytes + row_bytes * static_cast<uint64_t>(a.m);
@@ -195,9 +211,9 @@ Status MatMul::Record(CommandRecorder& rec, const MatMulArgs& a) {
   const uint64_t groups_y = (groups + groups_x - 1) / groups_x;
   const uint64_t groups_z = (static_cast<uint64_t>(a.n) + kTokensPerGroup - 1) / kTokensPerGroup *
                             static_cast<uint64_t>(a.heads);
-  if (groups_z > 65535) {  // Vulkan's least maxComputeWorkGroupCount[2]
-    return InvalidArgument("gpu matmul {}: {} tokens of {} heads are more than one dispatch holds",
-                           type_name, a.n, a.heads);
+  if (groups_z > kMaxGroupsZ) {
+    return InvalidArgument("gpu matmul {}: {} tokens are more than one dispatch holds", type_name,
+                           a.n);
   }
   rec.Dispatch(*pipeline, std::span(ranges, IsIqLatticeType(a.type) ? 4 : 3), push_bytes,
                static_cast<uint32_t>(groups_x), static_cast<uint32_t>(groups_y),

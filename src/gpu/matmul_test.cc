@@ -195,6 +195,49 @@ INSTANTIATE_TEST_SUITE_P(AllTypes, GpuMatMulTest, ::testing::ValuesIn(GpuMatMulT
                            return std::string(TypeName(info.param));
                          });
 
+// More token groups x heads than one dispatch's z (65535) holds: the heads go in parts.
+TEST(GpuMatMul, HeadsPastOneDispatch) {
+  TestGpu& gpu = TheGpu();
+  if (gpu.device == nullptr) GTEST_SKIP() << gpu.skip;
+  const int64_t H = 70, n = 7500, m = 2, k = 4;  // 938 token groups x 70 heads
+  std::mt19937 rng(3);
+  std::uniform_real_distribution<float> uniform(-1.0f, 1.0f);
+  std::vector<float> w(H * m * k), x(n * H * k);
+  for (float& v : w) v = uniform(rng);
+  for (float& v : x) v = uniform(rng);
+  Result<Buffer> wb = gpu.device->CreateBuffer(w.size() * 4);
+  Result<Buffer> xb = gpu.device->CreateBuffer(x.size() * 4);
+  Result<Buffer> yb = gpu.device->CreateBuffer(n * H * m * 4);
+  ASSERT_TRUE(wb.ok() && xb.ok() && yb.ok());
+  ASSERT_TRUE(
+      gpu.device->Upload(*wb, 0, {reinterpret_cast<const uint8_t*>(w.data()), w.size() * 4}).ok());
+  ASSERT_TRUE(
+      gpu.device->Upload(*xb, 0, {reinterpret_cast<const uint8_t*>(x.data()), x.size() * 4}).ok());
+  MatMulArgs a{GgmlType::kF32, &*wb, 0, &*xb, 0, &*yb, 0, m, k, n, H * k, H * m};
+  a.heads = H;
+  a.w_head_bytes = m * k * 4;
+  a.x_head_floats = k;
+  a.y_head_floats = m;
+  ASSERT_TRUE(gpu.matmul->Run(a).ok());
+  std::vector<float> y(n * H * m);
+  ASSERT_TRUE(
+      gpu.device->Download(*yb, 0, {reinterpret_cast<uint8_t*>(y.data()), y.size() * 4}).ok());
+  for (int64_t t = 0; t < n; ++t) {
+    for (int64_t h = 0; h < H; ++h) {
+      for (int64_t r = 0; r < m; ++r) {
+        double sum = 0, magnitude = 0;
+        for (int64_t i = 0; i < k; ++i) {
+          const double p = double{w[(h * m + r) * k + i]} * x[(t * H + h) * k + i];
+          sum += p;
+          magnitude += std::fabs(p);
+        }
+        ASSERT_LE(std::fabs(y[(t * H + h) * m + r] - sum), 1e-6 * magnitude)
+            << "token " << t << " head " << h << " row " << r;
+      }
+    }
+  }
+}
+
 TEST(GpuMatMul, RefusesBadArguments) {
   TestGpu& gpu = TheGpu();
   if (gpu.device == nullptr) GTEST_SKIP() << gpu.skip;
