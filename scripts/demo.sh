@@ -5,8 +5,8 @@
 # experts Q2_K, a few Q3_K, the rest Q4_K-Q6_K): multi-head latent attention with its
 # compressed KV cache, two dense layers, sigmoid routing over expert groups, its routed
 # experts streamed from the file into a cache a quarter of their size, and output held to a
-# JSON schema. Where a Vulkan device is (lavapipe counts), the output head, the shared experts,
-# the dense layers' FFN and the hottest experts run on it.
+# JSON schema. Where a Vulkan device is (lavapipe counts), MLA attention, the output head, the
+# shared experts, the dense layers' FFN and the hottest experts run on it.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 scripts/setup.sh
