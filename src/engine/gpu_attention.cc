@@ -39,11 +39,6 @@ struct GpuGqaAttention::Impl {
     gpu::Buffer v_cache;  // (n_seq, n_head_kv, n_ctx, head_dim_v) of kv_types.v
   };
   std::vector<Layer> layers;  // (n_layer) empty for other kinds' layers
-  // Host-visible: what moves each layer.
-  gpu::Buffer in;       // (n_batch, n_embd) the normed input
-  gpu::Buffer out;      // (n_batch, n_embd) the block's output
-  gpu::Buffer tokens;   // (n_batch, 2) uint32 each token's seq and pos
-  gpu::Buffer cos_sin;  // (n_batch, n_rot) each token's rotation (RopeAngles)
   // Device-local rows.
   gpu::Buffer x;     // (n_batch, n_embd) the input
   gpu::Buffer q;     // (n_batch, n_head * head_dim_k)
@@ -52,6 +47,34 @@ struct GpuGqaAttention::Impl {
   gpu::Buffer attn;  // (n_batch, n_head * head_dim_v) the heads' outputs
   gpu::Buffer y;     // (n_batch, n_embd) the output
 };
+
+Status GpuAttentionBlock::CreateStaging() {
+  gpu::Device& dev = *gpu_.device;
+  const uint64_t B = shape_.n_batch, D = hp_.n_embd;
+  const uint64_t n_rot = std::max<uint64_t>(model_.parts().rope.n_rot, 1);
+  in_ = MT_TRY(dev.CreateHostBuffer(B * D * 4));
+  out_ = MT_TRY(dev.CreateHostBuffer(B * D * 4));
+  tokens_ = MT_TRY(dev.CreateHostBuffer(B * 2 * 4));
+  cos_sin_ = MT_TRY(dev.CreateHostBuffer(B * n_rot * 4));
+  scratch_bytes_ += B * (2 * D + 2 + n_rot) * 4;
+  return Status::Ok();
+}
+
+void GpuAttentionBlock::Stage(std::span<const BatchToken> batch, const float* xn,
+                              const float* rope_cs) {
+  const size_t n = batch.size();
+  std::memcpy(in_.host_data(), xn, n * hp_.n_embd * sizeof(float));
+  auto* tokens = reinterpret_cast<uint32_t*>(tokens_.host_data());
+  for (size_t t = 0; t < n; ++t) {
+    tokens[2 * t] = batch[t].seq;
+    tokens[2 * t + 1] = batch[t].pos;
+  }
+  std::memcpy(cos_sin_.host_data(), rope_cs, n * model_.parts().rope.n_rot * sizeof(float));
+}
+
+void GpuAttentionBlock::Unstage(int64_t n, float* out) const {
+  std::memcpy(out, out_.host_data(), static_cast<size_t>(n * hp_.n_embd) * sizeof(float));
+}
 
 std::string GpuGqaAttention::Unsupported(const Model& model, KvTypes kv_types) {
   const HParams& hp = model.hparams();
@@ -80,11 +103,7 @@ std::string GpuGqaAttention::Unsupported(const Model& model, KvTypes kv_types) {
 }
 
 GpuGqaAttention::GpuGqaAttention(const Model& model, GpuBackend& gpu, const AttentionShape& shape)
-    : model_(model),
-      hp_(model.hparams()),
-      gpu_(gpu),
-      shape_(shape),
-      impl_(std::make_unique<Impl>()) {}
+    : GpuAttentionBlock(model, gpu, shape), impl_(std::make_unique<Impl>()) {}
 
 GpuGqaAttention::~GpuGqaAttention() = default;
 
@@ -128,18 +147,14 @@ Result<std::unique_ptr<GpuGqaAttention>> GpuGqaAttention::Create(const Model& mo
   const uint64_t B = shape.n_batch, D = hp.n_embd;
   const uint64_t QD = hp.n_embd_q(), KD = hp.n_embd_k_gqa(), VD = hp.n_embd_v_gqa();
   const uint64_t AD = uint64_t{hp.n_head} * hp.head_dim_v;
-  const uint64_t n_rot = std::max<uint64_t>(model.parts().rope.n_rot, 1);
-  im.in = MT_TRY(dev.CreateHostBuffer(B * D * 4));
-  im.out = MT_TRY(dev.CreateHostBuffer(B * D * 4));
-  im.tokens = MT_TRY(dev.CreateHostBuffer(B * 2 * 4));
-  im.cos_sin = MT_TRY(dev.CreateHostBuffer(B * n_rot * 4));
+  MT_RETURN_IF_ERROR(block->CreateStaging());
   im.x = MT_TRY(dev.CreateBuffer(B * D * 4));
   im.q = MT_TRY(dev.CreateBuffer(B * QD * 4));
   im.k = MT_TRY(dev.CreateBuffer(B * KD * 4));
   im.v = MT_TRY(dev.CreateBuffer(B * VD * 4));
   im.attn = MT_TRY(dev.CreateBuffer(B * AD * 4));
   im.y = MT_TRY(dev.CreateBuffer(B * D * 4));
-  block->scratch_bytes_ = B * (4 * D + 2 + n_rot + QD + KD + VD + AD) * 4;
+  block->scratch_bytes_ += B * (2 * D + QD + KD + VD + AD) * 4;  // x and y, q, k, v, attn
   return block;
 }
 
@@ -165,17 +180,11 @@ Status GpuGqaAttention::Run(int il, std::span<const BatchToken> batch, const flo
   const int64_t VD = hp_.n_embd_v_gqa();
   const int64_t dk = hp_.head_dim_k, dv = hp_.head_dim_v;
   const int64_t H = hp_.n_head, HKV = hp_.n_head_kv;
-  std::memcpy(im.in.host_data(), xn, static_cast<size_t>(n * D) * sizeof(float));
-  auto* tokens = reinterpret_cast<uint32_t*>(im.tokens.host_data());
-  for (int64_t t = 0; t < n; ++t) {
-    tokens[2 * t] = batch[t].seq;
-    tokens[2 * t + 1] = batch[t].pos;
-  }
-  std::memcpy(im.cos_sin.host_data(), rope_cs, static_cast<size_t>(n * rp.n_rot) * sizeof(float));
+  Stage(batch, xn, rope_cs);
 
   gpu::MatMul& mm = *gpu_.matmul;
   gpu::AttentionOps& ops = *gpu_.ops;
-  const gpu::TokenSlots slots{&im.tokens, 0};
+  const gpu::TokenSlots slots{&tokens_, 0};
   Status recorded;
   auto keep = [&](Status s) {
     if (recorded.ok()) recorded = std::move(s);
@@ -195,11 +204,11 @@ Status GpuGqaAttention::Run(int il, std::span<const BatchToken> batch, const flo
   auto rope = [&](gpu::CommandRecorder& rec, gpu::Buffer& x, int64_t heads) {
     if (rp.n_rot == 0) return;
     keep(ops.Record(rec, gpu::RopeArgs{&x, 0, n, heads, dk, 0, rp.n_rot, rp.type == RopeType::kNeox,
-                                       &im.cos_sin, 0}));
+                                       &cos_sin_, 0}));
   };
   const gpu::KvElem kt = DeviceKvElem(shape_.kv_types.k), vt = DeviceKvElem(shape_.kv_types.v);
   Status run = gpu_.Execute([&](gpu::CommandRecorder& rec) {
-    rec.Copy(im.in, 0, im.x, 0, static_cast<uint64_t>(n * D) * 4);
+    rec.Copy(in_, 0, im.x, 0, static_cast<uint64_t>(n * D) * 4);
     rec.Barrier();
     keep(mm.Record(rec, {L.tq, &L.weights, L.wq, &im.x, 0, &im.q, 0, QD, D, n}));
     keep(mm.Record(rec, {L.tk, &L.weights, L.wk, &im.x, 0, &im.k, 0, KD, D, n}));
@@ -247,11 +256,11 @@ Status GpuGqaAttention::Run(int il, std::span<const BatchToken> batch, const flo
     rec.Barrier();
     bias(rec, im.y, D, L.bo);
     rec.Barrier();
-    rec.Copy(im.y, 0, im.out, 0, static_cast<uint64_t>(n * D) * 4);
+    rec.Copy(im.y, 0, out_, 0, static_cast<uint64_t>(n * D) * 4);
   });
   MT_RETURN_IF_ERROR(recorded.WithContext(fmt::format("device attention, layer {}", il)));
   MT_RETURN_IF_ERROR(run.WithContext(fmt::format("device attention, layer {}", il)));
-  std::memcpy(out, im.out.host_data(), static_cast<size_t>(n * D) * sizeof(float));
+  Unstage(n, out);
   return Status::Ok();
 }
 

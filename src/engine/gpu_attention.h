@@ -24,7 +24,45 @@
 
 namespace mt {
 
-class GpuGqaAttention final : public AttentionBlock {
+// What the device's attention blocks share: no host scratch or cache, the device memory they
+// report, and the staging of a layer's run: the normed input, the tokens' (seq, pos) and their
+// rotations go up through host-visible buffers, and the output comes back through one.
+class GpuAttentionBlock : public AttentionBlock {
+ public:
+  void SizeScratch(ScratchSizer& /*sizer*/) override {}  // all of it on the device
+  uint64_t kv_bytes() const override { return 0; }       // the host's: none
+
+  // Device memory: the weights, the caches (once allocated, or as they will be), the rows.
+  uint64_t weight_bytes() const { return weight_bytes_; }
+  uint64_t cache_bytes() const { return cache_bytes_; }
+  uint64_t scratch_bytes() const { return scratch_bytes_; }
+  int n_layers() const { return n_layers_; }
+
+ protected:
+  GpuAttentionBlock(const Model& model, GpuBackend& gpu, const AttentionShape& shape)
+      : model_(model), hp_(model.hparams()), gpu_(gpu), shape_(shape) {}
+  // The staging buffers, for batches of shape_.n_batch (counted in scratch_bytes_).
+  Status CreateStaging();
+  // A run's inputs into the staging buffers: xn (n, n_embd), rope_cs (n, n_rot).
+  void Stage(std::span<const BatchToken> batch, const float* xn, const float* rope_cs);
+  // out (n, n_embd) = what the run copied into out_.
+  void Unstage(int64_t n, float* out) const;
+
+  const Model& model_;
+  const HParams& hp_;
+  GpuBackend& gpu_;
+  const AttentionShape shape_;
+  gpu::Buffer in_;       // host-visible (n_batch, n_embd) the normed input
+  gpu::Buffer out_;      // host-visible (n_batch, n_embd) the block's output
+  gpu::Buffer tokens_;   // host-visible (n_batch, 2) uint32 each token's seq and pos
+  gpu::Buffer cos_sin_;  // host-visible (n_batch, n_rot) each token's rotation (RopeAngles)
+  int n_layers_ = 0;
+  uint64_t weight_bytes_ = 0;
+  uint64_t cache_bytes_ = 0;
+  uint64_t scratch_bytes_ = 0;
+};
+
+class GpuGqaAttention final : public GpuAttentionBlock {
  public:
   // Why the model's GQA layers cannot run on the device (a weight type without a shader, a
   // q8_0 cache, an output gate), or "" when they can.
@@ -35,31 +73,15 @@ class GpuGqaAttention final : public AttentionBlock {
                                                          const AttentionShape& shape);
   ~GpuGqaAttention() override;
 
-  void SizeScratch(ScratchSizer& /*sizer*/) override {}  // all of it on the device
-  uint64_t kv_bytes() const override { return 0; }       // the host's: none
   Status AllocateKv(bool populate) override;
   Status Run(int il, std::span<const BatchToken> batch, const float* xn, const float* rope_cs,
              float* out) override;
-
-  // Device memory: the weights, the caches (once allocated, or as they will be), the rows.
-  uint64_t weight_bytes() const { return weight_bytes_; }
-  uint64_t cache_bytes() const { return cache_bytes_; }
-  uint64_t scratch_bytes() const { return scratch_bytes_; }
-  int n_layers() const { return n_layers_; }
 
  private:
   struct Impl;
   GpuGqaAttention(const Model& model, GpuBackend& gpu, const AttentionShape& shape);
 
-  const Model& model_;
-  const HParams& hp_;
-  GpuBackend& gpu_;
-  const AttentionShape shape_;
   std::unique_ptr<Impl> impl_;
-  int n_layers_ = 0;
-  uint64_t weight_bytes_ = 0;
-  uint64_t cache_bytes_ = 0;
-  uint64_t scratch_bytes_ = 0;
 };
 
 // DeepSeek's multi-head latent attention on the device, in MlaAttention's absorbed form
@@ -72,7 +94,7 @@ class GpuGqaAttention final : public AttentionBlock {
 // whole row, V its first L values: one copy of the cache), each head's v_b_h times its latent
 // sum (head-batched again) and the output product. Agrees with MlaAttention within rounding;
 // for a given device, a token's result does not depend on the batch around it.
-class GpuMlaAttention final : public AttentionBlock {
+class GpuMlaAttention final : public GpuAttentionBlock {
  public:
   // Why the model's MLA layers cannot run on the device (a weight type without a shader, a
   // q8_0 cache, dims the attention shader does not take), or "" when they can.
@@ -84,31 +106,15 @@ class GpuMlaAttention final : public AttentionBlock {
                                                          const AttentionShape& shape);
   ~GpuMlaAttention() override;
 
-  void SizeScratch(ScratchSizer& /*sizer*/) override {}  // all of it on the device
-  uint64_t kv_bytes() const override { return 0; }       // the host's: none
   Status AllocateKv(bool populate) override;
   Status Run(int il, std::span<const BatchToken> batch, const float* xn, const float* rope_cs,
              float* out) override;
-
-  // Device memory: the weights, the caches (once allocated, or as they will be), the rows.
-  uint64_t weight_bytes() const { return weight_bytes_; }
-  uint64_t cache_bytes() const { return cache_bytes_; }
-  uint64_t scratch_bytes() const { return scratch_bytes_; }
-  int n_layers() const { return n_layers_; }
 
  private:
   struct Impl;
   GpuMlaAttention(const Model& model, GpuBackend& gpu, const AttentionShape& shape);
 
-  const Model& model_;
-  const HParams& hp_;
-  GpuBackend& gpu_;
-  const AttentionShape shape_;
   std::unique_ptr<Impl> impl_;
-  int n_layers_ = 0;
-  uint64_t weight_bytes_ = 0;
-  uint64_t cache_bytes_ = 0;
-  uint64_t scratch_bytes_ = 0;
 };
 
 }  // namespace mt

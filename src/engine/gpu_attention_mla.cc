@@ -57,11 +57,6 @@ struct GpuMlaAttention::Impl {
     gpu::Buffer cache;                  // (n_seq, n_ctx, L + R) of kv_types.k: rows [c | k_pe]
   };
   std::vector<Layer> layers;  // (n_layer) empty for other kinds' layers
-  // Host-visible: what moves each layer.
-  gpu::Buffer in;       // (n_batch, n_embd) the normed input
-  gpu::Buffer out;      // (n_batch, n_embd) the block's output
-  gpu::Buffer tokens;   // (n_batch, 2) uint32 each token's seq and pos
-  gpu::Buffer cos_sin;  // (n_batch, n_rot) each token's rotation (RopeAngles)
   // Device-local rows.
   gpu::Buffer x;       // (n_batch, n_embd) the input
   gpu::Buffer qa;      // (n_batch, Q) the q LoRA, normed (Q > 0 only)
@@ -96,11 +91,7 @@ std::string GpuMlaAttention::Unsupported(const Model& model, KvTypes kv_types) {
 }
 
 GpuMlaAttention::GpuMlaAttention(const Model& model, GpuBackend& gpu, const AttentionShape& shape)
-    : model_(model),
-      hp_(model.hparams()),
-      gpu_(gpu),
-      shape_(shape),
-      impl_(std::make_unique<Impl>()) {}
+    : GpuAttentionBlock(model, gpu, shape), impl_(std::make_unique<Impl>()) {}
 
 GpuMlaAttention::~GpuMlaAttention() = default;
 
@@ -153,11 +144,7 @@ Result<std::unique_ptr<GpuMlaAttention>> GpuMlaAttention::Create(const Model& mo
   const uint64_t B = shape.n_batch, D = hp.n_embd;
   const uint64_t H = im.H, N = im.N, V = im.V, Q = im.Q;
   const uint64_t QW = H * (N + R), KVW = L + R, AW = H * KVW;
-  const uint64_t n_rot = std::max<uint64_t>(model.parts().rope.n_rot, 1);
-  im.in = MT_TRY(dev.CreateHostBuffer(B * D * 4));
-  im.out = MT_TRY(dev.CreateHostBuffer(B * D * 4));
-  im.tokens = MT_TRY(dev.CreateHostBuffer(B * 2 * 4));
-  im.cos_sin = MT_TRY(dev.CreateHostBuffer(B * n_rot * 4));
+  MT_RETURN_IF_ERROR(block->CreateStaging());
   im.x = MT_TRY(dev.CreateBuffer(B * D * 4));
   if (Q > 0) im.qa = MT_TRY(dev.CreateBuffer(B * Q * 4));
   im.q = MT_TRY(dev.CreateBuffer((B * QW + N) * 4));
@@ -166,7 +153,7 @@ Result<std::unique_ptr<GpuMlaAttention>> GpuMlaAttention::Create(const Model& mo
   im.latent = MT_TRY(dev.CreateBuffer(B * H * L * 4));
   im.attn = MT_TRY(dev.CreateBuffer(B * H * V * 4));
   im.y = MT_TRY(dev.CreateBuffer(B * D * 4));
-  block->scratch_bytes_ = (B * (4 * D + 2 + n_rot + Q + QW + KVW + AW + H * L + H * V) + N) * 4;
+  block->scratch_bytes_ += (B * (2 * D + Q + QW + KVW + AW + H * L + H * V) + N) * 4;
   return block;
 }
 
@@ -189,17 +176,11 @@ Status GpuMlaAttention::Run(int il, std::span<const BatchToken> batch, const flo
   const int64_t n = static_cast<int64_t>(batch.size());
   const int64_t D = hp_.n_embd, L = im.L, R = im.R, N = im.N, V = im.V, H = im.H, Q = im.Q;
   const int64_t QW = H * (N + R), KVW = L + R, AW = H * KVW;
-  std::memcpy(im.in.host_data(), xn, static_cast<size_t>(n * D) * sizeof(float));
-  auto* tokens = reinterpret_cast<uint32_t*>(im.tokens.host_data());
-  for (int64_t t = 0; t < n; ++t) {
-    tokens[2 * t] = batch[t].seq;
-    tokens[2 * t + 1] = batch[t].pos;
-  }
-  std::memcpy(im.cos_sin.host_data(), rope_cs, static_cast<size_t>(n * rp.n_rot) * sizeof(float));
+  Stage(batch, xn, rope_cs);
 
   gpu::MatMul& mm = *gpu_.matmul;
   gpu::AttentionOps& ops = *gpu_.ops;
-  const gpu::TokenSlots slots{&im.tokens, 0};
+  const gpu::TokenSlots slots{&tokens_, 0};
   Status recorded;
   auto keep = [&](Status s) {
     if (recorded.ok()) recorded = std::move(s);
@@ -226,11 +207,11 @@ Status GpuMlaAttention::Run(int il, std::span<const BatchToken> batch, const flo
                   int64_t head_dim, int64_t stride) {
     if (rp.n_rot == 0) return;
     keep(ops.Record(rec, gpu::RopeArgs{&x, at, n, n_heads, head_dim, stride, rp.n_rot,
-                                       rp.type == RopeType::kNeox, &im.cos_sin, 0}));
+                                       rp.type == RopeType::kNeox, &cos_sin_, 0}));
   };
   const gpu::KvElem kt = DeviceKvElem(shape_.kv_types.k);
   Status run = gpu_.Execute([&](gpu::CommandRecorder& rec) {
-    rec.Copy(im.in, 0, im.x, 0, static_cast<uint64_t>(n * D) * 4);
+    rec.Copy(in_, 0, im.x, 0, static_cast<uint64_t>(n * D) * 4);
     rec.Barrier();
     // The query (directly, or through the q LoRA and its norm) and the compressed KV.
     if (Q > 0) {
@@ -285,11 +266,11 @@ Status GpuMlaAttention::Run(int il, std::span<const BatchToken> batch, const flo
     rec.Barrier();
     product(rec, Ly.to, Ly.wo, im.attn, im.y, D, H * V);
     rec.Barrier();
-    rec.Copy(im.y, 0, im.out, 0, static_cast<uint64_t>(n * D) * 4);
+    rec.Copy(im.y, 0, out_, 0, static_cast<uint64_t>(n * D) * 4);
   });
   MT_RETURN_IF_ERROR(recorded.WithContext(fmt::format("device MLA attention, layer {}", il)));
   MT_RETURN_IF_ERROR(run.WithContext(fmt::format("device MLA attention, layer {}", il)));
-  std::memcpy(out, im.out.host_data(), static_cast<size_t>(n * D) * sizeof(float));
+  Unstage(n, out);
   return Status::Ok();
 }
 
