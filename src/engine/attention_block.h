@@ -16,6 +16,7 @@
 #include "engine/context.h"
 #include "engine/model.h"
 #include "engine/projection.h"
+#include "engine/recurrent_states.h"
 #include "engine/scratch.h"
 #include "kernels/attention.h"
 
@@ -188,13 +189,10 @@ class MlaAttention final : public AttentionBlock {
 // that grows with the positions. Tokens of a sequence run one after the other, as decode runs
 // them (so a prompt gives the bits its tokens give one at a time: batch invariance).
 //
-// Each sequence has three copies of its state per layer: the live one (the state after
-// live_pos_ tokens), the next one a Decode writes (it reads the live one for its first token,
-// then updates the next in place; EndDecode(true) makes it live, so a failed Decode leaves the
-// live state as it was), and a checkpoint: the state before the last token of a Decode that
-// evaluated two or more of the sequence's tokens (a prompt), so a request that repeats or
-// extends the prompt goes on from there. A sequence may resume only where a state was saved
-// (the live one, the checkpoint, or position 0); BeginDecode refuses any other position.
+// Each sequence has three copies of its state per layer (engine/recurrent_states.h: two live
+// ones that alternate and a checkpoint before a prompt's last token); a sequence may resume
+// only where a state was saved (the live one, the checkpoint, or position 0); BeginDecode
+// refuses any other position.
 class DeltaNetAttention final : public AttentionBlock {
  public:
   DeltaNetAttention(const Model& model, ThreadPool& pool, const AttentionShape& shape);
@@ -204,22 +202,23 @@ class DeltaNetAttention final : public AttentionBlock {
   Status AllocateKv(bool populate) override;
   Status Run(int il, std::span<const BatchToken> batch, const float* xn, const float* rope_cs,
              float* out) override;
-  uint32_t ReusablePrefix(uint32_t seq, uint32_t n) const override;
-  Status BeginDecode(std::span<const BatchToken> batch) override;
-  void EndDecode(bool committed) override;
+  uint32_t ReusablePrefix(uint32_t seq, uint32_t n) const override {
+    return states_.ReusablePrefix(seq, n);
+  }
+  Status BeginDecode(std::span<const BatchToken> batch) override {
+    return states_.BeginDecode(batch);
+  }
+  void EndDecode(bool committed) override { states_.EndDecode(committed); }
 
   // The state bytes of one sequence in one layer (one copy).
   static uint64_t StateBytes(const DeltaNetParts& d);
 
  private:
-  static constexpr uint32_t kNone = UINT32_MAX;
-  enum Copy { kLive0, kLive1, kCheckpoint };
-  enum class Source { kZero, kLive, kCheckpoint };
   // A sequence's state copy in layer il: the convolution's window (C, d_conv - 1), then the
   // heads' matrices (H_v, S_v, S_k).
   float* State(int il, uint32_t seq, int copy);
   // The copy a Decode writes, and the one its first token reads (null: zeros).
-  int NextCopy(uint32_t seq) const { return live_[seq] == kLive0 ? kLive1 : kLive0; }
+  int NextCopy(uint32_t seq) const { return states_.NextCopy(seq); }
   const float* SourceState(int il, uint32_t seq);
   // The batch's tokens grouped by sequence, in batch order (order_, seq_runs_).
   void GroupBySequence(std::span<const BatchToken> batch);
@@ -248,14 +247,7 @@ class DeltaNetAttention final : public AttentionBlock {
   std::vector<SeqRun> seq_runs_;  // (n_batch)
   QuantizedInput in_;
 
-  // Per sequence (n_seq).
-  std::vector<int> live_;                 // kLive0 or kLive1
-  std::vector<uint32_t> live_pos_;        // tokens the live state holds, kNone: none valid
-  std::vector<uint32_t> checkpoint_pos_;  // tokens the checkpoint holds, kNone: none
-  // The Decode in progress: its first and last position per sequence (kNone: not in it),
-  // where its first token reads from, and the checkpoint it takes (kNone: none).
-  std::vector<uint32_t> first_pos_, last_pos_, take_checkpoint_;
-  std::vector<Source> source_;
+  RecurrentStates states_;  // which copy each sequence reads and writes
   // (n_layer) per DeltaNet layer (n_seq, 3 copies, copy_floats_), empty for other layers
   std::vector<AlignedBuffer> state_;
 };

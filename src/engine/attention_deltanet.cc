@@ -58,16 +58,9 @@ DeltaNetAttention::DeltaNetAttention(const Model& model, ThreadPool& pool,
       H_(d_.n_v_heads),
       S_(d_.head_v_dim),
       conv_floats_(C_ * (d_.conv_kernel - 1)),
-      copy_floats_(conv_floats_ + H_ * S_ * d_.head_k_dim) {
+      copy_floats_(conv_floats_ + H_ * S_ * d_.head_k_dim),
+      states_(shape.n_seq) {
   MT_CHECK(d_.head_k_dim == d_.head_v_dim && H_ % d_.n_k_heads == 0);
-  const size_t n_seq = shape_.n_seq;
-  live_.assign(n_seq, kLive0);
-  live_pos_.assign(n_seq, kNone);
-  checkpoint_pos_.assign(n_seq, kNone);
-  first_pos_.assign(n_seq, kNone);
-  last_pos_.assign(n_seq, kNone);
-  take_checkpoint_.assign(n_seq, kNone);
-  source_.assign(n_seq, Source::kZero);
 }
 
 void DeltaNetAttention::SizeScratch(ScratchSizer& sizer) {
@@ -111,74 +104,8 @@ float* DeltaNetAttention::State(int il, uint32_t seq, int copy) {
 }
 
 const float* DeltaNetAttention::SourceState(int il, uint32_t seq) {
-  switch (source_[seq]) {
-    case Source::kZero:
-      return nullptr;
-    case Source::kLive:
-      return State(il, seq, live_[seq]);
-    case Source::kCheckpoint:
-      return State(il, seq, kCheckpoint);
-  }
-  return nullptr;
-}
-
-uint32_t DeltaNetAttention::ReusablePrefix(uint32_t seq, uint32_t n) const {
-  uint32_t best = 0;
-  for (uint32_t saved : {live_pos_[seq], checkpoint_pos_[seq]}) {
-    if (saved != kNone && saved <= n) best = std::max(best, saved);
-  }
-  return best;
-}
-
-Status DeltaNetAttention::BeginDecode(std::span<const BatchToken> batch) {
-  std::fill(first_pos_.begin(), first_pos_.end(), kNone);
-  for (const BatchToken& b : batch) {
-    if (first_pos_[b.seq] == kNone) {
-      first_pos_[b.seq] = b.pos;
-    } else if (b.pos != last_pos_[b.seq] + 1) {
-      const uint32_t last = last_pos_[b.seq];
-      std::fill(first_pos_.begin(), first_pos_.end(), kNone);
-      return InvalidArgument(
-          "sequence {}: position {} follows {} in the batch; a model with recurrent layers takes "
-          "a sequence's tokens in order",
-          b.seq, b.pos, last);
-    }
-    last_pos_[b.seq] = b.pos;
-  }
-  for (uint32_t s = 0; s < shape_.n_seq; ++s) {
-    const uint32_t p = first_pos_[s];
-    if (p == kNone || p == 0 || live_pos_[s] == p || checkpoint_pos_[s] == p) continue;
-    std::fill(first_pos_.begin(), first_pos_.end(), kNone);
-    return InvalidArgument(
-        "sequence {} cannot go on at position {}: its recurrent state is saved only at {}{} "
-        "(evaluate from there, or from 0)",
-        s, p, live_pos_[s] == kNone ? std::string("none") : std::to_string(live_pos_[s]),
-        checkpoint_pos_[s] == kNone ? "" : fmt::format(" and {}", checkpoint_pos_[s]));
-  }
-  for (uint32_t s = 0; s < shape_.n_seq; ++s) {
-    const uint32_t p = first_pos_[s];
-    if (p == kNone) continue;
-    source_[s] = p == 0 ? Source::kZero : live_pos_[s] == p ? Source::kLive : Source::kCheckpoint;
-    // States past p hold tokens the sequence no longer has (it was truncated at p).
-    if (live_pos_[s] != kNone && live_pos_[s] > p) live_pos_[s] = kNone;
-    if (checkpoint_pos_[s] != kNone && checkpoint_pos_[s] > p) checkpoint_pos_[s] = kNone;
-    take_checkpoint_[s] = last_pos_[s] > p ? last_pos_[s] : kNone;
-  }
-  return Status::Ok();
-}
-
-void DeltaNetAttention::EndDecode(bool committed) {
-  for (uint32_t s = 0; s < shape_.n_seq; ++s) {
-    if (first_pos_[s] == kNone) continue;
-    if (committed) {
-      live_[s] = NextCopy(s);
-      live_pos_[s] = last_pos_[s] + 1;
-      if (take_checkpoint_[s] != kNone) checkpoint_pos_[s] = take_checkpoint_[s];
-    } else if (take_checkpoint_[s] != kNone) {
-      checkpoint_pos_[s] = kNone;  // some layers may have written it
-    }
-    first_pos_[s] = kNone;
-  }
+  const int copy = states_.SourceCopy(seq);
+  return copy < 0 ? nullptr : State(il, seq, copy);
 }
 
 void DeltaNetAttention::GroupBySequence(std::span<const BatchToken> batch) {
@@ -249,10 +176,10 @@ void DeltaNetAttention::Convolve(int il, std::span<const BatchToken> batch) {
       const uint32_t s = run.seq;
       const int64_t c0 = item % chunks * kConvChannelsPerItem;
       const int64_t c1 = std::min(C_, c0 + kConvChannelsPerItem);
-      const bool first = batch[order_[run.begin]].pos == first_pos_[s];
+      const bool first = states_.IsFirst(s, batch[order_[run.begin]].pos);
       const float* from = first ? SourceState(il, s) : State(il, s, NextCopy(s));
       float* next = State(il, s, NextCopy(s));
-      float* checkpoint = State(il, s, kCheckpoint);
+      float* checkpoint = State(il, s, RecurrentStates::kCheckpoint);
       for (int64_t c = c0; c < c1; ++c) {
         const float* wc = L.ssm_conv1d.data() + c * (w + 1);
         for (int i = 0; i < w; ++i) window[i] = from ? from[c * w + i] : 0.0f;
@@ -265,7 +192,7 @@ void DeltaNetAttention::Convolve(int il, std::span<const BatchToken> batch) {
           for (int i = 0; i + 1 < w; ++i) window[i] = window[i + 1];
           if (w > 0) window[w - 1] = x;
           x = Silu(sum);
-          if (batch[t].pos + 1 == take_checkpoint_[s]) {
+          if (states_.CheckpointAfter(s, batch[t].pos)) {
             std::memcpy(checkpoint + c * w, window, sizeof(float) * w);
           }
         }
@@ -301,11 +228,11 @@ void DeltaNetAttention::DeltaRule(int il, std::span<const BatchToken> batch) {
       const int64_t kh = d_.key_heads == KeyHeadOrder::kGrouped ? h / per_k : h % d_.n_k_heads;
       const float* source = SourceState(il, s);
       float* next = State(il, s, NextCopy(s)) + conv_floats_ + h * SS;
-      float* checkpoint = State(il, s, kCheckpoint) + conv_floats_ + h * SS;
+      float* checkpoint = State(il, s, RecurrentStates::kCheckpoint) + conv_floats_ + h * SS;
       for (int r = run.begin; r < run.end; ++r) {
         const int t = order_[r];
         const float* row = qkv_.data() + t * C_;
-        const bool first = batch[t].pos == first_pos_[s];
+        const bool first = states_.IsFirst(s, batch[t].pos);
         DeltaRuleArgs a;
         a.state_in = !first ? next : source ? source + conv_floats_ + h * SS : nullptr;
         a.state_out = next;
@@ -319,7 +246,7 @@ void DeltaNetAttention::DeltaRule(int il, std::span<const BatchToken> batch) {
         a.dim_v = static_cast<int>(S);
         a.out = o_.data() + t * V_ + h * S;
         DeltaRuleStep(a);
-        if (batch[t].pos + 1 == take_checkpoint_[s]) {
+        if (states_.CheckpointAfter(s, batch[t].pos)) {
           std::memcpy(checkpoint, next, sizeof(float) * SS);
         }
         float* o = a.out;
