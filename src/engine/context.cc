@@ -68,6 +68,8 @@ struct Context::Impl {
   GpuMlaAttention* gpu_mla = nullptr;        // attention[kMla] when it runs on the device
   MoeStep moe;                               // routed (and shared) experts
   std::optional<SwiGluFfn> dense;            // dense FFN layers
+  // attention[kDeltaNet] when it runs on the device
+  GpuDeltaNetAttention* gpu_deltanet = nullptr;
 
   // Activations, one row per token of the batch.
   std::vector<float> x;             // (n_batch, n_embd) residual stream
@@ -215,7 +217,8 @@ Context::DeviceParts Context::device_parts() const {
   if (!im.device) return d;
   d.name = im.device->name();
   d.attention_layers = (im.gpu_attention != nullptr ? im.gpu_attention->n_layers() : 0) +
-                       (im.gpu_mla != nullptr ? im.gpu_mla->n_layers() : 0);
+                       (im.gpu_mla != nullptr ? im.gpu_mla->n_layers() : 0) +
+                       (im.gpu_deltanet != nullptr ? im.gpu_deltanet->n_layers() : 0);
   d.output_head = im.head != nullptr;
   d.swiglu_layers = im.swiglu ? im.swiglu->n_layers() : 0;
   return d;
@@ -297,6 +300,23 @@ Result<std::string> Context::Impl::PlaceOnDevice(const ContextOptions& o,
       block = std::move(mla);
     }
   }
+  if (std::unique_ptr<AttentionBlock>& block =
+          attention[static_cast<int>(AttentionKind::kDeltaNet)]) {
+    const AttentionShape shape{n_ctx, n_seq, n_batch, kv_types};
+    Result<std::unique_ptr<GpuDeltaNetAttention>> made =
+        GpuDeltaNetAttention::Create(model, *device, shape);
+    if (!made.ok() && made.status().code() == StatusCode::kUnimplemented) {
+      on_cpu = fmt::format("DeltaNet layers ({}), {}", made.status().message(), on_cpu);
+    } else {
+      std::unique_ptr<GpuDeltaNetAttention> dn = MT_TRY(std::move(made));
+      used += dn->weight_bytes() + dn->cache_bytes() + dn->scratch_bytes();
+      held.push_back(fmt::format("the DeltaNet attention of {} layers ({}, states {}, rows {})",
+                                 dn->n_layers(), HumanBytes(dn->weight_bytes()),
+                                 HumanBytes(dn->cache_bytes()), HumanBytes(dn->scratch_bytes())));
+      gpu_deltanet = dn.get();
+      block = std::move(dn);
+    }
+  }
   if (Result<std::unique_ptr<GpuOutputHead>> h = GpuOutputHead::Create(model, *device, n_batch);
       h.ok()) {
     head = std::move(h.value());
@@ -321,7 +341,6 @@ Result<std::string> Context::Impl::PlaceOnDevice(const ContextOptions& o,
                                HumanBytes(swiglu->scratch_bytes())));
     moe.AttachGpuBlocks(swiglu.get());
   }
-  if (attention[static_cast<int>(AttentionKind::kDeltaNet)]) on_cpu = "DeltaNet layers, " + on_cpu;
   const uint64_t memory = device->device->info().device_local_bytes;
   if (used > memory) {
     return Status(StatusCode::kResourceExhausted,

@@ -113,7 +113,7 @@ class Context {
   // What else runs on a device (--device), for reports; an empty name when nothing does.
   struct DeviceParts {
     std::string name;
-    int attention_layers = 0;  // GQA and MLA layers whose attention runs there
+    int attention_layers = 0;  // GQA, MLA and DeltaNet layers whose attention runs there
     bool output_head = false;
     int swiglu_layers = 0;  // layers whose shared experts or dense FFN run there
   };

@@ -1,5 +1,6 @@
-// Attention on the device (--device vulkan, issue 42): GQA (GpuGqaAttention) and DeepSeek's
-// MLA (GpuMlaAttention, engine/gpu_attention_mla.cc).
+// Attention on the device (--device vulkan, issue 42): GQA (GpuGqaAttention), DeepSeek's
+// MLA (GpuMlaAttention, engine/gpu_attention_mla.cc) and gated DeltaNet
+// (GpuDeltaNetAttention, engine/gpu_attention_deltanet.cc).
 //
 // Grouped-query attention: the block of
 // engine/attention_block.h with its weights and KV cache in device memory. Per layer the
@@ -21,6 +22,7 @@
 
 #include "engine/attention_block.h"
 #include "engine/gpu_backend.h"
+#include "engine/recurrent_states.h"
 
 namespace mt {
 
@@ -115,6 +117,47 @@ class GpuMlaAttention final : public GpuAttentionBlock {
   GpuMlaAttention(const Model& model, GpuBackend& gpu, const AttentionShape& shape);
 
   std::unique_ptr<Impl> impl_;
+};
+
+// Gated DeltaNet on the device (DeltaNetAttention's math, engine/attention_deltanet.cc): the
+// weights of every DeltaNet layer and the recurrent states in device memory, per layer
+// (n_seq, 3 copies, [conv window (C, d_conv - 1) | heads (H_v, S, S)]) in f32, the copies
+// chosen as the CPU's (engine/recurrent_states.h: the live one, the next, a checkpoint before
+// a prompt's last token). Per layer the normed input goes up once and the output comes back
+// once; one submission runs the qkv, gate and b/a products, the causal convolution with SiLU,
+// the delta rule of each sequence's tokens in order per value head (gates, l2 norms, the
+// gated output norm; gpu/deltanet_ops.h) and the output product. Agrees with
+// DeltaNetAttention within rounding; for a given device, a token's result does not depend on
+// the batch around it.
+class GpuDeltaNetAttention final : public GpuAttentionBlock {
+ public:
+  // Why the model's DeltaNet layers cannot run on the device (a weight type without a shader,
+  // heads or a convolution wider than the shaders take), or "" when they can.
+  static std::string Unsupported(const Model& model);
+
+  // Uploads the DeltaNet layers' weights (kUnimplemented where Unsupported says so, or for a
+  // layer's states larger than the device binds at once).
+  static Result<std::unique_ptr<GpuDeltaNetAttention>> Create(const Model& model, GpuBackend& gpu,
+                                                              const AttentionShape& shape);
+  ~GpuDeltaNetAttention() override;
+
+  Status AllocateKv(bool populate) override;
+  Status Run(int il, std::span<const BatchToken> batch, const float* xn, const float* rope_cs,
+             float* out) override;
+  uint32_t ReusablePrefix(uint32_t seq, uint32_t n) const override {
+    return states_.ReusablePrefix(seq, n);
+  }
+  Status BeginDecode(std::span<const BatchToken> batch) override {
+    return states_.BeginDecode(batch);
+  }
+  void EndDecode(bool committed) override { states_.EndDecode(committed); }
+
+ private:
+  struct Impl;
+  GpuDeltaNetAttention(const Model& model, GpuBackend& gpu, const AttentionShape& shape);
+
+  std::unique_ptr<Impl> impl_;
+  RecurrentStates states_;  // which copy each sequence reads and writes
 };
 
 }  // namespace mt
