@@ -323,7 +323,9 @@ int Run(const BenchFlags& f) {
   }
   Result<KvTypes> kv_types = ResolveKvTypes(f.kv_type);
   if (!kv_types.ok()) return ReportError(kv_types.status());
-  Result<std::unique_ptr<Model>> model = Model::Load(f.model, LoadOptions{});
+  Result<LoadOptions> load = LoadOptionsOf(f.storage, *kv_types);
+  if (!load.ok()) return ReportError(load.status());
+  Result<std::unique_ptr<Model>> model = Model::Load(f.model, *load);
   if (!model.ok()) return ReportError(model.status());
   const Model& m = *model.value();
 

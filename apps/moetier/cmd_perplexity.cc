@@ -130,7 +130,11 @@ int Run(const PerplexityFlags& f) {
   if (!f.kl_divergence && f.text_file.empty()) {
     return ReportError(InvalidArgument("perplexity needs the text to score: -f FILE"));
   }
-  Result<std::unique_ptr<Model>> model = Model::Load(f.model, LoadOptions{});
+  Result<KvTypes> kv_types = ResolveKvTypes(f.kv_type);
+  if (!kv_types.ok()) return ReportError(kv_types.status());
+  Result<LoadOptions> load = LoadOptionsOf(f.storage, *kv_types);
+  if (!load.ok()) return ReportError(load.status());
+  Result<std::unique_ptr<Model>> model = Model::Load(f.model, *load);
   if (!model.ok()) return ReportError(model.status());
   const Tokenizer* tok = (*model)->tokenizer();
   if (tok == nullptr) return ReportError(NotFound("{}: the model has no tokenizer", f.model));

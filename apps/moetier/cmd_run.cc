@@ -503,7 +503,11 @@ int Complete(const RunFlags& f, Context& ctx, Sampler& sampler, const RunInputs&
 int Run(const RunFlags& f) {
   Result<RunInputs> in = ReadInputs(f);
   if (!in.ok()) return ReportError(in.status());
-  Result<std::unique_ptr<Model>> model = Model::Load(f.model, LoadOptions{});
+  Result<KvTypes> kv_types = ResolveKvTypes(f.kv_type);
+  if (!kv_types.ok()) return ReportError(kv_types.status());
+  Result<LoadOptions> load = LoadOptionsOf(f.storage, *kv_types);
+  if (!load.ok()) return ReportError(load.status());
+  Result<std::unique_ptr<Model>> model = Model::Load(f.model, *load);
   if (!model.ok()) return ReportError(model.status());
   const Model& m = *model.value();
   const Tokenizer& tok = *m.tokenizer();

@@ -93,7 +93,9 @@ int Serve(const ServeFlags& f) {
     if (!k.ok()) return ReportError(k.status().WithContext("--chat-template-kwargs"));
     kwargs = k.value();
   }
-  Result<std::unique_ptr<Model>> model = Model::Load(f.model, LoadOptions{});
+  Result<LoadOptions> load = LoadOptionsOf(f.storage, kv_types.value());
+  if (!load.ok()) return ReportError(load.status());
+  Result<std::unique_ptr<Model>> model = Model::Load(f.model, *load);
   if (!model.ok()) return ReportError(model.status());
   const Model& m = *model.value();
   ContextOptions copt;

@@ -5,6 +5,7 @@
 
 #include "base/file_io.h"
 #include "base/units.h"
+#include "engine/device_matrices.h"
 
 namespace mt::cli {
 
@@ -83,6 +84,13 @@ Status ResolveStorageFlags(const StorageFlags& f, ContextOptions* copt) {
     if (copt->gpu.device < 0) copt->gpu.device = 0;
   }
   return Status::Ok();
+}
+
+Result<LoadOptions> LoadOptionsOf(const StorageFlags& flags, KvTypes kv_types) {
+  ContextOptions o;
+  o.kv_types = kv_types;
+  MT_RETURN_IF_ERROR(ResolveStorageFlags(flags, &o));
+  return LoadOptionsFor(o);
 }
 
 Status SaveRoutingStats(const StorageFlags& f, Context& ctx) {
@@ -189,6 +197,7 @@ Status ReportTierStats(const StorageFlags& f, Context& ctx, double wall_seconds,
                  {"budget_source", p.budget_source},
                  {"reserve", p.reserve},
                  {"dense", p.dense},
+                 {"dense_on_device", p.dense_on_device},
                  {"kv_cache", p.kv_cache},
                  {"scratch", p.scratch},
                  {"experts_total", p.experts_total},

@@ -8,6 +8,7 @@
 
 #include "base/status.h"
 #include "engine/context.h"
+#include "engine/model.h"
 
 namespace mt::cli {
 
@@ -35,6 +36,10 @@ void AddStorageFlags(CLI::App& sub, StorageFlags* flags);
 // Checks the flag values and fills `out` (and the routing statistics file to load).
 // Errors name the flag.
 Status ResolveStorageFlags(const StorageFlags& flags, ContextOptions* out);
+
+// How to load the model for these flags: with --device, the dense matrices the device will
+// hold get no host copy (LoadOptionsFor).
+Result<LoadOptions> LoadOptionsOf(const StorageFlags& flags, KvTypes kv_types);
 
 // Saves the live routing statistics to --routing-stats FILE, if given.
 Status SaveRoutingStats(const StorageFlags& flags, Context& ctx);

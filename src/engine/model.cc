@@ -1,5 +1,6 @@
 #include "engine/model.h"
 
+#include <algorithm>
 #include <cstring>
 
 #include "model/expert_layout_gguf.h"
@@ -139,7 +140,9 @@ Result<std::unique_ptr<Model>> Model::Load(const std::string& path, const LoadOp
       }
     }
   }
-  if (Status s = m->CopyDenseWeights(); !s.ok()) return fail(s);
+  std::vector<const WeightMatrix*> left;
+  if (options.left_to_device) left = options.left_to_device(*m);
+  if (Status s = m->CopyDenseWeights(left); !s.ok()) return fail(s);
   return m;
 }
 
@@ -342,11 +345,21 @@ Status Model::SplitKvB(int il, const GgufTensor& kv_b) {
 // Moves every dense matrix out of the mapping into its own buffer (vectors are already
 // copies), in the layout the kernels read fastest where they prefer another (the numbers do
 // not change). The token embedding keeps its rows (looked up by row); a tied head shares
-// them.
-Status Model::CopyDenseWeights() {
+// them. The matrices left to a device stay where they are, in rows, unless SplitKvB made them
+// (its buffers are freed here).
+Status Model::CopyDenseWeights(const std::vector<const WeightMatrix*>& left_to_device) {
+  auto in_split = [&](const WeightMatrix& w) {
+    return std::any_of(split_.begin(), split_.end(),
+                       [&](const AlignedBuffer& b) { return b.data() == w.data; });
+  };
   auto copy = [&](WeightMatrix& w) -> Status {
     if (w.data == nullptr) return Status::Ok();
     const uint64_t bytes = w.row_bytes * static_cast<uint64_t>(w.rows);
+    if (&w != &token_embd_ && !in_split(w) &&
+        std::find(left_to_device.begin(), left_to_device.end(), &w) != left_to_device.end()) {
+      left_to_device_bytes_ += bytes;
+      return Status::Ok();
+    }
     Result<AlignedBuffer> buf = AlignedBuffer::Allocate(bytes);
     if (!buf.ok()) return buf.status().WithContext("dense weights");
     if (&w == &token_embd_) {

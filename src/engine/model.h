@@ -3,6 +3,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <string>
 #include <vector>
@@ -76,8 +77,16 @@ struct LayerWeights {
   std::vector<const std::vector<float>*> vectors() const;
 };
 
+class Model;
+
 struct LoadOptions {
   bool require_tokenizer = true;  // refuse a file without tokenizer.ggml.* keys
+  // The dense matrices a device will compute with (--device: DeviceOwnedMatrices in
+  // engine/device_matrices.h). They stay in the file's mapping, for the device to upload
+  // from, instead of being copied into RAM the host would never read again. Should the CPU
+  // compute with one after all (a part the device refuses), it reads the mapping: the same
+  // numbers, through the page cache. Unset: every dense matrix is copied.
+  std::function<std::vector<const WeightMatrix*>(const Model&)> left_to_device;
 };
 
 // Routed experts are not part of the Model's weights: they are reached through an
@@ -110,13 +119,15 @@ class Model {
   const ExpertLayout& expert_layout() const { return *expert_layout_; }
   // Bytes of the resident dense weights (everything but routed experts).
   uint64_t dense_bytes() const { return dense_bytes_; }
+  // Bytes of the dense matrices left in the mapping for a device (LoadOptions::left_to_device).
+  uint64_t left_to_device_bytes() const { return left_to_device_bytes_; }
 
  private:
   Model(std::string path, GgufModel gguf);
   Status BindTensors();
   // Legacy MLA files: attn_kv_b split into k_b (transposed, f32) and v_b.
   Status SplitKvB(int il, const GgufTensor& kv_b);
-  Status CopyDenseWeights();
+  Status CopyDenseWeights(const std::vector<const WeightMatrix*>& left_to_device);
 
   std::string path_;
   GgufModel gguf_;
@@ -131,6 +142,7 @@ class Model {
   std::vector<AlignedBuffer> dense_copies_;  // owned bytes of the dense matrices
   std::vector<AlignedBuffer> split_;         // SplitKvB's matrices until they are copied
   uint64_t dense_bytes_ = 0;
+  uint64_t left_to_device_bytes_ = 0;
 };
 
 }  // namespace mt

@@ -78,10 +78,13 @@ Status ParseExpertCache(const std::string& s, StorageOptions* options) {
 
 std::string StoragePlan::ToString() const {
   return fmt::format(
-             "memory plan: budget {} ({}), reserve {}, dense weights {}, KV cache {}{}, scratch "
+             "memory plan: budget {} ({}), reserve {}, dense weights {}{}, KV cache {}{}, scratch "
              "{}, "
              "experts {} in {} mode{}",
              HumanBytes(budget), budget_source, HumanBytes(reserve), HumanBytes(dense),
+             dense_on_device == 0
+                 ? std::string()
+                 : fmt::format(" (and {} on the device only)", HumanBytes(dense_on_device)),
              HumanBytes(kv_cache), kv_layout.empty() ? "" : " (" + kv_layout + ")",
              HumanBytes(scratch), HumanBytes(experts_total), MoeStorageName(mode),
              mode == MoeStorage::kStream ? fmt::format(" (cache {}, {} experts)",
@@ -129,6 +132,7 @@ Result<StoragePlan> PlanStorage(const Model& model, uint64_t kv_bytes, uint64_t 
     p.reserve = std::max<uint64_t>(uint64_t{256} << 20, p.budget / 20);
   }
   p.dense = model.dense_bytes();
+  p.dense_on_device = model.left_to_device_bytes();
   p.kv_cache = kv_bytes;
   p.scratch = scratch_bytes;
   p.experts_total = model.expert_layout().total_bytes();

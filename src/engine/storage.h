@@ -77,6 +77,7 @@ struct StoragePlan {
   std::string budget_source;            // "--mem-budget", "cgroup limit (file)", "MemAvailable"
   uint64_t reserve = 0;                 // kept free for the allocator, stacks, libraries
   uint64_t dense = 0;                   // resident dense weights
+  uint64_t dense_on_device = 0;         // dense matrices only the device holds (no host copy)
   uint64_t kv_cache = 0;
   // What the KV cache holds when it is not per-head K and V (MLA: the latent rows), else "".
   std::string kv_layout;

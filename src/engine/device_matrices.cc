@@ -1,0 +1,71 @@
+#include "engine/device_matrices.h"
+
+#include "engine/gpu_attention.h"
+#include "gpu/device.h"
+#include "gpu/matmul.h"
+
+namespace mt {
+
+namespace {
+
+bool DeviceThere(int index) {
+  if (!gpu::HaveVulkan()) return false;
+  Result<std::vector<gpu::DeviceInfo>> devices = gpu::ListDevices();
+  return devices.ok() && index < static_cast<int>(devices->size());
+}
+
+bool AllOnDevice(const std::vector<const WeightMatrix*>& matrices) {
+  for (const WeightMatrix* w : matrices) {
+    if (w->data != nullptr && !gpu::GpuCanMatMul(w->type)) return false;
+  }
+  return true;
+}
+
+void AddPresent(std::vector<const WeightMatrix*>& to,
+                std::initializer_list<const WeightMatrix*> m) {
+  for (const WeightMatrix* w : m) {
+    if (w->data != nullptr) to.push_back(w);
+  }
+}
+
+}  // namespace
+
+std::vector<const WeightMatrix*> DeviceOwnedMatrices(const Model& model,
+                                                     const ContextOptions& options) {
+  std::vector<const WeightMatrix*> owned;
+  if (!options.gpu.wanted() || !DeviceThere(std::max(options.gpu.device, 0))) return owned;
+  const HParams& hp = model.hparams();
+  const bool gqa = GpuGqaAttention::Unsupported(model, options.kv_types).empty();
+  const bool mla = GpuMlaAttention::Unsupported(model, options.kv_types).empty();
+  std::vector<const WeightMatrix*> swiglu;
+  for (uint32_t il = 0; il < hp.n_layer; ++il) {
+    const LayerWeights& L = model.layer(static_cast<int>(il));
+    const LayerParts& parts = model.parts().layers[il];
+    if (parts.attention.kind == AttentionKind::kGqa && gqa) {
+      AddPresent(owned, {&L.wq, &L.wk, &L.wv, &L.wo});
+    } else if (parts.attention.kind == AttentionKind::kMla && mla) {
+      AddPresent(owned, {&L.wq, &L.wq_a, &L.wq_b, &L.wkv_a, &L.wk_b, &L.wv_b, &L.wo});
+    }
+    if (parts.ffn.kind == FfnKind::kDense) {
+      AddPresent(swiglu, {&L.ffn_gate, &L.ffn_up, &L.ffn_down});
+    } else if (parts.ffn.n_ff_shared > 0) {
+      AddPresent(swiglu, {&L.shexp_gate, &L.shexp_up, &L.shexp_down});
+    }
+  }
+  // GpuSwiGluBlocks takes all of them or none.
+  if (AllOnDevice(swiglu)) owned.insert(owned.end(), swiglu.begin(), swiglu.end());
+  // A head tied to the embedding shares the rows the CPU looks tokens up in.
+  if (model.output().data != model.token_embd().data && AllOnDevice({&model.output()})) {
+    owned.push_back(&model.output());
+  }
+  return owned;
+}
+
+LoadOptions LoadOptionsFor(const ContextOptions& options, LoadOptions base) {
+  base.left_to_device = [options](const Model& model) {
+    return DeviceOwnedMatrices(model, options);
+  };
+  return base;
+}
+
+}  // namespace mt
