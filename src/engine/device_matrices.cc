@@ -37,6 +37,7 @@ std::vector<const WeightMatrix*> DeviceOwnedMatrices(const Model& model,
   const HParams& hp = model.hparams();
   const bool gqa = GpuGqaAttention::Unsupported(model, options.kv_types).empty();
   const bool mla = GpuMlaAttention::Unsupported(model, options.kv_types).empty();
+  const bool deltanet = GpuDeltaNetAttention::Unsupported(model).empty();
   std::vector<const WeightMatrix*> swiglu;
   for (uint32_t il = 0; il < hp.n_layer; ++il) {
     const LayerWeights& L = model.layer(static_cast<int>(il));
@@ -45,6 +46,8 @@ std::vector<const WeightMatrix*> DeviceOwnedMatrices(const Model& model,
       AddPresent(owned, {&L.wq, &L.wk, &L.wv, &L.wo});
     } else if (parts.attention.kind == AttentionKind::kMla && mla) {
       AddPresent(owned, {&L.wq, &L.wq_a, &L.wq_b, &L.wkv_a, &L.wk_b, &L.wv_b, &L.wo});
+    } else if (parts.attention.kind == AttentionKind::kDeltaNet && deltanet) {
+      AddPresent(owned, {&L.wqkv, &L.wqkv_gate, &L.ssm_ba, &L.ssm_beta, &L.ssm_alpha, &L.ssm_out});
     }
     if (parts.ffn.kind == FfnKind::kDense) {
       AddPresent(swiglu, {&L.ffn_gate, &L.ffn_up, &L.ffn_down});

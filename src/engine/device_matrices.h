@@ -10,9 +10,10 @@
 namespace mt {
 
 // The dense matrices the device's parts upload for a Context with `options`: the attention
-// of the layers GpuGqaAttention and GpuMlaAttention take, the output head and the SwiGLU
-// blocks (shared experts, dense FFNs), each where its own check passes. Empty without
-// --device or without that device. A part refused later (its KV cache past one binding) runs
+// of the layers GpuGqaAttention, GpuMlaAttention and GpuDeltaNetAttention take (DeltaNet's
+// qkv, gate, b/a and output projections), the output head and the SwiGLU blocks (shared
+// experts, dense FFNs), each where its own check passes. Empty without --device or without
+// that device. A part refused later (its KV cache or recurrent states past one binding) runs
 // on the CPU from the mapping.
 std::vector<const WeightMatrix*> DeviceOwnedMatrices(const Model& model,
                                                      const ContextOptions& options);

@@ -131,9 +131,12 @@ class GpuMlaAttention final : public GpuAttentionBlock {
 // the batch around it.
 class GpuDeltaNetAttention final : public GpuAttentionBlock {
  public:
-  // Uploads the DeltaNet layers' weights; kUnimplemented, in one line, where they cannot run on
-  // the device (a weight type without a shader, heads or a convolution wider than the shaders
-  // take, a layer's states larger than the device binds at once).
+  // Why the model's DeltaNet layers cannot run on the device (a weight type without a shader,
+  // heads or a convolution wider than the shaders take), or "" when they can.
+  static std::string Unsupported(const Model& model);
+
+  // Uploads the DeltaNet layers' weights (kUnimplemented where Unsupported says so, or for a
+  // layer's states larger than the device binds at once).
   static Result<std::unique_ptr<GpuDeltaNetAttention>> Create(const Model& model, GpuBackend& gpu,
                                                               const AttentionShape& shape);
   ~GpuDeltaNetAttention() override;
@@ -152,8 +155,6 @@ class GpuDeltaNetAttention final : public GpuAttentionBlock {
  private:
   struct Impl;
   GpuDeltaNetAttention(const Model& model, GpuBackend& gpu, const AttentionShape& shape);
-  // Why the model's DeltaNet layers cannot run on the device, or "" when they can.
-  static std::string Unsupported(const Model& model);
 
   std::unique_ptr<Impl> impl_;
   RecurrentStates states_;  // which copy each sequence reads and writes
