@@ -60,6 +60,15 @@ Status GpuAttentionBlock::CreateStaging() {
   return Status::Ok();
 }
 
+Status GpuAttentionBlock::CheckCacheBinding(const gpu::Device& device, uint64_t bytes,
+                                            std::string_view what) {
+  if (bytes <= device.max_storage_range()) return Status::Ok();
+  return Unimplemented(
+      "a layer's {} of {} is more than the device binds at once ({}): use a shorter -c or fewer "
+      "sequences",
+      what, HumanBytes(bytes), HumanBytes(device.max_storage_range()));
+}
+
 void GpuAttentionBlock::Stage(std::span<const BatchToken> batch, const float* xn,
                               const float* rope_cs) {
   const size_t n = batch.size();
@@ -92,11 +101,9 @@ std::string GpuGqaAttention::Unsupported(const Model& model, KvTypes kv_types) {
       return "the attention's output gate is not on the device yet";
     }
     const LayerWeights& L = model.layer(static_cast<int>(il));
-    for (const WeightMatrix* w : {&L.wq, &L.wk, &L.wv, &L.wo}) {
-      if (!gpu::GpuCanMatMul(w->type)) {
-        return fmt::format("layer {}'s attention is {}, which the device cannot compute with", il,
-                           TypeName(w->type));
-      }
+    const GgmlType types[] = {L.wq.type, L.wk.type, L.wv.type, L.wo.type};
+    if (std::string why = NoShaderFor(types, static_cast<int>(il), "attention is"); !why.empty()) {
+      return why;
     }
   }
   return "";
@@ -115,17 +122,11 @@ Result<std::unique_ptr<GpuGqaAttention>> GpuGqaAttention::Create(const Model& mo
   }
   const HParams& hp = model.hparams();
   gpu::Device& dev = *gpu.device;
-  // A layer's K (or V) cache is one binding: past the device's largest, the shaders would
-  // not reach the last sequences.
+  // A layer's K (or V) cache is one binding.
   const uint64_t cache = uint64_t{shape.n_seq} * shape.n_ctx *
                          std::max(KvBytes(shape.kv_types.k, hp.n_embd_k_gqa()),
                                   KvBytes(shape.kv_types.v, hp.n_embd_v_gqa()));
-  if (cache > dev.max_storage_range()) {
-    return Unimplemented(
-        "a layer's KV cache of {} is more than the device binds at once ({}): use a shorter -c "
-        "or fewer sequences",
-        HumanBytes(cache), HumanBytes(dev.max_storage_range()));
-  }
+  MT_RETURN_IF_ERROR(CheckCacheBinding(dev, cache, "KV cache"));
   std::unique_ptr<GpuGqaAttention> block(new GpuGqaAttention(model, gpu, shape));
   Impl& im = *block->impl_;
   im.layers.resize(hp.n_layer);

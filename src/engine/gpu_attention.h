@@ -18,6 +18,7 @@
 #include <memory>
 #include <span>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "engine/attention_block.h"
@@ -43,6 +44,9 @@ class GpuAttentionBlock : public AttentionBlock {
  protected:
   GpuAttentionBlock(const Model& model, GpuBackend& gpu, const AttentionShape& shape)
       : model_(model), hp_(model.hparams()), gpu_(gpu), shape_(shape) {}
+  // kUnimplemented when a layer's cache of `bytes` (`what`: "KV cache", "latent cache") is
+  // more than the device binds at once: the shaders would not reach the last sequences.
+  static Status CheckCacheBinding(const gpu::Device& device, uint64_t bytes, std::string_view what);
   // The staging buffers, for batches of shape_.n_batch (counted in scratch_bytes_).
   Status CreateStaging();
   // A run's inputs into the staging buffers: xn (n, n_embd), rope_cs (n, n_rot).
@@ -67,10 +71,12 @@ class GpuAttentionBlock : public AttentionBlock {
 class GpuGqaAttention final : public GpuAttentionBlock {
  public:
   // Why the model's GQA layers cannot run on the device (a weight type without a shader, a
-  // q8_0 cache, an output gate), or "" when they can.
+  // q8_0 cache, an output gate, head dims the shaders do not take), or "" when they can
+  // (engine/device_matrices.cc asks before the model loads; Create refuses with it).
   static std::string Unsupported(const Model& model, KvTypes kv_types);
 
-  // Uploads the GQA layers' weights (kUnimplemented where Unsupported says so).
+  // Uploads the GQA layers' weights; kUnimplemented, in one line, where Unsupported says so or
+  // a layer's cache is larger than the device binds at once.
   static Result<std::unique_ptr<GpuGqaAttention>> Create(const Model& model, GpuBackend& gpu,
                                                          const AttentionShape& shape);
   ~GpuGqaAttention() override;
@@ -99,11 +105,11 @@ class GpuGqaAttention final : public GpuAttentionBlock {
 class GpuMlaAttention final : public GpuAttentionBlock {
  public:
   // Why the model's MLA layers cannot run on the device (a weight type without a shader, a
-  // q8_0 cache, dims the attention shader does not take), or "" when they can.
+  // q8_0 cache, dims the attention shader does not take), or "" when they can (as GQA's).
   static std::string Unsupported(const Model& model, KvTypes kv_types);
 
-  // Uploads the MLA layers' weights (kUnimplemented where Unsupported says so, or for a
-  // layer's cache larger than the device binds at once).
+  // Uploads the MLA layers' weights; kUnimplemented, in one line, where Unsupported says so or
+  // a layer's cache is larger than the device binds at once.
   static Result<std::unique_ptr<GpuMlaAttention>> Create(const Model& model, GpuBackend& gpu,
                                                          const AttentionShape& shape);
   ~GpuMlaAttention() override;

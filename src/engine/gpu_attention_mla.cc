@@ -33,7 +33,7 @@ gpu::KvElem DeviceKvElem(KvElemType t) {
   return t == KvElemType::kF32 ? gpu::KvElem::kF32 : gpu::KvElem::kF16;
 }
 
-// A layer's matrices in the order Unsupported names them (absent ones: no rows).
+// A layer's matrices in the order Unsupported checks them (absent ones: no rows).
 std::vector<const WeightMatrix*> Matrices(const LayerWeights& w, bool q_lora) {
   if (q_lora) return {&w.wq_a, &w.wq_b, &w.wkv_a, &w.wk_b, &w.wv_b, &w.wo};
   return {&w.wq, &w.wkv_a, &w.wk_b, &w.wv_b, &w.wo};
@@ -79,12 +79,12 @@ std::string GpuMlaAttention::Unsupported(const Model& model, KvTypes kv_types) {
   }
   for (uint32_t il = 0; il < hp.n_layer; ++il) {
     if (!IsMla(model, static_cast<int>(il))) continue;
-    const LayerWeights& w = model.layer(static_cast<int>(il));
-    for (const WeightMatrix* m : Matrices(w, mla.q_lora_rank > 0)) {
-      if (!gpu::GpuCanMatMul(m->type)) {
-        return fmt::format("layer {}'s attention is {}, which the device cannot compute with", il,
-                           TypeName(m->type));
-      }
+    std::vector<GgmlType> types;
+    for (const WeightMatrix* m : Matrices(model.layer(static_cast<int>(il)), mla.q_lora_rank > 0)) {
+      types.push_back(m->type);
+    }
+    if (std::string why = NoShaderFor(types, static_cast<int>(il), "attention is"); !why.empty()) {
+      return why;
     }
   }
   return "";
@@ -105,16 +105,9 @@ Result<std::unique_ptr<GpuMlaAttention>> GpuMlaAttention::Create(const Model& mo
   const MlaParts mla = FirstMla(model);
   gpu::Device& dev = *gpu.device;
   const int64_t L = mla.kv_lora_rank, R = hp.n_rot;
-  // A layer's cache is one binding: past the device's largest, the shaders would not reach
-  // the last sequences.
-  const uint64_t row_bytes = KvBytes(shape.kv_types.k, L + R);
-  const uint64_t cache = uint64_t{shape.n_seq} * shape.n_ctx * row_bytes;
-  if (cache > dev.max_storage_range()) {
-    return Unimplemented(
-        "a layer's latent cache of {} is more than the device binds at once ({}): use a shorter "
-        "-c or fewer sequences",
-        HumanBytes(cache), HumanBytes(dev.max_storage_range()));
-  }
+  // A layer's cache is one binding.
+  const uint64_t cache = uint64_t{shape.n_seq} * shape.n_ctx * KvBytes(shape.kv_types.k, L + R);
+  MT_RETURN_IF_ERROR(CheckCacheBinding(dev, cache, "latent cache"));
   std::unique_ptr<GpuMlaAttention> block(new GpuMlaAttention(model, gpu, shape));
   Impl& im = *block->impl_;
   im.L = L, im.R = R, im.N = mla.head_dim_nope, im.V = mla.head_dim_v, im.H = hp.n_head;

@@ -16,6 +16,16 @@ Result<std::unique_ptr<GpuBackend>> GpuBackend::Open(int index, ThreadPool& pool
   return b;
 }
 
+std::string NoShaderFor(std::span<const GgmlType> types, int layer, std::string_view what) {
+  for (const GgmlType t : types) {
+    if (!gpu::GpuCanMatMul(t)) {
+      return fmt::format("layer {}'s {} {}, which the device cannot compute with", layer, what,
+                         TypeName(t));
+    }
+  }
+  return "";
+}
+
 bool GpuBackend::shares_host_memory() const {
   const std::string& type = device->info().type;
   return type == "cpu" || type == "integrated";

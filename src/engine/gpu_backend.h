@@ -6,7 +6,9 @@
 
 #include <cstdint>
 #include <memory>
+#include <span>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "base/status.h"
@@ -49,6 +51,12 @@ struct GpuBackend {
   std::unique_ptr<gpu::ExpertFfn> ffn;
   std::unique_ptr<gpu::AttentionOps> ops;
 };
+
+// Why layer `layer`'s matrices of these types cannot be multiplied on the device (the first
+// type without a shader: "layer 3's attention is q4_K, which the device cannot compute with"),
+// or "" when every one can. `what` names the matrices with their verb ("attention is",
+// "experts are").
+std::string NoShaderFor(std::span<const GgmlType> types, int layer, std::string_view what);
 
 // Host weights laid out for one device buffer: each matrix's rows as the file has them (a
 // panel copy turned back into rows: the shaders read rows), each vector as f32, each at an

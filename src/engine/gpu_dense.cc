@@ -77,11 +77,11 @@ Result<std::unique_ptr<GpuSwiGluBlocks>> GpuSwiGluBlocks::Create(const Model& mo
     const WeightMatrix& gate = dense ? L.ffn_gate : L.shexp_gate;
     const WeightMatrix& up = dense ? L.ffn_up : L.shexp_up;
     const WeightMatrix& down = dense ? L.ffn_down : L.shexp_down;
-    for (const WeightMatrix* w : {&gate, &up, &down}) {
-      if (!gpu::GpuCanMatMul(w->type)) {
-        return Unimplemented("layer {}'s {} are {}, which the device cannot compute with", il,
-                             dense ? "FFN" : "shared experts", TypeName(w->type));
-      }
+    const GgmlType types[] = {gate.type, up.type, down.type};
+    if (std::string why =
+            NoShaderFor(types, static_cast<int>(il), dense ? "FFN are" : "shared experts are");
+        !why.empty()) {
+      return Unimplemented("{}", why);
     }
     Block& k = b->blocks_[il];
     GpuWeightPack pack;

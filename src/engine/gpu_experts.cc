@@ -122,13 +122,9 @@ Result<std::unique_ptr<GpuExpertTier>> GpuExpertTier::Create(const Model& model,
     if (!layout.has_experts(l)) continue;
     const ExpertSpec& s = layout.spec(l);
     max_ff = std::max(max_ff, s.n_ff);
-    for (GgmlType t : {s.gate_type, s.up_type, s.down_type}) {
-      if (!gpu::GpuCanMatMul(t)) {
-        return Unimplemented(
-            "--gpu-expert-cache: layer {}'s experts are {}, which the device "
-            "cannot compute with",
-            l, TypeName(t));
-      }
+    const GgmlType types[] = {s.gate_type, s.up_type, s.down_type};
+    if (std::string why = NoShaderFor(types, static_cast<int>(l), "experts are"); !why.empty()) {
+      return Unimplemented("--gpu-expert-cache: {}", why);
     }
     if (layout.weight_layout() == WeightLayout::kPanels &&
         (HasPanelForm(s.gate_type, s.n_ff) || HasPanelForm(s.down_type, s.n_embd))) {
