@@ -35,12 +35,14 @@ struct GpuGqaAttention::Impl {
     uint64_t wq = 0, wk = 0, wv = 0, wo = 0;
     uint64_t bq = kNone, bk = kNone, bv = kNone, bo = kNone;
     uint64_t q_norm = kNone, k_norm = kNone, sinks = kNone;
+    bool gated = false;   // attn_q's rows per head [q | gate]: the output times sigmoid(gate)
     gpu::Buffer k_cache;  // (n_seq, n_head_kv, n_ctx, head_dim_k) of kv_types.k
     gpu::Buffer v_cache;  // (n_seq, n_head_kv, n_ctx, head_dim_v) of kv_types.v
   };
   std::vector<Layer> layers;  // (n_layer) empty for other kinds' layers
   // Device-local rows.
   gpu::Buffer x;     // (n_batch, n_embd) the input
+  gpu::Buffer qg;    // (n_batch, 2 * n_head * head_dim_k) [q | gate] per head (a gated model)
   gpu::Buffer q;     // (n_batch, n_head * head_dim_k)
   gpu::Buffer k;     // (n_batch, n_head_kv * head_dim_k)
   gpu::Buffer v;     // (n_batch, n_head_kv * head_dim_v)
@@ -97,8 +99,9 @@ std::string GpuGqaAttention::Unsupported(const Model& model, KvTypes kv_types) {
   }
   for (uint32_t il = 0; il < hp.n_layer; ++il) {
     if (!IsGqa(model, static_cast<int>(il))) continue;
-    if (model.parts().layers[il].attention.gqa.output_gate) {
-      return "the attention's output gate is not on the device yet";
+    if (model.parts().layers[il].attention.gqa.output_gate && hp.head_dim_k != hp.head_dim_v) {
+      return fmt::format("an output gate over heads of {}/{} dims (the gate is as wide as V)",
+                         hp.head_dim_k, hp.head_dim_v);
     }
     const LayerWeights& L = model.layer(static_cast<int>(il));
     const GgmlType types[] = {L.wq.type, L.wk.type, L.wv.type, L.wo.type};
@@ -130,6 +133,7 @@ Result<std::unique_ptr<GpuGqaAttention>> GpuGqaAttention::Create(const Model& mo
   std::unique_ptr<GpuGqaAttention> block(new GpuGqaAttention(model, gpu, shape));
   Impl& im = *block->impl_;
   im.layers.resize(hp.n_layer);
+  bool gated = false;  // some layer has an output gate
   for (uint32_t il = 0; il < hp.n_layer; ++il) {
     if (!IsGqa(model, static_cast<int>(il))) continue;
     const LayerWeights& w = model.layer(static_cast<int>(il));
@@ -140,6 +144,8 @@ Result<std::unique_ptr<GpuGqaAttention>> GpuGqaAttention::Create(const Model& mo
     auto add = [&](const std::vector<float>& v) { return v.empty() ? kNone : pack.Add(v); };
     L.bq = add(w.bq), L.bk = add(w.bk), L.bv = add(w.bv), L.bo = add(w.bo);
     L.q_norm = add(w.attn_q_norm), L.k_norm = add(w.attn_k_norm), L.sinks = add(w.attn_sinks);
+    L.gated = model.parts().layers[il].attention.gqa.output_gate;
+    gated = gated || L.gated;
     L.weights = MT_TRY(pack.Upload(dev));
     block->weight_bytes_ += pack.bytes();
     block->cache_bytes_ += CacheBytesPerPosition(hp, shape.kv_types) * shape.n_seq * shape.n_ctx;
@@ -150,12 +156,14 @@ Result<std::unique_ptr<GpuGqaAttention>> GpuGqaAttention::Create(const Model& mo
   const uint64_t AD = uint64_t{hp.n_head} * hp.head_dim_v;
   MT_RETURN_IF_ERROR(block->CreateStaging());
   im.x = MT_TRY(dev.CreateBuffer(B * D * 4));
+  if (gated) im.qg = MT_TRY(dev.CreateBuffer(B * 2 * QD * 4));
   im.q = MT_TRY(dev.CreateBuffer(B * QD * 4));
   im.k = MT_TRY(dev.CreateBuffer(B * KD * 4));
   im.v = MT_TRY(dev.CreateBuffer(B * VD * 4));
   im.attn = MT_TRY(dev.CreateBuffer(B * AD * 4));
   im.y = MT_TRY(dev.CreateBuffer(B * D * 4));
-  block->scratch_bytes_ += B * (2 * D + QD + KD + VD + AD) * 4;  // x and y, q, k, v, attn
+  // x and y, [q | gate], q, k, v, attn
+  block->scratch_bytes_ += B * (2 * D + (gated ? 2 * QD : 0) + QD + KD + VD + AD) * 4;
   return block;
 }
 
@@ -211,10 +219,18 @@ Status GpuGqaAttention::Run(int il, std::span<const BatchToken> batch, const flo
   Status run = gpu_.Execute([&](gpu::CommandRecorder& rec) {
     rec.Copy(in_, 0, im.x, 0, static_cast<uint64_t>(n * D) * 4);
     rec.Barrier();
-    keep(mm.Record(rec, {L.tq, &L.weights, L.wq, &im.x, 0, &im.q, 0, QD, D, n}));
+    if (L.gated) {
+      keep(mm.Record(rec, {L.tq, &L.weights, L.wq, &im.x, 0, &im.qg, 0, 2 * QD, D, n}));
+    } else {
+      keep(mm.Record(rec, {L.tq, &L.weights, L.wq, &im.x, 0, &im.q, 0, QD, D, n}));
+    }
     keep(mm.Record(rec, {L.tk, &L.weights, L.wk, &im.x, 0, &im.k, 0, KD, D, n}));
     keep(mm.Record(rec, {L.tv, &L.weights, L.wv, &im.x, 0, &im.v, 0, VD, D, n}));
     rec.Barrier();
+    if (L.gated) {  // each head's q out of its [q | gate]; the gates stay in qg
+      keep(ops.Record(rec, gpu::CopyRowsArgs{&im.qg, 0, &im.q, 0, n * H, dk, 2 * dk, dk}));
+      rec.Barrier();
+    }
     bias(rec, im.q, QD, L.bq);
     bias(rec, im.k, KD, L.bk);
     bias(rec, im.v, VD, L.bv);
@@ -253,6 +269,11 @@ Status GpuGqaAttention::Run(int il, std::span<const BatchToken> batch, const flo
     }
     keep(ops.Record(rec, a));
     rec.Barrier();
+    if (L.gated) {  // each head's output times sigmoid(its gate): dv == dk
+      keep(ops.Record(rec, gpu::SigmoidGateArgs{&im.attn, 0, &im.qg, static_cast<uint64_t>(dk),
+                                                n * H, dv, dv, 2 * dk}));
+      rec.Barrier();
+    }
     keep(mm.Record(rec, {L.to, &L.weights, L.wo, &im.attn, 0, &im.y, 0, D, H * dv, n}));
     rec.Barrier();
     bias(rec, im.y, D, L.bo);

@@ -6,9 +6,10 @@
 // engine/attention_block.h with its weights and KV cache in device memory. Per layer the
 // normed input goes to the device once and the block's output comes back once; in between,
 // one submission runs the q/k/v products, biases, q/k norms, RoPE, the cache stores, causal
-// attention (sinks, sliding windows) and the output product (gpu/attention_ops.h,
-// gpu/matmul.h). The cache is (n_seq, n_head_kv, n_ctx, head_dim) per layer: a sliding layer
-// keeps every position (no ring), so any prefix can be reused.
+// attention (sinks, sliding windows), an output gate (qwen3next: attn_q's rows per head
+// [q | gate], the heads' outputs times sigmoid(gate)) and the output product
+// (gpu/attention_ops.h, gpu/matmul.h). The cache is (n_seq, n_head_kv, n_ctx, head_dim) per layer:
+// a sliding layer keeps every position (no ring), so any prefix can be reused.
 //
 // The device sums in an order of its own and multiplies f32 activations (the CPU: q8_K ones
 // for K-quant weights), so the output agrees with GqaAttention's within rounding; for a given
@@ -71,8 +72,9 @@ class GpuAttentionBlock : public AttentionBlock {
 class GpuGqaAttention final : public GpuAttentionBlock {
  public:
   // Why the model's GQA layers cannot run on the device (a weight type without a shader, a
-  // q8_0 cache, an output gate, head dims the shaders do not take), or "" when they can
-  // (engine/device_matrices.cc asks before the model loads; Create refuses with it).
+  // q8_0 cache, head dims the shaders do not take, an output gate over K and V of two widths),
+  // or "" when they can (engine/device_matrices.cc asks before the model loads; Create
+  // refuses with it).
   static std::string Unsupported(const Model& model, KvTypes kv_types);
 
   // Uploads the GQA layers' weights; kUnimplemented, in one line, where Unsupported says so or

@@ -1,7 +1,8 @@
 // Gated DeltaNet on the device (engine/gpu_attention.h GpuDeltaNetAttention) on whatever Vulkan
 // device the machine has (lavapipe here and in CI; skipped without one): qwen3next-tiny
 // (grouped key heads, ssm_ba) and qwen35moe-tiny (tiled, ssm_beta/ssm_alpha) with their 3
-// DeltaNet layers on the device give logits within rounding of the CPU's, the same bits for
+// DeltaNet layers and their GQA layer (its output gate: sigmoid(gate) times each head's
+// output) on the device give logits within rounding of the CPU's, the same bits for
 // any batch split (passes of 3 tokens cross the convolution's window of d_conv - 1 = 3 and
 // carry the states between passes) and beside another sequence, and a repeated prompt goes on
 // from the device's checkpoint.
@@ -120,7 +121,11 @@ TEST_F(GpuDeltaNetTest, LogitsAgreeWithTheCpuForAnyBatchAndSequence) {
     const std::string plan = on_gpu->storage_plan().ToString();
     EXPECT_NE(plan.find("the DeltaNet attention of 3 layers ("), std::string::npos) << plan;
     EXPECT_EQ(plan.find("DeltaNet layers"), std::string::npos) << plan;  // none on the CPU
-    EXPECT_GE(on_gpu->device_parts().attention_layers, 3);
+    // The gated GQA layer too: only norms and routers stay on the CPU (with the gate skipped
+    // on the device, the logits miss by 0.66 and 0.61 of their rms: tried).
+    EXPECT_NE(plan.find("the attention of 1 layers ("), std::string::npos) << plan;
+    EXPECT_TRUE(plan.ends_with("; norms and routers on the CPU")) << plan;
+    EXPECT_EQ(on_gpu->device_parts().attention_layers, 4);
     ASSERT_TRUE(on_gpu->Decode(batch, &gpu).ok());
     ASSERT_EQ(cpu.size(), gpu.size());
     double sq = 0, worst = 0;

@@ -126,6 +126,7 @@ TEST_F(GpuExpertsTest, LogitsAgreeWithTheCpuWithinRounding) {
   // these tokens: gpu/attention_ops_test.cc covers windows);
   // deepseek2: MLA without a q LoRA (V2-Lite's), shared experts and a leading dense layer;
   // deepseek3: MLA with the q LoRA; the legacy file: attn_kv_b split into an f32 k_b.
+  // (qwen3next's gated GQA: engine/gpu_deltanet_test.cc.)
   for (const char* preset : {"olmoe-tiny", "gpt-oss-tiny", "deepseek2-tiny", "deepseek3-tiny",
                              "deepseek2-tiny-legacy"}) {
     std::unique_ptr<Model> m = Load(preset);

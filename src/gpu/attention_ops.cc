@@ -25,6 +25,9 @@ struct RopePush {
 struct CopyRowsPush {
   uint32_t x_offset, y_offset, rows, width, x_stride, y_stride;
 };
+struct SigmoidGatePush {
+  uint32_t x_offset, g_offset, rows, width, x_stride, g_stride;
+};
 struct StoreKvPush {
   uint32_t x_offset, n, heads, head_dim, stride, tokens_offset, cache_offset, cells, f16, n_seq;
 };
@@ -107,12 +110,13 @@ CacheBinding BindCache(const Buffer* cache, uint64_t offset, uint64_t seq_words,
 
 struct AttentionOps::Impl {
   Device* device;
-  Pipeline add_bias;   // shaders/add_bias.comp
-  Pipeline rms_norm;   // shaders/rms_norm.comp
-  Pipeline rope;       // shaders/rope.comp
-  Pipeline copy_rows;  // shaders/copy_rows.comp
-  Pipeline store_kv;   // shaders/store_kv.comp
-  Pipeline attend;     // shaders/attend.comp
+  Pipeline add_bias;      // shaders/add_bias.comp
+  Pipeline rms_norm;      // shaders/rms_norm.comp
+  Pipeline rope;          // shaders/rope.comp
+  Pipeline copy_rows;     // shaders/copy_rows.comp
+  Pipeline sigmoid_gate;  // shaders/sigmoid_gate.comp
+  Pipeline store_kv;      // shaders/store_kv.comp
+  Pipeline attend;        // shaders/attend.comp
 
   // Records `pipeline` over a 1-D grid of `groups` (>= 1) workgroups, split into (x, y)
   // counts within the device's limits (the shaders' group index is y * count_x + x).
@@ -144,6 +148,8 @@ Result<std::unique_ptr<AttentionOps>> AttentionOps::Create(Device* device) {
   impl->rope = MT_TRY(device->CreatePipeline("rope", ShaderSpirv("rope"), 2, sizeof(RopePush)));
   impl->copy_rows = MT_TRY(
       device->CreatePipeline("copy_rows", ShaderSpirv("copy_rows"), 2, sizeof(CopyRowsPush)));
+  impl->sigmoid_gate = MT_TRY(device->CreatePipeline("sigmoid_gate", ShaderSpirv("sigmoid_gate"), 2,
+                                                     sizeof(SigmoidGatePush)));
   impl->store_kv =
       MT_TRY(device->CreatePipeline("store_kv", ShaderSpirv("store_kv"), 3, sizeof(StoreKvPush)));
   impl->attend =
@@ -290,6 +296,43 @@ Status AttentionOps::Record(CommandRecorder& rec, const CopyRowsArgs& a) {
                              static_cast<uint32_t>(y_stride)};
   const BufferRange ranges[2] = {x.range, y.range};
   return impl_->Dispatch(rec, "copy rows", impl_->copy_rows, ranges, push,
+                         (rows * width + kGroup - 1) / kGroup);
+}
+
+Status AttentionOps::Record(CommandRecorder& rec, const SigmoidGateArgs& a) {
+  const int64_t x_stride = a.x_stride > 0 ? a.x_stride : a.width;
+  const int64_t g_stride = a.g_stride > 0 ? a.g_stride : a.width;
+  if (a.x == nullptr || a.g == nullptr)
+    return InvalidArgument("gpu sigmoid gate: a missing buffer");
+  if (a.rows < 0 || a.width <= 0 || x_stride < a.width || g_stride < a.width) {
+    return InvalidArgument("gpu sigmoid gate: bad shape rows={} width={} strides {} {}", a.rows,
+                           a.width, x_stride, g_stride);
+  }
+  if (a.rows == 0) return Status::Ok();
+  const uint64_t rows = a.rows, width = a.width;
+  const uint64_t x_floats = Product({rows - 1, static_cast<uint64_t>(x_stride)}) + width;
+  const uint64_t g_floats = Product({rows - 1, static_cast<uint64_t>(g_stride)}) + width;
+  if (x_floats >= kIndexLimit || g_floats >= kIndexLimit || Product({rows, width}) >= kIndexLimit) {
+    return InvalidArgument("gpu sigmoid gate: {} rows of {} floats are past 8 GiB", a.rows,
+                           std::max(x_stride, g_stride));
+  }
+  if (!Inside(a.x_offset, x_floats, a.x->size()) || !Inside(a.g_offset, g_floats, a.g->size())) {
+    return InvalidArgument(
+        "gpu sigmoid gate: rows={} width={} strides {} {}: x (at float {}) or g (at float {}) "
+        "reaches past its buffer ({} and {} bytes)",
+        a.rows, a.width, x_stride, g_stride, a.x_offset, a.g_offset, a.x->size(), a.g->size());
+  }
+  const uint64_t align = impl_->device->storage_offset_alignment();
+  const Binding x = Bind(a.x, a.x_offset, x_floats, align);
+  const Binding g = Bind(a.g, a.g_offset, g_floats, align);
+  const SigmoidGatePush push = {x.skip,
+                                g.skip,
+                                static_cast<uint32_t>(rows),
+                                static_cast<uint32_t>(width),
+                                static_cast<uint32_t>(x_stride),
+                                static_cast<uint32_t>(g_stride)};
+  const BufferRange ranges[2] = {x.range, g.range};
+  return impl_->Dispatch(rec, "sigmoid gate", impl_->sigmoid_gate, ranges, push,
                          (rows * width + kGroup - 1) / kGroup);
 }
 

@@ -1,8 +1,9 @@
 // The small operations of attention on the device (GQA's and MLA's), around the matrix
-// products (gpu/matmul.h): bias, RMS norm, RoPE, copying strided rows, storing K/V rows into a
-// device cache, and causal attention over it. Each is one dispatch, recorded into the caller's
-// CommandRecorder with no barrier before or after (the caller orders them with the work around
-// them). Activations are f32; offsets are in floats unless they say bytes.
+// products (gpu/matmul.h): bias, RMS norm, RoPE, copying strided rows, a sigmoid gate,
+// storing K/V rows into a device cache, and causal attention over it. Each is one dispatch,
+// recorded into the caller's CommandRecorder with no barrier before or after (the caller orders
+// them with the work around them). Activations are f32; offsets are in floats unless they say
+// bytes.
 //
 // Each mirrors a CPU kernel (kernels/ops.h, kernels/attention.h) within float rounding, and
 // every output element's float ops depend only on its own row and the shapes: a token's
@@ -74,6 +75,21 @@ struct CopyRowsArgs {
   int64_t width = 0;
   int64_t x_stride = 0;  // floats between rows of x; 0 means width
   int64_t y_stride = 0;  // floats between rows of y; 0 means width
+};
+
+// x[r * x_stride + i] *= 1 / (1 + exp(-g[r * g_stride + i])) for i < width, r < rows: an
+// attention output gate (qwen3next's GQA: each head's output times the sigmoid of its gate),
+// the formula of engine/attention_gqa.cc within the device's exp (3 + 2|g| ulp) and division
+// (2.5 ulp). x and g must not overlap.
+struct SigmoidGateArgs {
+  Buffer* x = nullptr;
+  uint64_t x_offset = 0;  // floats
+  const Buffer* g = nullptr;
+  uint64_t g_offset = 0;  // floats
+  int64_t rows = 0;
+  int64_t width = 0;
+  int64_t x_stride = 0;  // floats between rows of x; 0 means width
+  int64_t g_stride = 0;  // floats between rows of g; 0 means width
 };
 
 // Each token's (seq, pos), two uint32 words a token, in a buffer the caller fills.
@@ -151,6 +167,7 @@ class AttentionOps {
   Status Record(CommandRecorder& rec, const RmsNormArgs& args);
   Status Record(CommandRecorder& rec, const RopeArgs& args);
   Status Record(CommandRecorder& rec, const CopyRowsArgs& args);
+  Status Record(CommandRecorder& rec, const SigmoidGateArgs& args);
   Status Record(CommandRecorder& rec, const StoreKvArgs& args);
   Status Record(CommandRecorder& rec, const AttendArgs& args);
 

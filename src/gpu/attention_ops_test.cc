@@ -145,8 +145,10 @@ TEST_F(GpuAttentionOps, CopyRowsCopiesTheBits) {
     int64_t rows, width, x_stride, y_stride;
     uint64_t x_offset, y_offset;
   };
-  // MLA's q_pe: rows (token, head) of R floats, N + R apart, into rows L + R apart at L.
-  const Case cases[] = {{1, 64, 0, 0, 0, 0}, {12, 32, 96, 160, 64, 128}, {70, 3, 5, 4, 1, 2}};
+  // MLA's q_pe: rows (token, head) of R floats, N + R apart, into rows L + R apart at L;
+  // a gated GQA's q: the first half of each head's [q | gate] (token, head) row.
+  const Case cases[] = {
+      {1, 64, 0, 0, 0, 0}, {12, 32, 96, 160, 64, 128}, {70, 3, 5, 4, 1, 2}, {12, 64, 128, 0, 0, 0}};
   std::mt19937 rng(2);
   for (const Case& c : cases) {
     SCOPED_TRACE(testing::Message() << "rows " << c.rows << " width " << c.width);
@@ -295,6 +297,72 @@ TEST_F(GpuAttentionOps, RopeMatchesTheCpu) {
     }
   }
   std::printf("  rope: worst |err| / tolerance %.3f\n", worst);
+}
+
+// The device's x * sigmoid(g) against the formula in double: its exp within (3 + 2|g|) ulp,
+// + and * within u, 1 / within 2.5 ulp: (13 + 4|g|) u of the value to first order, (14 + 4|g|)
+// u with room; past the range where Vulkan bounds the division (1 + e^-g > 2^126, a sigmoid
+// below 2^-126) anything up to |x| 2^-125. The CPU's formula (engine/attention_gqa.cc: expf
+// within an ulp, three correctly rounded ops) within 6u of the same reference, so it means what
+// the CPU computes. A gate read from the wrong float, or sigmoid(+g), misses by far more.
+TEST_F(GpuAttentionOps, SigmoidGateMatchesTheCpu) {
+  struct Case {
+    int64_t rows, width, x_stride, g_stride;
+    uint64_t x_offset, g_offset;
+  };
+  // qwen3next's gate: rows (token, head) of head_dim outputs, each gated by the second half of
+  // its head's [q | gate] row (2 head_dim apart); then padded strides at odd offsets.
+  const Case cases[] = {{12, 64, 0, 128, 0, 64}, {32, 256, 0, 512, 0, 256}, {70, 3, 5, 4, 1, 2}};
+  std::mt19937 rng(3);
+  for (const Case& c : cases) {
+    SCOPED_TRACE(testing::Message() << "rows " << c.rows << " width " << c.width);
+    const int64_t xs = c.x_stride > 0 ? c.x_stride : c.width;
+    const int64_t gs = c.g_stride > 0 ? c.g_stride : c.width;
+    std::vector<float> x = Gaussian(c.x_offset + c.rows * xs + 3, 1.0f, rng);
+    std::vector<float> g = Gaussian(c.g_offset + c.rows * gs + 5, 4.0f, rng);
+    const float probes[] = {0.0f,   -0.0f, 1e-30f, -1e-30f, 20.0f,   -20.0f, 87.0f,
+                            -87.0f, 88.0f, -88.0f, 100.0f,  -100.0f, 0.5f,   -0.5f};
+    for (size_t j = 0; j < std::size(probes); ++j) {
+      g[c.g_offset + (j * 7 % c.rows) * gs + j % c.width] = probes[j];
+    }
+    Buffer xb = ToDevice(x);
+    const Buffer gb = ToDevice(g);
+    SigmoidGateArgs a;
+    a.x = &xb;
+    a.x_offset = c.x_offset;
+    a.g = &gb;
+    a.g_offset = c.g_offset;
+    a.rows = c.rows;
+    a.width = c.width;
+    a.x_stride = c.x_stride;
+    a.g_stride = c.g_stride;
+    ASSERT_TRUE(Run(a).ok());
+    const std::vector<float> got = FromDevice<float>(xb, x.size());
+    std::vector<bool> gated(x.size(), false);
+    double worst = 0;  // of the bound
+    for (int64_t r = 0; r < c.rows; ++r) {
+      for (int64_t i = 0; i < c.width; ++i) {
+        const size_t at = c.x_offset + r * xs + i;
+        const float xv = x[at], gv = g[c.g_offset + r * gs + i];
+        gated[at] = true;
+        const double want = double{xv} / (1.0 + std::exp(-double{gv}));
+        const float cpu = xv * (1.0f / (1.0f + std::exp(-gv)));  // engine/attention_gqa.cc
+        const double abs_floor = std::fabs(double{xv}) * 0x1p-125;
+        ASSERT_LE(std::fabs(cpu - want), 6 * kU * std::fabs(want) + abs_floor)
+            << "cpu, float " << at << " g " << gv;
+        const double tol = (14 + 4 * std::fabs(double{gv})) * kU * std::fabs(want) + abs_floor;
+        ASSERT_LE(std::fabs(got[at] - want), tol) << "float " << at << " x " << xv << " g " << gv;
+        if (tol > 0) worst = std::max(worst, std::fabs(got[at] - want) / tol);
+      }
+    }
+    std::printf("  rows %lld width %lld: worst |gpu - exact| %.2f of the bound\n",
+                static_cast<long long>(c.rows), static_cast<long long>(c.width), worst);
+    for (size_t i = 0; i < x.size(); ++i) {
+      if (!gated[i]) ASSERT_EQ(Bits(got[i]), Bits(x[i])) << "untouched float " << i;
+    }
+    a.g_offset = g.size() - ((c.rows - 1) * gs + c.width) + 1;  // one float past g's buffer
+    EXPECT_EQ(Run(a).code(), StatusCode::kInvalidArgument);
+  }
 }
 
 // Floats that exercise f16 rounding: ties both ways, overflow to inf, subnormals, underflow to
