@@ -18,7 +18,9 @@ bool IsGqa(const Model& m, int il) {
 }
 
 gpu::KvElem DeviceKvElem(KvElemType t) {
-  return t == KvElemType::kF32 ? gpu::KvElem::kF32 : gpu::KvElem::kF16;
+  return t == KvElemType::kF32    ? gpu::KvElem::kF32
+         : t == KvElemType::kQ8_0 ? gpu::KvElem::kQ8_0
+                                  : gpu::KvElem::kF16;
 }
 
 uint64_t CacheBytesPerPosition(const HParams& hp, KvTypes kv) {
@@ -89,8 +91,10 @@ void GpuAttentionBlock::Unstage(int64_t n, float* out) const {
 
 std::string GpuGqaAttention::Unsupported(const Model& model, KvTypes kv_types) {
   const HParams& hp = model.hparams();
-  if (kv_types.k == KvElemType::kQ8_0 || kv_types.v == KvElemType::kQ8_0) {
-    return "the device's KV cache is f16 or f32, not q8_0";
+  if ((kv_types.k == KvElemType::kQ8_0 && hp.head_dim_k % kKvBlockQ8 != 0) ||
+      (kv_types.v == KvElemType::kQ8_0 && hp.head_dim_v % kKvBlockQ8 != 0)) {
+    return fmt::format("a q8_0 cache of heads of {}/{} dims (whole blocks of 32)", hp.head_dim_k,
+                       hp.head_dim_v);
   }
   if (hp.head_dim_k % 2 != 0 || hp.head_dim_v % 2 != 0 || hp.head_dim_k > 256 ||
       hp.head_dim_v > 256 || model.parts().rope.n_rot % 2 != 0) {

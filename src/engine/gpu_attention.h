@@ -72,9 +72,9 @@ class GpuAttentionBlock : public AttentionBlock {
 class GpuGqaAttention final : public GpuAttentionBlock {
  public:
   // Why the model's GQA layers cannot run on the device (a weight type without a shader, a
-  // q8_0 cache, head dims the shaders do not take, an output gate over K and V of two widths),
-  // or "" when they can (engine/device_matrices.cc asks before the model loads; Create
-  // refuses with it).
+  // q8_0 cache of heads not whole blocks, head dims the shaders do not take, an output gate
+  // over K and V of two widths), or "" when they can (engine/device_matrices.cc asks before
+  // the model loads; Create refuses with it).
   static std::string Unsupported(const Model& model, KvTypes kv_types);
 
   // Uploads the GQA layers' weights; kUnimplemented, in one line, where Unsupported says so or
@@ -107,7 +107,8 @@ class GpuGqaAttention final : public GpuAttentionBlock {
 class GpuMlaAttention final : public GpuAttentionBlock {
  public:
   // Why the model's MLA layers cannot run on the device (a weight type without a shader, a
-  // q8_0 cache, dims the attention shader does not take), or "" when they can (as GQA's).
+  // q8_0 cache of rows not whole blocks, dims the attention shader does not take), or "" when
+  // they can (as GQA's).
   static std::string Unsupported(const Model& model, KvTypes kv_types);
 
   // Uploads the MLA layers' weights; kUnimplemented, in one line, where Unsupported says so or

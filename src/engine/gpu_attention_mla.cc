@@ -30,7 +30,9 @@ MlaParts FirstMla(const Model& m) {
 }
 
 gpu::KvElem DeviceKvElem(KvElemType t) {
-  return t == KvElemType::kF32 ? gpu::KvElem::kF32 : gpu::KvElem::kF16;
+  return t == KvElemType::kF32    ? gpu::KvElem::kF32
+         : t == KvElemType::kQ8_0 ? gpu::KvElem::kQ8_0
+                                  : gpu::KvElem::kF16;
 }
 
 // A layer's matrices in the order Unsupported checks them (absent ones: no rows).
@@ -70,9 +72,11 @@ struct GpuMlaAttention::Impl {
 
 std::string GpuMlaAttention::Unsupported(const Model& model, KvTypes kv_types) {
   const HParams& hp = model.hparams();
-  if (kv_types.k == KvElemType::kQ8_0) return "the device's latent cache is f16 or f32, not q8_0";
   const MlaParts mla = FirstMla(model);
   const int64_t L = mla.kv_lora_rank, R = hp.n_rot;
+  if (kv_types.k == KvElemType::kQ8_0 && (L % kKvBlockQ8 != 0 || R % kKvBlockQ8 != 0)) {
+    return fmt::format("a q8_0 latent cache of {} + {} dims (whole blocks of 32)", L, R);
+  }
   if (L % 2 != 0 || R % 2 != 0 || L > 512 || L + R > 576 || model.parts().rope.n_rot != R) {
     return fmt::format("latent {} + rope {} dims (the device takes even ones up to 512 + 64)", L,
                        R);

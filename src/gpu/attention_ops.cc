@@ -31,9 +31,12 @@ struct SigmoidGatePush {
 struct StoreKvPush {
   uint32_t x_offset, n, heads, head_dim, stride, tokens_offset, cache_offset, cells, f16, n_seq;
 };
+struct StoreKvQ8Push {
+  uint32_t x_offset, n, heads, head_dim, stride, tokens_offset, cache_offset, cells, n_seq;
+};
 struct AttendPush {
   uint32_t q_offset, q_stride, out_offset, out_stride, n, n_head, n_head_kv, d_k, d_v,
-      tokens_offset, k_offset, v_offset, cells, k_f16, v_f16, n_seq;
+      tokens_offset, k_offset, v_offset, cells, k_type, v_type, n_seq;
   float scale;
   uint32_t window, has_sinks, sinks_offset, v_row;
 };
@@ -84,25 +87,32 @@ Binding Bind(const Buffer* buffer, uint64_t offset, uint64_t count, uint64_t ali
   return {BufferRange{buffer, start, (skip + count) * 4}, static_cast<uint32_t>(skip)};
 }
 
+// The bytes of a cache cell of d elements of `type` (q8_0: d a multiple of 32).
+uint64_t CellBytes(KvElem type, uint64_t d) {
+  return type == KvElem::kF16 ? 2 * d : type == KvElem::kF32 ? 4 * d : d / 32 * 34;
+}
+
 // A KV cache's binding: from its (seq 0, head 0, cell 0) at byte `offset` (a multiple of 4)
-// to the buffer's end or the device's largest range, and how many sequences of `seq_words`
-// words it holds whole.
+// to the buffer's end or the device's largest range (below 4 GiB for q8_0, whose shaders
+// index bytes), and how many sequences of `seq_bytes` bytes it holds whole.
 struct CacheBinding {
   Binding binding;
   uint32_t n_seq = 0;
 };
 
-CacheBinding BindCache(const Buffer* cache, uint64_t offset, uint64_t seq_words, uint64_t alignment,
-                       uint64_t max_range) {
+CacheBinding BindCache(const Buffer* cache, uint64_t offset, uint64_t seq_bytes, KvElem type,
+                       uint64_t alignment, uint64_t max_range) {
   const uint64_t start = offset / alignment * alignment;
   const uint64_t skip = (offset - start) / 4;
+  if (type == KvElem::kQ8_0) max_range = std::min<uint64_t>(max_range, (uint64_t{1} << 32) - 4);
   // Whole words: the buffer's memory is whole 16-byte units (gpu/device.h).
   const uint64_t words = std::min((cache->size() - start + 3) / 4, max_range / 4);
   CacheBinding c;
   c.binding = {BufferRange{cache, start, words * 4}, static_cast<uint32_t>(skip)};
-  c.n_seq = words > skip
-                ? static_cast<uint32_t>(std::min<uint64_t>((words - skip) / seq_words, kIndexLimit))
-                : 0;
+  c.n_seq =
+      words > skip
+          ? static_cast<uint32_t>(std::min<uint64_t>((words - skip) * 4 / seq_bytes, kIndexLimit))
+          : 0;
   return c;
 }
 
@@ -116,6 +126,7 @@ struct AttentionOps::Impl {
   Pipeline copy_rows;     // shaders/copy_rows.comp
   Pipeline sigmoid_gate;  // shaders/sigmoid_gate.comp
   Pipeline store_kv;      // shaders/store_kv.comp
+  Pipeline store_kv_q8;   // shaders/store_kv_q8.comp
   Pipeline attend;        // shaders/attend.comp
 
   // Records `pipeline` over a 1-D grid of `groups` (>= 1) workgroups, split into (x, y)
@@ -152,6 +163,8 @@ Result<std::unique_ptr<AttentionOps>> AttentionOps::Create(Device* device) {
                                                      sizeof(SigmoidGatePush)));
   impl->store_kv =
       MT_TRY(device->CreatePipeline("store_kv", ShaderSpirv("store_kv"), 3, sizeof(StoreKvPush)));
+  impl->store_kv_q8 = MT_TRY(
+      device->CreatePipeline("store_kv_q8", ShaderSpirv("store_kv_q8"), 3, sizeof(StoreKvQ8Push)));
   impl->attend =
       MT_TRY(device->CreatePipeline("attend", ShaderSpirv("attend"), 6, sizeof(AttendPush)));
   return std::unique_ptr<AttentionOps>(new AttentionOps(std::move(impl)));
@@ -342,26 +355,30 @@ Status AttentionOps::Record(CommandRecorder& rec, const StoreKvArgs& a) {
   }
   const int64_t row = Dims(a.heads, a.head_dim);
   const int64_t stride = a.stride > 0 ? a.stride : row;
-  if (a.n < 0 || row <= 0 || a.head_dim % 2 != 0 || stride < row || a.cells == 0 ||
-      (a.type != KvElem::kF16 && a.type != KvElem::kF32) || a.cache_offset % 4 != 0) {
+  const bool q8 = a.type == KvElem::kQ8_0;
+  if (a.n < 0 || row <= 0 || a.head_dim % (q8 ? 32 : 2) != 0 || stride < row || a.cells == 0 ||
+      (a.type != KvElem::kF16 && a.type != KvElem::kF32 && !q8) || a.cache_offset % 4 != 0) {
     return InvalidArgument(
-        "gpu store kv: bad shape n={} heads={} head_dim={} (even) stride={} cells={} type {} "
-        "cache offset {} (a multiple of 4)",
+        "gpu store kv: bad shape n={} heads={} head_dim={} (even; q8_0: a multiple of 32) "
+        "stride={} cells={} type {} cache offset {} (a multiple of 4)",
         a.n, a.heads, a.head_dim, stride, a.cells, static_cast<uint32_t>(a.type), a.cache_offset);
   }
   if (a.n == 0) return Status::Ok();
   const uint64_t n = a.n;
-  const bool f16 = a.type == KvElem::kF16;
-  const uint64_t row_words = f16 ? a.head_dim / 2 : a.head_dim;  // a cell's
-  const uint64_t seq_words = Product({static_cast<uint64_t>(a.heads), a.cells, row_words});
+  // A sequence's cache: below 2^31 words (q8_0's shader indexes bytes: below 2^31 bytes).
+  const uint64_t cell = CellBytes(a.type, a.head_dim);
+  const uint64_t seq_units =
+      Product({static_cast<uint64_t>(a.heads), a.cells, q8 ? cell : cell / 4});
+  const uint64_t seq_bytes = q8 ? seq_units : 4 * seq_units;
   const uint64_t x_floats = Product({n - 1, static_cast<uint64_t>(stride)}) + row;
-  if (x_floats >= kIndexLimit || seq_words >= kIndexLimit || n >= kIndexLimit / 2) {
+  if (x_floats >= kIndexLimit || seq_units >= kIndexLimit || n >= kIndexLimit / 2) {
     return InvalidArgument(
-        "gpu store kv: {} tokens of {} floats, or a sequence's cache, past 8 GiB", a.n, stride);
+        "gpu store kv: {} tokens of {} floats, or a sequence's cache, past the shaders' indices",
+        a.n, stride);
   }
   if (!Inside(a.x_offset, x_floats, a.x->size()) ||
       !Inside(a.tokens.offset, 2 * n, a.tokens.buffer->size()) ||
-      !Inside(a.cache_offset / 4, seq_words, a.cache->size())) {
+      !Inside(a.cache_offset / 4, (seq_bytes + 3) / 4, a.cache->size())) {
     return InvalidArgument(
         "gpu store kv: n={} heads={} head_dim={} cells={}: x (at float {}), the token slots (at "
         "word {}) or one sequence's cache (at byte {}) reaches past its buffer",
@@ -370,13 +387,28 @@ Status AttentionOps::Record(CommandRecorder& rec, const StoreKvArgs& a) {
   const uint64_t align = impl_->device->storage_offset_alignment();
   const Binding x = Bind(a.x, a.x_offset, x_floats, align);
   const Binding tokens = Bind(a.tokens.buffer, a.tokens.offset, 2 * n, align);
-  const CacheBinding cache =
-      BindCache(a.cache, a.cache_offset, seq_words, align, impl_->device->max_storage_range());
+  const CacheBinding cache = BindCache(a.cache, a.cache_offset, seq_bytes, a.type, align,
+                                       impl_->device->max_storage_range());
   if (cache.n_seq == 0) {
     return InvalidArgument(
         "gpu store kv: one sequence's cache ({} bytes) is past the device's "
         "largest binding ({} bytes)",
-        seq_words * 4, impl_->device->max_storage_range());
+        seq_bytes, impl_->device->max_storage_range());
+  }
+  const BufferRange ranges[3] = {x.range, tokens.range, cache.binding.range};
+  if (q8) {
+    const StoreKvQ8Push push = {x.skip,
+                                static_cast<uint32_t>(n),
+                                static_cast<uint32_t>(a.heads),
+                                static_cast<uint32_t>(a.head_dim),
+                                static_cast<uint32_t>(stride),
+                                tokens.skip,
+                                cache.binding.skip,
+                                a.cells,
+                                cache.n_seq};
+    const uint64_t blocks = n * static_cast<uint64_t>(a.heads) * (a.head_dim / 32);
+    return impl_->Dispatch(rec, "store kv", impl_->store_kv_q8, ranges, push,
+                           (blocks + kGroup - 1) / kGroup);
   }
   const StoreKvPush push = {x.skip,
                             static_cast<uint32_t>(n),
@@ -386,9 +418,8 @@ Status AttentionOps::Record(CommandRecorder& rec, const StoreKvArgs& a) {
                             tokens.skip,
                             cache.binding.skip,
                             a.cells,
-                            f16 ? 1u : 0u,
+                            a.type == KvElem::kF16 ? 1u : 0u,
                             cache.n_seq};
-  const BufferRange ranges[3] = {x.range, tokens.range, cache.binding.range};
   const uint64_t words = n * static_cast<uint64_t>(a.heads) * (a.head_dim / 2);
   return impl_->Dispatch(rec, "store kv", impl_->store_kv, ranges, push,
                          (words + kGroup - 1) / kGroup);
@@ -403,32 +434,43 @@ Status AttentionOps::Record(CommandRecorder& rec, const AttendArgs& a) {
   const int64_t q_stride = a.q_stride > 0 ? a.q_stride : q_row;
   const int64_t out_stride = a.out_stride > 0 ? a.out_stride : out_row;
   const int64_t v_cell = a.v_row > 0 ? a.v_row : a.d_v;
-  auto valid = [](KvElem t) { return t == KvElem::kF16 || t == KvElem::kF32; };
+  // A q8_0 K or V: its rows (and V's cells) whole blocks.
+  auto valid = [](KvElem t, int64_t d, int64_t cell) {
+    return t == KvElem::kF16 || t == KvElem::kF32 ||
+           (t == KvElem::kQ8_0 && d % 32 == 0 && cell % 32 == 0);
+  };
   if (a.n < 0 || q_row <= 0 || out_row <= 0 || a.n_head_kv <= 0 || a.n_head % a.n_head_kv != 0 ||
       a.d_k % 2 != 0 || a.d_k > kMaxDk || a.d_v % 2 != 0 || a.d_v > kMaxDv || q_stride < q_row ||
-      out_stride < out_row || a.cells == 0 || !valid(a.k_type) || !valid(a.v_type) ||
-      a.k_offset % 4 != 0 || a.v_offset % 4 != 0 || v_cell < a.d_v || v_cell % 2 != 0 ||
-      v_cell >= static_cast<int64_t>(kIndexLimit)) {
+      out_stride < out_row || a.cells == 0 || !valid(a.k_type, a.d_k, a.d_k) ||
+      !valid(a.v_type, a.d_v, v_cell) || a.k_offset % 4 != 0 || a.v_offset % 4 != 0 ||
+      v_cell < a.d_v || v_cell % 2 != 0 || v_cell >= static_cast<int64_t>(kIndexLimit)) {
     return InvalidArgument(
         "gpu attend: bad shape n={} n_head={} n_head_kv={} d_k={} d_v={} (even, at most {} and "
-        "{}) strides {} {} cells={} types {} {} cache offsets {} {} (multiples of 4) V row {} "
-        "(even, at least d_v)",
+        "{}) strides {} {} cells={} types {} {} (q8_0: rows of whole blocks of 32) cache offsets "
+        "{} {} (multiples of 4) V row {} (even, at least d_v)",
         a.n, a.n_head, a.n_head_kv, a.d_k, a.d_v, kMaxDk, kMaxDv, q_stride, out_stride, a.cells,
         static_cast<uint32_t>(a.k_type), static_cast<uint32_t>(a.v_type), a.k_offset, a.v_offset,
         v_cell);
   }
   if (a.n == 0) return Status::Ok();
   const uint64_t n = a.n, n_head = a.n_head, n_kv = a.n_head_kv;
-  const uint64_t k_row = a.k_type == KvElem::kF16 ? a.d_k / 2 : a.d_k;  // words a cell
-  const uint64_t v_row = a.v_type == KvElem::kF16 ? v_cell / 2 : v_cell;
-  const uint64_t k_seq = Product({n_kv, a.cells, k_row}), v_seq = Product({n_kv, a.cells, v_row});
+  // A sequence's K and V: below 2^31 words (q8_0's indexed in bytes: below 2^31 bytes).
+  auto units = [&](KvElem t, uint64_t d) {
+    const uint64_t cell = CellBytes(t, d);
+    return Product({n_kv, a.cells, t == KvElem::kQ8_0 ? cell : cell / 4});
+  };
+  const uint64_t k_units = units(a.k_type, a.d_k), v_units = units(a.v_type, v_cell);
+  const uint64_t k_seq_bytes = a.k_type == KvElem::kQ8_0 ? k_units : 4 * k_units;
+  const uint64_t v_seq_bytes = a.v_type == KvElem::kQ8_0 ? v_units : 4 * v_units;
+  const uint64_t k_seq = (k_seq_bytes + 3) / 4, v_seq = (v_seq_bytes + 3) / 4;  // words
   const uint64_t q_floats = Product({n - 1, static_cast<uint64_t>(q_stride)}) + q_row;
   const uint64_t out_floats = Product({n - 1, static_cast<uint64_t>(out_stride)}) + out_row;
-  if (q_floats >= kIndexLimit || out_floats >= kIndexLimit || k_seq >= kIndexLimit ||
-      v_seq >= kIndexLimit || Product({n, n_head}) >= kIndexLimit) {
+  if (q_floats >= kIndexLimit || out_floats >= kIndexLimit || k_units >= kIndexLimit ||
+      v_units >= kIndexLimit || Product({n, n_head}) >= kIndexLimit) {
     return InvalidArgument(
-        "gpu attend: {} tokens of {} query heads, or a sequence's cache, past 8 GiB", a.n,
-        a.n_head);
+        "gpu attend: {} tokens of {} query heads, or a sequence's cache, past the shaders' "
+        "indices",
+        a.n, a.n_head);
   }
   if (!Inside(a.q_offset, q_floats, a.q->size()) ||
       !Inside(a.out_offset, out_floats, a.out->size()) ||
@@ -448,13 +490,13 @@ Status AttentionOps::Record(CommandRecorder& rec, const AttendArgs& a) {
   const Binding q = Bind(a.q, a.q_offset, q_floats, align);
   const Binding out = Bind(a.out, a.out_offset, out_floats, align);
   const Binding tokens = Bind(a.tokens.buffer, a.tokens.offset, 2 * n, align);
-  const CacheBinding k = BindCache(a.k_cache, a.k_offset, k_seq, align, max_range);
-  const CacheBinding v = BindCache(a.v_cache, a.v_offset, v_seq, align, max_range);
+  const CacheBinding k = BindCache(a.k_cache, a.k_offset, k_seq_bytes, a.k_type, align, max_range);
+  const CacheBinding v = BindCache(a.v_cache, a.v_offset, v_seq_bytes, a.v_type, align, max_range);
   if (k.n_seq == 0 || v.n_seq == 0) {
     return InvalidArgument(
         "gpu attend: one sequence's K or V ({} or {} bytes) is past the device's largest "
         "binding ({} bytes)",
-        k_seq * 4, v_seq * 4, max_range);
+        k_seq_bytes, v_seq_bytes, max_range);
   }
   // Without sinks the shader reads none: q's range stands in for the binding.
   const Binding sinks = a.sinks != nullptr ? Bind(a.sinks, a.sinks_offset, n_head, align) : q;
@@ -471,14 +513,14 @@ Status AttentionOps::Record(CommandRecorder& rec, const AttendArgs& a) {
                            k.binding.skip,
                            v.binding.skip,
                            a.cells,
-                           a.k_type == KvElem::kF16 ? 1u : 0u,
-                           a.v_type == KvElem::kF16 ? 1u : 0u,
+                           static_cast<uint32_t>(a.k_type),
+                           static_cast<uint32_t>(a.v_type),
                            std::min(k.n_seq, v.n_seq),
                            a.scale,
                            a.window,
                            a.sinks != nullptr ? 1u : 0u,
                            sinks.skip,
-                           static_cast<uint32_t>(v_row)};
+                           static_cast<uint32_t>(v_cell)};
   const BufferRange ranges[6] = {q.range,         out.range,       tokens.range,
                                  k.binding.range, v.binding.range, sinks.range};
   return impl_->Dispatch(rec, "attend", impl_->attend, ranges, push, n * n_head);

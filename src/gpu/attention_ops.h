@@ -18,8 +18,10 @@
 
 namespace mt::gpu {
 
-// A KV cache element type on the device: f32, or f16 (two halves a uint32 word).
-enum class KvElem : uint32_t { kF16 = 0, kF32 = 1 };
+// A KV cache element type on the device: f32, f16 (two halves a uint32 word), or q8_0 (ggml's
+// 34-byte blocks of 32: an f16 scale and 32 int8 codes, kernels/attention.h), whose rows need
+// not start on a word.
+enum class KvElem : uint32_t { kF16 = 0, kF32 = 1, kQ8_0 = 2 };
 
 // rows += bias: x[r * stride + i] += bias[i] for i < width, r < rows.
 struct AddBiasArgs {
@@ -100,16 +102,16 @@ struct TokenSlots {
 
 // Stores each token's `heads` rows of head_dim floats (x, a token's rows contiguous, `stride`
 // apart) into a cache laid out (n_seq, heads, cells, head_dim) of `type`: token t's head h
-// at cell pos(t) of (seq(t), h). f16 rounds to nearest even (kernels/attention.h StoreKv), the
-// same bits on every device. The slots are read on the device: a token whose slot is outside
-// the cache (pos >= cells, or seq past the buffer or the device's largest binding) stores
-// nothing.
+// at cell pos(t) of (seq(t), h). f16 rounds to nearest even and q8_0 as the CPU's quantizer
+// (kernels/attention.h StoreKv; head_dim a multiple of 32): the same bits on every device. The
+// slots are read on the device: a token whose slot is outside the cache (pos >= cells, or seq past
+// the buffer or the device's largest binding) stores nothing.
 struct StoreKvArgs {
   const Buffer* x = nullptr;
   uint64_t x_offset = 0;  // floats
   int64_t n = 0;          // tokens
   int64_t heads = 0;
-  int64_t head_dim = 0;  // even
+  int64_t head_dim = 0;  // even; q8_0: a multiple of 32
   int64_t stride = 0;    // floats between tokens' rows; 0 means heads * head_dim
   TokenSlots tokens;
   Buffer* cache = nullptr;
@@ -126,7 +128,10 @@ struct StoreKvArgs {
 // positions: each (token, head)'s float ops depend only on its n_pos, d_k and d_v. d_k is at
 // most 576 and d_v at most 512 (MLA's). A token whose slot is outside the caches (as for
 // StoreKv) gets zeros. V's cells may be longer than d_v (v_row): MLA reads V as the first d_v
-// values of K's rows, with v_cache = k_cache, v_offset = k_offset and v_row = d_k.
+// values of K's rows, with v_cache = k_cache, v_offset = k_offset and v_row = d_k. With a q8_0
+// K the query is rounded to q8_0 blocks (the CPU's q', kernels/attention.h) and a block's code
+// products are summed in integers; a q8_0 V is d c, exact. A q8_0 K or V has rows (and V's
+// cells) of whole blocks of 32.
 struct AttendArgs {
   const Buffer* q = nullptr;
   uint64_t q_offset = 0;  // floats
@@ -137,8 +142,8 @@ struct AttendArgs {
   int64_t n = 0;            // tokens
   int64_t n_head = 0;
   int64_t n_head_kv = 0;  // divides n_head
-  int64_t d_k = 0;        // even
-  int64_t d_v = 0;        // even
+  int64_t d_k = 0;        // even (q8_0: a multiple of 32)
+  int64_t d_v = 0;        // even (q8_0: a multiple of 32)
   TokenSlots tokens;
   const Buffer* k_cache = nullptr;
   uint64_t k_offset = 0;  // bytes, 4-byte aligned

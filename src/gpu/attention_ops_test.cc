@@ -34,6 +34,7 @@
 #include "gpu/test_gpu.h"
 #include "kernels/attention.h"
 #include "kernels/ops.h"
+#include "quant/dequant.h"
 #include "quant/float16.h"
 
 namespace mt::gpu {
@@ -389,6 +390,38 @@ std::vector<float> F16Probes(size_t n, std::mt19937& rng) {
   return v;
 }
 
+// Blocks of 32 floats that exercise q8_0's rounding: codes at ties (x / d = k + 1/2, and
+// 0.49999997, which the CPU's c + 0.5 rounds up), a zero block, a subnormal maximum (scale 0),
+// maxima whose amax / 127 is an f16 tie or just past one, one whose scale overflows f16, an
+// infinity and a NaN (the block's scale NaN), then blocks of random values at every magnitude.
+std::vector<float> Q8Probes(size_t n, std::mt19937& rng) {
+  const std::vector<std::vector<float>> special = {
+      {127.0f, 2.5f, -2.5f, 0.5f, -0.5f, 0x1.fffffep-2f, -0x1.fffffep-2f, 1.5f, 126.5f, -126.5f},
+      {0.0f, -0.0f},
+      {1e-40f, -3e-39f},
+      {127 * 0x1p-25f, -0x1p-30f},
+      {127 * 0x1.000002p-25f, 0x1p-26f},
+      {127 * 0x1.002p-14f, 1.0f},
+      {1e7f, -9e6f, 3.0f},
+      {65504.0f * 127, -1.0f},
+      {1.0f, INFINITY, -2.0f},
+      {1.0f, std::nanf(""), 5.0f},
+  };
+  std::normal_distribution<float> gauss(0.0f, 1.0f);
+  std::uniform_int_distribution<int> exponent(-40, 24);
+  std::vector<float> v(n);
+  for (size_t b = 0; b * kKvBlockQ8 < n; ++b) {
+    const float scale = std::ldexp(1.0f, exponent(rng));
+    for (size_t i = b * kKvBlockQ8; i < std::min(n, (b + 1) * kKvBlockQ8); ++i) {
+      v[i] = b < special.size() ? 0.0f : gauss(rng) * scale;
+    }
+    for (size_t i = 0; b < special.size() && i < special[b].size(); ++i) {
+      if (b * kKvBlockQ8 + i < n) v[b * kKvBlockQ8 + i] = special[b][i];
+    }
+  }
+  return v;
+}
+
 TEST_F(GpuAttentionOps, StoreKvMatchesTheCpuBitForBit) {
   struct Case {
     int64_t n, heads, head_dim, stride;
@@ -399,16 +432,30 @@ TEST_F(GpuAttentionOps, StoreKvMatchesTheCpuBitForBit) {
                         {5, 2, 64, 0, 16, 3, KvElem::kF32},
                         {9, 8, 128, 1030, 40, 2, KvElem::kF16},
                         {4, 1, 80, 0, 7, 4, KvElem::kF32},
-                        {3, 4, 2, 9, 5, 1, KvElem::kF16}};
+                        {3, 4, 2, 9, 5, 1, KvElem::kF16},
+                        // q8_0: rows of 96 (102 bytes) share words with their neighbours
+                        // (cells 0 and 1 of sequence 0 in one dispatch); many random blocks.
+                        {5, 2, 64, 0, 16, 3, KvElem::kQ8_0},
+                        {4, 3, 96, 300, 7, 2, KvElem::kQ8_0},
+                        {64, 4, 128, 0, 64, 1, KvElem::kQ8_0}};
   std::mt19937 rng(4);
   for (const Case& c : cases) {
-    const bool f16 = c.type == KvElem::kF16;
+    const KvElemType type = c.type == KvElem::kF16   ? KvElemType::kF16
+                            : c.type == KvElem::kF32 ? KvElemType::kF32
+                                                     : KvElemType::kQ8_0;
     SCOPED_TRACE(testing::Message() << "n " << c.n << " heads " << c.heads << " head_dim "
-                                    << c.head_dim << (f16 ? " f16" : " f32"));
+                                    << c.head_dim << " type " << static_cast<int>(c.type));
     const int64_t stride = c.stride > 0 ? c.stride : c.heads * c.head_dim;
     const uint64_t x_off = 3, tok_off = 1;
     const uint64_t cache_off = 36;  // bytes: a whole word, off 16-byte alignment
-    const std::vector<float> x = F16Probes(x_off + c.n * stride, rng);
+    std::vector<float> x = F16Probes(x_off + c.n * stride, rng);
+    if (type == KvElemType::kQ8_0) {  // the probes block by block in each row
+      const std::vector<float> probes = Q8Probes(c.n * c.heads * c.head_dim, rng);
+      for (int64_t r = 0; r < c.n * c.heads; ++r) {
+        std::copy_n(probes.begin() + r * c.head_dim, c.head_dim,
+                    x.begin() + x_off + r / c.heads * stride + r % c.heads * c.head_dim);
+      }
+    }
     // Distinct slots, then one past the cells and one past the sequences: neither stores.
     std::vector<uint32_t> slots(tok_off, 77);
     for (int64_t t = 0; t < c.n; ++t) {
@@ -419,8 +466,8 @@ TEST_F(GpuAttentionOps, StoreKvMatchesTheCpuBitForBit) {
     slots.insert(slots.end(), {0, c.cells, c.n_seq, 0});
     std::vector<float> x_all = x;  // rows for the two extra tokens
     x_all.resize(x_off + n * stride, 1.0f);
-    const uint64_t elem = f16 ? 2 : 4;
-    const uint64_t seq_bytes = c.heads * c.cells * c.head_dim * elem;
+    const uint64_t row_bytes = KvBytes(type, c.head_dim);
+    const uint64_t seq_bytes = c.heads * c.cells * row_bytes;
     std::vector<uint8_t> cache(cache_off + c.n_seq * seq_bytes, 0xA5);
     Buffer xb = ToDevice(x_all), tb = ToDevice(slots), cb = ToDevice(cache);
     StoreKvArgs a;
@@ -439,14 +486,15 @@ TEST_F(GpuAttentionOps, StoreKvMatchesTheCpuBitForBit) {
     for (int64_t t = 0; t < c.n; ++t) {
       const uint32_t seq = slots[tok_off + 2 * t], pos = slots[tok_off + 2 * t + 1];
       for (int64_t h = 0; h < c.heads; ++h) {
-        const uint64_t at = cache_off + ((seq * c.heads + h) * c.cells + pos) * c.head_dim * elem;
-        StoreKv(x_all.data() + x_off + t * stride + h * c.head_dim, c.head_dim,
-                f16 ? KvElemType::kF16 : KvElemType::kF32, cache.data() + at);
+        const uint64_t at = cache_off + ((seq * c.heads + h) * c.cells + pos) * row_bytes;
+        StoreKv(x_all.data() + x_off + t * stride + h * c.head_dim, c.head_dim, type,
+                cache.data() + at);
       }
     }
     const std::vector<uint8_t> got = FromDevice<uint8_t>(cb, cache.size());
     for (size_t i = 0; i < cache.size(); ++i) {
-      ASSERT_EQ(got[i], cache[i]) << "byte " << i << " (element " << (i - cache_off) / elem << ")";
+      ASSERT_EQ(got[i], cache[i]) << "byte " << i << " (row " << (i - cache_off) / row_bytes
+                                  << ", byte " << (i - cache_off) % row_bytes << ")";
     }
   }
 }
@@ -465,28 +513,38 @@ struct AttendCase {
 };
 
 // A cache (n_seq, n_kv, cells, d) of random values as the CPU's StoreKv writes them, and those
-// values widened (what the device reads). Cells past `last[seq]` hold NaN: no token reads them.
+// values widened (what the device reads; q8_0: d c). Cells past `last[seq]` hold NaN: no token
+// reads them.
 struct Cache {
   std::vector<uint8_t> bytes;
   std::vector<float> val;
   KvElemType type;
-  size_t elem;
+  size_t row_bytes;  // a cell's
 };
+
+KvElemType CpuType(KvElem type) {
+  return type == KvElem::kF16   ? KvElemType::kF16
+         : type == KvElem::kF32 ? KvElemType::kF32
+                                : KvElemType::kQ8_0;
+}
 
 Cache MakeCache(const AttendCase& c, int d, KvElem type, const std::vector<uint32_t>& last,
                 std::mt19937& rng) {
   Cache cache;
-  cache.type = type == KvElem::kF16 ? KvElemType::kF16 : KvElemType::kF32;
-  cache.elem = type == KvElem::kF16 ? 2 : 4;
+  cache.type = CpuType(type);
+  cache.row_bytes = KvBytes(cache.type, d);
   const size_t rows = static_cast<size_t>(c.n_seq) * c.n_head_kv * c.cells;
   cache.val = Gaussian(rows * d, 1.0f, rng);
-  cache.bytes.resize(cache.val.size() * cache.elem);
+  cache.bytes.resize(rows * cache.row_bytes);
   for (size_t r = 0; r < rows; ++r) {
     float* v = cache.val.data() + r * d;
     if (r % c.cells > last[r / c.cells / c.n_head_kv]) std::fill(v, v + d, std::nanf(""));
-    StoreKv(v, d, cache.type, cache.bytes.data() + r * d * cache.elem);
+    uint8_t* row = cache.bytes.data() + r * cache.row_bytes;
+    StoreKv(v, d, cache.type, row);
     if (type == KvElem::kF16) {
       for (int i = 0; i < d; ++i) v[i] = Fp16ToFp32(Fp32ToFp16(v[i]));
+    } else if (type == KvElem::kQ8_0) {
+      DequantizeRow(GgmlType::kQ8_0, row, v, d);
     }
   }
   return cache;
@@ -575,6 +633,18 @@ TEST_F(GpuAttentionOps, AttendMatchesTheCpu) {
        {{0, 65}, {1, 0}, {0, 129}, {1, 64}}, true},
       {"mla latent rows 160/128 f32", 1, 4, 1, 160, 128, 80, KE::kF32, KE::kF32, 0, false, 1.0f,
        {{0, 0}, {0, 1}, {0, 63}, {0, 64}, {0, 79}}, true},
+      // q8_0: the query rounded to q8_0 for K's scores (q' in the reference), V's d c; rows of
+      // 96 or 160 dims (102, 170 bytes) off words; MLA's latent rows in q8_0.
+      {"gqa2 q8_0 d64 sinks", 2, 4, 2, 64, 64, 80, KE::kQ8_0, KE::kQ8_0, 0, true, 1.0f,
+       {{0, 0}, {1, 62}, {0, 63}, {1, 64}, {0, 79}}},
+      {"q8_0 K f16 V d128 window 40", 1, 4, 1, 128, 128, 130, KE::kQ8_0, KE::kF16, 40, false,
+       1.0f, {{0, 39}, {0, 40}, {0, 129}}},
+      {"f32 K q8_0 V d96", 2, 2, 1, 96, 96, 70, KE::kF32, KE::kQ8_0, 0, false, 1.0f,
+       {{0, 65}, {1, 3}, {1, 69}}},
+      {"sharp q8_0 d96", 1, 2, 2, 96, 96, 70, KE::kQ8_0, KE::kQ8_0, 0, true, 30.0f,
+       {{0, 65}, {0, 1}}},
+      {"mla latent rows 160/128 q8_0", 1, 4, 1, 160, 128, 80, KE::kQ8_0, KE::kQ8_0, 0, false,
+       1.0f, {{0, 0}, {0, 1}, {0, 64}, {0, 79}}, true},
   };
   // clang-format on
   std::mt19937 rng(5);
@@ -588,7 +658,7 @@ TEST_F(GpuAttentionOps, AttendMatchesTheCpu) {
     Cache v;
     if (c.v_in_k) {  // the values the device reads as V: K's rows' first d_v (bytes: K's)
       v.type = k.type;
-      v.elem = k.elem;
+      v.row_bytes = k.row_bytes;
       for (size_t r = 0; r < k.val.size() / c.d_k; ++r) {
         v.val.insert(v.val.end(), k.val.begin() + r * c.d_k, k.val.begin() + r * c.d_k + c.d_v);
       }
@@ -663,15 +733,22 @@ TEST_F(GpuAttentionOps, AttendMatchesTheCpu) {
         qs.n_tok = 1;
         qs.n_pos = n_pos;
         qs.sinks = c.sinks ? sinks.data() + sink_off + kvh * group : nullptr;
-        const uint8_t* v_rows = c.v_in_k ? k.bytes.data() + row * c.d_k * k.elem
-                                         : v.bytes.data() + row * c.d_v * v.elem;
-        AttendTokens(qs, k.bytes.data() + row * c.d_k * k.elem, v_rows, {k.type, v.type}, c.d_k,
+        const uint8_t* v_rows =
+            c.v_in_k ? k.bytes.data() + row * k.row_bytes : v.bytes.data() + row * v.row_bytes;
+        AttendTokens(qs, k.bytes.data() + row * k.row_bytes, v_rows, {k.type, v.type}, c.d_k,
                      c.v_in_k ? c.d_k : c.d_v, c.d_k, c.d_v, a.scale, scratch.data());
         for (int g = 0; g < group; ++g) {
           const int h = kvh * group + g;
           SCOPED_TRACE(testing::Message()
                        << "token " << t << " (seq " << seq << ", pos " << pos << ") head " << h);
-          const Expected ref = Reference(qs.q + g * c.d_k, k.val.data() + row * c.d_k,
+          // A q8_0 K's scores take q' = q rounded to q8_0 (kernels/attention.h), on both sides.
+          std::vector<float> q_used(qs.q + g * c.d_k, qs.q + (g + 1) * c.d_k);
+          if (c.k_type == KE::kQ8_0) {
+            std::vector<uint8_t> q8(KvBytes(KvElemType::kQ8_0, c.d_k));
+            StoreKv(q_used.data(), c.d_k, KvElemType::kQ8_0, q8.data());
+            DequantizeRow(GgmlType::kQ8_0, q8.data(), q_used.data(), c.d_k);
+          }
+          const Expected ref = Reference(q_used.data(), k.val.data() + row * c.d_k,
                                          v.val.data() + row * c.d_v, n_pos, c.d_k, c.d_v, a.scale,
                                          c.sinks ? sinks.data() + sink_off + h : nullptr);
           for (int i = 0; i < c.d_v; ++i) {
@@ -793,6 +870,11 @@ TEST_F(GpuAttentionOps, RefusesRangesPastTheirBuffers) {
   EXPECT_TRUE(refused(Run(store), "gpu store kv")) << Run(store).message();
   store.cache_offset = 2;  // not a whole word
   EXPECT_TRUE(refused(Run(store), "gpu store kv")) << Run(store).message();
+  store.cache_offset = 0;
+  store.type = KvElem::kQ8_0;
+  EXPECT_TRUE(Run(store).ok());
+  store.head_dim = 48;  // not whole q8_0 blocks
+  EXPECT_TRUE(refused(Run(store), "gpu store kv")) << Run(store).message();
 
   AttendArgs at;
   at.q = &b;
@@ -826,6 +908,11 @@ TEST_F(GpuAttentionOps, RefusesRangesPastTheirBuffers) {
   EXPECT_TRUE(refused(Run(at), "gpu attend")) << Run(at).message();
   at.v_offset = 0;
   EXPECT_TRUE(Run(at).ok());
+  at.v_row = 0;
+  at.k_type = at.v_type = KvElem::kQ8_0;
+  EXPECT_TRUE(Run(at).ok());
+  at.d_v = 48;  // not whole q8_0 blocks
+  EXPECT_TRUE(refused(Run(at), "gpu attend")) << Run(at).message();
 }
 
 }  // namespace
