@@ -41,10 +41,10 @@ void AddStorageFlags(CLI::App& sub, StorageFlags* f) {
                  "Load routing statistics at start (placing their hottest experts) and save the "
                  "live ones on exit");
   sub.add_option("--device", f->device,
-                 "cpu, or vulkan[:N]: attention (GQA, MLA, DeltaNet), the output head, shared "
-                 "experts and dense FFNs on that GPU, and the routed experts of "
-                 "--gpu-expert-cache (moetier devices lists them); no device found: a notice, "
-                 "and the CPU runs everything")
+                 "cpu, or vulkan[:N]: attention (GQA with its output gate, MLA, DeltaNet; any "
+                 "--kv-type), the output head, shared experts and dense FFNs on that GPU, and the "
+                 "routed experts of --gpu-expert-cache (moetier devices lists them); no device "
+                 "found: a notice, and the CPU runs everything")
       ->default_str("cpu");
   sub.add_option("--gpu-expert-cache", f->gpu_expert_cache,
                  "Routed experts kept in GPU memory: BYTES or N% of the experts (implies "

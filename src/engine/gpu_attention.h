@@ -8,8 +8,8 @@
 // one submission runs the q/k/v products, biases, q/k norms, RoPE, the cache stores, causal
 // attention (sinks, sliding windows), an output gate (qwen3next: attn_q's rows per head
 // [q | gate], the heads' outputs times sigmoid(gate)) and the output product
-// (gpu/attention_ops.h, gpu/matmul.h). The cache is (n_seq, n_head_kv, n_ctx, head_dim) per layer:
-// a sliding layer keeps every position (no ring), so any prefix can be reused.
+// (gpu/attention_ops.h, gpu/matmul.h). The cache is (n_seq, n_head_kv, n_ctx, head_dim) per layer,
+// f16, f32 or q8_0: a sliding layer keeps every position (no ring), so any prefix can be reused.
 //
 // The device sums in an order of its own and multiplies f32 activations (the CPU: q8_K ones
 // for K-quant weights), so the output agrees with GqaAttention's within rounding; for a given
@@ -96,8 +96,8 @@ class GpuGqaAttention final : public GpuAttentionBlock {
 
 // DeepSeek's multi-head latent attention on the device, in MlaAttention's absorbed form
 // (engine/attention_block.h): the weights of every MLA layer and a latent cache
-// (n_seq, n_ctx, L + R) per layer (f16 or f32, K's type) in device memory. Per layer the normed
-// input goes up once and the output comes back once; one submission runs the q projection
+// (n_seq, n_ctx, L + R) per layer (f16, f32 or q8_0, K's type) in device memory. Per layer the
+// normed input goes up once and the output comes back once; one submission runs the q projection
 // (directly, or through the q LoRA and its norm), the compressed KV and its norm, RoPE of q_pe
 // and k_pe, the cache store, the absorbed queries [k_b_h^T q_nope_h | q_pe_h] (the heads'
 // slices of attn_k_b in one head-batched product), attention over the latent rows (K the
