@@ -8,12 +8,6 @@ namespace mt {
 
 namespace {
 
-bool DeviceThere(int index) {
-  if (!gpu::HaveVulkan()) return false;
-  Result<std::vector<gpu::DeviceInfo>> devices = gpu::ListDevices();
-  return devices.ok() && index < static_cast<int>(devices->size());
-}
-
 bool AllOnDevice(const std::vector<const WeightMatrix*>& matrices) {
   for (const WeightMatrix* w : matrices) {
     if (w->data != nullptr && !gpu::GpuCanMatMul(w->type)) return false;
@@ -33,7 +27,8 @@ void AddPresent(std::vector<const WeightMatrix*>& to,
 std::vector<const WeightMatrix*> DeviceOwnedMatrices(const Model& model,
                                                      const ContextOptions& options) {
   std::vector<const WeightMatrix*> owned;
-  if (!options.gpu.wanted() || !DeviceThere(std::max(options.gpu.device, 0))) return owned;
+  if (!options.gpu.wanted() || !gpu::NoDeviceReason(std::max(options.gpu.device, 0)).empty())
+    return owned;
   const HParams& hp = model.hparams();
   const bool gqa = GpuGqaAttention::Unsupported(model, options.kv_types).empty();
   const bool mla = GpuMlaAttention::Unsupported(model, options.kv_types).empty();

@@ -53,8 +53,7 @@ TEST(DeviceMatricesTest, WithoutADeviceEveryMatrixIsCopied) {
 // deepseek3-tiny at q4_k_m: MLA with the q LoRA, a shared expert, two dense FFN layers and an
 // untied head, each with matrices the CPU keeps in panels.
 TEST(DeviceMatricesTest, TheDevicesMatricesStayInTheMappingWithTheSameBits) {
-  Result<std::vector<gpu::DeviceInfo>> devices = gpu::ListDevices();
-  if (!devices.ok() || devices->empty()) GTEST_SKIP() << "no Vulkan device";
+  if (std::string why = gpu::NoDeviceReason(); !why.empty()) GTEST_SKIP() << why;
   SynthModels models("device-matrices", 3);
   const std::string path = models.Get("deepseek3-tiny", "q4_k_m");
   ContextOptions device;

@@ -54,12 +54,7 @@ class GpuExpertsTest : public ::testing::Test {
  protected:
   static void SetUpTestSuite() {
     models_ = std::make_unique<SynthModels>("gpu-experts-test", 5);
-    Result<std::vector<gpu::DeviceInfo>> devices = gpu::ListDevices();
-    if (!devices.ok()) {
-      skip_ = devices.status().message();
-    } else if (devices->empty()) {
-      skip_ = "no Vulkan device";
-    }
+    skip_ = gpu::NoDeviceReason();
   }
   static void TearDownTestSuite() { models_.reset(); }
 

@@ -5,6 +5,7 @@
 #include <initializer_list>
 #include <span>
 
+#include "gpu/op_bindings.h"
 #include "gpu/shaders.h"
 
 namespace mt::gpu {
@@ -22,11 +23,9 @@ struct RmsNormPush {
 struct RopePush {
   uint32_t x_offset, n, heads, head_dim, stride, n_rot, neox, cs_offset;
 };
-struct CopyRowsPush {
-  uint32_t x_offset, y_offset, rows, width, x_stride, y_stride;
-};
-struct SigmoidGatePush {
-  uint32_t x_offset, g_offset, rows, width, x_stride, g_stride;
+// copy_rows (y = x) and sigmoid_gate (x *= sigmoid(g)): rows of two buffers at their strides.
+struct RowPairPush {
+  uint32_t a_offset, b_offset, rows, width, a_stride, b_stride;
 };
 struct StoreKvPush {
   uint32_t x_offset, n, heads, head_dim, stride, tokens_offset, cache_offset, cells, f16, n_seq;
@@ -45,9 +44,6 @@ static_assert(sizeof(AttendPush) == 84);  // within the 128 bytes every device h
 constexpr uint64_t kGroup = 64;  // every shader's local_size_x
 // attend.comp's MAX_DK and MAX_DV: DeepSeek's MLA (a 576-dim K, a 512-dim V) fits.
 constexpr int64_t kMaxDk = 576, kMaxDv = 512;
-// The shaders index words and elements with uint32, adding small offsets and a group's 64:
-// every count they index stays below 2^31.
-constexpr uint64_t kIndexLimit = uint64_t{1} << 31;
 
 // The product of `factors`, or kIndexLimit when it reaches that (no overflow).
 uint64_t Product(std::initializer_list<uint64_t> factors) {
@@ -64,27 +60,6 @@ uint64_t Product(std::initializer_list<uint64_t> factors) {
 int64_t Dims(int64_t a, int64_t b) {
   const auto limit = static_cast<int64_t>(kIndexLimit);
   return a > 0 && b > 0 && a < limit && b < limit ? a * b : 0;
-}
-
-// Whether `count` words from word `offset` lie inside a buffer of `bytes` (no overflow).
-bool Inside(uint64_t offset, uint64_t count, uint64_t bytes) {
-  const uint64_t words = bytes / 4;
-  return offset <= words && count <= words - offset;
-}
-
-// A binding of a buffer from a word offset: the range starts at the offset rounded down to
-// the device's alignment and `skip` words of it come first (the shader adds them).
-struct Binding {
-  BufferRange range;
-  uint32_t skip = 0;  // words
-};
-
-// Words [offset, offset + count) of `buffer` (checked Inside by the caller). Any alignment
-// (a power of two) rounds a multiple of 4 down to a multiple of 4.
-Binding Bind(const Buffer* buffer, uint64_t offset, uint64_t count, uint64_t alignment) {
-  const uint64_t start = offset * 4 / alignment * alignment;  // bytes
-  const uint64_t skip = offset - start / 4;
-  return {BufferRange{buffer, start, (skip + count) * 4}, static_cast<uint32_t>(skip)};
 }
 
 // The bytes of a cache cell of d elements of `type` (q8_0: d a multiple of 32).
@@ -129,20 +104,10 @@ struct AttentionOps::Impl {
   Pipeline store_kv_q8;   // shaders/store_kv_q8.comp
   Pipeline attend;        // shaders/attend.comp
 
-  // Records `pipeline` over a 1-D grid of `groups` (>= 1) workgroups, split into (x, y)
-  // counts within the device's limits (the shaders' group index is y * count_x + x).
   template <typename Push>
   Status Dispatch(CommandRecorder& rec, std::string_view op, const Pipeline& pipeline,
                   std::span<const BufferRange> ranges, const Push& push, uint64_t groups) {
-    const uint64_t x = std::min<uint64_t>(groups, device->max_group_count_x());
-    const uint64_t y = (groups + x - 1) / x;
-    if (y > 65535) {  // Vulkan's least maxComputeWorkGroupCount[1]
-      return InvalidArgument("gpu {}: {} workgroups are more than one dispatch holds", op, groups);
-    }
-    uint8_t bytes[sizeof(Push)];
-    std::memcpy(bytes, &push, sizeof(push));
-    rec.Dispatch(pipeline, ranges, bytes, static_cast<uint32_t>(x), static_cast<uint32_t>(y), 1);
-    return rec.status();
+    return DispatchGroups(*device, rec, op, pipeline, ranges, push, groups);
   }
 };
 
@@ -157,10 +122,10 @@ Result<std::unique_ptr<AttentionOps>> AttentionOps::Create(Device* device) {
   impl->rms_norm =
       MT_TRY(device->CreatePipeline("rms_norm", ShaderSpirv("rms_norm"), 3, sizeof(RmsNormPush)));
   impl->rope = MT_TRY(device->CreatePipeline("rope", ShaderSpirv("rope"), 2, sizeof(RopePush)));
-  impl->copy_rows = MT_TRY(
-      device->CreatePipeline("copy_rows", ShaderSpirv("copy_rows"), 2, sizeof(CopyRowsPush)));
-  impl->sigmoid_gate = MT_TRY(device->CreatePipeline("sigmoid_gate", ShaderSpirv("sigmoid_gate"), 2,
-                                                     sizeof(SigmoidGatePush)));
+  impl->copy_rows =
+      MT_TRY(device->CreatePipeline("copy_rows", ShaderSpirv("copy_rows"), 2, sizeof(RowPairPush)));
+  impl->sigmoid_gate = MT_TRY(
+      device->CreatePipeline("sigmoid_gate", ShaderSpirv("sigmoid_gate"), 2, sizeof(RowPairPush)));
   impl->store_kv =
       MT_TRY(device->CreatePipeline("store_kv", ShaderSpirv("store_kv"), 3, sizeof(StoreKvPush)));
   impl->store_kv_q8 = MT_TRY(
@@ -276,77 +241,68 @@ Status AttentionOps::Record(CommandRecorder& rec, const RopeArgs& a) {
   return impl_->Dispatch(rec, "rope", impl_->rope, ranges, push, (pairs + kGroup - 1) / kGroup);
 }
 
-Status AttentionOps::Record(CommandRecorder& rec, const CopyRowsArgs& a) {
-  const int64_t x_stride = a.x_stride > 0 ? a.x_stride : a.width;
-  const int64_t y_stride = a.y_stride > 0 ? a.y_stride : a.width;
-  if (a.x == nullptr || a.y == nullptr) return InvalidArgument("gpu copy rows: a missing buffer");
-  if (a.rows < 0 || a.width <= 0 || x_stride < a.width || y_stride < a.width) {
-    return InvalidArgument("gpu copy rows: bad shape rows={} width={} strides {} {}", a.rows,
-                           a.width, x_stride, y_stride);
+namespace {
+
+// The rows of an op over two buffers (copy rows: x and y; sigmoid gate: x and g), each at its
+// stride (0: the width) from its word offset: checked, bound and dispatched, one thread an
+// element.
+struct RowsOf {
+  const Buffer* buffer;
+  uint64_t offset;
+  int64_t stride;
+  char name;
+};
+Status RecordRowPair(AttentionOps::Impl& impl, CommandRecorder& rec, std::string_view op,
+                     const Pipeline& pipeline, int64_t n_rows, int64_t n_width, RowsOf a,
+                     RowsOf b) {
+  const int64_t a_stride = a.stride > 0 ? a.stride : n_width;
+  const int64_t b_stride = b.stride > 0 ? b.stride : n_width;
+  if (a.buffer == nullptr || b.buffer == nullptr) {
+    return InvalidArgument("gpu {}: a missing buffer", op);
   }
-  if (a.rows == 0) return Status::Ok();
-  const uint64_t rows = a.rows, width = a.width;
-  const uint64_t x_floats = Product({rows - 1, static_cast<uint64_t>(x_stride)}) + width;
-  const uint64_t y_floats = Product({rows - 1, static_cast<uint64_t>(y_stride)}) + width;
-  if (x_floats >= kIndexLimit || y_floats >= kIndexLimit || Product({rows, width}) >= kIndexLimit) {
-    return InvalidArgument("gpu copy rows: {} rows of {} floats are past 8 GiB", a.rows,
-                           std::max(x_stride, y_stride));
+  if (n_rows < 0 || n_width <= 0 || a_stride < n_width || b_stride < n_width) {
+    return InvalidArgument("gpu {}: bad shape rows={} width={} strides {} {}", op, n_rows, n_width,
+                           a_stride, b_stride);
   }
-  if (!Inside(a.x_offset, x_floats, a.x->size()) || !Inside(a.y_offset, y_floats, a.y->size())) {
+  if (n_rows == 0) return Status::Ok();
+  const uint64_t rows = n_rows, width = n_width;
+  const uint64_t a_floats = Product({rows - 1, static_cast<uint64_t>(a_stride)}) + width;
+  const uint64_t b_floats = Product({rows - 1, static_cast<uint64_t>(b_stride)}) + width;
+  if (a_floats >= kIndexLimit || b_floats >= kIndexLimit || Product({rows, width}) >= kIndexLimit) {
+    return InvalidArgument("gpu {}: {} rows of {} floats are past 8 GiB", op, n_rows,
+                           std::max(a_stride, b_stride));
+  }
+  if (!Inside(a.offset, a_floats, a.buffer->size()) ||
+      !Inside(b.offset, b_floats, b.buffer->size())) {
     return InvalidArgument(
-        "gpu copy rows: rows={} width={} strides {} {}: x (at float {}) or y (at float {}) "
-        "reaches past its buffer ({} and {} bytes)",
-        a.rows, a.width, x_stride, y_stride, a.x_offset, a.y_offset, a.x->size(), a.y->size());
+        "gpu {}: rows={} width={} strides {} {}: {} (at float {}) or {} (at float {}) reaches "
+        "past its buffer ({} and {} bytes)",
+        op, n_rows, n_width, a_stride, b_stride, a.name, a.offset, b.name, b.offset,
+        a.buffer->size(), b.buffer->size());
   }
-  const uint64_t align = impl_->device->storage_offset_alignment();
-  const Binding x = Bind(a.x, a.x_offset, x_floats, align);
-  const Binding y = Bind(a.y, a.y_offset, y_floats, align);
-  const CopyRowsPush push = {x.skip,
-                             y.skip,
-                             static_cast<uint32_t>(rows),
-                             static_cast<uint32_t>(width),
-                             static_cast<uint32_t>(x_stride),
-                             static_cast<uint32_t>(y_stride)};
-  const BufferRange ranges[2] = {x.range, y.range};
-  return impl_->Dispatch(rec, "copy rows", impl_->copy_rows, ranges, push,
-                         (rows * width + kGroup - 1) / kGroup);
+  const uint64_t align = impl.device->storage_offset_alignment();
+  const Binding ab = Bind(a.buffer, a.offset, a_floats, align);
+  const Binding bb = Bind(b.buffer, b.offset, b_floats, align);
+  const RowPairPush push = {ab.skip,
+                            bb.skip,
+                            static_cast<uint32_t>(rows),
+                            static_cast<uint32_t>(width),
+                            static_cast<uint32_t>(a_stride),
+                            static_cast<uint32_t>(b_stride)};
+  const BufferRange ranges[2] = {ab.range, bb.range};
+  return impl.Dispatch(rec, op, pipeline, ranges, push, (rows * width + kGroup - 1) / kGroup);
+}
+
+}  // namespace
+
+Status AttentionOps::Record(CommandRecorder& rec, const CopyRowsArgs& a) {
+  return RecordRowPair(*impl_, rec, "copy rows", impl_->copy_rows, a.rows, a.width,
+                       {a.x, a.x_offset, a.x_stride, 'x'}, {a.y, a.y_offset, a.y_stride, 'y'});
 }
 
 Status AttentionOps::Record(CommandRecorder& rec, const SigmoidGateArgs& a) {
-  const int64_t x_stride = a.x_stride > 0 ? a.x_stride : a.width;
-  const int64_t g_stride = a.g_stride > 0 ? a.g_stride : a.width;
-  if (a.x == nullptr || a.g == nullptr)
-    return InvalidArgument("gpu sigmoid gate: a missing buffer");
-  if (a.rows < 0 || a.width <= 0 || x_stride < a.width || g_stride < a.width) {
-    return InvalidArgument("gpu sigmoid gate: bad shape rows={} width={} strides {} {}", a.rows,
-                           a.width, x_stride, g_stride);
-  }
-  if (a.rows == 0) return Status::Ok();
-  const uint64_t rows = a.rows, width = a.width;
-  const uint64_t x_floats = Product({rows - 1, static_cast<uint64_t>(x_stride)}) + width;
-  const uint64_t g_floats = Product({rows - 1, static_cast<uint64_t>(g_stride)}) + width;
-  if (x_floats >= kIndexLimit || g_floats >= kIndexLimit || Product({rows, width}) >= kIndexLimit) {
-    return InvalidArgument("gpu sigmoid gate: {} rows of {} floats are past 8 GiB", a.rows,
-                           std::max(x_stride, g_stride));
-  }
-  if (!Inside(a.x_offset, x_floats, a.x->size()) || !Inside(a.g_offset, g_floats, a.g->size())) {
-    return InvalidArgument(
-        "gpu sigmoid gate: rows={} width={} strides {} {}: x (at float {}) or g (at float {}) "
-        "reaches past its buffer ({} and {} bytes)",
-        a.rows, a.width, x_stride, g_stride, a.x_offset, a.g_offset, a.x->size(), a.g->size());
-  }
-  const uint64_t align = impl_->device->storage_offset_alignment();
-  const Binding x = Bind(a.x, a.x_offset, x_floats, align);
-  const Binding g = Bind(a.g, a.g_offset, g_floats, align);
-  const SigmoidGatePush push = {x.skip,
-                                g.skip,
-                                static_cast<uint32_t>(rows),
-                                static_cast<uint32_t>(width),
-                                static_cast<uint32_t>(x_stride),
-                                static_cast<uint32_t>(g_stride)};
-  const BufferRange ranges[2] = {x.range, g.range};
-  return impl_->Dispatch(rec, "sigmoid gate", impl_->sigmoid_gate, ranges, push,
-                         (rows * width + kGroup - 1) / kGroup);
+  return RecordRowPair(*impl_, rec, "sigmoid gate", impl_->sigmoid_gate, a.rows, a.width,
+                       {a.x, a.x_offset, a.x_stride, 'x'}, {a.g, a.g_offset, a.g_stride, 'g'});
 }
 
 Status AttentionOps::Record(CommandRecorder& rec, const StoreKvArgs& a) {

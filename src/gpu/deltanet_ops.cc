@@ -4,6 +4,7 @@
 #include <cstring>
 #include <span>
 
+#include "gpu/op_bindings.h"
 #include "gpu/shaders.h"
 
 namespace mt::gpu {
@@ -26,26 +27,6 @@ static_assert(sizeof(RulePush) == 80);  // within the 128 bytes every device has
 constexpr uint64_t kGroup = 64;        // every shader's local_size_x
 constexpr int64_t kMaxConvWindow = 8;  // deltanet_conv.comp's MAX_W
 constexpr int64_t kMaxHeadDim = 256;   // deltanet_rule.comp's MAX_S
-// The shaders index words with uint32, adding small offsets: every index stays below 2^31.
-constexpr uint64_t kIndexLimit = uint64_t{1} << 31;
-
-// Whether `count` words from word `offset` lie inside a buffer of `bytes` (no overflow).
-bool Inside(uint64_t offset, uint64_t count, uint64_t bytes) {
-  const uint64_t words = bytes / 4;
-  return offset <= words && count <= words - offset;
-}
-
-// Words [offset, offset + count) of `buffer` as a binding from the offset rounded down to the
-// device's alignment; `skip` words of it come first (the shader adds them).
-struct Binding {
-  BufferRange range;
-  uint32_t skip = 0;  // words
-};
-Binding Bind(const Buffer* buffer, uint64_t offset, uint64_t count, uint64_t alignment) {
-  const uint64_t start = offset * 4 / alignment * alignment;  // bytes
-  const uint64_t skip = offset - start / 4;
-  return {BufferRange{buffer, start, (skip + count) * 4}, static_cast<uint32_t>(skip)};
-}
 
 // The rows of a batch: n rows of `row` floats, `stride` apart, from word `offset`.
 bool RowsInside(const Buffer* b, uint64_t offset, int64_t n, int64_t row, int64_t stride) {
@@ -80,20 +61,10 @@ struct DeltaNetOps::Impl {
   Pipeline conv;  // shaders/deltanet_conv.comp
   Pipeline rule;  // shaders/deltanet_rule.comp
 
-  // Records `pipeline` over a 1-D grid of `groups` (>= 1) workgroups, split into (x, y)
-  // counts within the device's limits (the shaders' group index is y * count_x + x).
   template <typename Push>
   Status Dispatch(CommandRecorder& rec, std::string_view op, const Pipeline& pipeline,
                   std::span<const BufferRange> ranges, const Push& push, uint64_t groups) {
-    const uint64_t x = std::min<uint64_t>(groups, device->max_group_count_x());
-    const uint64_t y = (groups + x - 1) / x;
-    if (y > 65535) {  // Vulkan's least maxComputeWorkGroupCount[1]
-      return InvalidArgument("gpu {}: {} workgroups are more than one dispatch holds", op, groups);
-    }
-    uint8_t bytes[sizeof(Push)];
-    std::memcpy(bytes, &push, sizeof(push));
-    rec.Dispatch(pipeline, ranges, bytes, static_cast<uint32_t>(x), static_cast<uint32_t>(y), 1);
-    return rec.status();
+    return DispatchGroups(*device, rec, op, pipeline, ranges, push, groups);
   }
 
   // The state binding from `offset` floats to the buffer's end (at most the device's largest

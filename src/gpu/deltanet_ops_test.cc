@@ -34,79 +34,16 @@
 #include <vector>
 
 #include "base/check.h"
-#include "gpu/test_gpu.h"
+#include "gpu/ops_test_fixture.h"
 #include "kernels/delta_net.h"
 #include "kernels/ops.h"
 
 namespace mt::gpu {
 namespace {
 
-constexpr double kU = 1.0 / (1 << 24);
-constexpr float kSentinel = -1234.5f;  // fills every float a dispatch must not write
 constexpr uint32_t kNone = DeltaNetRun::kNone;
 
-class GpuDeltaNetOps : public ::testing::Test {
- protected:
-  static void SetUpTestSuite() {
-    if (TheGpu().device == nullptr) return;
-    Result<std::unique_ptr<DeltaNetOps>> ops = DeltaNetOps::Create(TheGpu().device.get());
-    if (ops.ok()) {
-      ops_ = std::move(*ops);
-    } else {
-      ADD_FAILURE() << ops.status().message();
-    }
-  }
-  static void TearDownTestSuite() { ops_.reset(); }  // before the Device
-  void SetUp() override {
-    if (TheGpu().device == nullptr) GTEST_SKIP() << TheGpu().skip;
-    if (ops_ == nullptr) GTEST_SKIP() << "no DeltaNetOps";
-  }
-
-  static Device& Dev() { return *TheGpu().device; }
-
-  template <typename T>
-  static Buffer ToDevice(const std::vector<T>& values) {
-    const size_t bytes = std::max<size_t>(values.size() * sizeof(T), 4);
-    Result<Buffer> b = Dev().CreateBuffer(bytes);
-    MT_CHECK(b.ok());
-    MT_CHECK(
-        Dev()
-            .Upload(*b, 0,
-                    {reinterpret_cast<const uint8_t*>(values.data()), values.size() * sizeof(T)})
-            .ok());
-    return std::move(*b);
-  }
-  template <typename T>
-  static std::vector<T> FromDevice(const Buffer& b, size_t n) {
-    std::vector<T> values(n);
-    MT_CHECK(Dev().Download(b, 0, {reinterpret_cast<uint8_t*>(values.data()), n * sizeof(T)}).ok());
-    return values;
-  }
-  template <typename Args>
-  static Status Run(const Args& args) {
-    Status recorded;
-    const Status executed =
-        Dev().Execute([&](CommandRecorder& rec) { recorded = ops_->Record(rec, args); });
-    return recorded.ok() ? executed : recorded;
-  }
-
-  static std::unique_ptr<DeltaNetOps> ops_;
-};
-
-std::unique_ptr<DeltaNetOps> GpuDeltaNetOps::ops_;
-
-std::vector<float> Gaussian(size_t n, float sigma, std::mt19937& rng) {
-  std::normal_distribution<float> gauss(0.0f, sigma);
-  std::vector<float> v(n);
-  for (float& x : v) x = gauss(rng);
-  return v;
-}
-
-uint32_t Bits(float f) {
-  uint32_t u;
-  std::memcpy(&u, &f, 4);
-  return u;
-}
+class GpuDeltaNetOps : public GpuOpsTest<DeltaNetOps> {};
 
 // The batch: rows 0..8 of three sequences interleaved; sequence 0 (4 tokens) resumes from
 // its copy 0, writes copy 1 and takes the checkpoint (copy 2) after its third token; sequence 1

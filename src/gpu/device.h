@@ -40,6 +40,18 @@ struct DeviceInfo {
 // Vulkan call.
 Result<std::vector<DeviceInfo>> ListDevices();
 
+// Why there is no device `index` to open, or "" when there is (tests skip saying so).
+inline std::string NoDeviceReason(int index = 0) {
+  Result<std::vector<DeviceInfo>> devices = ListDevices();
+  if (!devices.ok()) return std::string(devices.status().message());
+  if (devices->empty()) return "no Vulkan device";
+  if (index >= static_cast<int>(devices->size())) {
+    return "no Vulkan device " + std::to_string(index) + " (" + std::to_string(devices->size()) +
+           " found)";
+  }
+  return "";
+}
+
 class Device;
 
 // A device-local storage buffer of `size` bytes (rounded up to whole 16-byte units in
