@@ -6,6 +6,7 @@
 #include <cmath>
 #include <limits>
 
+#include "base/json_depth.h"
 #include "grammar/json_schema.h"
 #include "tokenizer/chat_template.h"
 #include "tokenizer/utf8.h"
@@ -711,6 +712,11 @@ namespace {
 
 // The body as JSON, or the 400 naming where its syntax breaks.
 Error ParseJson(std::string_view body, json* out) {
+  if (const size_t depth = JsonDepth(body); depth > kMaxJsonDepth) {
+    return Invalid("", fmt::format("the request body nests arrays and objects {} levels deep; at "
+                                   "most {} are allowed",
+                                   depth, kMaxJsonDepth));
+  }
   // No exceptions: a parse error gives a discarded value.
   json j = json::parse(body.begin(), body.end(), nullptr, /*allow_exceptions=*/false);
   if (j.is_discarded()) {

@@ -4,6 +4,8 @@
 
 #include <gtest/gtest.h>
 
+#include "base/json_depth.h"
+
 namespace mt::server {
 namespace {
 
@@ -188,6 +190,28 @@ TEST(ApiTest, MalformedJsonAndWrongBody) {
   for (const char* bad : {"[]", "3", "\"s\"", "null"}) {
     EXPECT_NE(Refused(bad).message.find("must be a JSON object"), std::string::npos) << bad;
   }
+}
+
+// Copying or dumping a parsed value recurses once per level, so a body like a tool whose
+// parameters nest 100000 deep (200 KB) would overflow the stack: it is refused unparsed.
+TEST(ApiTest, NestingPastTheLimitIsRefused) {
+  const auto nested = [](size_t depth) {
+    return std::string(depth, '[') + std::string(depth, ']');
+  };
+  const std::string chat = R"({"model": "olmoe", "messages": [{"role": "user", "content": "x"}], )";
+  const ApiError e = Refused(chat + R"("tools": [{"type": "function", "function": {"name": "f",
+      "parameters": {"x": )" + nested(100000) +
+                                 "}}}]}",
+                             Endpoint::kChat);
+  EXPECT_EQ(e.http_status, 400);
+  EXPECT_EQ(e.param, "");
+  EXPECT_EQ(
+      e.message,
+      "the request body nests arrays and objects 100005 levels deep; at most 256 are allowed");
+  // At the limit the body is parsed: the error is about the prompt's type, not the depth.
+  const std::string prompt = R"({"model": "olmoe", "prompt": )" + nested(kMaxJsonDepth - 1) + "}";
+  EXPECT_EQ(Refused(prompt).param, "prompt");
+  EXPECT_EQ(Refused(R"({"model": "olmoe", "prompt": )" + nested(kMaxJsonDepth) + "}").param, "");
 }
 
 TEST(ApiTest, ModelIsRequiredAndMustMatch) {

@@ -4,6 +4,7 @@
 #include <nlohmann/json.hpp>
 #include <utility>
 
+#include "base/json_depth.h"
 #include "server/tag_scan.h"
 #include "tokenizer/chat_template.h"
 
@@ -34,7 +35,7 @@ std::string_view WordAfter(std::string_view header, std::string_view key) {
 
 // A call's arguments: compact JSON when the body is JSON, else the body as written.
 std::string Arguments(std::string_view body) {
-  const auto j = nlohmann::ordered_json::parse(body, nullptr, /*allow_exceptions=*/false);
+  const auto j = ParseJsonWithinDepth<nlohmann::ordered_json>(body);
   if (j.is_discarded()) return std::string(body);
   return j.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
 }

@@ -49,6 +49,12 @@ TEST(Harmony, ReadsToolCalls) {
   EXPECT_EQ(out.calls[0].arguments, R"({"a":[1,2]})");
   EXPECT_EQ(out.calls[1].name, "browser.search");
   EXPECT_EQ(out.calls[1].arguments, "not json");
+  // Arguments nested past kMaxJsonDepth stay as written too (dumping them would recurse).
+  const std::string deep = std::string(100000, '[') + std::string(100000, ']');
+  out =
+      ParseHarmony("<|start|>assistant to=functions.f<|channel|>commentary json<|message|>" + deep);
+  ASSERT_EQ(out.calls.size(), 1u);
+  EXPECT_EQ(out.calls[0].arguments, deep);
 }
 
 TEST(Harmony, ReasoningInContentKeepsTheAnalysisAsWritten) {

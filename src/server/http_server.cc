@@ -18,6 +18,7 @@
 #include <utility>
 
 #include "base/check.h"
+#include "base/json_depth.h"
 #include "base/log.h"
 #include "server/api.h"
 #include "server/api_keys.h"
@@ -751,7 +752,8 @@ void HttpServer::Impl::ApplyTemplate(const httplib::Request& req, httplib::Respo
   if (!ReadRequest(req, res, reader, [&](std::string_view body) {
         // "model" may be left out here, as llama-server allows. (Ordered: the tools are
         // rendered in the client's key order.)
-        auto j = nlohmann::ordered_json::parse(body, nullptr, /*allow_exceptions=*/false);
+        // (Too deep: the body as sent, for ParseRequest's error.)
+        auto j = ParseJsonWithinDepth<nlohmann::ordered_json>(body);
         if (j.is_object() && !j.contains("model")) j["model"] = options.model_id;
         return ParseRequest(j.is_object() ? j.dump() : std::string(body), Endpoint::kChat,
                             options.model_id, &r);

@@ -6,6 +6,7 @@
 #include <nlohmann/json.hpp>
 #include <utility>
 
+#include "base/json_depth.h"
 #include "grammar/json_schema.h"
 #include "server/tag_scan.h"
 
@@ -17,7 +18,7 @@ constexpr std::string_view kClose = "</tool_call>";
 
 // One block's JSON: {"name": "...", "arguments": {...}}; false when it is anything else.
 bool ParseCall(std::string_view body, ApiToolCall* out) {
-  const auto j = nlohmann::ordered_json::parse(body, nullptr, /*allow_exceptions=*/false);
+  const auto j = ParseJsonWithinDepth<nlohmann::ordered_json>(body);
   if (!j.is_object()) return false;
   const auto name = j.find("name");
   const auto arguments = j.find("arguments");
@@ -58,7 +59,7 @@ bool ParseGlmCall(std::string_view body, ApiToolCall* out) {
   std::string_view key, value;
   while (TakeTagged(body, &pos, "<arg_key>", "</arg_key>", &key)) {
     if (!TakeTagged(body, &pos, "<arg_value>", "</arg_value>", &value)) return false;
-    auto parsed = nlohmann::ordered_json::parse(value, nullptr, /*allow_exceptions=*/false);
+    auto parsed = ParseJsonWithinDepth<nlohmann::ordered_json>(value);
     args[std::string(key)] = parsed.is_discarded() ? nlohmann::ordered_json(value) : parsed;
   }
   while (pos < body.size() && IsAsciiSpace(body[pos])) ++pos;

@@ -47,6 +47,13 @@ TEST(ToolCalls, ABlockThatDoesNotParseLeavesAllContent) {
     EXPECT_TRUE(out.calls.empty()) << bad;
     EXPECT_EQ(out.content, bad);
   }
+  // Arguments nested past kMaxJsonDepth (dumping them would recurse that deep): content too.
+  const std::string deep =
+      "<tool_call>{\"name\": \"f\", \"arguments\": {\"x\": " + std::string(100000, '[') +
+      std::string(100000, ']') + "}}</tool_call>";
+  const ToolCallOutput out = ParseToolCalls(deep);
+  EXPECT_TRUE(out.calls.empty());
+  EXPECT_EQ(out.content, deep);
 }
 
 // Streaming the text in pieces of every size gives what parsing it whole gives, and content

@@ -8,6 +8,7 @@
 #include <string>
 #include <vector>
 
+#include "base/json_depth.h"
 #include "tokenizer/chat_template_internal.h"
 #include "tokenizer/utf8.h"
 
@@ -409,7 +410,7 @@ size_t PyLen(std::string_view s) {
 }
 
 std::optional<OrderedJson> ParseArguments(std::string_view arguments) {
-  OrderedJson j = OrderedJson::parse(arguments, nullptr, /*allow_exceptions=*/false);
+  OrderedJson j = ParseJsonWithinDepth<OrderedJson>(arguments);
   if (j.is_discarded()) return std::nullopt;
   return j;
 }
@@ -701,6 +702,12 @@ Status CheckReasoningEffort(std::string_view effort) {
 }
 
 Result<ChatTemplateKwargs> ParseChatTemplateKwargs(std::string_view json_text) {
+  if (const size_t depth = JsonDepth(json_text); depth > kMaxJsonDepth) {
+    return InvalidArgument(
+        "chat_template_kwargs nests arrays and objects {} levels deep; at most {} "
+        "are allowed",
+        depth, kMaxJsonDepth);
+  }
   const nlohmann::json j = nlohmann::json::parse(json_text, nullptr, /*allow_exceptions=*/false);
   if (j.is_discarded()) {
     return InvalidArgument(

@@ -309,6 +309,13 @@ TEST(ChatTemplateTest, ParsesChatTemplateKwargs) {
     EXPECT_EQ(k.status().code(), StatusCode::kInvalidArgument);
     EXPECT_EQ(k.status().message().find('\n'), std::string::npos);
   }
+  // Nested past kMaxJsonDepth: refused before it is parsed.
+  const Result<ChatTemplateKwargs> deep =
+      ParseChatTemplateKwargs("{\"x\": " + std::string(300, '[') + std::string(300, ']') + "}");
+  ASSERT_FALSE(deep.ok());
+  EXPECT_EQ(
+      deep.status().message(),
+      "chat_template_kwargs nests arrays and objects 301 levels deep; at most 256 are allowed");
 }
 
 TEST(ChatTemplateTest, HfToJsonMatchesPythonJsonDumps) {

@@ -2,7 +2,8 @@
 // a GGUF may carry it (untrusted: Detect, DetectThinking, DetectDefaultSystem, ForModel), a
 // NUL byte, then a conversation as JSON ({"messages": [{role, content, reasoning_content,
 // tool_calls: [{name, arguments}]}], "tools": [...]}) rendered by every format with and
-// without thinking. Any bytes must give a template or a one-line error, and a rendering or
+// without thinking (a conversation nested past kMaxJsonDepth is none, as the server refuses
+// it). Any bytes must give a template or a one-line error, and a rendering or
 // a one-line error, never a crash; chatml, deepseek3, harmony and glm4.5 render every user
 // message's content (deepseek3 every system message's too).
 #include <cstdint>
@@ -11,6 +12,7 @@
 #include <string_view>
 #include <vector>
 
+#include "base/json_depth.h"
 #include "tokenizer/chat_template.h"
 
 namespace {
@@ -80,9 +82,12 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   templates.emplace_back(mt::ChatTemplate::Kind::kDeepseek3, "", "fuzz",
                          mt::ChatThinking{.history = true, .forced_open = true});
 
-  const Json body = Json::parse(conversation, nullptr, /*allow_exceptions=*/false);
+  // Nested past kMaxJsonDepth, no conversation, as the server refuses such a request body.
+  const Json body = mt::ParseJsonWithinDepth<Json>(conversation);
   const std::vector<mt::ChatMessage> messages = Messages(body);
-  const Json tools = body.is_object() && body.contains("tools") ? body["tools"] : Json();
+  const Json none;
+  const auto tools_it = body.is_object() ? body.find("tools") : body.end();
+  const Json& tools = tools_it != body.end() ? *tools_it : none;  // not copied: copies recurse
   for (const mt::ChatTemplate& t : templates) {
     for (bool thinking : {true, false}) {
       mt::Result<mt::ChatPrompt> p = t.Render(messages, thinking, tools, thinking);
