@@ -357,6 +357,7 @@ Result<std::string> Context::Impl::PlaceOnDevice(const ContextOptions& o,
     held.push_back(fmt::format("{} routed experts ({}, rows {})", gpu->n_experts(),
                                HumanBytes(gpu->weight_bytes()), HumanBytes(gpu->scratch_bytes())));
   }
+  device->ReleaseUploadedPages(model.gguf());  // no host copy of what the device holds
   if (device->shares_host_memory()) storage->device_in_ram = used;
   return fmt::format(
       "device {}: {}{}; {} on the CPU", device->name(),

@@ -1,7 +1,8 @@
 // The dense matrices a device owns get no host copy (engine/device_matrices.h): the model
 // loaded for a device leaves them in the file's mapping, the memory plan counts them on the
 // device only, and the logits keep their bits, on the device and on a CPU that reads the
-// mapping after all. On whatever Vulkan device the machine has (lavapipe here and in CI).
+// mapping after all; the mapping's pages of what the device holds leave the process. On
+// whatever Vulkan device the machine has (lavapipe here and in CI).
 #include "engine/device_matrices.h"
 
 #include <gtest/gtest.h>
@@ -9,11 +10,13 @@
 #include "engine/context.h"
 #include "engine/model.h"
 #include "gpu/device.h"
+#include "io/io_test_util.h"
 #include "synth/synth_test_util.h"
 
 namespace mt {
 namespace {
 
+using io_test::PresentPages;
 using testing_synth::SynthModels;
 
 std::vector<float> Logits(const Model& m, const ContextOptions& o, std::string* plan = nullptr) {
@@ -26,6 +29,13 @@ std::vector<float> Logits(const Model& m, const ContextOptions& o, std::string* 
   EXPECT_TRUE(s.ok()) << s.message();
   if (plan != nullptr) *plan = (*ctx)->storage_plan().ToString();
   return logits;
+}
+
+// Reads every byte of [data, data + bytes), so that its pages are mapped in.
+uint64_t Touch(const uint8_t* data, uint64_t bytes) {
+  uint64_t sum = 0;
+  for (uint64_t i = 0; i < bytes; i += 64) sum += data[i];
+  return sum;
 }
 
 std::unique_ptr<Model> Load(const std::string& path, const LoadOptions& options) {
@@ -85,6 +95,47 @@ TEST(DeviceMatricesTest, TheDevicesMatricesStayInTheMappingWithTheSameBits) {
   ContextOptions cpu;
   cpu.n_ctx = 32;
   EXPECT_TRUE(Logits(*lean, cpu) == Logits(*plain, cpu));
+}
+
+// After the upload the host holds no copy, not even as mapped pages: the pages of the file
+// that hold the device's matrices and experts leave this process (GgufModel::ReleasePages),
+// and stay out while the CPU computes the rest.
+TEST(DeviceMatricesTest, TheDevicesBytesLeaveTheProcessAfterTheUpload) {
+  if (std::string why = gpu::NoDeviceReason(); !why.empty()) GTEST_SKIP() << why;
+  SynthModels models("device-matrices-pages", 3);
+  const std::string path = models.Get("deepseek3-tiny", "q4_k_m");
+  ContextOptions device;
+  device.n_ctx = 32;
+  device.gpu.device = 0;
+  device.gpu.cache_pct = 100;  // every routed expert on the device
+  std::unique_ptr<Model> lean = Load(path, LoadOptionsFor(device));
+  ASSERT_NE(lean, nullptr);
+  const std::vector<const WeightMatrix*> owned = DeviceOwnedMatrices(*lean, device);
+  ASSERT_FALSE(owned.empty());
+  const ExpertLayout& layout = lean->expert_layout();
+  std::vector<std::pair<const uint8_t*, uint64_t>> ranges;
+  for (const WeightMatrix* w : owned) ranges.emplace_back(w->data, w->row_bytes * w->rows);
+  for (uint32_t l = 0; l < layout.n_layer(); ++l) {
+    if (!layout.has_experts(l)) continue;
+    const ExpertSpec& spec = layout.spec(l);
+    for (uint32_t e = 0; e < layout.n_expert(); ++e) {
+      ranges.emplace_back(layout.mapped(l, e, kGate), spec.gate_bytes());
+      ranges.emplace_back(layout.mapped(l, e, kUp), spec.up_bytes());
+      ranges.emplace_back(layout.mapped(l, e, kDown), spec.down_bytes());
+    }
+  }
+  uint64_t pages = 0, sum = 0;
+  for (const auto& [data, bytes] : ranges) {
+    sum += Touch(data, bytes);
+    pages += PresentPages(data, bytes);
+  }
+  ASSERT_GT(pages, 100u) << sum;  // mapped in before the Context, by the reads above
+
+  std::string plan;
+  EXPECT_FALSE(Logits(*lean, device, &plan).empty());
+  uint64_t left = 0;
+  for (const auto& [data, bytes] : ranges) left += PresentPages(data, bytes);
+  EXPECT_EQ(left, 0u) << "of " << pages << " pages; " << plan;
 }
 
 }  // namespace

@@ -150,7 +150,7 @@ Result<std::unique_ptr<GpuGqaAttention>> GpuGqaAttention::Create(const Model& mo
     L.q_norm = add(w.attn_q_norm), L.k_norm = add(w.attn_k_norm), L.sinks = add(w.attn_sinks);
     L.gated = model.parts().layers[il].attention.gqa.output_gate;
     gated = gated || L.gated;
-    L.weights = MT_TRY(pack.Upload(dev));
+    L.weights = MT_TRY(pack.Upload(gpu));
     block->weight_bytes_ += pack.bytes();
     block->cache_bytes_ += CacheBytesPerPosition(hp, shape.kv_types) * shape.n_seq * shape.n_ctx;
     ++block->n_layers_;

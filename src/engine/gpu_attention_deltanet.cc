@@ -141,7 +141,7 @@ Result<std::unique_ptr<GpuDeltaNetAttention>> GpuDeltaNetAttention::Create(
     Ly.wout = pack.Add(w.ssm_out);
     Ly.conv = pack.Add(w.ssm_conv1d), Ly.dt = pack.Add(w.ssm_dt), Ly.a = pack.Add(w.ssm_a);
     Ly.norm = pack.Add(w.ssm_norm);
-    Ly.weights = MT_TRY(pack.Upload(dev));
+    Ly.weights = MT_TRY(pack.Upload(gpu));
     block->weight_bytes_ += pack.bytes();
     block->cache_bytes_ += states;
     ++block->n_layers_;

@@ -133,7 +133,7 @@ Result<std::unique_ptr<GpuMlaAttention>> GpuMlaAttention::Create(const Model& mo
     Ly.wkv_a = pack.Add(w.wkv_a), Ly.kv_a_norm = pack.Add(w.kv_a_norm);
     Ly.wk_b = pack.Add(w.wk_b), Ly.wv_b = pack.Add(w.wv_b), Ly.wo = pack.Add(w.wo);
     Ly.k_b_row = w.wk_b.row_bytes, Ly.v_b_row = w.wv_b.row_bytes;
-    Ly.weights = MT_TRY(pack.Upload(dev));
+    Ly.weights = MT_TRY(pack.Upload(gpu));
     block->weight_bytes_ += pack.bytes();
     block->cache_bytes_ += cache;
     ++block->n_layers_;

@@ -2,6 +2,7 @@
 
 #include <cstring>
 
+#include "gguf/gguf.h"
 #include "kernels/panel_layout.h"
 
 namespace mt {
@@ -26,6 +27,11 @@ std::string NoShaderFor(std::span<const GgmlType> types, int layer, std::string_
   return "";
 }
 
+void GpuBackend::ReleaseUploadedPages(const GgufModel& file) {
+  for (const std::span<const uint8_t> s : uploaded_from) file.ReleasePages(s.data(), s.size());
+  uploaded_from.clear();
+}
+
 bool GpuBackend::shares_host_memory() const {
   const std::string& type = device->info().type;
   return type == "cpu" || type == "integrated";
@@ -39,6 +45,7 @@ uint8_t* GpuWeightPack::Reserve(uint64_t n) {
 
 uint64_t GpuWeightPack::Add(const WeightMatrix& w) {
   const uint64_t n = w.row_bytes * static_cast<uint64_t>(w.rows);
+  sources_.emplace_back(w.data, n);
   uint8_t* dst = Reserve(n);
   if (w.layout == WeightLayout::kPanels) {
     PanelsToRows(w.type, w.rows, w.cols, w.data, dst);
@@ -54,9 +61,10 @@ uint64_t GpuWeightPack::Add(const std::vector<float>& v) {
   return static_cast<uint64_t>(dst - bytes_.data());
 }
 
-Result<gpu::Buffer> GpuWeightPack::Upload(gpu::Device& device) const {
-  gpu::Buffer buffer = MT_TRY(device.CreateBuffer(std::max<uint64_t>(bytes_.size(), 16)));
-  MT_RETURN_IF_ERROR(device.Upload(buffer, 0, bytes_));
+Result<gpu::Buffer> GpuWeightPack::Upload(GpuBackend& gpu) const {
+  gpu::Buffer buffer = MT_TRY(gpu.device->CreateBuffer(std::max<uint64_t>(bytes_.size(), 16)));
+  MT_RETURN_IF_ERROR(gpu.device->Upload(buffer, 0, bytes_));
+  gpu.uploaded_from.insert(gpu.uploaded_from.end(), sources_.begin(), sources_.end());
   return buffer;
 }
 

@@ -21,6 +21,8 @@
 
 namespace mt {
 
+class GgufModel;
+
 struct GpuBackend {
   // Opens device `index` and builds the shared pipelines; `pool` is the Context's. kNotFound
   // without a device, kUnimplemented in a build without Vulkan.
@@ -44,7 +46,14 @@ struct GpuBackend {
   // memory plan counts what lives there.
   bool shares_host_memory() const;
 
+  // Hands back the pages of `file`'s mapping that uploaded_from holds (GgufModel::ReleasePages:
+  // the device owns those bytes now; host copies are not in the mapping and stay). Called once
+  // every part has uploaded: a page released earlier would be mapped in again by the next
+  // part's reads, since the kernel maps the cached pages around a fault too.
+  void ReleaseUploadedPages(const GgufModel& file);
+
   ThreadPool* pool = nullptr;
+  std::vector<std::span<const uint8_t>> uploaded_from;  // host bytes the parts uploaded
   // Declared first, destroyed last.
   std::unique_ptr<gpu::Device> device;
   std::unique_ptr<gpu::MatMul> matmul;
@@ -69,12 +78,14 @@ class GpuWeightPack {
   uint64_t Add(const WeightMatrix& w);
   uint64_t Add(const std::vector<float>& v);
   uint64_t bytes() const { return bytes_.size(); }
-  // One device-local buffer with everything added, uploaded.
-  Result<gpu::Buffer> Upload(gpu::Device& device) const;
+  // One device-local buffer with everything added, uploaded; the matrices' host bytes are
+  // noted in gpu.uploaded_from.
+  Result<gpu::Buffer> Upload(GpuBackend& gpu) const;
 
  private:
   uint8_t* Reserve(uint64_t n);
   std::vector<uint8_t> bytes_;
+  std::vector<std::span<const uint8_t>> sources_;  // the matrices' bytes where Add found them
 };
 
 }  // namespace mt

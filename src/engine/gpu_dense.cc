@@ -16,7 +16,7 @@ Result<std::unique_ptr<GpuOutputHead>> GpuOutputHead::Create(const Model& model,
   gpu::Device& dev = *gpu.device;
   GpuWeightPack pack;
   pack.Add(w);
-  head->weights_ = MT_TRY(pack.Upload(dev));
+  head->weights_ = MT_TRY(pack.Upload(gpu));
   head->weight_bytes_ = pack.bytes();
   // Chunks of up to 64 rows: a prompt's logits for every token (perplexity) need no buffer
   // of n_batch x n_vocab on the device, and a chunk's logits fit one binding.
@@ -88,7 +88,7 @@ Result<std::unique_ptr<GpuSwiGluBlocks>> GpuSwiGluBlocks::Create(const Model& mo
     k.gate = pack.Add(gate), k.up = pack.Add(up), k.down = pack.Add(down);
     k.gate_type = gate.type, k.up_type = up.type, k.down_type = down.type;
     k.n_ff = gate.rows;
-    k.weights = MT_TRY(pack.Upload(*gpu.device));
+    k.weights = MT_TRY(pack.Upload(gpu));
     b->weight_bytes_ += pack.bytes();
     widest = std::max(widest, k.n_ff);
     ++b->n_layers_;

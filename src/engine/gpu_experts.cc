@@ -205,6 +205,13 @@ Result<std::unique_ptr<GpuExpertTier>> GpuExpertTier::Create(const Model& model,
     }
     L.weights = MT_TRY(dev.CreateBuffer(staged.size()));
     MT_RETURN_IF_ERROR(dev.Upload(L.weights, 0, staged));
+    for (uint32_t e : per_layer[l]) {  // their pages of the mapping go back after every upload
+      for (const auto& [part, bytes] :
+           {std::pair{kGate, L.spec.gate_bytes()}, std::pair{kUp, L.spec.up_bytes()},
+            std::pair{kDown, L.spec.down_bytes()}}) {
+        gpu.uploaded_from.emplace_back(layout.mapped(l, e, part), bytes);
+      }
+    }
     tier->weight_bytes_ += staged.size();
     tier->n_owned_ += static_cast<uint32_t>(L.slots.size());
     const LayerWeights& lw = model.layer(static_cast<int>(l));

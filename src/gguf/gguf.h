@@ -179,6 +179,10 @@ class GgufModel {
   const std::vector<GgufTensor>& tensors() const { return tensors_; }
   const GgufTensor* FindTensor(std::string_view name) const;
   uint64_t total_file_bytes() const;
+  // Hands the pages of [data, data + bytes) back to the kernel (MappedFile::Release) when the
+  // range lies inside one shard's mapping; anything else (a host copy, a Parse'd image) is left
+  // alone. For bytes a device has taken: the host keeps no copy of them, not even in its RSS.
+  void ReleasePages(const uint8_t* data, uint64_t bytes) const;
 
  private:
   GgufModel();

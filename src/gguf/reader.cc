@@ -513,6 +513,12 @@ uint64_t GgufModel::total_file_bytes() const {
   return total;
 }
 
+void GgufModel::ReleasePages(const uint8_t* data, uint64_t bytes) const {
+  for (const std::unique_ptr<MappedFile>& map : maps_) {
+    if (map->Holds(data, bytes)) return map->Release(data, bytes);
+  }
+}
+
 Result<GgufModel> GgufModel::Parse(std::span<const uint8_t> bytes, const std::string& name) {
   ParsedShard parsed = MT_TRY(Parser(bytes, name).Run());
   GgufModel model;

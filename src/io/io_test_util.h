@@ -1,6 +1,6 @@
 // Helpers shared by the io tests: temporary files with known content, aligned buffers, a
-// directory where O_DIRECT works, and collecting completions. Test-only (header-only, not
-// part of mt_io).
+// directory where O_DIRECT works, collecting completions, and counting mapped pages. Test-only
+// (header-only, not part of mt_io).
 #pragma once
 
 #include <fcntl.h>
@@ -128,6 +128,24 @@ inline std::map<uint64_t, int64_t> CollectAll(IoEngine& engine, size_t n) {
   }
   EXPECT_EQ(results.size(), n);
   return results;
+}
+
+// How many whole pages inside [data, data + bytes) are mapped into this process now
+// (/proc/self/pagemap's "present" bit, readable without privileges).
+inline uint64_t PresentPages(const uint8_t* data, uint64_t bytes) {
+  const uint64_t page = static_cast<uint64_t>(::sysconf(_SC_PAGESIZE));
+  const uint64_t first = (reinterpret_cast<uint64_t>(data) + page - 1) / page;
+  const uint64_t end = (reinterpret_cast<uint64_t>(data) + bytes) / page;
+  const int fd = ::open("/proc/self/pagemap", O_RDONLY | O_CLOEXEC);
+  EXPECT_GE(fd, 0);
+  uint64_t present = 0;
+  for (uint64_t p = first; fd >= 0 && p < end; ++p) {
+    uint64_t entry = 0;
+    EXPECT_EQ(::pread(fd, &entry, sizeof entry, static_cast<off_t>(p * sizeof entry)), 8);
+    present += entry >> 63;
+  }
+  if (fd >= 0) ::close(fd);
+  return present;
 }
 
 }  // namespace mt::io_test

@@ -6,6 +6,7 @@
 #include <unistd.h>
 
 #include <cerrno>
+#include <cstdint>
 #include <cstring>
 #include <utility>
 
@@ -38,6 +39,18 @@ Result<MappedFile> MappedFile::Open(const std::string& path) {
   }
   ::close(fd);  // the mapping keeps the file referenced
   return file;
+}
+
+void MappedFile::Release(const uint8_t* data, uint64_t bytes) const {
+  const uintptr_t page = static_cast<uintptr_t>(::sysconf(_SC_PAGESIZE));
+  // Whole pages only: a page shared with a neighbour the CPU still reads stays mapped.
+  const uintptr_t begin = (reinterpret_cast<uintptr_t>(data) + page - 1) / page * page;
+  const uintptr_t end = (reinterpret_cast<uintptr_t>(data) + bytes) / page * page;
+  if (end <= begin) return;
+  // Not MADV_PAGEOUT: it reclaims whole folios of the page cache, so it would unmap (and drop)
+  // neighbouring pages the CPU still reads. The released pages stay in the page cache, clean:
+  // the kernel reclaims them first when memory runs short.
+  (void)::madvise(reinterpret_cast<void*>(begin), end - begin, MADV_DONTNEED);
 }
 
 MappedFile::MappedFile(MappedFile&& other) noexcept { *this = std::move(other); }

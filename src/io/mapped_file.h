@@ -26,6 +26,15 @@ class MappedFile {
   const uint8_t* data() const { return data_; }
   uint64_t size() const { return size_; }
   const std::string& path() const { return path_; }
+  // True when [data, data + bytes) lies inside this mapping.
+  bool Holds(const uint8_t* data, uint64_t bytes) const {
+    return data >= data_ && data <= data_ + size_ && bytes <= size_ - (data - data_);
+  }
+  // Hands the whole pages inside [data, data + bytes), which must lie inside this mapping, back
+  // to the kernel: unmapped from this process (its RSS drops; the page cache keeps them clean
+  // and reclaimable). A later read faults them in again. For bytes another tier (a device) now
+  // holds. Best effort: errors are ignored.
+  void Release(const uint8_t* data, uint64_t bytes) const;
 
  private:
   std::string path_;
