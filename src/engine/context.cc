@@ -40,6 +40,33 @@ struct Context::Impl {
   // it, and returns the plan's line (or why there is no device).
   Result<std::string> PlaceOnDevice(const ContextOptions& o, const RoutingStats* profile,
                                     StorageOptions* storage);
+  // What the device takes, for the plan's line: each part's description and device bytes, or
+  // the name and reason of a part left on the CPU.
+  struct DevicePlacement {
+    std::vector<std::string> held;    // "the output head (25.9 MiB, rows 63.2 MiB)"
+    std::vector<std::string> on_cpu;  // "the output head (the output head is ..., which ...)"
+    uint64_t used = 0;                // device bytes
+    void Hold(std::string what, uint64_t bytes) {
+      held.push_back(std::move(what));
+      used += bytes;
+    }
+    // The part `create` makes, or none when it says kUnimplemented (`name (why)` noted for the
+    // CPU, and its uploads not counted as the device's); other errors are returned.
+    template <class Create>
+    auto Take(std::string_view name, GpuBackend& device, Create create) -> decltype(create()) {
+      const size_t uploads = device.uploaded_from.size();
+      auto made = create();
+      if (made.ok() || made.status().code() != StatusCode::kUnimplemented) return made;
+      on_cpu.push_back(fmt::format("{} ({})", name, made.status().message()));
+      device.uploaded_from.resize(uploads);                  // the CPU computes from those bytes
+      return std::remove_cvref_t<decltype(made.value())>();  // none
+    }
+  };
+  // Moves the attention of `kind`'s layers to the device as a `Block` (GpuGqaAttention, ...),
+  // when the model has such layers and the device takes them.
+  template <class Block>
+  Status PlaceAttention(AttentionKind kind, std::string_view what, std::string_view on_cpu_name,
+                        std::string_view cache, Block** on_device, DevicePlacement& p);
   // Counts (the memory plan) or allocates the scratch of the forward pass.
   void SizeScratch(ScratchSizer& sizer);
 
@@ -253,6 +280,25 @@ std::string KvTypesName(KvTypes types) {
   return fmt::format("K {}, V {}", KvTypeName(types.k), KvTypeName(types.v));
 }
 
+template <class Block>
+Status Context::Impl::PlaceAttention(AttentionKind kind, std::string_view what,
+                                     std::string_view on_cpu_name, std::string_view cache,
+                                     Block** on_device, DevicePlacement& p) {
+  std::unique_ptr<AttentionBlock>& slot = attention[static_cast<int>(kind)];
+  if (!slot) return Status::Ok();  // no layer of this kind
+  const AttentionShape shape{n_ctx, n_seq, n_batch, kv_types};
+  std::unique_ptr<Block> block =
+      MT_TRY(p.Take(on_cpu_name, *device, [&] { return Block::Create(model, *device, shape); }));
+  if (!block) return Status::Ok();
+  p.Hold(fmt::format("the {} of {} layers ({}, {} {}, rows {})", what, block->n_layers(),
+                     HumanBytes(block->weight_bytes()), cache, HumanBytes(block->cache_bytes()),
+                     HumanBytes(block->scratch_bytes())),
+         block->weight_bytes() + block->cache_bytes() + block->scratch_bytes());
+  *on_device = block.get();
+  slot = std::move(block);
+  return Status::Ok();
+}
+
 Result<std::string> Context::Impl::PlaceOnDevice(const ContextOptions& o,
                                                  const RoutingStats* profile,
                                                  StorageOptions* storage) {
@@ -267,102 +313,53 @@ Result<std::string> Context::Impl::PlaceOnDevice(const ContextOptions& o,
     return s;
   }
   device = std::move(opened.value());
-  std::vector<std::string> held;  // what the device holds, for the plan's line
-  std::string on_cpu = "norms and routers";
-  uint64_t used = 0;  // device bytes
-  if (std::unique_ptr<AttentionBlock>& block = attention[static_cast<int>(AttentionKind::kGqa)]) {
-    const AttentionShape shape{n_ctx, n_seq, n_batch, kv_types};
-    Result<std::unique_ptr<GpuGqaAttention>> made = GpuGqaAttention::Create(model, *device, shape);
-    if (!made.ok() && made.status().code() == StatusCode::kUnimplemented) {
-      on_cpu = fmt::format("attention ({}), {}", made.status().message(), on_cpu);
-    } else {
-      std::unique_ptr<GpuGqaAttention> gqa = MT_TRY(std::move(made));
-      used += gqa->weight_bytes() + gqa->cache_bytes() + gqa->scratch_bytes();
-      held.push_back(fmt::format("the attention of {} layers ({}, KV cache {}, rows {})",
-                                 gqa->n_layers(), HumanBytes(gqa->weight_bytes()),
-                                 HumanBytes(gqa->cache_bytes()), HumanBytes(gqa->scratch_bytes())));
-      gpu_attention = gqa.get();
-      block = std::move(gqa);
-    }
+  DevicePlacement p;
+  MT_RETURN_IF_ERROR(
+      PlaceAttention(AttentionKind::kGqa, "attention", "attention", "KV cache", &gpu_attention, p));
+  MT_RETURN_IF_ERROR(PlaceAttention(AttentionKind::kMla, "MLA attention", "MLA attention",
+                                    "latent cache", &gpu_mla, p));
+  MT_RETURN_IF_ERROR(PlaceAttention(AttentionKind::kDeltaNet, "DeltaNet attention",
+                                    "DeltaNet layers", "states", &gpu_deltanet, p));
+  p.on_cpu.push_back("norms and routers");
+  head = MT_TRY(p.Take("the output head", *device,
+                       [&] { return GpuOutputHead::Create(model, *device, n_batch); }));
+  if (head) {
+    p.Hold(fmt::format("the output head ({}, rows {})", HumanBytes(head->weight_bytes()),
+                       HumanBytes(head->scratch_bytes())),
+           head->weight_bytes() + head->scratch_bytes());
   }
-  if (std::unique_ptr<AttentionBlock>& block = attention[static_cast<int>(AttentionKind::kMla)]) {
-    const AttentionShape shape{n_ctx, n_seq, n_batch, kv_types};
-    Result<std::unique_ptr<GpuMlaAttention>> made = GpuMlaAttention::Create(model, *device, shape);
-    if (!made.ok() && made.status().code() == StatusCode::kUnimplemented) {
-      on_cpu = fmt::format("MLA attention ({}), {}", made.status().message(), on_cpu);
-    } else {
-      std::unique_ptr<GpuMlaAttention> mla = MT_TRY(std::move(made));
-      used += mla->weight_bytes() + mla->cache_bytes() + mla->scratch_bytes();
-      held.push_back(fmt::format("the MLA attention of {} layers ({}, latent cache {}, rows {})",
-                                 mla->n_layers(), HumanBytes(mla->weight_bytes()),
-                                 HumanBytes(mla->cache_bytes()), HumanBytes(mla->scratch_bytes())));
-      gpu_mla = mla.get();
-      block = std::move(mla);
-    }
-  }
-  if (std::unique_ptr<AttentionBlock>& block =
-          attention[static_cast<int>(AttentionKind::kDeltaNet)]) {
-    const AttentionShape shape{n_ctx, n_seq, n_batch, kv_types};
-    Result<std::unique_ptr<GpuDeltaNetAttention>> made =
-        GpuDeltaNetAttention::Create(model, *device, shape);
-    if (!made.ok() && made.status().code() == StatusCode::kUnimplemented) {
-      on_cpu = fmt::format("DeltaNet layers ({}), {}", made.status().message(), on_cpu);
-    } else {
-      std::unique_ptr<GpuDeltaNetAttention> dn = MT_TRY(std::move(made));
-      used += dn->weight_bytes() + dn->cache_bytes() + dn->scratch_bytes();
-      held.push_back(fmt::format("the DeltaNet attention of {} layers ({}, states {}, rows {})",
-                                 dn->n_layers(), HumanBytes(dn->weight_bytes()),
-                                 HumanBytes(dn->cache_bytes()), HumanBytes(dn->scratch_bytes())));
-      gpu_deltanet = dn.get();
-      block = std::move(dn);
-    }
-  }
-  if (Result<std::unique_ptr<GpuOutputHead>> h = GpuOutputHead::Create(model, *device, n_batch);
-      h.ok()) {
-    head = std::move(h.value());
-    used += head->weight_bytes() + head->scratch_bytes();
-    held.push_back(fmt::format("the output head ({}, rows {})", HumanBytes(head->weight_bytes()),
-                               HumanBytes(head->scratch_bytes())));
-  } else if (h.status().code() == StatusCode::kUnimplemented) {
-    on_cpu += fmt::format(", the output head ({})", h.status().message());
-  } else {
-    return h.status();
-  }
-  if (Result<std::unique_ptr<GpuSwiGluBlocks>> b = GpuSwiGluBlocks::Create(model, *device, n_batch);
-      !b.ok() && b.status().code() == StatusCode::kUnimplemented) {
-    on_cpu += fmt::format(", the shared experts and dense FFNs ({})", b.status().message());
-  } else if (!b.ok()) {
-    return b.status();
-  } else if (*b) {
-    swiglu = std::move(b.value());
-    used += swiglu->weight_bytes() + swiglu->scratch_bytes();
-    held.push_back(fmt::format("the shared experts and dense FFNs of {} layers ({}, rows {})",
-                               swiglu->n_layers(), HumanBytes(swiglu->weight_bytes()),
-                               HumanBytes(swiglu->scratch_bytes())));
+  swiglu = MT_TRY(p.Take("the shared experts and dense FFNs", *device,
+                         [&] { return GpuSwiGluBlocks::Create(model, *device, n_batch); }));
+  if (swiglu) {
+    p.Hold(fmt::format("the shared experts and dense FFNs of {} layers ({}, rows {})",
+                       swiglu->n_layers(), HumanBytes(swiglu->weight_bytes()),
+                       HumanBytes(swiglu->scratch_bytes())),
+           swiglu->weight_bytes() + swiglu->scratch_bytes());
     moe.AttachGpuBlocks(swiglu.get());
   }
   const uint64_t memory = device->device->info().device_local_bytes;
-  if (used > memory) {
+  if (p.used > memory) {
     return Status(StatusCode::kResourceExhausted,
                   fmt::format("--device: the dense part's {} do not fit the "
                               "{} of device memory of {} (use a shorter -c)",
-                              HumanBytes(used), HumanBytes(memory), device->name()));
+                              HumanBytes(p.used), HumanBytes(memory), device->name()));
   }
   if (o.gpu.experts_wanted()) {
     gpu = MT_TRY(
-        GpuExpertTier::Create(model, *device, o.gpu, n_batch * hp.n_expert_used, profile, used));
+        GpuExpertTier::Create(model, *device, o.gpu, n_batch * hp.n_expert_used, profile, p.used));
     storage->on_device = gpu->OwnedFlags();
     storage->on_device_bytes = gpu->payload_bytes();
-    used += gpu->weight_bytes() + gpu->scratch_bytes();
-    held.push_back(fmt::format("{} routed experts ({}, rows {})", gpu->n_experts(),
-                               HumanBytes(gpu->weight_bytes()), HumanBytes(gpu->scratch_bytes())));
+    p.Hold(fmt::format("{} routed experts ({}, rows {})", gpu->n_experts(),
+                       HumanBytes(gpu->weight_bytes()), HumanBytes(gpu->scratch_bytes())),
+           gpu->weight_bytes() + gpu->scratch_bytes());
   }
   device->ReleaseUploadedPages(model.gguf());  // no host copy of what the device holds
-  if (device->shares_host_memory()) storage->device_in_ram = used;
+  if (device->shares_host_memory()) storage->device_in_ram = p.used;
   return fmt::format(
       "device {}: {}{}; {} on the CPU", device->name(),
-      held.empty() ? std::string("nothing") : fmt::format("{}", fmt::join(held, ", ")),
-      device->shares_host_memory() ? ", in the host's RAM (counted in the budget)" : "", on_cpu);
+      p.held.empty() ? std::string("nothing") : fmt::format("{}", fmt::join(p.held, ", ")),
+      device->shares_host_memory() ? ", in the host's RAM (counted in the budget)" : "",
+      fmt::join(p.on_cpu, ", "));
 }
 
 Result<std::unique_ptr<Context>> Context::Create(const Model& model,

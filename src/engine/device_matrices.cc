@@ -1,19 +1,12 @@
 #include "engine/device_matrices.h"
 
 #include "engine/gpu_attention.h"
+#include "engine/gpu_dense.h"
 #include "gpu/device.h"
-#include "gpu/matmul.h"
 
 namespace mt {
 
 namespace {
-
-bool AllOnDevice(const std::vector<const WeightMatrix*>& matrices) {
-  for (const WeightMatrix* w : matrices) {
-    if (w->data != nullptr && !gpu::GpuCanMatMul(w->type)) return false;
-  }
-  return true;
-}
 
 void AddPresent(std::vector<const WeightMatrix*>& to,
                 std::initializer_list<const WeightMatrix*> m) {
@@ -44,16 +37,16 @@ std::vector<const WeightMatrix*> DeviceOwnedMatrices(const Model& model,
     } else if (parts.attention.kind == AttentionKind::kDeltaNet && deltanet) {
       AddPresent(owned, {&L.wqkv, &L.wqkv_gate, &L.ssm_ba, &L.ssm_beta, &L.ssm_alpha, &L.ssm_out});
     }
-    if (parts.ffn.kind == FfnKind::kDense) {
-      AddPresent(swiglu, {&L.ffn_gate, &L.ffn_up, &L.ffn_down});
-    } else if (parts.ffn.n_ff_shared > 0) {
-      AddPresent(swiglu, {&L.shexp_gate, &L.shexp_up, &L.shexp_down});
+    if (const auto block = GpuSwiGluBlocks::LayerMatrices(model, il)) {
+      swiglu.insert(swiglu.end(), block->begin(), block->end());
     }
   }
   // GpuSwiGluBlocks takes all of them or none.
-  if (AllOnDevice(swiglu)) owned.insert(owned.end(), swiglu.begin(), swiglu.end());
+  if (GpuSwiGluBlocks::Unsupported(model).empty()) {
+    owned.insert(owned.end(), swiglu.begin(), swiglu.end());
+  }
   // A head tied to the embedding shares the rows the CPU looks tokens up in.
-  if (model.output().data != model.token_embd().data && AllOnDevice({&model.output()})) {
+  if (model.output().data != model.token_embd().data && GpuOutputHead::Unsupported(model).empty()) {
     owned.push_back(&model.output());
   }
   return owned;

@@ -1,17 +1,22 @@
 #include "engine/gpu_dense.h"
 
 #include <algorithm>
+#include <array>
 #include <cstring>
+#include <optional>
 
 namespace mt {
 
+std::string GpuOutputHead::Unsupported(const Model& model) {
+  const GgmlType type = model.output().type;
+  if (gpu::GpuCanMatMul(type)) return "";
+  return fmt::format("the output head is {}, which the device cannot compute with", TypeName(type));
+}
+
 Result<std::unique_ptr<GpuOutputHead>> GpuOutputHead::Create(const Model& model, GpuBackend& gpu,
                                                              uint32_t n_batch) {
+  if (std::string why = Unsupported(model); !why.empty()) return Unimplemented("{}", why);
   const WeightMatrix& w = model.output();
-  if (!gpu::GpuCanMatMul(w.type)) {
-    return Unimplemented("the output head is {}, which the device cannot compute with",
-                         TypeName(w.type));
-  }
   std::unique_ptr<GpuOutputHead> head(new GpuOutputHead(gpu, w));
   gpu::Device& dev = *gpu.device;
   GpuWeightPack pack;
@@ -61,28 +66,43 @@ Status GpuOutputHead::Run(const float* xn, int64_t n, float* logits) {
   return Status::Ok();
 }
 
+std::optional<std::array<const WeightMatrix*, 3>> GpuSwiGluBlocks::LayerMatrices(const Model& model,
+                                                                                 uint32_t il) {
+  const LayerWeights& L = model.layer(static_cast<int>(il));
+  const FfnParts& f = model.parts().layers[il].ffn;
+  if (f.kind == FfnKind::kDense) return std::array{&L.ffn_gate, &L.ffn_up, &L.ffn_down};
+  if (f.n_ff_shared > 0) return std::array{&L.shexp_gate, &L.shexp_up, &L.shexp_down};
+  return std::nullopt;
+}
+
+std::string GpuSwiGluBlocks::Unsupported(const Model& model) {
+  for (uint32_t il = 0; il < model.hparams().n_layer; ++il) {
+    const auto block = LayerMatrices(model, il);
+    if (!block) continue;
+    const GgmlType types[] = {(*block)[0]->type, (*block)[1]->type, (*block)[2]->type};
+    const bool dense = model.parts().layers[il].ffn.kind == FfnKind::kDense;
+    if (std::string why =
+            NoShaderFor(types, static_cast<int>(il), dense ? "FFN are" : "shared experts are");
+        !why.empty()) {
+      return why;
+    }
+  }
+  return "";
+}
+
 Result<std::unique_ptr<GpuSwiGluBlocks>> GpuSwiGluBlocks::Create(const Model& model,
                                                                  GpuBackend& gpu,
                                                                  uint32_t n_batch) {
+  if (std::string why = Unsupported(model); !why.empty()) return Unimplemented("{}", why);
   std::unique_ptr<GpuSwiGluBlocks> b(new GpuSwiGluBlocks(gpu));
   const HParams& hp = model.hparams();
   b->n_embd_ = hp.n_embd;
   b->blocks_.resize(hp.n_layer);
   int64_t widest = 0;
   for (uint32_t il = 0; il < hp.n_layer; ++il) {
-    const LayerWeights& L = model.layer(static_cast<int>(il));
-    const FfnParts& f = model.parts().layers[il].ffn;
-    const bool dense = f.kind == FfnKind::kDense;
-    if (!dense && f.n_ff_shared == 0) continue;
-    const WeightMatrix& gate = dense ? L.ffn_gate : L.shexp_gate;
-    const WeightMatrix& up = dense ? L.ffn_up : L.shexp_up;
-    const WeightMatrix& down = dense ? L.ffn_down : L.shexp_down;
-    const GgmlType types[] = {gate.type, up.type, down.type};
-    if (std::string why =
-            NoShaderFor(types, static_cast<int>(il), dense ? "FFN are" : "shared experts are");
-        !why.empty()) {
-      return Unimplemented("{}", why);
-    }
+    const auto block = LayerMatrices(model, il);
+    if (!block) continue;
+    const WeightMatrix &gate = *(*block)[0], &up = *(*block)[1], &down = *(*block)[2];
     Block& k = b->blocks_[il];
     GpuWeightPack pack;
     k.gate = pack.Add(gate), k.up = pack.Add(up), k.down = pack.Add(down);

@@ -5,8 +5,11 @@
 // CPU's within rounding, and a token's do not depend on the batch.
 #pragma once
 
+#include <array>
 #include <cstdint>
 #include <memory>
+#include <optional>
+#include <string>
 #include <vector>
 
 #include "base/status.h"
@@ -18,7 +21,9 @@ namespace mt {
 // The head: the normed rows of the tokens that want logits, in chunks, and their logits back.
 class GpuOutputHead {
  public:
-  // kUnimplemented when the device has no shader for the head's type.
+  // Why the device cannot take the head (its type has no shader), or "".
+  static std::string Unsupported(const Model& model);
+  // kUnimplemented, in one line, where Unsupported says so.
   static Result<std::unique_ptr<GpuOutputHead>> Create(const Model& model, GpuBackend& gpu,
                                                        uint32_t n_batch);
   // logits (n, n_vocab) = the head of xn (n, n_embd; under the output norm).
@@ -47,7 +52,15 @@ class GpuOutputHead {
 // dense layer's FFN (the shared experts' sigmoid gate stays with MoeStep).
 class GpuSwiGluBlocks {
  public:
-  // None when the model has no such block; kUnimplemented for a type without a shader.
+  // Layer il's block (gate, up, down): its dense FFN or its shared experts; none for a MoE
+  // layer without shared experts.
+  static std::optional<std::array<const WeightMatrix*, 3>> LayerMatrices(const Model& model,
+                                                                         uint32_t il);
+  // Why the device cannot take the blocks (the first of their types without a shader), or "".
+  // The device takes all of them or none.
+  static std::string Unsupported(const Model& model);
+  // None when the model has no such block; kUnimplemented, in one line, where Unsupported says
+  // so.
   static Result<std::unique_ptr<GpuSwiGluBlocks>> Create(const Model& model, GpuBackend& gpu,
                                                          uint32_t n_batch);
   ~GpuSwiGluBlocks();
