@@ -44,6 +44,7 @@ struct ServeFlags {
   std::vector<std::string> api_keys;
   std::string api_key_file;
   StorageFlags storage;
+  bool no_gpu_promote = false;
 };
 
 // --api-key and --api-key-file's keys, each checked; errors name the flag or the file's line.
@@ -122,6 +123,7 @@ int Serve(const ServeFlags& f) {
   so.n_parallel = f.n_parallel;
   so.step_tokens = copt.n_batch;
   so.max_queue = f.max_queue;
+  so.promote_device_experts = !f.no_gpu_promote;
   so.api_keys = std::move(api_keys.value());
   Result<std::unique_ptr<server::HttpServer>> created = server::HttpServer::Create(**ctx, so);
   if (!created.ok()) return ReportError(created.status());
@@ -196,6 +198,10 @@ CommandMain SetupServe(CLI::App& sub) {
   AddKvTypeFlags(sub, f->kv_type);
   sub.add_option("--max-queue", f->max_queue, "Requests waiting for a slot before new ones get 503")
       ->default_str("64");
+  sub.add_flag("--no-gpu-promote", f->no_gpu_promote,
+               "Keep the --gpu-expert-cache experts where they started (outputs then never depend "
+               "on request timing); by default, when the server falls idle, experts routed more "
+               "often than the device's coldest take their place (LFU)");
   sub.add_option("--chat-template", f->chat_template,
                  "Built-in chat template instead of the model's: chatml, tulu, llama2, deepseek3, "
                  "harmony (gpt-oss), glm4.5");

@@ -238,6 +238,11 @@ const StoragePlan& Context::storage_plan() const { return impl_->plan; }
 ExpertStore& Context::expert_store() { return *impl_->store; }
 GpuExpertTier* Context::gpu_experts() const { return impl_->gpu.get(); }
 
+Result<uint32_t> Context::PromoteDeviceExperts() {
+  if (!impl_->gpu) return 0u;
+  return impl_->gpu->Promote(impl_->moe.routing(), *impl_->store);
+}
+
 Context::DeviceParts Context::device_parts() const {
   DeviceParts d;
   const Impl& im = *impl_;

@@ -110,6 +110,10 @@ class Context {
   ExpertStore& expert_store();
   // The experts on a device (--gpu-expert-cache), or null.
   GpuExpertTier* gpu_experts() const;
+  // Moves the device's experts toward the most routed so far (GpuExpertTier::Promote with the
+  // live routing counts); the swaps made, 0 without a device cache. A fixed point: between
+  // forward passes (the server calls it when it falls idle), never during one.
+  Result<uint32_t> PromoteDeviceExperts();
   // What else runs on a device (--device), for reports; an empty name when nothing does.
   struct DeviceParts {
     std::string name;

@@ -2,6 +2,8 @@
 
 #include <algorithm>
 #include <cstring>
+#include <tuple>
+#include <utility>
 
 #include "base/units.h"
 #include "engine/storage.h"
@@ -85,6 +87,7 @@ std::vector<std::pair<uint32_t, uint32_t>> ChooseExperts(const Model& model, uin
 
 struct GpuExpertTier::Impl {
   GpuBackend* backend = nullptr;  // outlives the tier
+  const Model* model = nullptr;   // outlives the tier
   struct Layer {
     ExpertSpec spec;
     gpu::GluActivation activation = gpu::GluActivation::kSwiglu;
@@ -109,6 +112,53 @@ GpuExpertTier::GpuExpertTier(std::unique_ptr<Impl> impl) : impl_(std::move(impl)
 GpuExpertTier::~GpuExpertTier() = default;
 
 std::string GpuExpertTier::device_name() const { return impl_->backend->name(); }
+
+Result<uint32_t> GpuExpertTier::Promote(const RoutingStats& counts, ExpertStore& store) {
+  const Model& model = *impl_->model;
+  const ExpertLayout& layout = model.expert_layout();
+  const uint32_t E = n_expert_;
+  uint32_t swaps = 0;
+  for (uint32_t l = 0; l < layout.n_layer(); ++l) {
+    Impl::Layer& L = impl_->layers[l];
+    if (L.slots.empty() || L.slots.size() == E) continue;  // nothing to trade
+    // Held experts coldest first, the others hottest first; ties keep the lower id on the
+    // device, so equal counts never trade.
+    std::vector<uint32_t> held, others;
+    for (uint32_t e = 0; e < E; ++e) (Owns(l, e) ? held : others).push_back(e);
+    auto count = [&](uint32_t e) { return counts.count(l, e); };
+    std::stable_sort(held.begin(), held.end(), [&](uint32_t a, uint32_t b) {
+      return count(a) < count(b) || (count(a) == count(b) && a > b);
+    });
+    std::stable_sort(others.begin(), others.end(),
+                     [&](uint32_t a, uint32_t b) { return count(a) > count(b); });
+    for (size_t i = 0; i < std::min(held.size(), others.size()); ++i) {
+      const uint32_t out = held[i], in = others[i];
+      if (count(in) <= count(out)) break;
+      if (layout.has_records()) {  // both, so that neither tier is left without one of them
+        for (uint32_t e : {in, out}) {
+          const ExpertRecord& r = layout.record(l, e);
+          MT_RETURN_IF_ERROR(
+              layout.CheckRecordSum(l, e, RecordChecksum(r.mapped, layout.record_shape(l).length)));
+        }
+      }
+      int32_t& slot = slot_of_[size_t{l} * E + out];
+      const DeviceSlot& s = L.slots[static_cast<size_t>(slot)];
+      gpu::Device& dev = *impl_->backend->device;
+      for (const auto& [part, at, bytes] : {std::tuple{kGate, s.gate, L.spec.gate_bytes()},
+                                            std::tuple{kUp, s.up, L.spec.up_bytes()},
+                                            std::tuple{kDown, s.down, L.spec.down_bytes()}}) {
+        const uint8_t* from = layout.mapped(l, in, part);
+        MT_RETURN_IF_ERROR(dev.Upload(L.weights, at, {from, bytes}));
+        model.gguf().ReleasePages(from, bytes);
+      }
+      MT_RETURN_IF_ERROR(store.HandOver(l, in, out));
+      slot_of_[size_t{l} * E + in] = std::exchange(slot, -1);
+      ++swaps;
+    }
+  }
+  promotions_ += swaps;
+  return swaps;
+}
 
 Result<std::unique_ptr<GpuExpertTier>> GpuExpertTier::Create(const Model& model, GpuBackend& gpu,
                                                              const GpuExpertOptions& options,
@@ -137,6 +187,7 @@ Result<std::unique_ptr<GpuExpertTier>> GpuExpertTier::Create(const Model& model,
 
   auto impl = std::make_unique<Impl>();
   impl->backend = &gpu;
+  impl->model = &model;
   gpu::Device& dev = *gpu.device;
 
   // One layer's rows: inputs and outputs host-visible and on the device, gate and up rows.

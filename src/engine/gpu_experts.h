@@ -27,6 +27,8 @@
 
 namespace mt {
 
+class ExpertStore;
+
 struct GpuExpertOptions {
   int device = -1;                      // --device vulkan:N; -1: no device asked for
   std::optional<uint64_t> cache_bytes;  // --gpu-expert-cache BYTES
@@ -67,6 +69,14 @@ class GpuExpertTier {
   Status Finish();
   float* output(size_t j) { return out_rows_ + out_start_[j] * n_embd_; }
 
+  // LFU at a fixed point: in each layer, while the most-routed expert the device lacks was
+  // routed more often (`counts`) than the least-routed one it holds, the two change places:
+  // the slot takes the first (read from the mapping, a pack's records of both checked first;
+  // its pages then released) and `store` takes the second back (ExpertStore::HandOver).
+  // Returns the swaps made. Between forward passes only: from then on those experts sum in
+  // the other tier's order, so results depend on when this ran.
+  Result<uint32_t> Promote(const RoutingStats& counts, ExpertStore& store);
+
   std::string device_name() const;
   uint32_t n_experts() const { return n_owned_; }  // experts held, over all layers
   uint64_t weight_bytes() const { return weight_bytes_; }
@@ -77,6 +87,7 @@ class GpuExpertTier {
   uint64_t scratch_bytes() const { return scratch_bytes_; }
   // Expert runs (one expert over its tokens in one layer) on the device so far.
   uint64_t runs() const { return runs_; }
+  uint64_t promotions() const { return promotions_; }
   void ResetStats() { runs_ = 0; }
 
  private:
@@ -88,6 +99,7 @@ class GpuExpertTier {
   int64_t n_embd_ = 0;
   std::vector<int32_t> slot_of_;  // (n_layer * n_expert) index into the layer's slots, or -1
   uint32_t n_owned_ = 0;
+  uint64_t promotions_ = 0;         // experts swapped in by Promote so far
   uint64_t weight_bytes_ = 0;       // device memory for the experts
   uint64_t payload_bytes_ = 0;      // their bytes in the file
   uint64_t scratch_bytes_ = 0;      // device and host-visible memory for one layer's rows

@@ -258,6 +258,71 @@ TEST_F(GpuExpertsTest, AQ8CacheRunsOnTheDeviceAsOnTheCpu) {
   }
 }
 
+// LFU at a fixed point: after a prompt, each layer's device experts were routed at least as
+// often as any it lacks, and a second call finds nothing to trade. A swap changes only where
+// two experts run: the next prompt gives the bits of a Context created with that placement
+// (a profile naming it), whichever host tier gave the other expert back.
+TEST_F(GpuExpertsTest, PromotionsFollowTheRoutingCounts) {
+  if (!skip_.empty()) GTEST_SKIP() << skip_;
+  std::unique_ptr<Model> m = Load("olmoe-tiny");
+  const HParams& hp = m->hparams();
+  const std::vector<int32_t> second = {7, 300, 3, 9000, 41, 2};
+  StorageOptions resident, stream, mmap;
+  resident.mode = MoeStorage::kResident;
+  stream.mode = MoeStorage::kStream;
+  ASSERT_TRUE(ParseExpertCache("30%", &stream).ok());
+  mmap.mode = MoeStorage::kMmap;
+  for (const StorageOptions& storage : {resident, stream, mmap}) {
+    SCOPED_TRACE(MoeStorageName(storage.mode));
+    ContextOptions o;
+    o.n_ctx = 64;
+    o.storage = storage;
+    ASSERT_TRUE(ParseGpuExpertCache("25%", &o.gpu).ok());
+    auto ctx = Context::Create(*m, o);
+    ASSERT_TRUE(ctx.ok()) << ctx.status().message();
+    std::vector<float> logits;
+    ASSERT_TRUE((*ctx)->Eval(kTokens, LogitsFor::kLast, &logits).ok());
+    Result<uint32_t> swaps = (*ctx)->PromoteDeviceExperts();
+    ASSERT_TRUE(swaps.ok()) << swaps.status().message();
+    EXPECT_GT(*swaps, 0u);  // the first ids held, not the most routed
+    const Result<uint32_t> again = (*ctx)->PromoteDeviceExperts();
+    ASSERT_TRUE(again.ok());
+    EXPECT_EQ(again.value(), 0u);
+    const GpuExpertTier& tier = *(*ctx)->gpu_experts();
+    EXPECT_EQ(tier.promotions(), *swaps);
+    const RoutingStats& counts = (*ctx)->routing_stats();
+    RoutingStats placement(hp.arch, hp.n_layer, hp.n_expert);
+    for (uint32_t l = 0; l < hp.n_layer; ++l) {
+      uint64_t coldest_held = UINT64_MAX, hottest_other = 0;
+      for (uint32_t e = 0; e < hp.n_expert; ++e) {
+        uint64_t& side = tier.Owns(l, e) ? coldest_held : hottest_other;
+        side = tier.Owns(l, e) ? std::min(side, counts.count(l, e))
+                               : std::max(side, counts.count(l, e));
+        if (tier.Owns(l, e)) placement.Add(l, e);
+      }
+      EXPECT_GE(coldest_held, hottest_other) << "layer " << l;
+    }
+    (*ctx)->ClearKv();
+    std::vector<float> after;
+    ASSERT_TRUE((*ctx)->Eval(second, LogitsFor::kAll, &after).ok());
+
+    const std::string path = (models_->dir() / "promoted-placement.json").string();
+    ASSERT_TRUE(placement.Save(path).ok());
+    ContextOptions placed = o;
+    placed.storage.placement_file = path;
+    auto fresh = Context::Create(*m, placed);
+    ASSERT_TRUE(fresh.ok()) << fresh.status().message();
+    std::vector<float> want;
+    ASSERT_TRUE((*fresh)->Eval(second, LogitsFor::kAll, &want).ok());
+    EXPECT_TRUE(after == want);
+    for (uint32_t l = 0; l < hp.n_layer; ++l) {
+      for (uint32_t e = 0; e < hp.n_expert; ++e) {
+        EXPECT_EQ((*fresh)->gpu_experts()->Owns(l, e), tier.Owns(l, e));
+      }
+    }
+  }
+}
+
 TEST_F(GpuExpertsTest, NoDeviceIsANoticeAndTheCpuRunsEverything) {
   // The Vulkan loader finds no driver: the plan says so, the logits are the CPU's.
   std::unique_ptr<Model> m = Load("olmoe-tiny");

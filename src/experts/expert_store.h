@@ -102,6 +102,15 @@ class ExpertStore {
     return 0;
   }
 
+  // The device took expert `to_device` of `layer` from this tier and gave `from_device` back
+  // (GpuExpertTier::Promote, between forward passes). A store that copies only the host's
+  // experts (resident) gives the first's copy to the second, read from the mapping (a pack's
+  // record checked first: on an error nothing changed). The others read any expert on demand
+  // and have nothing to do.
+  virtual Status HandOver(uint32_t layer, uint32_t to_device, uint32_t from_device) {
+    return Status::Ok();
+  }
+
   // Checks that the model files still are what was opened (size, identity), so a file
   // truncated or replaced under a running process is reported, not computed with.
   virtual Status CheckFiles() { return Status::Ok(); }

@@ -4,6 +4,7 @@
 #include <sys/resource.h>
 
 #include <cstring>
+#include <utility>
 #include <vector>
 
 #include "base/check.h"
@@ -87,15 +88,7 @@ Result<std::unique_ptr<ResidentStore>> ResidentStore::Create(const ExpertLayout&
           failed[e] = CheckRecord(layout, il, e);
           if (!failed[e].ok()) continue;
         }
-        uint8_t* at[kNumExpertParts];
-        for (int p = 0; p < kNumExpertParts; ++p) {
-          const ExpertPart part = static_cast<ExpertPart>(p);
-          const uint64_t stride = layout.extent(il, e, part).length;
-          at[p] = s->copies_[il][p].data() + static_cast<uint64_t>(at_position) * stride;
-          std::memcpy(at[p], layout.mapped(il, e, part), stride);
-        }
-        // Into the layout the kernels read fastest (the numbers do not change).
-        RepackExpert(layout, il, at[kGate], at[kUp], at[kDown]);
+        s->Copy(il, e);
       }
     };
     if (pool != nullptr) {
@@ -106,6 +99,28 @@ Result<std::unique_ptr<ResidentStore>> ResidentStore::Create(const ExpertLayout&
     for (const Status& st : failed) MT_RETURN_IF_ERROR(st);  // the lowest expert's error
   }
   return s;
+}
+
+void ResidentStore::Copy(uint32_t il, uint32_t e) {
+  const int32_t position = position_[size_t{il} * layout_.n_expert() + e];
+  uint8_t* at[kNumExpertParts];
+  for (int p = 0; p < kNumExpertParts; ++p) {
+    const ExpertPart part = static_cast<ExpertPart>(p);
+    const uint64_t stride = layout_.extent(il, e, part).length;
+    at[p] = copies_[il][p].data() + static_cast<uint64_t>(position) * stride;
+    std::memcpy(at[p], layout_.mapped(il, e, part), stride);
+  }
+  // Into the layout the kernels read fastest (the numbers do not change).
+  RepackExpert(layout_, il, at[kGate], at[kUp], at[kDown]);
+}
+
+Status ResidentStore::HandOver(uint32_t layer, uint32_t to_device, uint32_t from_device) {
+  const size_t row = size_t{layer} * layout_.n_expert();
+  MT_CHECK(position_[row + to_device] >= 0 && position_[row + from_device] < 0);
+  if (layout_.has_records()) MT_RETURN_IF_ERROR(CheckRecord(layout_, layer, from_device));
+  position_[row + from_device] = std::exchange(position_[row + to_device], -1);
+  Copy(layer, from_device);
+  return Status::Ok();
 }
 
 ExpertMatrices ResidentStore::Matrices(uint32_t layer, uint32_t expert) const {

@@ -51,10 +51,13 @@ class ResidentStore final : public InMemoryStore {
                                                        ThreadPool* pool = nullptr,
                                                        std::span<const uint8_t> skip = {});
   std::string name() const override { return "resident"; }
+  Status HandOver(uint32_t layer, uint32_t to_device, uint32_t from_device) override;
 
  private:
   explicit ResidentStore(const ExpertLayout& layout) : InMemoryStore(layout, "resident") {}
   ExpertMatrices Matrices(uint32_t layer, uint32_t expert) const override;
+  // Copies expert e of layer il from the mapping into its place (position_), repacked.
+  void Copy(uint32_t il, uint32_t e);
   std::vector<std::array<AlignedBuffer, 3>> copies_;  // (n_layer) gate/up/down of the kept experts
   std::vector<int32_t> position_;  // (n_layer * n_expert) an expert's place in copies_, or -1
 };

@@ -246,9 +246,10 @@ struct HttpServer::Impl {
       : ctx(c),
         tok(*c.model().tokenizer()),
         options(o),
-        scheduler(
-            c, SchedulerOptions{o.n_parallel, std::max(o.step_tokens, o.n_parallel), o.max_queue},
-            &metrics),
+        scheduler(c,
+                  SchedulerOptions{o.n_parallel, std::max(o.step_tokens, o.n_parallel), o.max_queue,
+                                   o.promote_device_experts},
+                  &metrics),
         created(std::time(nullptr)) {}
 
   // Registers every endpoint, a group at a time, and the handlers around them: the API key

@@ -34,12 +34,13 @@ namespace mt::server {
 
 struct ServerOptions {
   std::string host = "127.0.0.1";
-  int port = 8080;             // 0: any free port (see HttpServer::port())
-  std::string model_id;        // the name clients pass as "model"
-  std::string chat_template;   // built-in template name; empty: the model's
-  uint32_t n_parallel = 1;     // slots: the Context's n_seq_max
-  uint32_t step_tokens = 512;  // tokens per batched forward step
-  size_t max_queue = 64;       // requests waiting for a slot before 503
+  int port = 8080;                     // 0: any free port (see HttpServer::port())
+  std::string model_id;                // the name clients pass as "model"
+  std::string chat_template;           // built-in template name; empty: the model's
+  uint32_t n_parallel = 1;             // slots: the Context's n_seq_max
+  uint32_t step_tokens = 512;          // tokens per batched forward step
+  size_t max_queue = 64;               // requests waiting for a slot before 503
+  bool promote_device_experts = true;  // SchedulerOptions::promote_device_experts
   // Connections served at once (httplib gives each its own thread, also while a keep-alive
   // connection sits idle). 0: 2 * (n_parallel + max_queue) + 16.
   size_t http_threads = 0;

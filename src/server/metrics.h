@@ -39,10 +39,11 @@ struct DeviceGauges {
   std::string name;
   int attention_layers = 0;  // layers whose attention runs there
   bool output_head = false;
-  int swiglu_layers = 0;      // layers whose shared experts or dense FFN run there
-  uint32_t experts = 0;       // routed experts held
-  uint64_t expert_bytes = 0;  // their device memory
-  uint64_t expert_runs = 0;   // expert runs there since start (the CPU's: tier.total.requests)
+  int swiglu_layers = 0;           // layers whose shared experts or dense FFN run there
+  uint32_t experts = 0;            // routed experts held
+  uint64_t expert_bytes = 0;       // their device memory
+  uint64_t expert_runs = 0;        // expert runs there since start (the CPU's: tier.total.requests)
+  uint64_t expert_promotions = 0;  // experts moved there since start (LFU, when idle)
 };
 
 struct SchedulerGauges {

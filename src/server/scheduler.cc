@@ -6,6 +6,7 @@
 #include <optional>
 
 #include "base/check.h"
+#include "base/log.h"
 #include "server/stop_matcher.h"
 #include "tokenizer/tokenizer.h"
 
@@ -243,7 +244,25 @@ void Scheduler::CopyActivity(ExpertActivity* out) const {
 }
 
 void Scheduler::Loop() {
-  while (Admit()) Step();
+  while (Admit()) {
+    Step();
+    PromoteWhenIdle();
+  }
+}
+
+void Scheduler::PromoteWhenIdle() {
+  const GpuExpertTier* gpu = ctx_.gpu_experts();
+  if (gpu == nullptr || !options_.promote_device_experts) return;
+  {
+    std::lock_guard lock(mu_);
+    if (busy_ > 0 || !queue_.empty()) return;
+  }
+  // A request arriving meanwhile waits for the swaps: experts' uploads, milliseconds each.
+  if (Result<uint32_t> swaps = ctx_.PromoteDeviceExperts(); !swaps.ok()) {
+    Log(LogLevel::kError, "device expert promotion: {}", swaps.status().message());
+  }
+  std::lock_guard lock(mu_);
+  gauges_.device.expert_promotions = gpu->promotions();
 }
 
 bool Scheduler::Admit() {

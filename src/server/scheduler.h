@@ -151,6 +151,9 @@ struct SchedulerOptions {
   uint32_t n_slots = 1;        // sequences of the Context (its n_seq_max)
   uint32_t step_tokens = 512;  // tokens per forward step (at least n_slots)
   size_t max_queue = 64;       // jobs waiting for a slot; Submit refuses more
+  // When the last sequence finishes and nothing waits, the device's experts move toward the
+  // most routed (Context::PromoteDeviceExperts); false keeps them where they started.
+  bool promote_device_experts = true;
 };
 
 class Scheduler {
@@ -195,6 +198,9 @@ class Scheduler {
   // should end (draining and nothing left).
   bool Admit();
   void Step();
+  // After a step that left every slot free and the queue empty: the device's LFU promotions
+  // (SchedulerOptions::promote_device_experts). A fixed point: no forward pass is running.
+  void PromoteWhenIdle();
   // The free slot for `spec`: the longest prefix of its prompt in a slot's KV cache (at most
   // all but its last token, whose logits are needed), then the slot used longest ago.
   // Sets *reuse to that prefix's length.

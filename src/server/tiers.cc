@@ -50,7 +50,8 @@ json TiersJson(const SchedulerGauges& g, const ExpertActivity& a, double uptime_
               {"swiglu_layers", d.swiglu_layers},
               {"experts", d.experts},
               {"expert_bytes", d.expert_bytes},
-              {"expert_runs", d.expert_runs}};
+              {"expert_runs", d.expert_runs},
+              {"expert_promotions", d.expert_promotions}};
   }
   return {{"object", "moetier.tiers"},
           {"uptime_seconds", uptime_seconds},

@@ -86,7 +86,7 @@ TEST(TiersJsonTest, ShapeAndValues) {
   EXPECT_EQ(j["resident"], (json{"101", "001"}));
   EXPECT_TRUE(j["device"].is_null());  // no --device
 
-  g.device = {"gpu0", 2, true, 1, 5, 4096, 7};
+  g.device = {"gpu0", 2, true, 1, 5, 4096, 7, 3};
   const json d = TiersJson(g, a, 12.5)["device"];
   EXPECT_EQ(d, (json{{"name", "gpu0"},
                      {"attention_layers", 2},
@@ -94,7 +94,8 @@ TEST(TiersJsonTest, ShapeAndValues) {
                      {"swiglu_layers", 1},
                      {"experts", 5},
                      {"expert_bytes", 4096},
-                     {"expert_runs", 7}}));
+                     {"expert_runs", 7},
+                     {"expert_promotions", 3}}));
 }
 
 TEST(TiersJsonTest, NoCacheIsNull) {

@@ -99,16 +99,21 @@ grep -Eq "^moetier: device .*: 16 experts .*, [1-9][0-9]* expert runs" "$WORK/ha
   pass "--stats: $(grep '^moetier: device' "$WORK/half.gen.err")" ||
   fail "--stats device line: $(cat "$WORK/half.gen.err")"
 
-# The server: /v1/tiers names the device and what runs there (the chat page shows it).
+# The server: /v1/tiers names the device and what runs there (the chat page shows it). Idle
+# after a request, it promotes the most routed experts to the device (counted once done).
 start_server "$WORK/serve.log" "$WORK/m.gguf" --parallel 1 --ctx 128 --gpu-expert-cache 50%
 curl -s "$BASE/completions" -H 'Content-Type: application/json' \
   -d '{"model": "m", "prompt": "The river", "max_tokens": 4, "temperature": 0}' > /dev/null
-curl -s "${BASE%/v1}/v1/tiers" > "$WORK/tiers.json"
+for _ in $(seq 50); do
+  curl -s "${BASE%/v1}/v1/tiers" > "$WORK/tiers.json"
+  grep -q '"expert_promotions":0' "$WORK/tiers.json" || break
+  sleep 0.1
+done
 kill -TERM "$PID"
 wait "$PID"
 $PY -c "import json, sys; d = json.load(open('$WORK/tiers.json'))['device']; \
 sys.exit(0 if d and d['attention_layers'] == 4 and d['output_head'] and d['experts'] == 16 \
-and d['expert_runs'] > 0 else 1)" &&
+and d['expert_runs'] > 0 and d['expert_promotions'] > 0 else 1)" &&
   pass "/v1/tiers: $($PY -c "import json; print(json.load(open('$WORK/tiers.json'))['device'])")" ||
   fail "/v1/tiers device: $(head -c 300 "$WORK/tiers.json")"
 finish
