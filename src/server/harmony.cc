@@ -74,10 +74,13 @@ ReasoningOutput HarmonySplitter::Drain(bool final) {
   for (;;) {
     switch (state_) {
       case State::kHeader: {
-        // (The start is checked first, so that text arriving in pieces is judged as the whole.)
+        // (The start is checked first, so that text arriving in pieces is judged as the whole;
+        // so is a <|message|> cut short at the end: the whole text may have it there.)
         const size_t message = held_.find(kHarmonyMessage);
-        if (!CouldBeHeader(held_) ||
-            (message == std::string::npos ? held_.size() : message) > kMaxHeader) {
+        const size_t earliest = message != std::string::npos
+                                    ? message
+                                    : held_.size() - PartialTagLength(held_, kHarmonyMessage);
+        if (!CouldBeHeader(held_) || earliest > kMaxHeader) {
           state_ = State::kPlain;
           continue;
         }

@@ -76,8 +76,14 @@ TEST(Harmony, CutShort) {
 // Streaming in pieces of every size (tags cut anywhere) adds up to the whole parse, and the
 // reasoning goes out before the message ends.
 TEST(Harmony, SplitterMatchesTheWholeParseAtEveryCut) {
+  // A header as long as one may be (its <|message|> at byte 1020 of at most 1024), then one
+  // byte longer: a piece that ends inside that <|message|> must not decide for plain text.
+  const std::string longest =
+      "<|channel|>analysis" + std::string(1001, ' ') + "<|message|>x<|end|>";
+  const std::string too_long = "<|channel|>analysis" + std::string(1006, ' ') + "<|message|>x";
   for (std::string_view text : {kAnswer, kCall, std::string_view("plain text <|end|>"),
-                                std::string_view("<|channel|>final<|message|>a <|en b<|end|>")}) {
+                                std::string_view("<|channel|>final<|message|>a <|en b<|end|>"),
+                                std::string_view(longest), std::string_view(too_long)}) {
     for (const bool in_content : {false, true}) {
       const HarmonyOutput whole = ParseHarmony(text, in_content);
       for (size_t piece = 1; piece <= text.size(); ++piece) {
@@ -101,6 +107,8 @@ TEST(Harmony, SplitterMatchesTheWholeParseAtEveryCut) {
       }
     }
   }
+  EXPECT_EQ(ParseHarmony(longest).reasoning, "x");
+  EXPECT_EQ(ParseHarmony(too_long).content, too_long);
   // Reasoning streams: a token's text goes out at once, but a possible "<|end|>" waits.
   HarmonySplitter s;
   EXPECT_EQ(s.Push("<|channel|>analysis<|message|>").reasoning, "");
