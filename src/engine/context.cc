@@ -456,6 +456,7 @@ Result<std::unique_ptr<Context>> Context::Create(const Model& model,
   }
   impl.store = MT_TRY(
       CreateExpertStore(model, impl.plan, storage, profile ? &*profile : nullptr, &impl.pool));
+  model.ReleaseCopiedPages();  // those the experts' copy or upload mapped back in
   int prefetch_depth = 0;
   if (ExpertStore& bounded = *impl.store; bounded.cache_slots() > 0) {
     if (options.storage.prefetch) {

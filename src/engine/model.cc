@@ -4,6 +4,7 @@
 #include <cstring>
 
 #include "model/expert_layout_gguf.h"
+#include "model/tensor_names.h"
 #include "quant/dequant.h"
 
 namespace mt {
@@ -347,6 +348,10 @@ Status Model::SplitKvB(int il, const GgufTensor& kv_b) {
 // not change). The token embedding keeps its rows (looked up by row); a tied head shares
 // them. The matrices left to a device stay where they are, in rows, unless SplitKvB made them
 // (its buffers are freed here).
+void Model::ReleaseCopiedPages() const {
+  for (const std::span<const uint8_t> s : copied_from_) gguf_.ReleasePages(s.data(), s.size());
+}
+
 Status Model::CopyDenseWeights(const std::vector<const WeightMatrix*>& left_to_device) {
   auto in_split = [&](const WeightMatrix& w) {
     return std::any_of(split_.begin(), split_.end(),
@@ -385,6 +390,14 @@ Status Model::CopyDenseWeights(const std::vector<const WeightMatrix*>& left_to_d
   }
   dense_bytes_ += output_norm_.size() * sizeof(float);
   split_.clear();
+  // Every tensor but the routed experts' and those left to a device is read from a copy now
+  // (the matrices above, vectors and routers at load): the process need not map them too.
+  for (const GgufTensor& t : gguf_.tensors()) {
+    const bool left = std::any_of(left_to_device.begin(), left_to_device.end(),
+                                  [&](const WeightMatrix* w) { return w->data == t.data; });
+    if (!left && !IsRoutedExpertTensorName(t.name)) copied_from_.emplace_back(t.data, t.n_bytes);
+  }
+  ReleaseCopiedPages();
   return Status::Ok();
 }
 

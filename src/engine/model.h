@@ -5,6 +5,7 @@
 #include <cstdint>
 #include <functional>
 #include <memory>
+#include <span>
 #include <string>
 #include <vector>
 
@@ -121,6 +122,12 @@ class Model {
   uint64_t dense_bytes() const { return dense_bytes_; }
   // Bytes of the dense matrices left in the mapping for a device (LoadOptions::left_to_device).
   uint64_t left_to_device_bytes() const { return left_to_device_bytes_; }
+  // Hands back the pages of the file's tensors the host reads from copies (every one but the
+  // routed experts' and those left to a device; GgufModel::ReleasePages), so that the process
+  // does not hold them twice. Done at load, and again by a Context once its store has read the
+  // experts (reading a neighbour maps some back: the kernel maps the cached pages around a
+  // fault).
+  void ReleaseCopiedPages() const;
 
  private:
   Model(std::string path, GgufModel gguf);
@@ -143,6 +150,7 @@ class Model {
   std::vector<AlignedBuffer> split_;         // SplitKvB's matrices until they are copied
   uint64_t dense_bytes_ = 0;
   uint64_t left_to_device_bytes_ = 0;
+  std::vector<std::span<const uint8_t>> copied_from_;  // the mapped tensors read from copies
 };
 
 }  // namespace mt

@@ -216,7 +216,9 @@ Result<std::unique_ptr<ExpertStore>> CreateExpertStore(const Model& model, const
   const ExpertLayout& layout = model.expert_layout();
   switch (plan.mode) {
     case MoeStorage::kResident: {
-      std::unique_ptr<ResidentStore> s = MT_TRY(ResidentStore::Create(layout, pool, o.on_device));
+      std::unique_ptr<ResidentStore> s = MT_TRY(ResidentStore::Create(
+          layout, pool, o.on_device,
+          [file = &model.gguf()](const uint8_t* m, uint64_t n) { file->ReleasePages(m, n); }));
       return std::unique_ptr<ExpertStore>(std::move(s));
     }
     case MoeStorage::kMmap: {

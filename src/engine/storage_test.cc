@@ -14,6 +14,7 @@
 #include "engine/model.h"
 #include "experts/stream_store.h"
 #include "io/fault_injecting_engine.h"
+#include "io/io_test_util.h"
 #include "synth/synth_test_util.h"
 
 namespace mt {
@@ -92,6 +93,32 @@ TEST_F(StorageTest, EveryTierGivesTheSameBits) {
       }
     }
   }
+}
+
+// What the host copies it holds once: the pages of the file the dense copies, vectors and
+// resident experts were read from leave the process (GgufModel::ReleasePages), and stay out
+// while it computes. The mapped experts of mmap mode stay mapped: they are what it reads.
+TEST_F(StorageTest, TheCopiesSourcePagesLeaveTheProcess) {
+  std::unique_ptr<Model> m = Load();
+  // Pages of the file mapped in now: the dense matrices' and the experts'.
+  auto present = [&](bool experts) {
+    uint64_t pages = 0;
+    for (const GgufTensor& t : m->gguf().tensors()) {
+      if (t.shape.size() < 2) continue;  // vectors: copied into std::vector at load
+      if ((t.name.find("_exps") != std::string::npos) != experts) continue;
+      pages += io_test::PresentPages(t.data, t.n_bytes);
+    }
+    return pages;
+  };
+  EXPECT_EQ(present(false), 0u);  // released once copied, at load
+  StorageOptions resident, mmap;
+  resident.mode = MoeStorage::kResident;
+  mmap.mode = MoeStorage::kMmap;
+  const std::vector<float> want = Logits(*m, resident);
+  EXPECT_EQ(present(false), 0u);
+  EXPECT_EQ(present(true), 0u);
+  EXPECT_TRUE(Logits(*m, mmap) == want);  // the released pages read back as they were
+  EXPECT_GT(present(true), 0u);           // mmap mode reads its experts there
 }
 
 TEST_F(StorageTest, DecodingTokenByTokenGivesTheSameBits) {

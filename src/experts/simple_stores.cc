@@ -3,7 +3,9 @@
 #include <sys/mman.h>
 #include <sys/resource.h>
 
+#include <algorithm>
 #include <cstring>
+#include <span>
 #include <utility>
 #include <vector>
 
@@ -55,8 +57,10 @@ Result<std::optional<ReadyExpert>> InMemoryStore::NextReady(bool /*wait*/, bool 
 
 Result<std::unique_ptr<ResidentStore>> ResidentStore::Create(const ExpertLayout& layout,
                                                              ThreadPool* pool,
-                                                             std::span<const uint8_t> skip) {
+                                                             std::span<const uint8_t> skip,
+                                                             CopiedFn copied) {
   std::unique_ptr<ResidentStore> s(new ResidentStore(layout));
+  s->copied_ = std::move(copied);
   const uint32_t E = layout.n_expert();
   MT_CHECK(skip.empty() || skip.size() == size_t{layout.n_layer()} * E);
   s->copies_.resize(layout.n_layer());
@@ -98,7 +102,36 @@ Result<std::unique_ptr<ResidentStore>> ResidentStore::Create(const ExpertLayout&
     }
     for (const Status& st : failed) MT_RETURN_IF_ERROR(st);  // the lowest expert's error
   }
+  // Once all are copied (released earlier, a page would be mapped in again by the next
+  // expert's reads: the kernel maps the cached pages around a fault), neighbours joined (a
+  // page shared by two copied experts goes back too).
+  std::vector<std::span<const uint8_t>> sources;
+  for (uint32_t il = 0; il < layout.n_layer(); ++il) {
+    for (uint32_t e = 0; e < E; ++e) {
+      if (s->position_[size_t{il} * E + e] < 0) continue;  // none
+      for (int p = 0; p < kNumExpertParts; ++p) {
+        const ExpertPart part = static_cast<ExpertPart>(p);
+        sources.emplace_back(layout.mapped(il, e, part), layout.extent(il, e, part).length);
+      }
+    }
+  }
+  std::sort(sources.begin(), sources.end(),
+            [](const auto& a, const auto& b) { return a.data() < b.data(); });
+  for (size_t i = 0; i < sources.size() && s->copied_;) {
+    const uint8_t* begin = sources[i].data();
+    const uint8_t* end = begin + sources[i].size();
+    for (++i; i < sources.size() && sources[i].data() == end; ++i) end += sources[i].size();
+    s->copied_(begin, static_cast<uint64_t>(end - begin));
+  }
   return s;
+}
+
+void ResidentStore::ReleaseSource(uint32_t il, uint32_t e) const {
+  if (!copied_) return;
+  for (int p = 0; p < kNumExpertParts; ++p) {
+    const ExpertPart part = static_cast<ExpertPart>(p);
+    copied_(layout_.mapped(il, e, part), layout_.extent(il, e, part).length);
+  }
 }
 
 void ResidentStore::Copy(uint32_t il, uint32_t e) {
@@ -120,6 +153,7 @@ Status ResidentStore::HandOver(uint32_t layer, uint32_t to_device, uint32_t from
   if (layout_.has_records()) MT_RETURN_IF_ERROR(CheckRecord(layout_, layer, from_device));
   position_[row + from_device] = std::exchange(position_[row + to_device], -1);
   Copy(layer, from_device);
+  ReleaseSource(layer, from_device);
   return Status::Ok();
 }
 

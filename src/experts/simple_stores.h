@@ -4,6 +4,7 @@
 #pragma once
 
 #include <atomic>
+#include <functional>
 #include <memory>
 #include <thread>
 #include <vector>
@@ -46,10 +47,14 @@ class ResidentStore final : public InMemoryStore {
   // With a pool, its threads copy a layer's experts in parallel (the copy is mostly page
   // faults: the file's pages in, zeroed pages out; they scale with cores). `skip` (empty, or
   // n_layer x n_expert flags) names experts another tier owns (the device): they get no
-  // copy, and must never be asked for.
+  // copy, and must never be asked for. `copied` (may be empty) is called with each part's
+  // mapped bytes once every expert is copied: the engine hands their pages back, so that the
+  // process does not hold the experts twice (the copy and the mapped file).
+  using CopiedFn = std::function<void(const uint8_t* mapped, uint64_t bytes)>;
   static Result<std::unique_ptr<ResidentStore>> Create(const ExpertLayout& layout,
                                                        ThreadPool* pool = nullptr,
-                                                       std::span<const uint8_t> skip = {});
+                                                       std::span<const uint8_t> skip = {},
+                                                       CopiedFn copied = {});
   std::string name() const override { return "resident"; }
   Status HandOver(uint32_t layer, uint32_t to_device, uint32_t from_device) override;
 
@@ -58,6 +63,9 @@ class ResidentStore final : public InMemoryStore {
   ExpertMatrices Matrices(uint32_t layer, uint32_t expert) const override;
   // Copies expert e of layer il from the mapping into its place (position_), repacked.
   void Copy(uint32_t il, uint32_t e);
+  // Calls copied_ with expert e's mapped parts.
+  void ReleaseSource(uint32_t il, uint32_t e) const;
+  CopiedFn copied_;
   std::vector<std::array<AlignedBuffer, 3>> copies_;  // (n_layer) gate/up/down of the kept experts
   std::vector<int32_t> position_;  // (n_layer * n_expert) an expert's place in copies_, or -1
 };
