@@ -7,7 +7,6 @@
 
 #include "base/units.h"
 #include "engine/storage.h"
-#include "experts/record_checksum.h"
 #include "gpu/device.h"
 #include "gpu/expert_ffn.h"
 #include "gpu/matmul.h"
@@ -135,11 +134,7 @@ Result<uint32_t> GpuExpertTier::Promote(const RoutingStats& counts, ExpertStore&
       const uint32_t out = held[i], in = others[i];
       if (count(in) <= count(out)) break;
       if (layout.has_records()) {  // both, so that neither tier is left without one of them
-        for (uint32_t e : {in, out}) {
-          const ExpertRecord& r = layout.record(l, e);
-          MT_RETURN_IF_ERROR(
-              layout.CheckRecordSum(l, e, RecordChecksum(r.mapped, layout.record_shape(l).length)));
-        }
+        for (uint32_t e : {in, out}) MT_RETURN_IF_ERROR(layout.CheckMappedRecord(l, e));
       }
       int32_t& slot = slot_of_[size_t{l} * E + out];
       const DeviceSlot& s = L.slots[static_cast<size_t>(slot)];
@@ -238,11 +233,7 @@ Result<std::unique_ptr<GpuExpertTier>> GpuExpertTier::Create(const Model& model,
     const uint64_t slot_bytes = SlotBytes(L.spec);
     staged.assign(slot_bytes * per_layer[l].size(), 0);
     for (uint32_t e : per_layer[l]) {
-      if (layout.has_records()) {
-        const ExpertRecord& r = layout.record(l, e);
-        MT_RETURN_IF_ERROR(
-            layout.CheckRecordSum(l, e, RecordChecksum(r.mapped, layout.record_shape(l).length)));
-      }
+      if (layout.has_records()) MT_RETURN_IF_ERROR(layout.CheckMappedRecord(l, e));
       DeviceSlot s;
       s.gate = slot_bytes * L.slots.size();
       s.up = s.gate + RoundUp(L.spec.gate_bytes(), kPartAlign);

@@ -3,6 +3,7 @@
 #include <algorithm>
 
 #include "base/check.h"
+#include "experts/record_checksum.h"
 #include "kernels/panel_layout.h"
 
 namespace mt {
@@ -94,6 +95,11 @@ Status ExpertLayout::CheckRecordSum(uint32_t layer, uint32_t expert, uint64_t su
       "{}: layer {} expert {}: the record at offset {} ({} bytes) fails its checksum "
       "(xxh3 {:016x}, expected {:016x}); run moetier pack --verify",
       files_[r.file], layer, expert, r.offset, record_shapes_[layer].length, sum, r.checksum);
+}
+
+Status ExpertLayout::CheckMappedRecord(uint32_t layer, uint32_t expert) const {
+  return CheckRecordSum(layer, expert,
+                        RecordChecksum(record(layer, expert).mapped, record_shapes_[layer].length));
 }
 
 uint64_t ExpertLayout::max_record_bytes() const {

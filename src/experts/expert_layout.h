@@ -122,6 +122,8 @@ class ExpertLayout {
   // Ok when `sum` (RecordChecksum of a copy of the record) is the checksum the pack stores
   // for it; else the one-line error naming the file, layer, expert and offset.
   Status CheckRecordSum(uint32_t layer, uint32_t expert, uint64_t sum) const;
+  // CheckRecordSum of the record as the mapping holds it (before a copy made from there).
+  Status CheckMappedRecord(uint32_t layer, uint32_t expert) const;
   // The longest record over all layers (bytes); 0 without records.
   uint64_t max_record_bytes() const;
 

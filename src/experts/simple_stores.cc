@@ -12,19 +12,9 @@
 #include "base/check.h"
 #include "base/thread_pool.h"
 #include "experts/kernel_layout.h"
-#include "experts/record_checksum.h"
 #include "kernels/isa.h"
 
 namespace mt {
-namespace {
-
-Status CheckRecord(const ExpertLayout& layout, uint32_t layer, uint32_t expert) {
-  return layout.CheckRecordSum(
-      layer, expert,
-      RecordChecksum(layout.record(layer, expert).mapped, layout.record_shape(layer).length));
-}
-
-}  // namespace
 
 InMemoryStore::InMemoryStore(const ExpertLayout& layout, std::string tier) : layout_(layout) {
   stats_.tier = std::move(tier);
@@ -89,7 +79,7 @@ Result<std::unique_ptr<ResidentStore>> ResidentStore::Create(const ExpertLayout&
         const int32_t at_position = s->position_[size_t{il} * E + e];
         if (at_position < 0) continue;  // another tier's
         if (layout.has_records()) {
-          failed[e] = CheckRecord(layout, il, e);
+          failed[e] = layout.CheckMappedRecord(il, e);
           if (!failed[e].ok()) continue;
         }
         s->Copy(il, e);
@@ -150,7 +140,7 @@ void ResidentStore::Copy(uint32_t il, uint32_t e) {
 Status ResidentStore::HandOver(uint32_t layer, uint32_t to_device, uint32_t from_device) {
   const size_t row = size_t{layer} * layout_.n_expert();
   MT_CHECK(position_[row + to_device] >= 0 && position_[row + from_device] < 0);
-  if (layout_.has_records()) MT_RETURN_IF_ERROR(CheckRecord(layout_, layer, from_device));
+  if (layout_.has_records()) MT_RETURN_IF_ERROR(layout_.CheckMappedRecord(layer, from_device));
   position_[row + from_device] = std::exchange(position_[row + to_device], -1);
   Copy(layer, from_device);
   ReleaseSource(layer, from_device);
